@@ -1,0 +1,130 @@
+// Package app assembles the Torus operator: flags, the controller manager,
+// controllers, webhooks, probes and metrics.
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/scheme"
+	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
+)
+
+// Options are the operator's command-line settings.
+type Options struct {
+	MetricsAddr      string
+	MetricsSecure    bool
+	ProbeAddr        string
+	LeaderElect      bool
+	LeaderElectionNS string
+	WebhookPort      int
+	WebhookCertDir   string
+	EnableWebhooks   bool
+	// QPS and Burst size the client for hundreds of jobs: each job costs a
+	// handful of writes, and client-go's default of 5 QPS would queue them
+	// for minutes.
+	QPS                     float32
+	Burst                   int
+	ClusterDomain           string
+	MaxConcurrentReconciles int
+	Zap                     zap.Options
+}
+
+// AddFlags binds the options to a flag set.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; \"0\" disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to clients allowed by TokenReview and SubjectAccessReview.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles.")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server (default: controller-runtime's).")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
+	fs.Float32Var(&o.QPS, "kube-api-qps", 500, "Sustained requests per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
+	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.Zap.BindFlags(zfs)
+	fs.AddGoFlagSet(zfs)
+}
+
+// Leader election, and the authenticated metrics endpoint.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// NewManager builds a manager with Torus's controllers and webhooks.
+func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	cfg.UserAgent = "torus-operator"
+
+	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.MetricsSecure}
+	if o.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme.New(),
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "torus-operator.torus-mpi.io",
+		LeaderElectionNamespace: o.LeaderElectionNS,
+		Cache:                   controller.CacheOptions(),
+	}
+	if o.EnableWebhooks {
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := controller.SetupControllers(mgr, controller.Options{
+		ClusterDomain:           o.ClusterDomain,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if o.EnableWebhooks {
+		if err := toruswebhook.SetupWebhooks(mgr); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, fmt.Errorf("adding readiness check: %w", err)
+		}
+	} else if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	return mgr, nil
+}
+
+// Run starts the operator and blocks until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := NewManager(cfg, o)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("Starting Torus operator")
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// BuildHostfileConfigMap makes the ConfigMap mounted at /etc/mpi on the
+// launcher.
+func BuildHostfileConfigMap(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            mpi.HostfileConfigMapName(tj.Name),
+			Namespace:       tj.Namespace,
+			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
+			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
+		},
+		Data: map[string]string{mpi.HostfileKey: job.Hostfile()},
+	}
+}
+
+// ensureHostfile creates or updates the hostfile ConfigMap; it writes only
+// when the hostfile differs.
+func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error {
+	desired := BuildHostfileConfigMap(s.tj, s.job)
+	var existing corev1.ConfigMap
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(desired), &existing)
+	if apierrors.IsNotFound(err) {
+		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting hostfile ConfigMap: %w", err)
+	}
+	if maps.Equal(existing.Data, desired.Data) {
+		return nil
+	}
+	existing.Data = desired.Data
+	if err := r.client.Update(ctx, &existing); err != nil {
+		return fmt.Errorf("updating hostfile ConfigMap: %w", err)
+	}
+	return nil
+}
+
+// specHash fingerprints what Torus decides about a JobSet, leaving out
+// suspend, which is synced on its own.
+func specHash(js *jobsetv1alpha2.JobSet) (string, error) {
+	spec := js.Spec.DeepCopy()
+	spec.Suspend = nil
+	data, err := json.Marshal(struct {
+		Labels      map[string]string
+		Annotations map[string]string
+		Spec        *jobsetv1alpha2.JobSetSpec
+	}{js.Labels, js.Annotations, spec})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// ensureJobSet creates the JobSet, or brings an existing one to the desired
+// state as far as JobSet allows: pod templates change only while suspended,
+// and suspend follows the TrainJob. It writes nothing when nothing differs.
+func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired *jobsetv1alpha2.JobSet) error {
+	log := ctrl.LoggerFrom(ctx)
+	hash, err := specHash(desired)
+	if err != nil {
+		return fmt.Errorf("hashing JobSet: %w", err)
+	}
+	if desired.Annotations == nil {
+		desired.Annotations = map[string]string{}
+	}
+	desired.Annotations[mpi.AnnotationSpecHash] = hash
+
+	existing := s.jobSet
+	if existing == nil {
+		if err := r.client.Create(ctx, desired); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return fmt.Errorf("creating JobSet: %w", err)
+		}
+		s.jobSet = desired
+		s.created = true
+		log.V(2).Info("Created JobSet", "jobSet", desired.Name)
+		return nil
+	}
+	if !metav1.IsControlledBy(existing, s.tj) {
+		return fmt.Errorf("JobSet %s exists and is not owned by this TrainJob: delete it or rename the TrainJob", existing.Name)
+	}
+
+	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)
+	isSuspended := ptr.Deref(existing.Spec.Suspend, false)
+	sameSpec := existing.Annotations[mpi.AnnotationSpecHash] == hash
+	switch {
+	case sameSpec && wantSuspend == isSuspended:
+		return nil
+	case !sameSpec && (isSuspended || wantSuspend):
+		// Templates may change while suspended, and in the same request
+		// that suspends or resumes.
+		updated := existing.DeepCopy()
+		updated.Labels = desired.Labels
+		updated.Annotations = desired.Annotations
+		updated.Spec = desired.Spec
+		if err := r.client.Update(ctx, updated); err != nil {
+			return fmt.Errorf("updating JobSet: %w", err)
+		}
+		s.jobSet = updated
+		log.V(2).Info("Updated JobSet", "jobSet", updated.Name, "suspend", wantSuspend)
+	case wantSuspend != isSuspended:
+		patch := client.MergeFrom(existing.DeepCopy())
+		updated := existing.DeepCopy()
+		updated.Spec.Suspend = ptr.To(wantSuspend)
+		if err := r.client.Patch(ctx, updated, patch); err != nil {
+			return fmt.Errorf("setting JobSet suspend=%t: %w", wantSuspend, err)
+		}
+		s.jobSet = updated
+		log.V(2).Info("Synced JobSet suspend", "jobSet", updated.Name, "suspend", wantSuspend)
+	default:
+		// A running JobSet's templates are immutable; the change applies
+		// when the job is next suspended or restarted.
+		log.V(3).Info("JobSet differs from the TrainJob but is running; leaving it", "jobSet", existing.Name)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// deadlineWarnFraction is how much of activeDeadlineSeconds passes before
+// Torus warns that the job will be stopped.
+const deadlineWarnFraction = 0.8
+
+// lastStart is when the job last started running: its last resume, or its
+// creation when it was never suspended.
+func lastStart(tj *trainer.TrainJob) time.Time {
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+		return c.LastTransitionTime.Time
+	}
+	return tj.CreationTimestamp.Time
+}
+
+// checkDeadline enforces spec.activeDeadlineSeconds. It returns done=true
+// when the deadline passed and the job was failed; otherwise when to look
+// again (zero for no deadline).
+func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (requeue time.Duration, done bool, err error) {
+	ads := s.tj.Spec.ActiveDeadlineSeconds
+	if ads <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
+		return 0, false, nil
+	}
+	start := lastStart(s.tj)
+	limit := time.Duration(ads) * time.Second
+	deadline := start.Add(limit)
+	if !s.now.Before(deadline) {
+		msg := fmt.Sprintf("The job ran for activeDeadlineSeconds=%d since it last started (%s) and was stopped; raise spec.activeDeadlineSeconds if it needs longer",
+			ads, start.UTC().Format(time.RFC3339))
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonDeadlineExceeded, msg)
+		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, ReasonDeadlineExceeded, msg) {
+			s.event(corev1.EventTypeWarning, ReasonDeadlineExceeded, "%s", msg)
+			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
+		}
+		if s.jobSet != nil {
+			if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+				return 0, true, fmt.Errorf("deleting JobSet after deadline: %w", err)
+			}
+		}
+		return 0, true, r.finish(ctx, s)
+	}
+	warnAt := start.Add(time.Duration(float64(limit) * deadlineWarnFraction))
+	if s.now.Before(warnAt) {
+		return warnAt.Sub(s.now), false, nil
+	}
+	key := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
+	if _, warned := r.deadlineWarned.LoadOrStore(key, struct{}{}); !warned {
+		s.event(corev1.EventTypeWarning, ReasonDeadlineApproaching,
+			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
+	}
+	return deadline.Sub(s.now), false, nil
+}

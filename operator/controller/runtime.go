@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// runtimeRefKey indexes TrainJobs by the runtime they refer to, so a runtime
+// change reaches the jobs waiting for it.
+const runtimeRefKey = "spec.runtimeRef"
+
+// RuntimeKey identifies a runtime in the index: "Kind/namespace/name", the
+// namespace empty for cluster-scoped runtimes.
+func RuntimeKey(kind, namespace, name string) string {
+	if kind == trainer.ClusterTrainingRuntimeKind {
+		namespace = ""
+	}
+	return kind + "/" + namespace + "/" + name
+}
+
+func runtimeKind(tj *trainer.TrainJob) string {
+	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
+}
+
+// RuntimeRefError is a TrainJob's runtimeRef the user must fix: the runtime
+// does not exist, or the kind is not a runtime kind.
+type RuntimeRefError struct {
+	NotFound bool
+	msg      string
+}
+
+func (e *RuntimeRefError) Error() string { return e.msg }
+
+func runtimeNotFound(kind, name string) error {
+	return &RuntimeRefError{NotFound: true, msg: fmt.Sprintf("%s %q not found: create it, or set spec.runtimeRef to an existing runtime", kind, name)}
+}
+
+// GetRuntime reads the runtime a TrainJob refers to.
+func GetRuntime(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (*mpi.Runtime, error) {
+	kind, name := runtimeKind(tj), tj.Spec.RuntimeRef.Name
+	switch kind {
+	case trainer.ClusterTrainingRuntimeKind:
+		var ctr trainer.ClusterTrainingRuntime
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ctr); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, runtimeNotFound(kind, name)
+			}
+			return nil, fmt.Errorf("getting %s %q: %w", kind, name, err)
+		}
+		return &mpi.Runtime{Kind: kind, Name: name, Annotations: ctr.Annotations, Spec: ctr.Spec}, nil
+	case trainer.TrainingRuntimeKind:
+		var tr trainer.TrainingRuntime
+		if err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, &tr); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, runtimeNotFound(kind, name)
+			}
+			return nil, fmt.Errorf("getting %s %q: %w", kind, name, err)
+		}
+		return &mpi.Runtime{Kind: kind, Name: name, Annotations: tr.Annotations, Spec: tr.Spec}, nil
+	default:
+		return nil, &RuntimeRefError{msg: fmt.Sprintf("spec.runtimeRef.kind %q is not a runtime kind: use %s or %s", kind, trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind)}
+	}
+}

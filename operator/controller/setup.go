@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// Options configure the controllers.
+type Options struct {
+	// ClusterDomain is the cluster's DNS domain, for Hydra's search path.
+	ClusterDomain string
+	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
+	MaxConcurrentReconciles int
+	// Metrics to record into; nil registers a new set.
+	Metrics *Metrics
+	// Clock, for tests; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// CacheOptions limits the manager's cache to what Torus owns: pods, Secrets
+// and ConfigMaps labelled with a Torus job name, so the operator neither
+// holds nor needs to list every Secret of the cluster.
+func CacheOptions() cache.Options {
+	owned, err := labels.NewRequirement(mpi.LabelJobName, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant selector
+	}
+	sel := labels.NewSelector().Add(*owned)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:       {Label: sel},
+		&corev1.Secret{}:    {Label: sel},
+		&corev1.ConfigMap{}: {Label: sel},
+	}}
+}
+
+// SetupControllers registers Torus's controllers with a manager.
+func SetupControllers(mgr ctrl.Manager, opts Options) error {
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = mpi.DefaultClusterDomain
+	}
+	if opts.MaxConcurrentReconciles == 0 {
+		opts.MaxConcurrentReconciles = 10
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+		if err := opts.Metrics.Register(); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &trainer.TrainJob{}, runtimeRefKey, func(o client.Object) []string {
+		tj := o.(*trainer.TrainJob)
+		return []string{RuntimeKey(runtimeKind(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
+	}); err != nil {
+		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	r := &TrainJobReconciler{
+		client:        mgr.GetClient(),
+		recorder:      mgr.GetEventRecorder("torus-operator"),
+		clock:         opts.Clock,
+		metrics:       opts.Metrics,
+		clusterDomain: opts.ClusterDomain,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("trainjob").
+		For(&trainer.TrainJob{}).
+		Owns(&jobsetv1alpha2.JobSet{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
+		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
+		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// podToTrainJob maps a job's pod to its TrainJob through the job-name label.
+func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[mpi.LabelJobName]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+func (r *TrainJobReconciler) runtimeToTrainJobs(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var jobs trainer.TrainJobList
+		opts := []client.ListOption{client.MatchingFields{runtimeRefKey: RuntimeKey(kind, o.GetNamespace(), o.GetName())}}
+		if kind == trainer.TrainingRuntimeKind {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		if err := r.client.List(ctx, &jobs, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs of a runtime", "runtime", o.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(jobs.Items))
+		for i := range jobs.Items {
+			// Running jobs do not change with their runtime; only jobs
+			// that are waiting for it do.
+			if finished(&jobs.Items[i]) {
+				continue
+			}
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+		}
+		return reqs
+	}
+}

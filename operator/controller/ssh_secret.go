@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// BuildSSHSecret makes a job's SSH Secret with fresh keys. restarts is the
+// JobSet restart count the keys are for.
+func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32) (*corev1.Secret, error) {
+	keys, err := mpi.GenerateSSHKeys(rand.Reader, "torus-mpi "+tj.Namespace+"/"+tj.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            mpi.SSHSecretName(tj.Name),
+			Namespace:       tj.Namespace,
+			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
+			Annotations:     map[string]string{mpi.AnnotationJobSetRestarts: strconv.Itoa(int(restarts))},
+			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
+		},
+		Type:      corev1.SecretTypeSSHAuth,
+		Immutable: ptr.To(true),
+		Data:      mpi.SSHSecretData(tj.Name, keys, job.SSH),
+	}, nil
+}
+
+// ensureSSHSecret makes sure the job has keys for its current run: it
+// creates them when missing and replaces them when the JobSet restarted
+// since they were made. It reports whether it wrote.
+func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (bool, error) {
+	restarts := int32(0)
+	if s.jobSet != nil {
+		restarts = s.jobSet.Status.Restarts
+	}
+	var existing corev1.Secret
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}, &existing)
+	switch {
+	case err == nil:
+		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
+		if int32(made) >= restarts {
+			return false, nil
+		}
+		// The Secret is immutable: new keys mean a new object.
+		if err := r.deleteSSHSecret(ctx, s); err != nil {
+			return false, err
+		}
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("getting SSH secret: %w", err)
+	}
+	secret, err := BuildSSHSecret(s.tj, s.job, restarts)
+	if err != nil {
+		return false, fmt.Errorf("building SSH secret: %w", err)
+	}
+	if err := r.client.Create(ctx, secret); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// A stale cache; the next reconcile sees it.
+			return false, nil
+		}
+		return false, fmt.Errorf("creating SSH secret: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
+	s.event(corev1.EventTypeNormal, ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
+	return true, nil
+}
+
+// deleteSSHSecret removes the job's keys, if any.
+func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}}
+	if err := r.client.Delete(ctx, secret, client.Preconditions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("deleting SSH secret: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Deleted SSH keys", "secret", secret.Name)
+	s.event(corev1.EventTypeNormal, ReasonSSHKeysDeleted, "Deleted SSH keys in Secret %s", secret.Name)
+	return nil
+}
+
+// sshSecretExists asks the cache, so that a no-op reconcile sends nothing.
+func (r *TrainJobReconciler) sshSecretExists(ctx context.Context, tj *trainer.TrainJob) (bool, error) {
+	var secret corev1.Secret
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.SSHSecretName(tj.Name)}, &secret)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

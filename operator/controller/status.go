@@ -1,0 +1,170 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/diagnosis"
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// setCondition sets a condition and queues an event when it changes status
+// or reason. It returns whether the condition transitioned.
+func (s *scope) setCondition(typ string, status metav1.ConditionStatus, reason, msg string) bool {
+	old := meta.FindStatusCondition(s.tj.Status.Conditions, typ)
+	changed := old == nil || old.Status != status || old.Reason != reason
+	meta.SetStatusCondition(&s.tj.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(msg),
+		ObservedGeneration: s.tj.Generation,
+	})
+	return changed
+}
+
+func isTrue(tj *trainer.TrainJob, typ string) bool {
+	return meta.IsStatusConditionTrue(tj.Status.Conditions, typ)
+}
+
+// finished reports whether the job reached a terminal condition.
+func finished(tj *trainer.TrainJob) bool {
+	return isTrue(tj, trainer.TrainJobComplete) || isTrue(tj, trainer.TrainJobFailed)
+}
+
+// syncStatus derives the TrainJob's status from its JobSet and pods.
+func (r *TrainJobReconciler) syncStatus(s *scope) {
+	tj, js := s.tj, s.jobSet
+	if js == nil {
+		return
+	}
+	placement := s.job.Placement()
+	if s.setCondition(ConditionCreated, metav1.ConditionTrue, ReasonJobSetCreated,
+		fmt.Sprintf("JobSet %s: launcher and %d workers, %d slots each (%s)", js.Name, s.job.Workers, s.job.SlotsPerHost, s.job.Implementation)) {
+		s.event(corev1.EventTypeNormal, ReasonJobSetCreated, "Created JobSet %s with a launcher and %d workers", js.Name, s.job.Workers)
+		r.metrics.Created.WithLabelValues(tj.Namespace).Inc()
+	}
+
+	suspended := ptr.Deref(tj.Spec.Suspend, false)
+	if suspended {
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, ReasonSuspended, "TrainJob is suspended; its pods are removed and its SSH keys deleted until it resumes") {
+			s.event(corev1.EventTypeNormal, ReasonSuspended, "Suspended")
+		}
+	} else if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended) != nil {
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, ReasonResumed, "TrainJob is resumed") {
+			s.event(corev1.EventTypeNormal, ReasonResumed, "Resumed")
+		}
+	}
+
+	tj.Status.JobsStatus = jobsStatus(js)
+	findings := diagnosis.Pods(s.pods, placement)
+
+	switch {
+	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonCompleted, "The launcher completed")
+		if s.setCondition(trainer.TrainJobComplete, metav1.ConditionTrue, ReasonCompleted, "The launcher completed") {
+			s.event(corev1.EventTypeNormal, ReasonCompleted, "Completed")
+			r.metrics.Succeeded.WithLabelValues(tj.Namespace).Inc()
+		}
+	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
+		msg := failureMessage(js, findings)
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonFailed, msg)
+		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, ReasonFailed, msg) {
+			s.event(corev1.EventTypeWarning, ReasonFailed, "%s", msg)
+			r.metrics.Failed.WithLabelValues(tj.Namespace).Inc()
+		}
+	case suspended || ptr.Deref(js.Spec.Suspend, false):
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "The job is suspended")
+	default:
+		running, msg := runningState(s.pods, s.job, findings)
+		if running {
+			if s.setCondition(ConditionRunning, metav1.ConditionTrue, ReasonRunning, msg) {
+				s.event(corev1.EventTypeNormal, ReasonRunning, "%s", msg)
+				r.metrics.Running.WithLabelValues(tj.Namespace).Inc()
+				r.metrics.TimeToRunning.WithLabelValues(tj.Namespace).Observe(s.now.Sub(tj.CreationTimestamp.Time).Seconds())
+			}
+		} else {
+			s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonPending, msg)
+		}
+	}
+}
+
+func jobSetCondition(js *jobsetv1alpha2.JobSet, typ jobsetv1alpha2.JobSetConditionType) bool {
+	return meta.IsStatusConditionTrue(js.Status.Conditions, string(typ))
+}
+
+func jobsStatus(js *jobsetv1alpha2.JobSet) []trainer.JobStatus {
+	if len(js.Status.ReplicatedJobsStatus) == 0 {
+		return nil
+	}
+	out := make([]trainer.JobStatus, 0, len(js.Status.ReplicatedJobsStatus))
+	for _, rj := range js.Status.ReplicatedJobsStatus {
+		out = append(out, trainer.JobStatus{
+			Name: rj.Name, Ready: ptr.To(rj.Ready), Succeeded: ptr.To(rj.Succeeded),
+			Failed: ptr.To(rj.Failed), Active: ptr.To(rj.Active), Suspended: ptr.To(rj.Suspended),
+		})
+	}
+	return out
+}
+
+// runningState is true when the launcher and every worker are up; the
+// message counts them, or says what holds them back.
+func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding) (bool, string) {
+	var launcherUp bool
+	var workersReady int32
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch p.Labels[mpi.LabelRole] {
+		case mpi.RoleLauncher:
+			launcherUp = launcherUp || p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+		case mpi.RoleWorker:
+			if podReady(p) {
+				workersReady++
+			}
+		}
+	}
+	counts := fmt.Sprintf("%d/%d workers ready", workersReady, job.Workers)
+	if launcherUp && workersReady >= job.Workers {
+		return true, "Launcher running, " + counts
+	}
+	if len(findings) > 0 {
+		return false, findings[0].Message()
+	}
+	if workersReady >= job.Workers {
+		return false, counts + "; launcher starting"
+	}
+	return false, counts + "; launcher waits for all workers"
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// failureMessage names the first failing rank range and why, or falls back
+// on JobSet's own words.
+func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding) string {
+	if len(findings) > 0 {
+		msg := findings[0].Message()
+		if more := len(findings) - 1; more > 0 {
+			msg += fmt.Sprintf(" (and %d more pods failed after it)", more)
+		}
+		return msg
+	}
+	c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
+	if c == nil {
+		return "JobSet failed"
+	}
+	return strings.TrimSpace("JobSet failed: " + c.Message)
+}

@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// TrainJobReconciler turns MPI TrainJobs into JobSets with per-job SSH keys
+// and a hostfile, and reports their progress on the TrainJob.
+type TrainJobReconciler struct {
+	client        client.Client
+	recorder      events.EventRecorder
+	clock         clock.PassiveClock
+	metrics       *Metrics
+	clusterDomain string
+	// deadlineWarned remembers which job runs were warned about their
+	// deadline, so that each run gets one warning.
+	deadlineWarned sync.Map
+}
+
+// scope is the state of one reconcile.
+type scope struct {
+	tj      *trainer.TrainJob
+	job     *mpi.Job
+	jobSet  *jobsetv1alpha2.JobSet
+	pods    []corev1.Pod
+	created bool
+	now     time.Time
+	events  []queuedEvent
+}
+
+type queuedEvent struct {
+	eventType, reason, note string
+	args                    []any
+}
+
+// event queues an event; events are emitted after the status write
+// succeeds, so that they never describe a state the API does not show.
+func (s *scope) event(eventType, reason, note string, args ...any) {
+	s.events = append(s.events, queuedEvent{eventType, reason, note, args})
+}
+
+// managedByTorus: Torus stands in for the built-in Trainer controller, so
+// it reconciles the TrainJobs that controller would (managedBy unset or
+// Trainer's own value), and leaves the rest (e.g. MultiKueue) alone.
+func managedByTorus(tj *trainer.TrainJob) bool {
+	m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy)
+	return m == mpi.TrainerManagedBy
+}
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+
+// Reconcile implements reconcile.Reconciler.
+func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var tj trainer.TrainJob
+	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !managedByTorus(&tj) || !tj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("trainJob", klog.KObj(&tj))
+	ctx = ctrl.LoggerInto(ctx, log)
+	log.V(3).Info("Reconciling")
+
+	s := &scope{tj: tj.DeepCopy(), now: r.clock.Now()}
+	requeue, err := r.reconcile(ctx, s)
+	if statusErr := r.writeStatus(ctx, &tj, s); statusErr != nil {
+		err = errors.Join(err, statusErr)
+	} else {
+		for _, e := range s.events {
+			r.recorder.Eventf(s.tj, nil, e.eventType, e.reason, "Reconcile", e.note, e.args...)
+		}
+	}
+	if err != nil {
+		r.metrics.ReconcileErrors.WithLabelValues(tj.Namespace).Inc()
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Duration, error) {
+	rt, err := GetRuntime(ctx, r.client, s.tj)
+	if refErr := (*RuntimeRefError)(nil); errors.As(err, &refErr) {
+		// The runtime watch brings the job back when the runtime appears.
+		s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonRuntimeNotFound, refErr.Error())
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !rt.IsMPI() {
+		s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonRuntimeNotSupported,
+			fmt.Sprintf("Torus runs MPI runtimes only: %s %q has no mlPolicy.mpi, so no JobSet was created", rt.Kind, rt.Name))
+		return 0, nil
+	}
+	job, err := mpi.ResolveJob(s.tj, rt)
+	if err != nil {
+		s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonInvalidJob, err.Error())
+		return 0, nil
+	}
+	s.job = job
+
+	var js jobsetv1alpha2.JobSet
+	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
+	case err == nil:
+		s.jobSet = &js
+	case !apierrors.IsNotFound(err):
+		return 0, fmt.Errorf("getting JobSet: %w", err)
+	}
+
+	if finished(s.tj) {
+		return 0, r.finish(ctx, s)
+	}
+	requeue, done, err := r.checkDeadline(ctx, s)
+	if done || err != nil {
+		return 0, err
+	}
+
+	// Keys exist only while the job may run: a suspended job loses them and
+	// gets new ones when it resumes.
+	if ptr.Deref(s.tj.Spec.Suspend, false) {
+		if err := r.deleteSSHSecret(ctx, s); err != nil {
+			return 0, err
+		}
+	} else if _, err := r.ensureSSHSecret(ctx, s); err != nil {
+		return 0, err
+	}
+	if err := r.ensureHostfile(ctx, s); err != nil {
+		return 0, err
+	}
+	desired, err := mpi.BuildJobSet(s.tj, rt, job, r.clusterDomain)
+	if err != nil {
+		s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonInvalidJob, err.Error())
+		return 0, nil
+	}
+	if err := r.ensureJobSet(ctx, s, desired); err != nil {
+		return 0, err
+	}
+
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{mpi.LabelJobName: s.tj.Name}); err != nil {
+		return 0, fmt.Errorf("listing pods: %w", err)
+	}
+	s.pods = pods.Items
+	r.syncStatus(s)
+	if finished(s.tj) {
+		return 0, r.finish(ctx, s)
+	}
+	return requeue, nil
+}
+
+// finish cleans up after a job ended: its SSH keys go unless the user asked
+// to keep them. Pods stay for their logs, as the JobSet's policy says.
+func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
+	if s.tj.Annotations[mpi.AnnotationKeepSSHKeys] == "true" {
+		return nil
+	}
+	exists, err := r.sshSecretExists(ctx, s.tj)
+	if err != nil || !exists {
+		return err
+	}
+	return r.deleteSSHSecret(ctx, s)
+}
+
+// writeStatus sends one status patch, only when the status changed.
+func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) error {
+	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("updating TrainJob status: %w", err)
+	}
+	return nil
+}

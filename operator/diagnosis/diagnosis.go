@@ -1,0 +1,181 @@
+// Package diagnosis explains why an MPI job's pods failed, in words a person
+// can act on: which rank range, which pod, what happened and what to change.
+// The operator writes its findings into TrainJob status; the plugin's
+// describe shows them.
+package diagnosis
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// Finding is one pod's problem.
+type Finding struct {
+	Pod    string
+	Host   string // "launcher" or "worker-<i>"
+	Ranks  string // "ranks 4-7", or "" when the pod runs none
+	Reason string // OOMKilled, Error, Evicted, ImagePullBackOff, ...
+	// Detail says what happened; Fix what to change.
+	Detail string
+	Fix    string
+	// Terminal is true when the pod will not recover by itself.
+	Terminal bool
+	at       time.Time
+}
+
+// Message renders the finding as one line.
+func (f Finding) Message() string {
+	who := f.Host
+	if f.Ranks != "" {
+		who += " (" + f.Ranks + ")"
+	}
+	msg := fmt.Sprintf("%s %s: %s", who, f.Reason, f.Detail)
+	if f.Fix != "" {
+		msg += "; " + f.Fix
+	}
+	return msg + " [pod " + f.Pod + "]"
+}
+
+// Pods inspects a job's pods and returns their problems, the most likely
+// root cause first: terminal failures before transient ones, earliest first,
+// since in MPI one rank's death makes the others fail after it.
+func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
+	var out []Finding
+	for i := range pods {
+		if f, ok := pod(&pods[i], placement); ok {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Terminal != out[j].Terminal {
+			return out[i].Terminal
+		}
+		if !out[i].at.Equal(out[j].at) {
+			return out[i].at.Before(out[j].at)
+		}
+		return out[i].Pod < out[j].Pod
+	})
+	return out
+}
+
+// HostOf names the MPI host a pod is and its ranks.
+func HostOf(p *corev1.Pod, placement mpi.Placement) (host, ranks string) {
+	idx, _ := strconv.Atoi(p.Labels["batch.kubernetes.io/job-completion-index"])
+	role := p.Labels[mpi.LabelRole]
+	h := mpi.Host{Role: role, Index: int32(idx)}
+	if _, _, ok := placement.Ranks(role, int32(idx)); ok {
+		return h.Name(), placement.RankRange(role, int32(idx))
+	}
+	return h.Name(), ""
+}
+
+func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
+	host, ranks := HostOf(p, placement)
+	f := Finding{Pod: p.Name, Host: host, Ranks: ranks}
+	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
+		f.Reason, f.Terminal = "Evicted", true
+		f.Detail = p.Status.Message
+		f.Fix = "the node ran short of a resource: request what the job needs (--cpu, --memory) so the scheduler places it where it fits"
+		f.at = podTime(p)
+		return f, true
+	}
+	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			f.Terminal, f.at = true, t.FinishedAt.Time
+			if t.Reason == "OOMKilled" {
+				f.Reason = "OOMKilled"
+				f.Detail = "memory limit " + memoryLimit(p, cs.Name) + " exceeded"
+				f.Fix = "raise --memory (spec.trainer.resourcesPerNode limits)"
+			} else {
+				f.Reason = "Error"
+				f.Detail = fmt.Sprintf("container %s exited with code %d%s", cs.Name, t.ExitCode, signal(t.ExitCode))
+				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host)
+				if cs.Name == mpi.SSHInitContainer {
+					f.Fix = "the image needs /bin/sh and cp to install the job's SSH keys"
+				}
+			}
+			return f, true
+		}
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+				f.Reason, f.Detail = w.Reason, fmt.Sprintf("cannot pull image %q: %s", imageOf(p, cs.Name), w.Message)
+				f.Fix = "check the image name and tag, and the pull secret for private registries"
+				f.Terminal = w.Reason == "InvalidImageName"
+			case "CrashLoopBackOff":
+				f.Reason, f.Detail = w.Reason, fmt.Sprintf("container %s keeps exiting (restarted %d times)", cs.Name, cs.RestartCount)
+				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host) + " --previous"
+			case "CreateContainerConfigError", "CreateContainerError":
+				f.Reason, f.Detail = w.Reason, w.Message
+				f.Fix = "check the Secrets, ConfigMaps and volumes the pod refers to"
+			default:
+				continue
+			}
+			f.at = podTime(p)
+			return f, true
+		}
+	}
+	return Finding{}, false
+}
+
+func logsFlag(host string) string {
+	if host == mpi.RoleLauncher {
+		return " --launcher"
+	}
+	return " --worker " + host[len(mpi.RoleWorker)+1:]
+}
+
+func signal(code int32) string {
+	switch code {
+	case 137:
+		return " (SIGKILL)"
+	case 139:
+		return " (SIGSEGV)"
+	case 143:
+		return " (SIGTERM)"
+	}
+	return ""
+}
+
+func podTime(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget || c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
+}
+
+func findContainer(p *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+func imageOf(p *corev1.Pod, name string) string {
+	if c := findContainer(p, name); c != nil {
+		return c.Image
+	}
+	return ""
+}
+
+func memoryLimit(p *corev1.Pod, name string) string {
+	if c := findContainer(p, name); c != nil {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return q.String()
+		}
+	}
+	return "(none set: the node's memory)"
+}

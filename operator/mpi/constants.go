@@ -1,0 +1,92 @@
+package mpi
+
+// Labels and annotations. Everything Torus defines lives under torus-mpi.io/.
+const (
+	// Domain prefixes every Torus label and annotation.
+	Domain = "torus-mpi.io/"
+
+	// LabelJobName is set on the JobSet and every pod of a TrainJob; its value
+	// is the TrainJob's name. The plugin selects a job's pods with it.
+	LabelJobName = Domain + "job-name"
+	// LabelRole marks a pod as the job's launcher or one of its workers.
+	LabelRole = Domain + "role"
+	// LabelImplementation is defaulted onto MPI TrainJobs by the admission
+	// webhook (OpenMPI, OpenMPI5, Intel, MPICH) so clients can list MPI jobs
+	// with a label selector.
+	LabelImplementation = Domain + "mpi-implementation"
+
+	// AnnotationOpenMPIVersion, on a runtime or a TrainJob, selects Open MPI 5
+	// ("5") over the default Open MPI 4 ("4"). The Trainer API has a single
+	// OpenMPI value; the two majors need different environments (PRRTE).
+	AnnotationOpenMPIVersion = Domain + "openmpi-version"
+	// AnnotationKeepSSHKeys set to "true" keeps a finished job's SSH Secret.
+	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
+	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.
+	AnnotationSSHPort = Domain + "ssh-port"
+	// AnnotationSpecHash records the hash of the desired state an owned object
+	// was written from, so an unchanged desired state costs no write.
+	AnnotationSpecHash = Domain + "spec-hash"
+	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
+	// count the keys were generated for; a restart gets new keys.
+	AnnotationJobSetRestarts = Domain + "jobset-restarts"
+)
+
+// Roles, the values of LabelRole.
+const (
+	RoleLauncher = "launcher"
+	RoleWorker   = "worker"
+)
+
+// Names fixed by the Trainer runtime contract.
+const (
+	// LauncherJob and NodeJob are the replicated jobs of an MPI runtime.
+	LauncherJob = "launcher"
+	NodeJob     = "node"
+	// TrainerContainer is the container Trainer fields (image, command, env,
+	// resources) apply to, in both replicated jobs.
+	TrainerContainer = "node"
+	// LabelAncestor marks the replicated job that runs the training command.
+	LabelAncestor   = "trainer.kubeflow.org/trainjob-ancestor-step"
+	AncestorTrainer = "trainer"
+
+	// TrainerManagedBy is the managedBy value of TrainJobs for the built-in
+	// Trainer controller; Torus reconciles exactly those.
+	TrainerManagedBy = "trainer.kubeflow.org/trainjob-controller"
+)
+
+// Files and paths inside the pods.
+const (
+	HostfileDir    = "/etc/mpi"
+	HostfileKey    = "hostfile"
+	HostfilePath   = HostfileDir + "/" + HostfileKey
+	DefaultSSHPath = "/root/.ssh"
+	DefaultSSHPort = 2222
+
+	// SSHSecretMountPath is where the init container reads the Secret.
+	SSHSecretMountPath = "/etc/torus-mpi/ssh-secret"
+
+	// Volume and container names Torus adds to pod templates.
+	HostfileVolume   = "mpi-hostfile"
+	SSHSecretVolume  = "mpi-ssh-secret"
+	SSHVolume        = "mpi-ssh"
+	SSHInitContainer = "mpi-ssh-setup"
+)
+
+// Keys of the per-job SSH Secret. The Secret has type kubernetes.io/ssh-auth,
+// whose required key is ssh-privatekey.
+const (
+	SSHPrivateKey     = "ssh-privatekey"
+	SSHPublicKey      = "ssh-publickey"
+	SSHAuthorizedKeys = "authorized_keys"
+	SSHKnownHosts     = "known_hosts"
+	SSHHostKey        = "ssh_host_ed25519_key"
+	SSHHostPublicKey  = "ssh_host_ed25519_key.pub"
+	SSHClientConfig   = "config"
+	SSHDaemonConfig   = "sshd_config"
+)
+
+// File names the keys get in the pod's SSH directory.
+const (
+	SSHPrivateKeyFile = "id_ed25519"
+	SSHPublicKeyFile  = "id_ed25519.pub"
+)

@@ -1,0 +1,75 @@
+package mpi
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Environment variable names Torus sets on the launcher.
+const (
+	EnvOMPIHostfile      = "OMPI_MCA_orte_default_hostfile"
+	EnvOMPIKeepFQDN      = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	EnvOMPIDefaultSlots  = "OMPI_MCA_orte_set_default_slots"
+	EnvOMPIRSHArgs       = "OMPI_MCA_plm_rsh_args"
+	EnvPRTEHostfile      = "PRTE_MCA_prte_default_hostfile"
+	EnvPRTEKeepFQDN      = "PRTE_MCA_prte_keep_fqdn_hostnames"
+	EnvPRTESSHArgs       = "PRTE_MCA_plm_ssh_args"
+	EnvIntelHostfile     = "I_MPI_HYDRA_HOST_FILE"
+	EnvIntelBootstrap    = "I_MPI_HYDRA_BOOTSTRAP"
+	EnvIntelBootstrapArg = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
+	EnvIntelPerHost      = "I_MPI_PERHOST"
+	EnvHydraHostfile     = "HYDRA_HOST_FILE"
+	EnvHydraLauncher     = "HYDRA_LAUNCHER"
+	EnvHydraLaunchArgs   = "HYDRA_LAUNCH_EXTRA_ARGS"
+)
+
+// ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.
+var ReservedEnvNames = sets.New(
+	EnvOMPIHostfile, EnvOMPIKeepFQDN, EnvOMPIDefaultSlots, EnvOMPIRSHArgs,
+	EnvPRTEHostfile, EnvPRTEKeepFQDN, EnvPRTESSHArgs,
+	EnvIntelHostfile, EnvIntelBootstrap, EnvIntelBootstrapArg, EnvIntelPerHost,
+	EnvHydraHostfile, EnvHydraLauncher, EnvHydraLaunchArgs,
+)
+
+// SSHArgs are the arguments every implementation passes to ssh: the job's
+// client configuration, which names its key, known_hosts and port.
+func SSHArgs(sshPath string) string {
+	return "-F " + sshPath + "/" + SSHClientConfig
+}
+
+// LauncherEnv is the environment the launcher's MPI runtime reads: where the
+// hostfile is, how many slots a host has and how to reach hosts over ssh.
+func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string) []corev1.EnvVar {
+	slots := strconv.Itoa(int(slotsPerHost))
+	ssh := SSHArgs(sshPath)
+	switch impl {
+	case OpenMPI5:
+		return []corev1.EnvVar{
+			{Name: EnvPRTEHostfile, Value: HostfilePath},
+			{Name: EnvPRTEKeepFQDN, Value: "1"},
+			{Name: EnvPRTESSHArgs, Value: ssh},
+		}
+	case IntelMPI:
+		return []corev1.EnvVar{
+			{Name: EnvIntelHostfile, Value: HostfilePath},
+			{Name: EnvIntelBootstrap, Value: "ssh"},
+			{Name: EnvIntelBootstrapArg, Value: ssh},
+			{Name: EnvIntelPerHost, Value: slots},
+		}
+	case MPICH:
+		return []corev1.EnvVar{
+			{Name: EnvHydraHostfile, Value: HostfilePath},
+			{Name: EnvHydraLauncher, Value: "ssh"},
+			{Name: EnvHydraLaunchArgs, Value: ssh},
+		}
+	default:
+		return []corev1.EnvVar{
+			{Name: EnvOMPIHostfile, Value: HostfilePath},
+			{Name: EnvOMPIKeepFQDN, Value: "true"},
+			{Name: EnvOMPIDefaultSlots, Value: slots},
+			{Name: EnvOMPIRSHArgs, Value: ssh},
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package mpi
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Runtime is the resolved TrainingRuntime or ClusterTrainingRuntime a
+// TrainJob refers to.
+type Runtime struct {
+	Kind        string
+	Name        string
+	Annotations map[string]string
+	Spec        trainer.TrainingRuntimeSpec
+}
+
+// IsMPI reports whether the runtime has an MPI policy.
+func (r *Runtime) IsMPI() bool {
+	return r.Spec.MLPolicy != nil && r.Spec.MLPolicy.MPI != nil
+}
+
+// Job is what Torus needs to know about an MPI TrainJob once its runtime is
+// merged in: the TrainJob's own values win over the runtime's.
+type Job struct {
+	Name           string
+	Namespace      string
+	Implementation Implementation
+	// NumNodes is the number of MPI nodes the user asked for.
+	NumNodes int32
+	// Workers is the number of pods of the node replicated job.
+	Workers int32
+	// SlotsPerHost is the number of ranks on each host.
+	SlotsPerHost int32
+	// LauncherRunsRanks is runLauncherAsNode: the launcher is also a host.
+	LauncherRunsRanks bool
+	SSH               SSHSettings
+}
+
+// ResolveJob merges a TrainJob with its MPI runtime.
+func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
+	if !rt.IsMPI() {
+		return nil, fmt.Errorf("%s %q has no mlPolicy.mpi", rt.Kind, rt.Name)
+	}
+	policy := rt.Spec.MLPolicy
+	mpiPolicy := policy.MPI
+	impl, err := ResolveImplementation(ptr.Deref(mpiPolicy.MPIImplementation, ""), tj.Annotations, rt.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	job := &Job{
+		Name:              tj.Name,
+		Namespace:         tj.Namespace,
+		Implementation:    impl,
+		NumNodes:          ptr.Deref(policy.NumNodes, 1),
+		SlotsPerHost:      ptr.Deref(mpiPolicy.NumProcPerNode, 1),
+		LauncherRunsRanks: ptr.Deref(mpiPolicy.RunLauncherAsNode, false),
+		SSH:               SSHSettings{Path: ptr.Deref(mpiPolicy.SSHAuthMountPath, DefaultSSHPath), Port: DefaultSSHPort},
+	}
+	if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
+		job.NumNodes = *t.NumNodes
+	}
+	if t := tj.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
+		job.SlotsPerHost = *t.NumProcPerNode
+	} else if job.SlotsPerHost == 1 {
+		// As upstream Trainer: a runtime's single slot becomes one slot per
+		// GPU when the nodes have several.
+		if gpus := gpusPerNode(tj, rt); gpus > 1 {
+			job.SlotsPerHost = int32(gpus)
+		}
+	}
+	job.Workers = job.NumNodes
+	if job.LauncherRunsRanks {
+		job.Workers = max(job.NumNodes-1, 1)
+	}
+	if port, ok := firstAnnotation(AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("annotation %s=%q: set it to a port number between 1 and 65535", AnnotationSSHPort, port)
+		}
+		job.SSH.Port = int32(p)
+	}
+	return job, nil
+}
+
+// Placement lays out the job's ranks on its hosts.
+func (j *Job) Placement() Placement {
+	return NewPlacement(j.Name, j.Workers, j.SlotsPerHost, j.LauncherRunsRanks)
+}
+
+// Hostfile renders the job's hostfile.
+func (j *Job) Hostfile() string { return Hostfile(j.Implementation, j.Placement()) }
+
+func firstAnnotation(key string, sources ...map[string]string) (string, bool) {
+	for _, s := range sources {
+		if v, ok := s[key]; ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// gpusPerNode reads the GPU limit per node from the TrainJob's
+// resourcesPerNode, or else from the runtime's node container.
+func gpusPerNode(tj *trainer.TrainJob, rt *Runtime) int64 {
+	var res *corev1.ResourceRequirements
+	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
+		res = t.ResourcesPerNode
+	} else {
+		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+			rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+			if rj.Name != NodeJob {
+				continue
+			}
+			for c := range rj.Template.Spec.Template.Spec.Containers {
+				if ctr := &rj.Template.Spec.Template.Spec.Containers[c]; ctr.Name == TrainerContainer {
+					res = &ctr.Resources
+				}
+			}
+		}
+	}
+	if res == nil {
+		return 0
+	}
+	return GPUs(res.Limits)
+}
+
+// GPUs counts GPUs in a resource list: any extended resource named
+// <vendor>/gpu.
+func GPUs(rl corev1.ResourceList) int64 {
+	var n int64
+	for name, q := range rl {
+		if strings.HasSuffix(string(name), "/gpu") {
+			n += q.Value()
+		}
+	}
+	return n
+}

@@ -1,0 +1,277 @@
+package mpi
+
+import (
+	"fmt"
+	"maps"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// DefaultClusterDomain is the DNS domain of a cluster's services unless the
+// operator is told otherwise.
+const DefaultClusterDomain = "cluster.local"
+
+// sshVolumeSize bounds the in-memory SSH directory; its files are a few KiB.
+var sshVolumeSize = resource.MustParse("1Mi")
+
+// OwnerReference makes a TrainJob the controller of an object.
+func OwnerReference(tj *trainer.TrainJob) metav1.OwnerReference {
+	return *metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+}
+
+// BuildJobSet renders the JobSet of an MPI TrainJob from its runtime's
+// template: a launcher and a node replicated job sized and configured for
+// the job, with the hostfile, SSH material and MPI environment wired in.
+// It is a pure function of its inputs.
+func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, clusterDomain string) (*jobsetv1alpha2.JobSet, error) {
+	tmpl := rt.Spec.Template
+	js := &jobsetv1alpha2.JobSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            JobSetName(tj.Name),
+			Namespace:       tj.Namespace,
+			Labels:          maps.Clone(tmpl.Labels),
+			Annotations:     maps.Clone(tmpl.Annotations),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(tj)},
+		},
+		Spec: *tmpl.Spec.DeepCopy(),
+	}
+	if js.Labels == nil {
+		js.Labels = map[string]string{}
+	}
+	js.Labels[LabelJobName] = tj.Name
+
+	var launcher, node *jobsetv1alpha2.ReplicatedJob
+	for i := range js.Spec.ReplicatedJobs {
+		switch rj := &js.Spec.ReplicatedJobs[i]; rj.Name {
+		case LauncherJob:
+			launcher = rj
+		case NodeJob:
+			node = rj
+		}
+	}
+	if launcher == nil || node == nil {
+		return nil, fmt.Errorf("%s %q must have replicated jobs %q and %q", rt.Kind, rt.Name, LauncherJob, NodeJob)
+	}
+
+	b := podBuilder{tj: tj, job: job, clusterDomain: clusterDomain}
+	if err := b.configure(launcher, RoleLauncher, 1); err != nil {
+		return nil, err
+	}
+	if err := b.configure(node, RoleWorker, job.Workers); err != nil {
+		return nil, err
+	}
+	if !dependsOnNodesReady(launcher) {
+		launcher.DependsOn = append(launcher.DependsOn, jobsetv1alpha2.DependsOn{Name: NodeJob, Status: jobsetv1alpha2.DependencyReady})
+	}
+
+	if js.Spec.Network == nil {
+		js.Spec.Network = &jobsetv1alpha2.Network{}
+	}
+	js.Spec.Network.EnableDNSHostnames = ptr.To(true)
+	js.Spec.Network.Subdomain = Subdomain(tj.Name)
+	// Workers must be resolvable before their readiness probe passes, or the
+	// launcher's first ssh may race DNS.
+	js.Spec.Network.PublishNotReadyAddresses = ptr.To(true)
+	js.Spec.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{
+		Operator:             jobsetv1alpha2.OperatorAll,
+		TargetReplicatedJobs: []string{LauncherJob},
+	}
+	js.Spec.Suspend = tj.Spec.Suspend
+	return js, nil
+}
+
+func dependsOnNodesReady(rj *jobsetv1alpha2.ReplicatedJob) bool {
+	for _, d := range rj.DependsOn {
+		if d.Name == NodeJob {
+			return true
+		}
+	}
+	return false
+}
+
+type podBuilder struct {
+	tj            *trainer.TrainJob
+	job           *Job
+	clusterDomain string
+}
+
+// configure sizes one replicated job and fills in its pod template.
+func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pods int32) error {
+	rj.Replicas = 1
+	spec := &rj.Template.Spec
+	spec.Parallelism = ptr.To(pods)
+	spec.Completions = ptr.To(pods)
+	// Indexed completion gives pods stable host names, which the hostfile uses.
+	spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+
+	pod := &spec.Template
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[LabelJobName] = b.tj.Name
+	pod.Labels[LabelRole] = role
+
+	ps := &pod.Spec
+	idx := -1
+	for i := range ps.Containers {
+		if ps.Containers[i].Name == TrainerContainer {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("replicated job %q has no container named %q", rj.Name, TrainerContainer)
+	}
+	ctr := &ps.Containers[idx]
+
+	isLauncher := role == RoleLauncher
+	runsRanks := !isLauncher || b.job.LauncherRunsRanks
+	trainerJob := isLauncher || rj.Template.Labels[LabelAncestor] == AncestorTrainer
+	if t := b.tj.Spec.Trainer; t != nil {
+		// Every pod runs the same image: workers run sshd and the ranks
+		// from it.
+		if t.Image != nil {
+			ctr.Image = *t.Image
+		}
+		if trainerJob && t.Command != nil {
+			ctr.Command = t.Command
+		}
+		if trainerJob && t.Args != nil {
+			ctr.Args = t.Args
+		}
+		// Unlike upstream (kubeflow/trainer#3427), env reaches workers too:
+		// ranks run there.
+		ctr.Env = upsertEnv(ctr.Env, t.Env...)
+		if runsRanks && t.ResourcesPerNode != nil {
+			ctr.Resources = *t.ResourcesPerNode.DeepCopy()
+		}
+	}
+	if isLauncher {
+		ctr.Env = upsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path)...)
+		ps.Volumes = upsertVolume(ps.Volumes, corev1.Volume{
+			Name: HostfileVolume,
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: HostfileConfigMapName(b.tj.Name)},
+				Items:                []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey}},
+				DefaultMode:          ptr.To[int32](0o444),
+			}},
+		})
+		ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})
+	}
+
+	b.addSSH(ps, ctr)
+	if b.job.Implementation.NeedsSearchDomain() {
+		if ps.DNSConfig == nil {
+			ps.DNSConfig = &corev1.PodDNSConfig{}
+		}
+		domain := SearchDomain(b.tj.Name, b.tj.Namespace, b.clusterDomain)
+		if !contains(ps.DNSConfig.Searches, domain) {
+			ps.DNSConfig.Searches = append(ps.DNSConfig.Searches, domain)
+		}
+	}
+	return nil
+}
+
+// addSSH mounts the job's SSH directory: an in-memory emptyDir that an init
+// container fills from the Secret as the pod's own user.
+func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
+	ps.Volumes = upsertVolume(ps.Volumes,
+		corev1.Volume{
+			Name: SSHSecretVolume,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: SSHSecretName(b.tj.Name),
+				// Readable by whichever user the init container runs as;
+				// only the init container mounts it.
+				DefaultMode: ptr.To[int32](0o444),
+			}},
+		},
+		corev1.Volume{
+			Name: SSHVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium:    corev1.StorageMediumMemory,
+				SizeLimit: &sshVolumeSize,
+			}},
+		},
+	)
+	ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: SSHVolume, MountPath: b.job.SSH.Path})
+
+	init := corev1.Container{
+		Name:            SSHInitContainer,
+		Image:           ctr.Image,
+		ImagePullPolicy: ctr.ImagePullPolicy,
+		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path)},
+		// Same user as the main container, so the files are its own.
+		SecurityContext: ctr.SecurityContext.DeepCopy(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: SSHSecretVolume, MountPath: SSHSecretMountPath, ReadOnly: true},
+			{Name: SSHVolume, MountPath: b.job.SSH.Path},
+		},
+	}
+	for i := range ps.InitContainers {
+		if ps.InitContainers[i].Name == SSHInitContainer {
+			ps.InitContainers[i] = init
+			return
+		}
+	}
+	ps.InitContainers = append([]corev1.Container{init}, ps.InitContainers...)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// upsertEnv sets variables by name, replacing earlier values in place.
+func upsertEnv(env []corev1.EnvVar, add ...corev1.EnvVar) []corev1.EnvVar {
+	for _, e := range add {
+		found := false
+		for i := range env {
+			if env[i].Name == e.Name {
+				env[i] = e
+				found = true
+				break
+			}
+		}
+		if !found {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+func upsertVolume(vols []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
+	for _, v := range add {
+		found := false
+		for i := range vols {
+			if vols[i].Name == v.Name {
+				vols[i] = v
+				found = true
+				break
+			}
+		}
+		if !found {
+			vols = append(vols, v)
+		}
+	}
+	return vols
+}
+
+func upsertMount(mounts []corev1.VolumeMount, m corev1.VolumeMount) []corev1.VolumeMount {
+	for i := range mounts {
+		if mounts[i].Name == m.Name {
+			mounts[i] = m
+			return mounts
+		}
+	}
+	return append(mounts, m)
+}

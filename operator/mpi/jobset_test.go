@@ -1,0 +1,227 @@
+package mpi_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+func replicatedJob(t *testing.T, js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.ReplicatedJob {
+	t.Helper()
+	for i := range js.Spec.ReplicatedJobs {
+		if js.Spec.ReplicatedJobs[i].Name == name {
+			return &js.Spec.ReplicatedJobs[i]
+		}
+	}
+	t.Fatalf("JobSet has no replicated job %q", name)
+	return nil
+}
+
+func build(t *testing.T, tj *trainer.TrainJob, rt *wrappers.RuntimeWrapper) (*jobsetv1alpha2.JobSet, *mpi.Job) {
+	t.Helper()
+	job, err := mpi.ResolveJob(tj, rt.Runtime())
+	if err != nil {
+		t.Fatalf("ResolveJob: %v", err)
+	}
+	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain)
+	if err != nil {
+		t.Fatalf("BuildJobSet: %v", err)
+	}
+	return js, job
+}
+
+func TestBuildJobSet(t *testing.T) {
+	res := corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("16Gi"), "nvidia.com/gpu": resource.MustParse("4"),
+	}}
+	tj := wrappers.MakeTrainJob("pi", "team-a").RuntimeRef("torus-openmpi").UID("u1").
+		NumNodes(3).Image("mpi-pi:v2").Command("mpirun", "-n", "12", "pi").Env("NCCL_DEBUG", "INFO").Resources(res).Obj()
+	js, job := build(t, tj, wrappers.MakeMPIRuntime("torus-openmpi", trainer.MPIImplementationOpenMPI))
+
+	if job.SlotsPerHost != 4 {
+		t.Errorf("slots = %d, want one per GPU (4)", job.SlotsPerHost)
+	}
+	launcher, node := replicatedJob(t, js, mpi.LauncherJob), replicatedJob(t, js, mpi.NodeJob)
+	if diff := cmp.Diff([]int32{1, 1, 3, 3}, []int32{*launcher.Template.Spec.Parallelism, *launcher.Template.Spec.Completions,
+		*node.Template.Spec.Parallelism, *node.Template.Spec.Completions}); diff != "" {
+		t.Errorf("launcher and node sizes (-want,+got):\n%s", diff)
+	}
+	if got := ptr.Deref(node.Template.Spec.CompletionMode, ""); got != batchv1.IndexedCompletion {
+		t.Errorf("node completion mode = %q, want Indexed for stable host names", got)
+	}
+	if diff := cmp.Diff([]jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}}, launcher.DependsOn); diff != "" {
+		t.Errorf("launcher dependsOn (-want,+got):\n%s", diff)
+	}
+
+	lc := launcher.Template.Spec.Template.Spec.Containers[0]
+	wc := node.Template.Spec.Template.Spec.Containers[0]
+	if lc.Image != "mpi-pi:v2" || wc.Image != "mpi-pi:v2" {
+		t.Errorf("images = %q, %q; want the TrainJob's on both", lc.Image, wc.Image)
+	}
+	if diff := cmp.Diff([]string{"mpirun", "-n", "12", "pi"}, lc.Command); diff != "" {
+		t.Errorf("launcher command (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/usr/sbin/sshd"}, wc.Command); diff != "" {
+		t.Errorf("workers keep the runtime's sshd command (-want,+got):\n%s", diff)
+	}
+	wantLauncherEnv := []corev1.EnvVar{
+		{Name: "NCCL_DEBUG", Value: "INFO"},
+		{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
+		{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
+		{Name: "OMPI_MCA_orte_set_default_slots", Value: "4"},
+		{Name: "OMPI_MCA_plm_rsh_args", Value: "-F /home/mpiuser/.ssh/config"},
+	}
+	if diff := cmp.Diff(wantLauncherEnv, lc.Env); diff != "" {
+		t.Errorf("launcher env (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}, wc.Env); diff != "" {
+		t.Errorf("worker env (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(res, wc.Resources); diff != "" {
+		t.Errorf("worker resources (-want,+got):\n%s", diff)
+	}
+	if len(lc.Resources.Limits) != 0 {
+		t.Errorf("launcher got node resources %v though it runs no ranks", lc.Resources.Limits)
+	}
+
+	wantMounts := []corev1.VolumeMount{
+		{Name: mpi.HostfileVolume, MountPath: "/etc/mpi", ReadOnly: true},
+		{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh"},
+	}
+	if diff := cmp.Diff(wantMounts, lc.VolumeMounts); diff != "" {
+		t.Errorf("launcher mounts (-want,+got):\n%s", diff)
+	}
+	init := node.Template.Spec.Template.Spec.InitContainers[0]
+	if init.Name != mpi.SSHInitContainer || init.Image != "mpi-pi:v2" || ptr.Deref(init.SecurityContext.RunAsUser, 0) != 1000 {
+		t.Errorf("SSH init container = %s image %s user %v; want %s from the job's image as uid 1000",
+			init.Name, init.Image, init.SecurityContext.RunAsUser, mpi.SSHInitContainer)
+	}
+	if js.Spec.Network == nil || !ptr.Deref(js.Spec.Network.EnableDNSHostnames, false) || js.Spec.Network.Subdomain != "pi" {
+		t.Errorf("network = %+v, want DNS host names under subdomain pi", js.Spec.Network)
+	}
+	if diff := cmp.Diff(&jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAll, TargetReplicatedJobs: []string{mpi.LauncherJob}}, js.Spec.SuccessPolicy); diff != "" {
+		t.Errorf("success policy (-want,+got):\n%s", diff)
+	}
+	if got := js.OwnerReferences[0]; got.Kind != "TrainJob" || got.Name != "pi" || !ptr.Deref(got.Controller, false) {
+		t.Errorf("owner = %+v, want the TrainJob as controller", got)
+	}
+	if node.Template.Spec.Template.Spec.DNSConfig != nil {
+		t.Error("Open MPI pods got a DNS search entry they do not need")
+	}
+}
+
+func TestBuildJobSetPerImplementation(t *testing.T) {
+	cases := map[string]struct {
+		impl        trainer.MPIImplementation
+		annotation  string
+		wantEnv     []string
+		wantSearch  bool
+		wantHostfmt string
+	}{
+		"Open MPI 4": {impl: "OpenMPI", wantEnv: []string{"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
+		"Open MPI 5": {impl: "OpenMPI", annotation: "5", wantEnv: []string{"PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames", "PRTE_MCA_plm_ssh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
+		"Intel MPI":  {impl: "Intel", wantEnv: []string{"I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "I_MPI_PERHOST"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
+		"MPICH":      {impl: "MPICH", wantEnv: []string{"HYDRA_HOST_FILE", "HYDRA_LAUNCHER", "HYDRA_LAUNCH_EXTRA_ARGS"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", tc.impl)
+			if tc.annotation != "" {
+				rt.Annotation(mpi.AnnotationOpenMPIVersion, tc.annotation)
+			}
+			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(1).NumProcPerNode(2).Obj()
+			js, job := build(t, tj, rt)
+			var got []string
+			for _, e := range replicatedJob(t, js, mpi.LauncherJob).Template.Spec.Template.Spec.Containers[0].Env {
+				got = append(got, e.Name)
+			}
+			if diff := cmp.Diff(tc.wantEnv, got); diff != "" {
+				t.Errorf("launcher env names (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantHostfmt, job.Hostfile()); diff != "" {
+				t.Errorf("hostfile (-want,+got):\n%s", diff)
+			}
+			for _, rjName := range []string{mpi.LauncherJob, mpi.NodeJob} {
+				dns := replicatedJob(t, js, rjName).Template.Spec.Template.Spec.DNSConfig
+				if tc.wantSearch {
+					if dns == nil || !cmp.Equal([]string{"pi.ns.svc.cluster.local"}, dns.Searches) {
+						t.Errorf("%s DNS config = %+v, want search pi.ns.svc.cluster.local", rjName, dns)
+					}
+				} else if dns != nil {
+					t.Errorf("%s DNS config = %+v, want none", rjName, dns)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildJobSetLauncherAsNode(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI").LauncherRunsRanks(true)
+	res := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(4).Resources(res).Obj()
+	js, job := build(t, tj, rt)
+	if got := *replicatedJob(t, js, mpi.NodeJob).Template.Spec.Parallelism; got != 3 {
+		t.Errorf("workers = %d, want 3 beside the launcher", got)
+	}
+	if diff := cmp.Diff("pi-launcher-0-0.pi slots=1\npi-node-0-0.pi slots=1\npi-node-0-1.pi slots=1\npi-node-0-2.pi slots=1\n", job.Hostfile()); diff != "" {
+		t.Errorf("hostfile (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(res, replicatedJob(t, js, mpi.LauncherJob).Template.Spec.Template.Spec.Containers[0].Resources); diff != "" {
+		t.Errorf("a launcher that runs ranks gets node resources (-want,+got):\n%s", diff)
+	}
+}
+
+func TestBuildJobSetRejectsIncompleteRuntime(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI").WithoutReplicatedJob(mpi.NodeJob)
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").Obj()
+	job, err := mpi.ResolveJob(tj, rt.Runtime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain); err == nil {
+		t.Error("BuildJobSet accepted a runtime without a node job")
+	}
+}
+
+var sizes = []int32{1, 64, 1024, 4096}
+
+func BenchmarkBuildJobSet(b *testing.B) {
+	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI")
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(n).Obj()
+			job, err := mpi.ResolveJob(tj, rt.Runtime())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkHostfile(b *testing.B) {
+	for _, impl := range []mpi.Implementation{mpi.OpenMPI, mpi.IntelMPI} {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/workers=%d", impl, n), func(b *testing.B) {
+				p := mpi.NewPlacement("a-typical-job-name", n, 8, false)
+				for b.Loop() {
+					_ = mpi.Hostfile(impl, p)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package mpi
+
+import (
+	"fmt"
+	"strconv"
+)
+
+const (
+	sshSecretSuffix = "-mpi-ssh"
+	hostfileSuffix  = "-mpi-hostfile"
+	// dnsLabelMax is the longest DNS label, and so the longest pod host name.
+	dnsLabelMax = 63
+)
+
+// JobSetName is the name of the JobSet a TrainJob owns.
+func JobSetName(trainJob string) string { return trainJob }
+
+// Subdomain is the headless service, and the pods' DNS subdomain, of a job.
+func Subdomain(trainJob string) string { return trainJob }
+
+// SSHSecretName is the name of a job's SSH Secret.
+func SSHSecretName(trainJob string) string { return trainJob + sshSecretSuffix }
+
+// HostfileConfigMapName is the name of a job's hostfile ConfigMap.
+func HostfileConfigMapName(trainJob string) string { return trainJob + hostfileSuffix }
+
+// PodHostname is the host name JobSet gives pod i of a replicated job that
+// has a single Job (index 0).
+func PodHostname(trainJob, replicatedJob string, index int32) string {
+	return trainJob + "-" + replicatedJob + "-0-" + strconv.Itoa(int(index))
+}
+
+// HostAddress is the name the launcher uses for a pod in the hostfile:
+// host name and subdomain, resolved through the pods' namespace search path.
+func HostAddress(trainJob, replicatedJob string, index int32) string {
+	return PodHostname(trainJob, replicatedJob, index) + "." + Subdomain(trainJob)
+}
+
+// SearchDomain is the DNS search entry that resolves a job's short host names.
+func SearchDomain(trainJob, namespace, clusterDomain string) string {
+	return fmt.Sprintf("%s.%s.svc.%s", Subdomain(trainJob), namespace, clusterDomain)
+}
+
+// MaxTrainJobNameLength is the longest TrainJob name whose pods still get
+// valid host names with the given number of workers. The launcher's host
+// name is the longer one below a million workers.
+func MaxTrainJobNameLength(workers int32) int {
+	launcher := len("-" + LauncherJob + "-0-0")
+	node := len("-"+NodeJob+"-0-") + len(strconv.Itoa(int(max(workers-1, 0))))
+	return dnsLabelMax - max(launcher, node)
+}

@@ -1,0 +1,86 @@
+package mpi
+
+import "fmt"
+
+// Host is one MPI host of a job: a pod running ranks.
+type Host struct {
+	// Role is RoleLauncher or RoleWorker.
+	Role string
+	// ReplicatedJob is the JobSet replicated job the pod belongs to.
+	ReplicatedJob string
+	// Index is the pod's completion index within its replicated job.
+	Index int32
+	// Address is the host name written into the hostfile.
+	Address string
+}
+
+// Name is how users see the host: "launcher" or "worker-<index>".
+func (h Host) Name() string {
+	if h.Role == RoleLauncher {
+		return RoleLauncher
+	}
+	return fmt.Sprintf("%s-%d", RoleWorker, h.Index)
+}
+
+// Placement maps MPI ranks to hosts. Every implementation Torus supports
+// fills hosts in hostfile order, SlotsPerHost ranks each, when the launch
+// command does not override the mapping.
+type Placement struct {
+	Hosts        []Host
+	SlotsPerHost int32
+}
+
+// NewPlacement lays out a job's hosts: the launcher first when it runs ranks,
+// then the workers by index.
+func NewPlacement(trainJob string, workers, slotsPerHost int32, launcherRunsRanks bool) Placement {
+	hosts := make([]Host, 0, workers+1)
+	if launcherRunsRanks {
+		hosts = append(hosts, Host{
+			Role: RoleLauncher, ReplicatedJob: LauncherJob, Index: 0,
+			Address: HostAddress(trainJob, LauncherJob, 0),
+		})
+	}
+	for i := range workers {
+		hosts = append(hosts, Host{
+			Role: RoleWorker, ReplicatedJob: NodeJob, Index: i,
+			Address: HostAddress(trainJob, NodeJob, i),
+		})
+	}
+	return Placement{Hosts: hosts, SlotsPerHost: slotsPerHost}
+}
+
+// Size is the number of ranks, the MPI world size.
+func (p Placement) Size() int32 { return int32(len(p.Hosts)) * p.SlotsPerHost }
+
+// HostOfRank returns the host that runs a rank.
+func (p Placement) HostOfRank(rank int32) (Host, error) {
+	if rank < 0 || rank >= p.Size() {
+		return Host{}, fmt.Errorf("rank %d is out of range: the job has ranks 0 to %d", rank, p.Size()-1)
+	}
+	return p.Hosts[rank/p.SlotsPerHost], nil
+}
+
+// Ranks returns the first and last rank of a host, or ok=false when the host
+// runs no ranks (a launcher that is not a node).
+func (p Placement) Ranks(role string, index int32) (first, last int32, ok bool) {
+	for i, h := range p.Hosts {
+		if h.Role == role && h.Index == index {
+			first = int32(i) * p.SlotsPerHost
+			return first, first + p.SlotsPerHost - 1, true
+		}
+	}
+	return 0, 0, false
+}
+
+// RankRange formats a host's ranks for people: "rank 4" or "ranks 4-7".
+func (p Placement) RankRange(role string, index int32) string {
+	first, last, ok := p.Ranks(role, index)
+	switch {
+	case !ok:
+		return "no ranks"
+	case first == last:
+		return fmt.Sprintf("rank %d", first)
+	default:
+		return fmt.Sprintf("ranks %d-%d", first, last)
+	}
+}

@@ -1,0 +1,180 @@
+package mpi
+
+import (
+	"crypto/ed25519"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SSHKeys is the key material of one job: the client key the launcher logs
+// in with and the host key every worker's sshd presents. Private halves are
+// OpenSSH PEM; public halves are authorized_keys lines.
+type SSHKeys struct {
+	ClientPrivate []byte
+	ClientPublic  []byte
+	HostPrivate   []byte
+	HostPublic    []byte
+}
+
+// String keeps private keys out of logs and fmt output.
+func (k *SSHKeys) String() string { return "SSHKeys{redacted}" }
+
+// GenerateSSHKeys makes a fresh ed25519 client key and host key.
+func GenerateSSHKeys(random io.Reader, comment string) (*SSHKeys, error) {
+	clientPriv, clientPub, err := ed25519Pair(random, comment)
+	if err != nil {
+		return nil, fmt.Errorf("generating client key: %w", err)
+	}
+	hostPriv, hostPub, err := ed25519Pair(random, comment)
+	if err != nil {
+		return nil, fmt.Errorf("generating host key: %w", err)
+	}
+	return &SSHKeys{ClientPrivate: clientPriv, ClientPublic: clientPub, HostPrivate: hostPriv, HostPublic: hostPub}, nil
+}
+
+func ed25519Pair(random io.Reader, comment string) (private, public []byte, err error) {
+	pub, priv, err := ed25519.GenerateKey(random)
+	if err != nil {
+		return nil, nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, nil, err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(block), ssh.MarshalAuthorizedKey(sshPub), nil
+}
+
+// SSHSettings say where a job's SSH files live in its pods and which port
+// sshd listens on.
+type SSHSettings struct {
+	// Path is the SSH directory (mlPolicy.mpi.sshAuthMountPath).
+	Path string
+	Port int32
+}
+
+// SSHSecretData is the content of a job's SSH Secret: the keys and the
+// configuration ssh and sshd read, all generated together so that they agree.
+func SSHSecretData(trainJob string, keys *SSHKeys, s SSHSettings) map[string][]byte {
+	return map[string][]byte{
+		SSHPrivateKey:     keys.ClientPrivate,
+		SSHPublicKey:      keys.ClientPublic,
+		SSHAuthorizedKeys: keys.ClientPublic,
+		SSHHostKey:        keys.HostPrivate,
+		SSHHostPublicKey:  keys.HostPublic,
+		SSHKnownHosts:     []byte(KnownHosts(trainJob, s.Port, keys.HostPublic)),
+		SSHClientConfig:   []byte(ClientConfig(s)),
+		SSHDaemonConfig:   []byte(SSHDConfig(s)),
+	}
+}
+
+// KnownHostsPatterns are the host patterns of a job's pods in known_hosts:
+// every name form of the launcher and the workers (short, with subdomain,
+// fully qualified), at the job's sshd port.
+func KnownHostsPatterns(trainJob string, port int32) []string {
+	patterns := make([]string, 0, 2)
+	for _, rjob := range []string{LauncherJob, NodeJob} {
+		p := trainJob + "-" + rjob + "-*"
+		if port != 22 {
+			// ssh looks up "[host]:port" for any port but 22.
+			p = fmt.Sprintf("[%s]:%d", p, port)
+		}
+		patterns = append(patterns, p)
+	}
+	return patterns
+}
+
+// KnownHosts trusts the job's host key for the job's host names only.
+func KnownHosts(trainJob string, port int32, hostPublic []byte) string {
+	return strings.Join(KnownHostsPatterns(trainJob, port), ",") + " " + string(hostPublic)
+}
+
+// ClientConfig is the ssh client configuration MPI launchers use (passed
+// with -F). Host keys are always verified against the job's known_hosts.
+func ClientConfig(s SSHSettings) string {
+	return fmt.Sprintf(`Host *
+  Port %d
+  IdentityFile %s/%s
+  IdentitiesOnly yes
+  UserKnownHostsFile %s/%s
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+  BatchMode yes
+  ConnectionAttempts 10
+  LogLevel ERROR
+`, s.Port, s.Path, SSHPrivateKeyFile, s.Path, SSHKnownHosts)
+}
+
+// SSHDConfig runs sshd as whatever user the pod runs as (no root needed, no
+// PAM), with the job's host key and keys only.
+//
+// StrictModes is off because the SSH directory is an emptyDir Kubernetes
+// creates world-writable and owned by root, which an unprivileged user cannot
+// chmod; the files in it are the user's own, mode 0600.
+func SSHDConfig(s SSHSettings) string {
+	return fmt.Sprintf(`Port %d
+HostKey %s/%s
+AuthorizedKeysFile %s/%s
+PidFile none
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+PermitUserEnvironment no
+AllowTcpForwarding no
+X11Forwarding no
+PrintMotd no
+`, s.Port, s.Path, SSHHostKey, s.Path, SSHAuthorizedKeys)
+}
+
+// sshFiles maps Secret keys to file names in the SSH directory and modes.
+var sshFiles = []struct {
+	key, file string
+	mode      string
+}{
+	{SSHPrivateKey, SSHPrivateKeyFile, "0600"},
+	{SSHPublicKey, SSHPublicKeyFile, "0644"},
+	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600"},
+	{SSHKnownHosts, SSHKnownHosts, "0644"},
+	{SSHClientConfig, SSHClientConfig, "0600"},
+	{SSHHostKey, SSHHostKey, "0600"},
+	{SSHHostPublicKey, SSHHostPublicKey, "0644"},
+	{SSHDaemonConfig, SSHDaemonConfig, "0600"},
+}
+
+// SSHFileModes lists, per file name in the SSH directory, the mode the init
+// container gives it.
+func SSHFileModes() map[string]string {
+	m := make(map[string]string, len(sshFiles))
+	for _, f := range sshFiles {
+		m[f.file] = f.mode
+	}
+	return m
+}
+
+// SSHSetupScript is the init container's shell script. It copies the Secret
+// into the pod's SSH directory so that every file is owned by the user the
+// pod runs as, with the modes ssh and sshd demand (0600 for private keys).
+// Secret volumes cannot do that: their files belong to root, and fsGroup
+// makes them group-readable, which ssh refuses for the owner.
+func SSHSetupScript(sshPath string) string {
+	var b strings.Builder
+	b.WriteString("set -eu\numask 077\n")
+	fmt.Fprintf(&b, "d=%s\nmkdir -p \"$d\"\n", sshPath)
+	for _, f := range sshFiles {
+		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, f.key, f.file, f.mode, f.file)
+	}
+	// The directory may be an emptyDir the user does not own; chmod only
+	// where allowed.
+	b.WriteString("chmod 0700 \"$d\" 2>/dev/null || true\n")
+	return b.String()
+}

@@ -1,0 +1,123 @@
+package mpi
+
+import (
+	"crypto/rand"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+func TestSSHKeys(t *testing.T) {
+	keys, err := GenerateSSHKeys(rand.Reader, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pair := range map[string][2][]byte{
+		"client": {keys.ClientPrivate, keys.ClientPublic},
+		"host":   {keys.HostPrivate, keys.HostPublic},
+	} {
+		signer, err := ssh.ParsePrivateKey(pair[0])
+		if err != nil {
+			t.Fatalf("%s private key does not parse: %v", name, err)
+		}
+		if got := signer.PublicKey().Type(); got != ssh.KeyAlgoED25519 {
+			t.Errorf("%s key type = %s, want ed25519", name, got)
+		}
+		pub, _, _, _, err := ssh.ParseAuthorizedKey(pair[1])
+		if err != nil {
+			t.Fatalf("%s public key does not parse: %v", name, err)
+		}
+		if string(pub.Marshal()) != string(signer.PublicKey().Marshal()) {
+			t.Errorf("%s public key does not match its private key", name)
+		}
+	}
+	if strings.Contains(keys.String(), "PRIVATE") {
+		t.Error("String() reveals key material")
+	}
+}
+
+// TestKnownHosts checks the generated known_hosts with OpenSSH's own
+// matching rules (as implemented by x/crypto's knownhosts).
+func TestKnownHosts(t *testing.T) {
+	keys, err := GenerateSSHKeys(rand.Reader, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := GenerateSSHKeys(rand.Reader, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(file, []byte(KnownHosts("pi", 2222, keys.HostPublic)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check, err := knownhosts.New(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, _, _, _, _ := ssh.ParseAuthorizedKey(keys.HostPublic)
+	otherKey, _, _, _, _ := ssh.ParseAuthorizedKey(other.HostPublic)
+	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 2222}
+	cases := map[string]struct {
+		host    string
+		key     ssh.PublicKey
+		wantErr bool
+	}{
+		"worker with subdomain":   {host: "pi-node-0-3.pi:2222", key: hostKey},
+		"worker, fully qualified": {host: "pi-node-0-3.pi.default.svc.cluster.local:2222", key: hostKey},
+		"worker, short name":      {host: "pi-node-0-12:2222", key: hostKey},
+		"launcher as a node":      {host: "pi-launcher-0-0.pi:2222", key: hostKey},
+		"another job's key":       {host: "pi-node-0-3.pi:2222", key: otherKey, wantErr: true},
+		"another host":            {host: "db-0.pi:2222", key: hostKey, wantErr: true},
+		"another port":            {host: "pi-node-0-3.pi:22", key: hostKey, wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := check(tc.host, addr, tc.key)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("host key check of %s: error = %v, wantErr %t", tc.host, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSSHConfigs(t *testing.T) {
+	s := SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222}
+	client := ClientConfig(s)
+	for _, want := range []string{"Port 2222", "StrictHostKeyChecking yes", "IdentityFile /home/mpiuser/.ssh/id_ed25519", "UserKnownHostsFile /home/mpiuser/.ssh/known_hosts"} {
+		if !strings.Contains(client, want) {
+			t.Errorf("client config lacks %q:\n%s", want, client)
+		}
+	}
+	if strings.Contains(strings.ToLower(client), "stricthostkeychecking no") {
+		t.Error("client config disables host key checking")
+	}
+	sshd := SSHDConfig(s)
+	for _, want := range []string{"Port 2222", "HostKey /home/mpiuser/.ssh/ssh_host_ed25519_key", "PasswordAuthentication no", "UsePAM no"} {
+		if !strings.Contains(sshd, want) {
+			t.Errorf("sshd config lacks %q:\n%s", want, sshd)
+		}
+	}
+	script := SSHSetupScript(s.Path)
+	for file, mode := range SSHFileModes() {
+		if !strings.Contains(script, "chmod "+mode+" \"$d/"+file+"\"") {
+			t.Errorf("setup script does not give %s mode %s:\n%s", file, mode, script)
+		}
+	}
+	if got := SSHFileModes()[SSHPrivateKeyFile]; got != "0600" {
+		t.Errorf("private key mode = %s, want 0600", got)
+	}
+}
+
+func BenchmarkGenerateSSHKeys(b *testing.B) {
+	for b.Loop() {
+		if _, err := GenerateSSHKeys(rand.Reader, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,20 @@
+// Package scheme builds the runtime.Scheme Torus's operator and plugin use:
+// Kubernetes, Trainer and JobSet types.
+package scheme
+
+import (
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// New returns a scheme with every API group Torus reads or writes.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(trainer.AddToScheme(s))
+	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
+	return s
+}

@@ -1,0 +1,155 @@
+// Package webhook holds Torus's admission webhooks for TrainJobs and MPI
+// runtimes: defaulting, and validation whose messages say how to fix the
+// object.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// TrainJobWebhook defaults and validates TrainJobs that use MPI runtimes.
+// TrainJobs of other runtimes pass through untouched.
+type TrainJobWebhook struct {
+	client client.Reader
+}
+
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.torus-mpi.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.torus-mpi.io,admissionReviewVersions=v1
+
+// Default labels MPI TrainJobs with their implementation, so that clients
+// find MPI jobs with a label selector.
+func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) error {
+	rt, err := controller.GetRuntime(ctx, w.client, tj)
+	if err != nil || !rt.IsMPI() {
+		// Validation reports a missing runtime; other runtimes are not ours.
+		return nil
+	}
+	impl, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), tj.Annotations, rt.Annotations)
+	if err != nil {
+		return nil
+	}
+	if tj.Labels == nil {
+		tj.Labels = map[string]string{}
+	}
+	tj.Labels[mpi.LabelImplementation] = string(impl)
+	return nil
+}
+
+// ValidateCreate implements admission.Validator.
+func (w *TrainJobWebhook) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
+	return w.validate(ctx, tj)
+}
+
+// ValidateUpdate validates spec changes; metadata and status updates of a
+// job whose runtime was since deleted must still go through.
+func (w *TrainJobWebhook) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(oldTJ.Spec, newTJ.Spec) {
+		return nil, nil
+	}
+	return w.validate(ctx, newTJ)
+}
+
+// ValidateDelete implements admission.Validator.
+func (w *TrainJobWebhook) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
+	if m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy); m != mpi.TrainerManagedBy {
+		return nil, nil
+	}
+	rt, err := controller.GetRuntime(ctx, w.client, tj)
+	if err != nil {
+		if refErr := (*controller.RuntimeRefError)(nil); errors.As(err, &refErr) {
+			return nil, invalid(tj, field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), tj.Spec.RuntimeRef.Name, err.Error())})
+		}
+		return nil, fmt.Errorf("reading the runtime of TrainJob %s: %w", tj.Name, err)
+	}
+	if !rt.IsMPI() {
+		return nil, nil
+	}
+	errs := validateTrainJob(tj, rt)
+	return nil, invalid(tj, errs)
+}
+
+func invalid(tj *trainer.TrainJob, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(trainer.GroupVersion.WithKind(trainer.TrainJobKind).GroupKind(), tj.Name, errs)
+}
+
+// validateTrainJob checks an MPI TrainJob against its runtime.
+func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
+	var errs field.ErrorList
+	trainerPath := field.NewPath("spec", "trainer")
+	if t := tj.Spec.Trainer; t != nil {
+		if t.NumNodes != nil && *t.NumNodes < 1 {
+			errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *t.NumNodes,
+				"must be at least 1: it is the number of MPI nodes (pods running ranks); with kubectl mpi run, set --workers"))
+		}
+		if t.NumProcPerNode != nil && *t.NumProcPerNode < 1 {
+			errs = append(errs, field.Invalid(trainerPath.Child("numProcPerNode"), *t.NumProcPerNode,
+				"must be at least 1: it is the number of MPI ranks (slots) on each node; with kubectl mpi run, set --slots-per-worker"))
+		}
+		for i, e := range t.Env {
+			if mpi.ReservedEnvNames.Has(e.Name) {
+				errs = append(errs, field.Forbidden(trainerPath.Child("env").Index(i).Child("name"),
+					fmt.Sprintf("%s is set by Torus from the job's hostfile and SSH settings; remove it (reserved: %s)",
+						e.Name, strings.Join(sets.List(mpi.ReservedEnvNames), ", "))))
+			}
+		}
+	}
+	errs = append(errs, validateMPIRuntime(rt, field.NewPath("spec", "runtimeRef"))...)
+	if len(errs) > 0 {
+		return errs
+	}
+	job, err := mpi.ResolveJob(tj, rt)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations"), tj.Annotations, err.Error())}
+	}
+	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name,
+			fmt.Sprintf("is %d characters; MPI jobs need at most %d so that pod host names such as %q fit in 63 characters: choose a shorter name",
+				len(tj.Name), limit, mpi.PodHostname(tj.Name, mpi.LauncherJob, 0))))
+	}
+	return errs
+}
+
+// SetupWebhooks registers Torus's webhooks with a manager.
+func SetupWebhooks(mgr ctrl.Manager) error {
+	reader := mgr.GetClient()
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
+		WithDefaulter(&TrainJobWebhook{client: reader}).
+		WithValidator(&TrainJobWebhook{client: reader}).
+		Complete(); err != nil {
+		return fmt.Errorf("registering TrainJob webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).
+		WithValidator(&ClusterTrainingRuntimeWebhook{}).
+		Complete(); err != nil {
+		return fmt.Errorf("registering ClusterTrainingRuntime webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainingRuntime{}).
+		WithValidator(&TrainingRuntimeWebhook{}).
+		Complete(); err != nil {
+		return fmt.Errorf("registering TrainingRuntime webhook: %w", err)
+	}
+	return nil
+}
