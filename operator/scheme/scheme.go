@@ -1,5 +1,5 @@
 // Package scheme builds the runtime.Scheme Torus's operator and plugin use:
-// Kubernetes, Trainer and JobSet types.
+// Kubernetes, Trainer, JobSet and Kueue types.
 package scheme
 
 import (
@@ -8,6 +8,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // New returns a scheme with every API group Torus reads or writes.
@@ -16,5 +17,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(trainer.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
+	utilruntime.Must(kueuev1beta2.AddToScheme(s))
 	return s
 }

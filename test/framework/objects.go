@@ -1,0 +1,54 @@
+package framework
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// NewNamespace creates a namespace with a generated name and its default
+// ServiceAccount (no controller-manager runs to make it).
+func (f *Framework) NewNamespace(ctx ginkgo.SpecContext, prefix string) *corev1.Namespace {
+	ginkgo.GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	gomega.Expect(f.Client.Create(ctx, ns)).To(gomega.Succeed())
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}}
+	gomega.Expect(f.Client.Create(ctx, sa)).To(gomega.Succeed())
+	return ns
+}
+
+// ReadObjects decodes every document of a YAML file.
+func ReadObjects(path string) []*unstructured.Unstructured {
+	ginkgo.GinkgoHelper()
+	data, err := os.ReadFile(path)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			break
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return objs
+}
+
+// DecodeFile reads a single-document YAML file into a typed object.
+func DecodeFile(path string, into client.Object) {
+	ginkgo.GinkgoHelper()
+	data, err := os.ReadFile(path)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	gomega.Expect(yaml.UnmarshalStrict(data, into)).To(gomega.Succeed(), "decoding %s", filepath.Base(path))
+}

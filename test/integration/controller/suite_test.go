@@ -1,0 +1,45 @@
+package controller_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+var (
+	fw        = &framework.Framework{}
+	k8sClient client.Client
+	ctx       = context.Background()
+)
+
+func TestController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "TrainJob controller integration")
+}
+
+var _ = BeforeSuite(func() {
+	fw.Init()
+	fw.StartManager(controller.Options{})
+	k8sClient = fw.Client
+	// The shipped sample runtimes, as a cluster admin would install them.
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "runtimes", "*.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(files).To(HaveLen(4))
+	for _, f := range files {
+		var rt trainer.ClusterTrainingRuntime
+		framework.DecodeFile(f, &rt)
+		Expect(k8sClient.Create(ctx, &rt)).To(Succeed(), "creating %s", f)
+	}
+})
+
+var _ = AfterSuite(func() {
+	fw.Teardown()
+})

@@ -1,0 +1,350 @@
+package controller_test
+
+import (
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"golang.org/x/crypto/ssh"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	torus "github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+const sshArgs = "-F /home/mpiuser/.ssh/config"
+
+func getJobSet(tj *trainer.TrainJob) func(Gomega) *jobsetv1alpha2.JobSet {
+	return func(g Gomega) *jobsetv1alpha2.JobSet {
+		var js jobsetv1alpha2.JobSet
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, &js)).To(Succeed())
+		return &js
+	}
+}
+
+func getSecret(g Gomega, tj *trainer.TrainJob) *corev1.Secret {
+	var s corev1.Secret
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + "-mpi-ssh"}, &s)).To(Succeed())
+	return &s
+}
+
+func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
+	return func(g Gomega) *metav1.Condition {
+		var got trainer.TrainJob
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		g.Expect(c).NotTo(BeNil(), "condition %s not set; conditions: %v", typ, got.Status.Conditions)
+		return c
+	}
+}
+
+func container(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodSpec {
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name == rjob {
+			return rj.Template.Spec.Template.Spec
+		}
+	}
+	Fail("no replicated job " + rjob)
+	return corev1.PodSpec{}
+}
+
+// setJobSetCondition plays the JobSet controller's part.
+func setJobSetCondition(tj *trainer.TrainJob, typ jobsetv1alpha2.JobSetConditionType, reason, msg string) {
+	Eventually(func(g Gomega) {
+		js := getJobSet(tj)(g)
+		meta.SetStatusCondition(&js.Status.Conditions, metav1.Condition{Type: string(typ), Status: metav1.ConditionTrue, Reason: reason, Message: msg})
+		g.Expect(k8sClient.Status().Update(ctx, js)).To(Succeed())
+	}, framework.Timeout, framework.Interval).Should(Succeed())
+}
+
+var _ = Describe("MPI TrainJob", func() {
+	var ns *corev1.Namespace
+	BeforeEach(func(sctx SpecContext) { ns = fw.NewNamespace(sctx, "mpi") })
+
+	DescribeTable("becomes a JobSet, hostfile and SSH Secret for each implementation",
+		func(runtime string, wantLabel string, wantEnv func(slots string) []corev1.EnvVar, hostLine func(host string) string, wantSearch bool) {
+			tj := wrappers.MakeTrainJob("pi", ns.Name).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).
+				Image("mpi-pi:test").Env("NCCL_DEBUG", "INFO").
+				Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}).Obj()
+			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, wantLabel), "the defaulting webhook labels MPI jobs")
+
+			By("creating the JobSet")
+			js := getJobSet(tj)
+			Eventually(js, framework.Timeout, framework.Interval).ShouldNot(BeNil())
+			got := js(Default)
+			Expect(metav1.IsControlledBy(got, tj)).To(BeTrue())
+			Expect(got.Spec.SuccessPolicy.TargetReplicatedJobs).To(Equal([]string{"launcher"}))
+			Expect(got.Spec.Network.Subdomain).To(Equal("pi"))
+			launcher, node := container(got, "launcher"), container(got, "node")
+			for _, rj := range got.Spec.ReplicatedJobs {
+				want := map[string]int32{"launcher": 1, "node": 2}[rj.Name]
+				Expect(*rj.Template.Spec.Parallelism).To(Equal(want), rj.Name)
+				Expect(*rj.Template.Spec.CompletionMode).To(Equal(batchv1.IndexedCompletion), rj.Name)
+				if rj.Name == "launcher" {
+					Expect(rj.DependsOn).To(Equal([]jobsetv1alpha2.DependsOn{{Name: "node", Status: jobsetv1alpha2.DependencyReady}}))
+				}
+			}
+			Expect(launcher.Containers[0].Env).To(Equal(append([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}, wantEnv("2")...)))
+			Expect(node.Containers[0].Env).To(Equal([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}), "user env reaches workers; MPI env stays on the launcher")
+			Expect(node.Containers[0].Image).To(Equal("mpi-pi:test"))
+			Expect(node.Containers[0].Resources.Limits.Memory().String()).To(Equal("1Gi"))
+			Expect(launcher.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "mpi-hostfile", MountPath: "/etc/mpi", ReadOnly: true}))
+			for _, ps := range []corev1.PodSpec{launcher, node} {
+				Expect(ps.InitContainers[0].Name).To(Equal("mpi-ssh-setup"))
+				Expect(*ps.InitContainers[0].SecurityContext.RunAsUser).To(Equal(int64(1000)), "keys are copied as the user sshd and ssh run as")
+				Expect(ps.InitContainers[0].Command[2]).To(ContainSubstring(`chmod 0600 "$d/id_ed25519"`))
+				if wantSearch {
+					Expect(ps.DNSConfig.Searches).To(Equal([]string{"pi." + ns.Name + ".svc.cluster.local"}))
+				} else {
+					Expect(ps.DNSConfig).To(BeNil())
+				}
+			}
+
+			By("writing the hostfile")
+			Eventually(func(g Gomega) {
+				var cm corev1.ConfigMap
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi-mpi-hostfile"}, &cm)).To(Succeed())
+				g.Expect(cm.Data).To(Equal(map[string]string{"hostfile": hostLine("pi-node-0-0.pi") + hostLine("pi-node-0-1.pi")}))
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+
+			By("generating ed25519 keys that agree with each other")
+			Eventually(func(g Gomega) {
+				s := getSecret(g, tj)
+				g.Expect(s.Type).To(Equal(corev1.SecretTypeSSHAuth))
+				g.Expect(ptr.Deref(s.Immutable, false)).To(BeTrue())
+				g.Expect(metav1.IsControlledBy(s, tj)).To(BeTrue())
+				client, err := ssh.ParsePrivateKey(s.Data["ssh-privatekey"])
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(client.PublicKey().Type()).To(Equal(ssh.KeyAlgoED25519))
+				g.Expect(string(s.Data["authorized_keys"])).To(Equal(string(ssh.MarshalAuthorizedKey(client.PublicKey()))))
+				host, err := ssh.ParsePrivateKey(s.Data["ssh_host_ed25519_key"])
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(host.PublicKey().Type()).To(Equal(ssh.KeyAlgoED25519))
+				g.Expect(string(s.Data["known_hosts"])).To(Equal("[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(host.PublicKey()))))
+				g.Expect(string(s.Data["config"])).To(ContainSubstring("StrictHostKeyChecking yes"))
+				g.Expect(string(s.Data["sshd_config"])).To(ContainSubstring("Port 2222"))
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+
+			By("reporting Created")
+			Eventually(condition(tj, torus.ConditionCreated), framework.Timeout, framework.Interval).Should(
+				HaveField("Status", metav1.ConditionTrue))
+		},
+		Entry("Open MPI 4", "torus-openmpi", "OpenMPI", func(slots string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
+				{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
+				{Name: "OMPI_MCA_orte_set_default_slots", Value: slots},
+				{Name: "OMPI_MCA_plm_rsh_args", Value: sshArgs},
+			}
+		}, func(h string) string { return h + " slots=2\n" }, false),
+		Entry("Open MPI 5", "torus-openmpi5", "OpenMPI5", func(string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: "PRTE_MCA_prte_default_hostfile", Value: "/etc/mpi/hostfile"},
+				{Name: "PRTE_MCA_prte_keep_fqdn_hostnames", Value: "1"},
+				{Name: "PRTE_MCA_plm_ssh_args", Value: sshArgs},
+			}
+		}, func(h string) string { return h + " slots=2\n" }, false),
+		Entry("Intel MPI", "torus-intelmpi", "Intel", func(slots string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: "I_MPI_HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
+				{Name: "I_MPI_HYDRA_BOOTSTRAP", Value: "ssh"},
+				{Name: "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", Value: sshArgs},
+				{Name: "I_MPI_PERHOST", Value: slots},
+			}
+		}, func(h string) string { return h + ":2\n" }, true),
+		Entry("MPICH", "torus-mpich", "MPICH", func(string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: "HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
+				{Name: "HYDRA_LAUNCHER", Value: "ssh"},
+				{Name: "HYDRA_LAUNCH_EXTRA_ARGS", Value: sshArgs},
+			}
+		}, func(h string) string { return h + ":2\n" }, true),
+	)
+
+	It("replaces the SSH keys when the job restarts", func() {
+		tj := wrappers.MakeTrainJob("restart", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		var first []byte
+		Eventually(func(g Gomega) { first = getSecret(g, tj).Data["ssh-privatekey"] }, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("suspending: the keys go and the JobSet is suspended")
+		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "restart-mpi-ssh"}, &s)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret still exists: %v", err)
+			g.Expect(ptr.Deref(getJobSet(tj)(g).Spec.Suspend, false)).To(BeTrue())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(condition(tj, trainer.TrainJobSuspended), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
+
+		By("resuming: new keys")
+		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())
+		var second []byte
+		Eventually(func(g Gomega) {
+			second = getSecret(g, tj).Data["ssh-privatekey"]
+			g.Expect(ptr.Deref(getJobSet(tj)(g).Spec.Suspend, true)).To(BeFalse())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(second).NotTo(Equal(first))
+		Eventually(condition(tj, trainer.TrainJobSuspended), framework.Timeout, framework.Interval).Should(
+			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "Resumed")))
+
+		By("a JobSet restart: new keys again")
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			js.Status.Restarts = 1
+			g.Expect(k8sClient.Status().Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			s := getSecret(g, tj)
+			g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
+			g.Expect(s.Data["ssh-privatekey"]).NotTo(Equal(second))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	DescribeTable("deletes the keys when the job finishes unless told to keep them",
+		func(keep bool) {
+			w := wrappers.MakeTrainJob("done", ns.Name).RuntimeRef("torus-mpich").NumNodes(1)
+			if keep {
+				w.Annotation(mpi.AnnotationKeepSSHKeys, "true")
+			}
+			tj := w.Obj()
+			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+			setJobSetCondition(tj, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
+			Eventually(condition(tj, trainer.TrainJobComplete), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
+			if keep {
+				Consistently(func(g Gomega) { getSecret(g, tj) }, framework.ShortWindow, framework.Interval).Should(Succeed())
+				return
+			}
+			Eventually(func() bool {
+				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "done-mpi-ssh"}, &corev1.Secret{})
+				return apierrors.IsNotFound(err)
+			}, framework.Timeout, framework.Interval).Should(BeTrue())
+		},
+		Entry("deleted by default", false),
+		Entry("kept with torus-mpi.io/keep-ssh-keys", true),
+	)
+
+	It("names the failing rank, the cause and the fix", func() {
+		tj := wrappers.MakeTrainJob("oom", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).NumProcPerNode(4).
+			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		js := getJobSet(tj)
+		Eventually(js, framework.Timeout, framework.Interval).ShouldNot(BeNil())
+
+		By("a worker killed for memory, as the kubelet reports it")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "oom-node-0-1-x7k2p", Namespace: ns.Name, Labels: map[string]string{
+				mpi.LabelJobName: "oom", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": "1",
+			}},
+			Spec: container(js(Default), "node"),
+		}
+		pod.Spec.NodeName = "node-a"
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}},
+		}}}
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		setJobSetCondition(tj, jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures")
+
+		Eventually(condition(tj, trainer.TrainJobFailed), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", "worker-1 (ranks 4-7) OOMKilled: memory limit 16Gi exceeded; raise --memory (spec.trainer.resourcesPerNode limits) [pod oom-node-0-1-x7k2p]"),
+		))
+		Eventually(func(g Gomega) []string {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
+			var reasons []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == "oom" {
+					reasons = append(reasons, e.Reason)
+				}
+			}
+			return reasons
+		}, framework.Timeout, framework.Interval).Should(ContainElements("JobSetCreated", "SSHKeysCreated", "Failed"))
+	})
+
+	It("creates nothing for a runtime that is not MPI, and says why", func() {
+		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
+		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, rt)).To(Succeed()) })
+		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef(rt.Name).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", "TrainingRuntimeNotSupported"),
+			HaveField("Message", ContainSubstring("Torus runs MPI runtimes only")),
+		))
+		Consistently(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &jobsetv1alpha2.JobSet{}))
+		}, framework.ShortWindow, framework.Interval).Should(BeTrue())
+	})
+
+	It("uses a namespaced TrainingRuntime", func() {
+		rt := wrappers.MakeMPIRuntime("team-mpi", trainer.MPIImplementationMPICH).Namespaced(ns.Name)
+		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		tj := wrappers.MakeTrainJob("local", ns.Name).NamespacedRuntimeRef("team-mpi").NumNodes(3).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var cm corev1.ConfigMap
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "local-mpi-hostfile"}, &cm)).To(Succeed())
+			g.Expect(strings.Count(cm.Data["hostfile"], "\n")).To(Equal(3))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("fails the job when activeDeadlineSeconds runs out, after a warning", func() {
+		tj := wrappers.MakeTrainJob("slow", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).ActiveDeadlineSeconds(3).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, trainer.TrainJobFailed), 10*framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", "DeadlineExceeded"),
+			HaveField("Message", ContainSubstring("raise spec.activeDeadlineSeconds")),
+		))
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and so its pods, are removed")
+		Eventually(func(g Gomega) []string {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
+			var reasons []string
+			for _, e := range list.Items {
+				reasons = append(reasons, e.Reason)
+			}
+			return reasons
+		}, framework.Timeout, framework.Interval).Should(ContainElements("DeadlineApproaching", "DeadlineExceeded"))
+	})
+
+	It("sends no write when a reconcile has nothing to change", func() {
+		tj := wrappers.MakeTrainJob("steady", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
+		// Let the job settle: no writes over a quiet window.
+		var before int
+		Eventually(func() bool {
+			n := fw.Writes.Count()
+			settled := n == before
+			before = n
+			return settled
+		}, framework.Timeout, framework.ShortWindow).Should(BeTrue())
+
+		reconciles := framework.ReconcileCount("trainjob")
+		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":{"example.com/touched":"yes"}}}`)))).To(Succeed())
+		Eventually(func() float64 { return framework.ReconcileCount("trainjob") }, framework.Timeout, framework.Interval).
+			Should(BeNumerically(">", reconciles), "the change must trigger a reconcile")
+		Consistently(func() []string { return fw.Writes.Since(before) }, framework.ShortWindow, framework.Interval).Should(BeEmpty())
+	})
+})

@@ -1,0 +1,134 @@
+package webhook_test
+
+import (
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+var _ = Describe("Admission", Ordered, func() {
+	var ns *corev1.Namespace
+	BeforeAll(func(sctx SpecContext) {
+		ns = fw.NewNamespace(sctx, "admission")
+		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-openmpi", trainer.MPIImplementationOpenMPI).Obj())).To(Succeed())
+	})
+
+	DescribeTable("rejects TrainJobs a data scientist must fix, saying how",
+		func(tj func(ns string) *trainer.TrainJob, wantMsgs ...string) {
+			err := k8sClient.Create(ctx, tj(ns.Name))
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			for _, m := range wantMsgs {
+				Expect(err.Error()).To(ContainSubstring(m))
+			}
+		},
+		Entry("numNodes < 1", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("zero", ns).RuntimeRef("wh-openmpi").NumNodes(0).Obj()
+		}, "spec.trainer.numNodes: Invalid value: 0: must be at least 1", "--workers"),
+		Entry("numProcPerNode < 1", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("noslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(0).Obj()
+		}, "spec.trainer.numProcPerNode: Invalid value: 0: must be at least 1", "--slots-per-worker"),
+		Entry("a reserved environment variable", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("env", ns).RuntimeRef("wh-openmpi").Env("FOO", "1").Env("OMPI_MCA_orte_default_hostfile", "/tmp/h").Obj()
+		}, "spec.trainer.env[1].name: Forbidden: OMPI_MCA_orte_default_hostfile is set by Torus", "remove it"),
+		Entry("a name too long for pod host names", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob(strings.Repeat("a", 51), ns).RuntimeRef("wh-openmpi").Obj()
+		}, "metadata.name", "is 51 characters; MPI jobs need at most 50", "choose a shorter name"),
+		Entry("an unknown Open MPI version", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("ompi6", ns).RuntimeRef("wh-openmpi").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj()
+		}, `torus-mpi.io/openmpi-version="6": set it to "4" or "5"`),
+		Entry("a runtime that does not exist", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("lost", ns).RuntimeRef("no-such-runtime").Obj()
+		}, `ClusterTrainingRuntime "no-such-runtime" not found: create it`),
+	)
+
+	DescribeTable("rejects MPI runtimes Torus cannot run, saying how",
+		func(rt *trainer.ClusterTrainingRuntime, wantMsgs ...string) {
+			err := k8sClient.Create(ctx, rt)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			for _, m := range wantMsgs {
+				Expect(err.Error()).To(ContainSubstring(m))
+			}
+		},
+		Entry("no launcher job", wrappers.MakeMPIRuntime("nolauncher", "OpenMPI").WithoutReplicatedJob("launcher").Obj(),
+			`has no replicated job "launcher": an MPI runtime needs a "launcher" job (mpirun) and a "node" job`),
+		Entry("no node job", wrappers.MakeMPIRuntime("nonode", "MPICH").WithoutReplicatedJob("node").Obj(),
+			`has no replicated job "node"`),
+		Entry("an unknown MPI implementation, refused by the CRD schema", wrappers.MakeMPIRuntime("mvapich", "MVAPICH").Obj(),
+			`spec.mlPolicy.mpi.mpiImplementation: Unsupported value: "MVAPICH"`, `"OpenMPI", "Intel", "MPICH"`),
+		Entry("an unknown Open MPI version", wrappers.MakeMPIRuntime("ompi6", "OpenMPI").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj(),
+			`spec.mlPolicy.mpi.mpiImplementation`, `set it to "4" or "5"`),
+	)
+
+	It("rejects a runtime whose node job has no node container", func() {
+		rt := wrappers.MakeMPIRuntime("nocontainer", "Intel").Obj()
+		rt.Spec.Template.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0].Name = "worker"
+		err := k8sClient.Create(ctx, rt)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`replicated job "node" needs a container named "node"`))
+	})
+
+	It("admits Intel MPI and MPICH runtimes, which upstream's enum refuses", func() {
+		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-intel", "Intel").Obj())).To(Succeed())
+		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-mpich", "MPICH").Obj())).To(Succeed())
+	})
+
+	It("leaves TrainJobs of other runtimes alone", func() {
+		rt := wrappers.MakeMPIRuntime("wh-torch", "OpenMPI").NotMPI().Obj()
+		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef("wh-torch").Env("OMPI_MCA_orte_default_hostfile", "x").Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(tj.Labels).NotTo(HaveKey(mpi.LabelImplementation))
+	})
+
+	It("leaves TrainJobs managed by another controller alone", func() {
+		tj := wrappers.MakeTrainJob("multikueue", ns.Name).RuntimeRef("no-such-runtime").Obj()
+		tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+	})
+
+	It("lets status and metadata updates through once the runtime is gone", func() {
+		rt := wrappers.MakeMPIRuntime("wh-gone", "OpenMPI").Obj()
+		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		tj := wrappers.MakeTrainJob("orphan", ns.Name).RuntimeRef("wh-gone").Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, rt)).To(Succeed())
+		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
+	})
+})
+
+var _ = Describe("Samples", func() {
+	It("are accepted by the API server and the webhooks", func(sctx SpecContext) {
+		root := framework.RepoRoot()
+		ns := fw.NewNamespace(sctx, "samples")
+		for _, dir := range []string{"runtimes", "trainjobs"} {
+			files, err := filepath.Glob(filepath.Join(root, "samples", dir, "*.yaml"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(files).NotTo(BeEmpty())
+			for _, f := range files {
+				for _, obj := range framework.ReadObjects(f) {
+					if dir == "trainjobs" {
+						obj.SetNamespace(ns.Name)
+					}
+					Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
+				}
+			}
+		}
+		var jobs trainer.TrainJobList
+		Expect(k8sClient.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
+		Expect(jobs.Items).To(HaveLen(4))
+		for _, tj := range jobs.Items {
+			Expect(tj.Labels).To(HaveKey(mpi.LabelImplementation), tj.Name)
+		}
+	})
+})
