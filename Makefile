@@ -14,8 +14,11 @@ GO          ?= go
 # the two cores without starving either.
 GO_TEST_P   ?= 2
 
-# Components `make testbin` builds from pinned modules (hack/testbin/*/go.mod).
-TESTBIN_COMPONENTS ?= etcd kube-apiserver
+# Components `make testbin` builds from pinned modules (hack/testbin/*/go.mod):
+# "envtest" (etcd, kube-apiserver) or "cluster" (also kube-controller-manager,
+# kube-scheduler, kubectl, kwok, JobSet and Kueue), or names of single ones.
+TESTBIN_COMPONENTS ?= cluster
+CLUSTER_DIR        ?= $(ROOT)/.cluster
 CONTROLLER_GEN     := $(TESTBIN)/bin/controller-gen
 
 .DEFAULT_GOAL := help
@@ -65,6 +68,13 @@ unit: ## Unit tests (no API server).
 integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest).
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v
 
+.PHONY: e2e
+e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
+	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/... -ginkgo.v; \
+	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+
 .PHONY: lint
 lint: ## go vet and gofmt.
 	$(GO) vet ./...
@@ -75,8 +85,22 @@ lint: ## go vet and gofmt.
 bench: ## Benchmarks of key generation and rendering.
 	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/...
 
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: build testbin ## Start the local cluster (kubeconfig: .cluster/kubeconfig).
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster; its logs stay in .cluster/logs.
+	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR)
+
+.PHONY: cluster-status
+cluster-status: ## Show which local cluster components run.
+	$(GO) run ./hack/cluster status -dir $(CLUSTER_DIR)
+
 ##@ Run
 
 .PHONY: demo
-demo: ## Run the main job on a local default (see README).
+demo: build testbin ## Run the main job on a local default (see README).
 	hack/demo.sh

@@ -4,6 +4,8 @@
 # $TESTBIN/stamps/<name> records the version it was built from.
 #
 #   hack/testbin/build.sh etcd kube-apiserver ...
+#   hack/testbin/build.sh envtest      # etcd and kube-apiserver
+#   hack/testbin/build.sh cluster      # everything the local cluster runs
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,13 +40,29 @@ kube_ldflags() { # version
        "-X $c.gitVersion=$v -X $c.gitMajor=1 -X $c.gitMinor=$minor -X $c.gitTreeState=clean"
 }
 
-for component in "$@"; do
+expand() { # groups of components
+  for c in "$@"; do
+    case "$c" in
+      envtest) echo etcd kube-apiserver ;;
+      cluster) echo etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset kueue ;;
+      *) echo "$c" ;;
+    esac
+  done
+}
+
+for component in $(expand "$@"); do
   case "$component" in
     etcd)
       build etcd etcd go.etcd.io/etcd/server/v3 "$(modversion etcd go.etcd.io/etcd/server/v3)" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
       v=$(modversion kube k8s.io/kubernetes)
       build "$component" kube "k8s.io/kubernetes/cmd/$component" "$v" "$(kube_ldflags "$v")" ;;
+    kwok)
+      build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$(modversion kwok sigs.k8s.io/kwok)" ;;
+    jobset)
+      build jobset-controller jobset sigs.k8s.io/jobset "$(modversion jobset sigs.k8s.io/jobset)" ;;
+    kueue)
+      build kueue kueue sigs.k8s.io/kueue/cmd/kueue "$(modversion kueue sigs.k8s.io/kueue)" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

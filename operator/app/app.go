@@ -39,7 +39,10 @@ type Options struct {
 	Burst                   int
 	ClusterDomain           string
 	MaxConcurrentReconciles int
-	Zap                     zap.Options
+	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
+	// jobs instead of its JobSet integration.
+	KueueTrainJobIntegration bool
+	Zap                      zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -56,6 +59,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
+	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
+		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
+			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -93,8 +99,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	if err := controller.SetupControllers(mgr, controller.Options{
-		ClusterDomain:           o.ClusterDomain,
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+		ClusterDomain:            o.ClusterDomain,
+		MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
+		KueueTrainJobIntegration: o.KueueTrainJobIntegration,
 	}); err != nil {
 		return nil, err
 	}

@@ -79,7 +79,10 @@ func specHash(js *jobsetv1alpha2.JobSet) (string, error) {
 // ensureJobSet creates the JobSet, or brings an existing one to the desired
 // state as far as JobSet allows: pod templates change only while suspended,
 // and suspend follows the TrainJob. It writes nothing when nothing differs.
-func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired *jobsetv1alpha2.JobSet) error {
+//
+// When Kueue admits the JobSet (queued), Kueue owns its suspend field:
+// Torus may suspend it for the user but never resumes it.
+func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired *jobsetv1alpha2.JobSet, queued bool) error {
 	log := ctrl.LoggerFrom(ctx)
 	hash, err := specHash(desired)
 	if err != nil {
@@ -109,6 +112,10 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 
 	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)
 	isSuspended := ptr.Deref(existing.Spec.Suspend, false)
+	if queued {
+		wantSuspend = ptr.Deref(s.tj.Spec.Suspend, false) || isSuspended
+		desired.Spec.Suspend = ptr.To(wantSuspend)
+	}
 	sameSpec := existing.Annotations[mpi.AnnotationSpecHash] == hash
 	switch {
 	case sameSpec && wantSuspend == isSuspended:

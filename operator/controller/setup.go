@@ -6,7 +6,9 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 )
@@ -24,6 +27,11 @@ import (
 type Options struct {
 	// ClusterDomain is the cluster's DNS domain, for Hydra's search path.
 	ClusterDomain string
+	// KueueTrainJobIntegration is true when Kueue's native TrainJob
+	// integration admits TrainJobs (through spec.suspend and
+	// runtimePatches). By default Kueue admits MPI jobs through its JobSet
+	// integration, which takes Intel MPI and MPICH jobs as well.
+	KueueTrainJobIntegration bool
 	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
 	MaxConcurrentReconciles int
 	// Metrics to record into; nil registers a new set.
@@ -73,13 +81,25 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	r := &TrainJobReconciler{
-		client:        mgr.GetClient(),
-		recorder:      mgr.GetEventRecorder("torus-operator"),
-		clock:         opts.Clock,
-		metrics:       opts.Metrics,
-		clusterDomain: opts.ClusterDomain,
+		client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorder("torus-operator"),
+		clock:    opts.Clock,
+		metrics:  opts.Metrics,
+		build:    mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	kueueServed, err := served(mgr, kueue.SchemeGroupVersion.WithKind("Workload"))
+	if err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if kueueServed {
+		r.kueue = true
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {
+			return fmt.Errorf("indexing Kueue workloads: %w", err)
+		}
+		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))
+	}
+	return b.
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
 		Owns(&jobsetv1alpha2.JobSet{}).
@@ -90,6 +110,19 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// served reports whether the API server serves a kind; Torus runs without
+// Kueue, and then has no workloads to watch.
+func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("looking up %s: %w", gvk, err)
+	}
+	return true, nil
 }
 
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.

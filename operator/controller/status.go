@@ -77,6 +77,8 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 			s.event(corev1.EventTypeWarning, ReasonFailed, "%s", msg)
 			r.metrics.Failed.WithLabelValues(tj.Namespace).Inc()
 		}
+	case s.waiting != "":
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonQueued, s.waiting)
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
 		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "The job is suspended")
 	default:

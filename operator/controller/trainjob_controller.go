@@ -26,11 +26,14 @@ import (
 // TrainJobReconciler turns MPI TrainJobs into JobSets with per-job SSH keys
 // and a hostfile, and reports their progress on the TrainJob.
 type TrainJobReconciler struct {
-	client        client.Client
-	recorder      events.EventRecorder
-	clock         clock.PassiveClock
-	metrics       *Metrics
-	clusterDomain string
+	client   client.Client
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	metrics  *Metrics
+	build    mpi.BuildOptions
+	// kueue is true when Kueue's Workload API is served, so waiting jobs
+	// can say why they wait.
+	kueue bool
 	// deadlineWarned remembers which job runs were warned about their
 	// deadline, so that each run gets one warning.
 	deadlineWarned sync.Map
@@ -43,6 +46,8 @@ type scope struct {
 	jobSet  *jobsetv1alpha2.JobSet
 	pods    []corev1.Pod
 	created bool
+	// waiting says why Kueue has not admitted the job yet.
+	waiting string
 	now     time.Time
 	events  []queuedEvent
 }
@@ -56,6 +61,18 @@ type queuedEvent struct {
 // succeeds, so that they never describe a state the API does not show.
 func (s *scope) event(eventType, reason, note string, args ...any) {
 	s.events = append(s.events, queuedEvent{eventType, reason, note, args})
+}
+
+// willBeSuspended reports whether the JobSet is, or is about to be created,
+// suspended.
+func (s *scope) willBeSuspended(desired *jobsetv1alpha2.JobSet) bool {
+	if ptr.Deref(s.tj.Spec.Suspend, false) {
+		return true
+	}
+	if s.jobSet != nil {
+		return ptr.Deref(s.jobSet.Spec.Suspend, false)
+	}
+	return ptr.Deref(desired.Spec.Suspend, false)
 }
 
 // managedByTorus: Torus stands in for the built-in Trainer controller, so
@@ -74,6 +91,7 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
 // Reconcile implements reconcile.Reconciler.
@@ -143,25 +161,36 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		return 0, err
 	}
 
-	// Keys exist only while the job may run: a suspended job loses them and
-	// gets new ones when it resumes.
-	if ptr.Deref(s.tj.Spec.Suspend, false) {
-		if err := r.deleteSSHSecret(ctx, s); err != nil {
-			return 0, err
-		}
-	} else if _, err := r.ensureSSHSecret(ctx, s); err != nil {
-		return 0, err
-	}
-	if err := r.ensureHostfile(ctx, s); err != nil {
-		return 0, err
-	}
-	desired, err := mpi.BuildJobSet(s.tj, rt, job, r.clusterDomain)
+	desired, err := mpi.BuildJobSet(s.tj, rt, job, r.build)
 	if err != nil {
 		s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonInvalidJob, err.Error())
 		return 0, nil
 	}
-	if err := r.ensureJobSet(ctx, s, desired); err != nil {
+	if err := r.ensureHostfile(ctx, s); err != nil {
 		return 0, err
+	}
+	// Keys exist only while the job may run: none while it waits suspended
+	// (for Kueue or the user), new ones each time it starts again. They are
+	// made before the JobSet may start pods that mount them.
+	if !s.willBeSuspended(desired) {
+		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj)); err != nil {
+		return 0, err
+	}
+	if s.willBeSuspended(desired) {
+		if err := r.deleteSSHSecret(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+	if r.kueue && r.build.Queued(s.tj) && s.jobSet != nil {
+		wl, err := r.getWorkload(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
 	}
 
 	var pods corev1.PodList

@@ -23,6 +23,10 @@ const (
 	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
 	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.
 	AnnotationSSHPort = Domain + "ssh-port"
+	// AnnotationTopology, on a runtime or a TrainJob, names the node label
+	// (e.g. a rack or block label) whose domain all of the job's pods must
+	// share; it becomes Kueue's topology-aware scheduling annotations.
+	AnnotationTopology = Domain + "topology"
 	// AnnotationSpecHash records the hash of the desired state an owned object
 	// was written from, so an unchanged desired state costs no write.
 	AnnotationSpecHash = Domain + "spec-hash"

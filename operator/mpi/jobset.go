@@ -25,11 +25,37 @@ func OwnerReference(tj *trainer.TrainJob) metav1.OwnerReference {
 	return *metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
 }
 
+// BuildOptions are the cluster-wide settings the JobSet depends on.
+type BuildOptions struct {
+	// ClusterDomain is the cluster's DNS domain (DefaultClusterDomain).
+	ClusterDomain string
+	// KueueJobSets: Kueue admits MPI jobs through its JobSet integration, so
+	// a queued TrainJob's JobSet carries the queue and starts suspended until
+	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
+	// on the TrainJob itself through spec.suspend and runtimePatches.
+	KueueJobSets bool
+}
+
+// Kueue labels and annotations Torus reads or writes.
+const (
+	KueueQueueLabel         = "kueue.x-k8s.io/queue-name"
+	KueuePriorityLabel      = "kueue.x-k8s.io/priority-class"
+	KueueRequiredTopology   = "kueue.x-k8s.io/podset-required-topology"
+	KueuePodSetGroup        = "kueue.x-k8s.io/podset-group-name"
+	KueueManager            = "kueue.x-k8s.io/manager"
+	kueuePodSetGroupForJobs = "mpi"
+)
+
+// Queued reports whether Kueue admits this TrainJob's JobSet.
+func (o BuildOptions) Queued(tj *trainer.TrainJob) bool {
+	return o.KueueJobSets && tj.Labels[KueueQueueLabel] != ""
+}
+
 // BuildJobSet renders the JobSet of an MPI TrainJob from its runtime's
 // template: a launcher and a node replicated job sized and configured for
 // the job, with the hostfile, SSH material and MPI environment wired in.
 // It is a pure function of its inputs.
-func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, clusterDomain string) (*jobsetv1alpha2.JobSet, error) {
+func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions) (*jobsetv1alpha2.JobSet, error) {
 	tmpl := rt.Spec.Template
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
@@ -60,7 +86,13 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, clusterDomain stri
 		return nil, fmt.Errorf("%s %q must have replicated jobs %q and %q", rt.Kind, rt.Name, LauncherJob, NodeJob)
 	}
 
-	b := podBuilder{tj: tj, job: job, clusterDomain: clusterDomain}
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = DefaultClusterDomain
+	}
+	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain}
+	if level, ok := firstAnnotation(AnnotationTopology, tj.Annotations, rt.Annotations); ok && level != "" {
+		b.topology = level
+	}
 	if err := b.configure(launcher, RoleLauncher, 1); err != nil {
 		return nil, err
 	}
@@ -84,6 +116,19 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, clusterDomain stri
 		TargetReplicatedJobs: []string{LauncherJob},
 	}
 	js.Spec.Suspend = tj.Spec.Suspend
+	if opts.Queued(tj) {
+		// Kueue's JobSet integration: the queue travels with the JobSet,
+		// which waits suspended until Kueue admits all of it at once.
+		for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
+			if v := tj.Labels[l]; v != "" {
+				js.Labels[l] = v
+			}
+		}
+		js.Spec.Suspend = ptr.To(true)
+	}
+	if err := applyRuntimePatches(js, tj); err != nil {
+		return nil, err
+	}
 	return js, nil
 }
 
@@ -100,6 +145,8 @@ type podBuilder struct {
 	tj            *trainer.TrainJob
 	job           *Job
 	clusterDomain string
+	// topology is the node label whose domain all pods must share.
+	topology string
 }
 
 // configure sizes one replicated job and fills in its pod template.
@@ -117,6 +164,19 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 	pod.Labels[LabelJobName] = b.tj.Name
 	pod.Labels[LabelRole] = role
+	if b.topology != "" {
+		// Both pod sets in one group: launcher and workers share a domain.
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[KueueRequiredTopology] = b.topology
+		pod.Annotations[KueuePodSetGroup] = kueuePodSetGroupForJobs
+	}
+	if role == RoleWorker {
+		// MPI is all or nothing: a replaced worker cannot rejoin a running
+		// MPI world, so a worker failure fails the job at once, naming it.
+		spec.BackoffLimit = ptr.To[int32](0)
+	}
 
 	ps := &pod.Spec
 	idx := -1

@@ -33,7 +33,7 @@ func build(t *testing.T, tj *trainer.TrainJob, rt *wrappers.RuntimeWrapper) (*jo
 	if err != nil {
 		t.Fatalf("ResolveJob: %v", err)
 	}
-	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain)
+	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{})
 	if err != nil {
 		t.Fatalf("BuildJobSet: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestBuildJobSetRejectsIncompleteRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain); err == nil {
+	if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{}); err == nil {
 		t.Error("BuildJobSet accepted a runtime without a node job")
 	}
 }
@@ -205,7 +205,7 @@ func BenchmarkBuildJobSet(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.DefaultClusterDomain); err != nil {
+				if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func (c *cluster) startEtcd(ctx context.Context) error {
+	client := fmt.Sprintf("http://127.0.0.1:%d", c.ports.Etcd)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", c.ports.EtcdPeer)
+	if err := c.start(process{name: "etcd", argv: []string{
+		c.bin("etcd"), "--name=torus", "--data-dir=" + filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=torus=" + peer, "--listen-metrics-urls=",
+		// A test cluster: no fsync on every write.
+		"--unsafe-no-fsync",
+	}}); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "etcd", 30*time.Second, func(ctx context.Context) error {
+		return c.httpGet(ctx, client+"/health")
+	})
+}
+
+func (c *cluster) startAPIServer(ctx context.Context) error {
+	serving, err := c.pki.servingCert("kube-apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+	if err != nil {
+		return err
+	}
+	saKey, saPub, err := c.pki.serviceAccountKey()
+	if err != nil {
+		return err
+	}
+	tokens, err := c.pki.tokenFile()
+	if err != nil {
+		return err
+	}
+	if err := c.start(process{name: "kube-apiserver", argv: []string{
+		c.bin("kube-apiserver"),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports.Etcd),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
+		"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
+		"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
+		"--client-ca-file=" + c.pki.CAFile,
+		"--token-auth-file=" + tokens,
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--endpoint-reconciler-type=none",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		// kwok's kubelet endpoint, for logs, exec and metrics through the API.
+		"--kubelet-preferred-address-types=InternalIP",
+	}}); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports.APIServer)
+	if err := c.waitFor(ctx, "kube-apiserver", 60*time.Second, func(ctx context.Context) error { return c.httpGet(ctx, url) }); err != nil {
+		return err
+	}
+	return c.writeKubeconfig()
+}
+
+func (c *cluster) startControllers(context.Context) error {
+	if err := c.start(process{name: "kube-controller-manager", argv: []string{
+		c.bin("kube-controller-manager"), "--kubeconfig=" + c.kubeconfig(),
+		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+		"--secure-port=0", "--leader-elect=false",
+		"--service-account-private-key-file=" + filepath.Join(c.pki.dir, "sa.key"),
+		"--root-ca-file=" + c.pki.CAFile,
+		// kwok pods never run a kubelet: evict nothing for lost heartbeats.
+		"--node-monitor-grace-period=1h",
+	}}); err != nil {
+		return err
+	}
+	return c.start(process{name: "kube-scheduler", argv: []string{
+		c.bin("kube-scheduler"), "--kubeconfig=" + c.kubeconfig(), "--secure-port=0", "--leader-elect=false",
+	}})
+}
+
+func (c *cluster) installCRDs(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	jobset, err := moduleDir("sigs.k8s.io/jobset")
+	if err != nil {
+		return err
+	}
+	kueue, err := moduleDir("sigs.k8s.io/kueue")
+	if err != nil {
+		return err
+	}
+	dirs := []string{
+		filepath.Join(root, "kustomize", "crd", "trainer"),
+		filepath.Join(jobset, "config", "components", "crd", "bases"),
+		filepath.Join(kueue, "config", "components", "crd", "bases"),
+	}
+	var names []string
+	for _, d := range dirs {
+		files, err := filepath.Glob(filepath.Join(d, "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			objs, err := readObjects(f)
+			if err != nil {
+				return err
+			}
+			for _, o := range objs {
+				if o.GetKind() != "CustomResourceDefinition" {
+					continue
+				}
+				if err := c.apply(ctx, o); err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+				names = append(names, o.GetName())
+			}
+		}
+	}
+	return c.waitEstablished(ctx, names)
+}
+
+// Node shape of the simulated cluster: GPU nodes in racks of two, in one
+// block, so topology-aware placement has somewhere to place.
+const (
+	nodeCPU    = "32"
+	nodeMemory = "256Gi"
+	nodeGPUs   = "8"
+)
+
+func (c *cluster) startKwok(ctx context.Context) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	kwok, err := moduleDir("sigs.k8s.io/kwok")
+	if err != nil {
+		return err
+	}
+	stages := []string{
+		filepath.Join(kwok, "kustomize", "stage", "node", "fast", "node-initialize.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "node", "heartbeat", "node-heartbeat.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-ready.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-delete.yaml"),
+	}
+	ours, err := filepath.Glob(filepath.Join(root, "hack", "cluster", "kwok", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	var config strings.Builder
+	for _, f := range append(stages, ours...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		config.WriteString("---\n")
+		config.Write(data)
+		config.WriteString("\n")
+	}
+	configFile := filepath.Join(c.dir, "config", "kwok.yaml")
+	if err := os.WriteFile(configFile, []byte(config.String()), 0o644); err != nil {
+		return err
+	}
+	serving, err := c.pki.servingCert("kwok")
+	if err != nil {
+		return err
+	}
+	for i := range c.nodes {
+		if err := c.client.Create(ctx, kwokNode(i)); err != nil {
+			return fmt.Errorf("creating node: %w", err)
+		}
+	}
+	if err := c.start(process{name: "kwok", argv: []string{
+		c.bin("kwok"), "--kubeconfig=" + c.kubeconfig(), "--config=" + configFile,
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(c.ports.Kwok),
+		"--server-address=127.0.0.1:" + strconv.Itoa(c.ports.Kwok),
+		"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
+		"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
+		"--cidr=10.244.0.0/16",
+	}}); err != nil {
+		return err
+	}
+	return c.waitNodesReady(ctx)
+}
+
+func kwokNode(i int) *corev1.Node {
+	name := fmt.Sprintf("kwok-node-%d", i)
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(nodeCPU),
+		corev1.ResourceMemory: resource.MustParse(nodeMemory),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		"nvidia.com/gpu":      resource.MustParse(nodeGPUs),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname":            name,
+				"kubernetes.io/os":                  "linux",
+				"type":                              "kwok",
+				"cloud.provider.com/topology-block": "block-0",
+				"cloud.provider.com/topology-rack":  fmt.Sprintf("rack-%d", i/2),
+			},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+}
+
+func (c *cluster) startJobSet(ctx context.Context) error {
+	certs, err := c.pki.servingCert("jobset-webhook")
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+clientConnection:
+  qps: 500
+  burst: 500
+`, c.ports.JobSetWebhook, certs, c.ports.JobSetHealth)
+	cfgFile := filepath.Join(c.dir, "config", "jobset.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := c.installWebhooks(ctx, "jobset", c.ports.JobSetWebhook, "sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml"); err != nil {
+		return err
+	}
+	if err := c.start(process{name: "jobset", argv: []string{c.bin("jobset-controller"), "--config=" + cfgFile},
+		env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "jobset", 60*time.Second, func(ctx context.Context) error {
+		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.JobSetHealth))
+	})
+}
+
+func (c *cluster) startKueue(ctx context.Context) error {
+	certs, err := c.pki.servingCert("kueue-webhook")
+	if err != nil {
+		return err
+	}
+	if err := c.ensureNamespace(ctx, "kueue-system"); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+metrics:
+  bindAddress: 127.0.0.1:%d
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+clientConnection:
+  qps: 500
+  burst: 500
+waitForPodsReady:
+  timeout: 5m
+  blockAdmission: false
+integrations:
+  frameworks:
+  - jobset.x-k8s.io/jobset
+featureGates:
+  VisibilityOnDemand: false
+`, c.ports.KueueWebhook, certs, c.ports.KueueMetrics, c.ports.KueueHealth)
+	cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := c.installWebhooks(ctx, "kueue", c.ports.KueueWebhook, "sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml"); err != nil {
+		return err
+	}
+	// Kueue reads its metrics certificate from a fixed path,
+	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
+	// over an overlay of /etc, so the machine's /etc stays untouched.
+	overlay := filepath.Join(c.dir, "kueue-etc")
+	for _, d := range []string{"upper", "work"} {
+		if err := os.MkdirAll(filepath.Join(overlay, d), 0o755); err != nil {
+			return err
+		}
+	}
+	script := fmt.Sprintf(`set -e
+mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc
+mkdir -p /etc/kueue/metrics/certs
+cp %[2]s/tls.crt %[2]s/tls.key /etc/kueue/metrics/certs/
+exec %[3]s --config=%[4]s
+`, overlay, certs, c.bin("kueue"), cfgFile)
+	argv := []string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}
+	if os.Geteuid() != 0 {
+		argv = append([]string{"unshare", "--user", "--map-root-user"}, argv[1:]...)
+	}
+	if err := c.start(process{name: "kueue", argv: argv, env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "kueue", 90*time.Second, func(ctx context.Context) error {
+		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.KueueHealth))
+	})
+}
+
+func (c *cluster) startOperator(ctx context.Context) error {
+	certs, err := c.pki.servingCert("torus-webhook")
+	if err != nil {
+		return err
+	}
+	if err := c.ensureNamespace(ctx, "torus-system"); err != nil {
+		return err
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := c.installWebhooksFile(ctx, "torus", c.ports.TorusWebhook, filepath.Join(root, "kustomize", "webhook", "manifests.yaml")); err != nil {
+		return err
+	}
+	if err := c.start(process{name: "torus-operator", argv: []string{
+		c.operator,
+		"--webhook-port=" + strconv.Itoa(c.ports.TorusWebhook), "--webhook-cert-dir=" + certs,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.ports.TorusMetrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.ports.TorusHealth),
+		"--leader-elect=true", "--leader-election-namespace=torus-system",
+	}, env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "torus-operator", 60*time.Second, func(ctx context.Context) error {
+		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.TorusHealth))
+	})
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const fieldOwner = client.FieldOwner("torus-local-cluster")
+
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+func (c *cluster) apply(ctx context.Context, o *unstructured.Unstructured) error {
+	return c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), fieldOwner, client.ForceOwnership)
+}
+
+func (c *cluster) waitEstablished(ctx context.Context, names []string) error {
+	return c.waitFor(ctx, "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
+		for _, n := range names {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := c.client.Get(ctx, client.ObjectKey{Name: n}, &crd); err != nil {
+				return err
+			}
+			established := false
+			for _, cond := range crd.Status.Conditions {
+				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+			}
+			if !established {
+				return fmt.Errorf("CRD %s not established", n)
+			}
+		}
+		return nil
+	})
+}
+
+func (c *cluster) waitNodesReady(ctx context.Context) error {
+	return c.waitFor(ctx, "kwok", 60*time.Second, func(ctx context.Context) error {
+		var nodes corev1.NodeList
+		if err := c.client.List(ctx, &nodes); err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready < c.nodes {
+			return fmt.Errorf("%d of %d nodes ready", ready, c.nodes)
+		}
+		return nil
+	})
+}
+
+func (c *cluster) ensureNamespace(ctx context.Context, name string) error {
+	err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// installWebhooks registers a component's webhook configurations from its
+// module, pointed at its server on 127.0.0.1.
+func (c *cluster) installWebhooks(ctx context.Context, component string, port int, module, file string) error {
+	dir, err := moduleDir(module)
+	if err != nil {
+		return err
+	}
+	return c.installWebhooksFile(ctx, component, port, filepath.Join(dir, file))
+}
+
+// installWebhooksFile rewrites each webhook's service reference into a URL
+// on 127.0.0.1:port with the local CA, and names the configuration after
+// the component so that components do not overwrite each other's.
+func (c *cluster) installWebhooksFile(ctx context.Context, component string, port int, path string) error {
+	objs, err := readObjects(path)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(c.pki.CAFile)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			continue
+		}
+		o.SetName(component + "-" + o.GetName())
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for i := range hooks {
+			h := hooks[i].(map[string]any)
+			svcPath, _, _ := unstructured.NestedString(h, "clientConfig", "service", "path")
+			h["clientConfig"] = map[string]any{
+				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, svcPath),
+				"caBundle": ca,
+			}
+			hooks[i] = h
+		}
+		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
+			return err
+		}
+		if err := c.apply(ctx, o); err != nil {
+			return fmt.Errorf("%s: %w", o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the repository: no go.mod found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func moduleDir(module string) (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

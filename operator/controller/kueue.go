@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// ConditionAdmitted mirrors the job's Kueue workload: True once Kueue
+// admitted the whole job (launcher and every worker), False with Kueue's
+// own words while it waits, or after it was evicted or preempted.
+const ConditionAdmitted = "Admitted"
+
+// Reasons of ConditionAdmitted.
+const (
+	ReasonQueued   = "Queued"
+	ReasonAdmitted = "Admitted"
+	ReasonEvicted  = "Evicted"
+	ReasonRequeued = "Requeued"
+)
+
+// workloadOwnerKey indexes Kueue workloads by the JobSet that owns them.
+const workloadOwnerKey = "torus.workload.owner.jobset"
+
+func indexWorkloadOwner(o client.Object) []string {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == "JobSet" {
+			return []string{ref.Name}
+		}
+	}
+	return nil
+}
+
+// workloadToTrainJob maps a workload to the TrainJob of its JobSet (same
+// name, same namespace).
+func workloadToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
+	owners := indexWorkloadOwner(o)
+	if len(owners) == 0 {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: owners[0]}}}
+}
+
+// getWorkload finds the newest workload of the job's JobSet, if any.
+func (r *TrainJobReconciler) getWorkload(ctx context.Context, s *scope) (*kueue.Workload, error) {
+	var list kueue.WorkloadList
+	if err := r.client.List(ctx, &list, client.InNamespace(s.tj.Namespace), client.MatchingFields{workloadOwnerKey: s.jobSet.Name}); err != nil {
+		return nil, fmt.Errorf("listing Kueue workloads: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
+	})
+	return &list.Items[0], nil
+}
+
+// syncAdmission writes ConditionAdmitted from the workload, and returns the
+// message saying why the job waits ("" once admitted).
+func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
+	if wl == nil {
+		msg := fmt.Sprintf("Waiting for Kueue to queue the job in LocalQueue %q", queue)
+		s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonQueued, msg)
+		return msg
+	}
+	wasAdmitted := isTrue(s.tj, ConditionAdmitted)
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); c != nil && c.Status == metav1.ConditionTrue {
+		cq := ""
+		if wl.Status.Admission != nil {
+			cq = string(wl.Status.Admission.ClusterQueue)
+		}
+		if s.setCondition(ConditionAdmitted, metav1.ConditionTrue, ReasonAdmitted,
+			fmt.Sprintf("Kueue admitted the launcher and all workers together in ClusterQueue %q", cq)) {
+			s.event(corev1.EventTypeNormal, ReasonAdmitted, "Kueue admitted the job in ClusterQueue %q", cq)
+		}
+		return ""
+	}
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+		msg := fmt.Sprintf("Kueue evicted the job (%s: %s); it waits in LocalQueue %q to run again from the start", c.Reason, c.Message, queue)
+		if s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonEvicted, msg) || wasAdmitted {
+			s.event(corev1.EventTypeWarning, ReasonRequeued, "%s", msg)
+		}
+		return msg
+	}
+	msg := fmt.Sprintf("Waiting in LocalQueue %q for quota", queue)
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Message != "" {
+		msg = fmt.Sprintf("Waiting in LocalQueue %q: %s", queue, c.Message)
+	}
+	s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonQueued, msg)
+	return msg
+}

@@ -1,0 +1,82 @@
+package diagnosis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+func worker(index string, status corev1.PodStatus) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-" + index + "-abcde", Labels: map[string]string{
+			mpi.LabelJobName: "pi", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": index,
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "node", Image: "mpi:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}},
+		}}},
+		Status: status,
+	}
+}
+
+func terminated(reason string, code int32, at time.Time) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code, FinishedAt: metav1.NewTime(at)}},
+	}}}
+}
+
+func TestPods(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	placement := mpi.NewPlacement("pi", 4, 4, false)
+	cases := map[string]struct {
+		pods []corev1.Pod
+		want []string
+	}{
+		"healthy pods say nothing": {
+			pods: []corev1.Pod{worker("0", corev1.PodStatus{Phase: corev1.PodRunning})},
+		},
+		"OOMKilled names the limit and the flag": {
+			pods: []corev1.Pod{worker("3", terminated("OOMKilled", 137, t0))},
+			want: []string{"worker-3 (ranks 12-15) OOMKilled: memory limit 16Gi exceeded; raise --memory (spec.trainer.resourcesPerNode limits) [pod pi-node-0-3-abcde]"},
+		},
+		"the earliest failure comes first: the others died of it": {
+			pods: []corev1.Pod{
+				worker("0", terminated("Error", 1, t0.Add(2*time.Second))),
+				worker("2", terminated("Error", 139, t0)),
+			},
+			want: []string{
+				"worker-2 (ranks 8-11) Error: container node exited with code 139 (SIGSEGV); see kubectl mpi logs pi --worker 2 [pod pi-node-0-2-abcde]",
+				"worker-0 (ranks 0-3) Error: container node exited with code 1; see kubectl mpi logs pi --worker 0 [pod pi-node-0-0-abcde]",
+			},
+		},
+		"terminal failures before transient ones": {
+			pods: []corev1.Pod{
+				worker("1", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "node", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "not found"}},
+				}}}),
+				worker("2", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."}),
+			},
+			want: []string{
+				"worker-2 (ranks 8-11) Evicted: The node was low on resource: memory.; the node ran short of a resource: request what the job needs (--cpu, --memory) so the scheduler places it where it fits [pod pi-node-0-2-abcde]",
+				`worker-1 (ranks 4-7) ImagePullBackOff: cannot pull image "mpi:1": not found; check the image name and tag, and the pull secret for private registries [pod pi-node-0-1-abcde]`,
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, f := range Pods(tc.pods, placement) {
+				got = append(got, f.Message())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+const (
+	timeout  = 90 * time.Second
+	interval = 250 * time.Millisecond
+	// runDuration is how long a simulated launcher runs (kwok stage).
+	runDuration = "8s"
+)
+
+// installRuntimes installs the shipped sample runtimes, each in an e2e
+// variant whose launcher runs for runDuration ("<name>-e2e"), and one whose
+// launcher runs until told to fail ("<name>-long").
+func installRuntimes() {
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "runtimes", "*.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range files {
+		for suffix, duration := range map[string]string{"-e2e": runDuration, "-long": "1h"} {
+			var rt trainer.ClusterTrainingRuntime
+			framework.DecodeFile(f, &rt)
+			rt.Name += suffix
+			for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+				rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+				if rj.Name == mpi.LauncherJob {
+					if rj.Template.Spec.Template.Annotations == nil {
+						rj.Template.Spec.Template.Annotations = map[string]string{}
+					}
+					rj.Template.Spec.Template.Annotations["torus-mpi.io/kwok-run-duration"] = duration
+				}
+			}
+			err := k8sClient.Create(ctx, &rt)
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			Expect(err).NotTo(HaveOccurred(), "creating runtime %s", rt.Name)
+		}
+	}
+}
+
+func newNamespace(prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ns))).To(Succeed()) })
+	return ns.Name
+}
+
+// newQueue makes a ClusterQueue with the given GPU quota and a LocalQueue
+// for it in ns, both named after ns.
+func newQueue(ns string, gpus int) string {
+	flavor := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"}}
+	if err := k8sClient.Create(ctx, flavor); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	cq := &kueue.ClusterQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: kueue.ClusterQueueSpec{
+			NamespaceSelector: &metav1.LabelSelector{},
+			ResourceGroups: []kueue.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, "nvidia.com/gpu"},
+				Flavors: []kueue.FlavorQuotas{{
+					Name: "default-flavor",
+					Resources: []kueue.ResourceQuota{
+						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("64")},
+						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("256Gi")},
+						{Name: "nvidia.com/gpu", NominalQuota: *resource.NewQuantity(int64(gpus), resource.DecimalSI)},
+					},
+				}},
+			}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, cq)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, cq))).To(Succeed()) })
+	lq := &kueue.LocalQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+		Spec:       kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)},
+	}
+	Expect(k8sClient.Create(ctx, lq)).To(Succeed())
+	return lq.Name
+}
+
+func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
+	return func(g Gomega) *metav1.Condition {
+		var got trainer.TrainJob
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+		c := meta.FindStatusCondition(got.Status.Conditions, typ)
+		g.Expect(c).NotTo(BeNil(), "%s has no %s condition yet; conditions: %v", tj.Name, typ, got.Status.Conditions)
+		return c
+	}
+}
+
+func pods(tj *trainer.TrainJob) func(Gomega) []corev1.Pod {
+	return func(g Gomega) []corev1.Pod {
+		var list corev1.PodList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{mpi.LabelJobName: tj.Name})).To(Succeed())
+		return list.Items
+	}
+}
+
+// runningPod waits for a pod of a role and index to run, and returns it.
+func runningPod(tj *trainer.TrainJob, role string, index int) *corev1.Pod {
+	var found *corev1.Pod
+	Eventually(func(g Gomega) {
+		for _, p := range pods(tj)(g) {
+			if p.Labels[mpi.LabelRole] == role && p.Labels["batch.kubernetes.io/job-completion-index"] == fmt.Sprint(index) && p.Status.Phase == corev1.PodRunning {
+				found = &p
+				return
+			}
+		}
+		g.Expect(found).NotTo(BeNil(), "no running %s %d", role, index)
+	}, timeout, interval).Should(Succeed())
+	return found
+}
+
+// inject makes kwok terminate a running pod as the kubelet would report an
+// OOM kill ("oom") or a non-zero exit ("error").
+func inject(p *corev1.Pod, failure string) {
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"torus-mpi.io/kwok-fail":%q}}}`, failure))
+	Expect(k8sClient.Patch(ctx, p, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+}
+
+func typeName(o any) string { return fmt.Sprintf("%T", o) }

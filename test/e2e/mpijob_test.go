@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	torus "github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+func gpuJob(name, ns, queue string, workers int32, gpus int64) *trainer.TrainJob {
+	tj := wrappers.MakeTrainJob(name, ns).RuntimeRef("torus-openmpi-e2e").NumNodes(workers).
+		Resources(corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi"), "nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+		}).Obj()
+	tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
+	return tj
+}
+
+var _ = Describe("Gang scheduling through Kueue", func() {
+	It("admits a whole job or none of it, and runs the next when quota frees", func() {
+		ns := newNamespace("gang")
+		queue := newQueue(ns, 8)
+		a := gpuJob("job-a", ns, queue, 2, 4)
+		b := gpuJob("job-b", ns, queue, 2, 4)
+		Expect(k8sClient.Create(ctx, a)).To(Succeed())
+		Eventually(condition(a, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Expect(k8sClient.Create(ctx, b)).To(Succeed())
+
+		By("B waits with Kueue's reason while A holds the quota, and has no pod at all")
+		Eventually(condition(b, torus.ConditionAdmitted), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", And(ContainSubstring(`Waiting in LocalQueue "team"`), ContainSubstring("nvidia.com/gpu"))),
+		))
+		Eventually(condition(b, torus.ConditionRunning), timeout, interval).Should(HaveField("Reason", "Queued"))
+		Expect(pods(b)(Default)).To(BeEmpty())
+
+		By("A completes; B is admitted as a whole and completes")
+		Eventually(condition(a, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(b, torus.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		var wls kueue.WorkloadList
+		Expect(k8sClient.List(ctx, &wls, client.InNamespace(ns))).To(Succeed())
+		for _, wl := range wls.Items {
+			if wl.Status.Admission == nil {
+				continue
+			}
+			counts := map[string]int32{}
+			for _, psa := range wl.Status.Admission.PodSetAssignments {
+				counts[string(psa.Name)] = *psa.Count
+			}
+			Expect(counts).To(Equal(map[string]int32{"launcher": 1, "node": 2}), "workload %s admits every pod at once", wl.Name)
+		}
+		Eventually(condition(b, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+	})
+})
+
+var _ = Describe("MPI implementations", func() {
+	DescribeTable("run to Complete through Kueue",
+		func(runtime string) {
+			ns := newNamespace("impl")
+			queue := newQueue(ns, 8)
+			tj := wrappers.MakeTrainJob("pi", ns).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).Obj()
+			tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
+			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+			Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-mpi-ssh"}, &corev1.Secret{}))
+			}, timeout, interval).Should(BeTrue(), "keys are deleted when the job finishes")
+		},
+		Entry("Open MPI", "torus-openmpi-e2e"),
+		Entry("Intel MPI", "torus-intelmpi-e2e"),
+		Entry("MPICH", "torus-mpich-e2e"),
+	)
+})
+
+var _ = Describe("Failures", func() {
+	It("fails the job when a worker is OOMKilled, naming the rank and the fix", func() {
+		ns := newNamespace("fail")
+		tj := wrappers.MakeTrainJob("oom", ns).RuntimeRef("torus-openmpi-long").NumNodes(3).NumProcPerNode(4).
+			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		inject(runningPod(tj, mpi.RoleWorker, 2), "oom")
+		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", HavePrefix("worker-2 (ranks 8-11) OOMKilled: memory limit 16Gi exceeded; raise --memory")),
+		))
+	})
+
+	It("fails the job when the launcher exits non-zero", func() {
+		ns := newNamespace("fail")
+		tj := wrappers.MakeTrainJob("crash", ns).RuntimeRef("torus-mpich-long").NumNodes(2).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		inject(runningPod(tj, mpi.RoleLauncher, 0), "error")
+		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", HavePrefix("launcher Error: container node exited with code 1; see kubectl mpi logs crash --launcher")),
+		))
+	})
+})
+
+var _ = Describe("Deleting a running job", func() {
+	It("removes every pod, the JobSet, the Secret and the ConfigMap", func() {
+		ns := newNamespace("delete")
+		tj := wrappers.MakeTrainJob("doomed", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Expect(k8sClient.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(pods(tj)(g)).To(BeEmpty())
+			for _, obj := range []client.Object{&jobsetv1alpha2.JobSet{}, &corev1.Secret{}, &corev1.ConfigMap{}} {
+				name := map[string]string{"*v1alpha2.JobSet": "doomed", "*v1.Secret": "doomed-mpi-ssh", "*v1.ConfigMap": "doomed-mpi-hostfile"}
+				key := client.ObjectKey{Namespace: ns, Name: name[typeName(obj)]}
+				g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, key, obj))).To(BeTrue(), "%T %s still exists", obj, key.Name)
+			}
+		}, timeout, interval).Should(Succeed())
+	})
+})
