@@ -58,7 +58,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit integration ## Run every test: lint, generation check, unit and integration.
+test: lint verify-generate testbin unit integration wire-test e2e ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -67,6 +67,10 @@ unit: ## Unit tests (no API server).
 .PHONY: integration
 integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest).
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v
+
+.PHONY: wire-test
+wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v
 
 .PHONY: e2e
 e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).

@@ -65,13 +65,17 @@ spec:
       limits: {memory: 4Gi, nvidia.com/gpu: "4"}
 YAML
 
-phase() {
-  $kubectl get trainjob "$job" -o go-template='{{range .status.conditions}}{{if eq .status "True"}}{{.type}} {{end}}{{end}}' 2>/dev/null
+# jsonpath, unlike go-template, prints nothing for a status not yet written.
+conditions() { # status: the types of the conditions with that status
+  $kubectl get trainjob "$job" -o jsonpath="{range .status.conditions[?(@.status==\"$1\")]}{.type} {end}" 2>/dev/null || true
+}
+message() { # type
+  $kubectl get trainjob "$job" -o jsonpath="{.status.conditions[?(@.type==\"$1\")].message}" 2>/dev/null || true
 }
 last=""
 start=$SECONDS
 while (( SECONDS - start < 180 )); do
-  conds=$(phase)
+  conds=$(conditions True)
   case " $conds " in
     *" Complete "*) now=Complete ;;
     *" Failed "*) now=Failed ;;
@@ -79,8 +83,10 @@ while (( SECONDS - start < 180 )); do
     *) now=Pending ;;
   esac
   if [[ $now != "$last" ]]; then
-    printf '%4ds  %-9s %s\n' $((SECONDS - start)) "$now" \
-      "$($kubectl get trainjob "$job" -o go-template='{{range .status.conditions}}{{if eq .type "Running"}}{{.message}}{{end}}{{end}}')"
+    why=$(message Running)
+    [[ $now == Complete ]] && why=$(message Complete)
+    [[ $now == Failed ]] && why=$(message Failed)
+    printf '%4ds  %-9s %s\n' $((SECONDS - start)) "$now" "$why"
     if [[ $now == Running ]]; then
       echo "== Queue while it runs"
       $kubectl get clusterqueue demo -o wide
@@ -89,7 +95,7 @@ while (( SECONDS - start < 180 )); do
     fi
     last=$now
   fi
-  [[ $now == Complete || $now == Failed ]] && break
+  if [[ $now == Complete || $now == Failed ]]; then break; fi
   sleep 0.5
 done
 

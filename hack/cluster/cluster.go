@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -176,7 +177,11 @@ func (c *cluster) writeKubeconfig() error {
 		return err
 	}
 	c.config.QPS, c.config.Burst = 200, 400
-	c.client, err = client.New(c.config, client.Options{Scheme: scheme.New()})
+	s := scheme.New()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return err
+	}
+	c.client, err = client.New(c.config, client.Options{Scheme: s})
 	return err
 }
 

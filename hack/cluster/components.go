@@ -146,7 +146,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kwok, err := moduleDir("sigs.k8s.io/kwok")
+	kwok, err := moduleDir("sigs.k8s.io/kwok", "kwok")
 	if err != nil {
 		return err
 	}

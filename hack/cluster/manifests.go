@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func (c *cluster) installWebhooksFile(ctx context.Context, component string, por
 			svcPath, _, _ := unstructured.NestedString(h, "clientConfig", "service", "path")
 			h["clientConfig"] = map[string]any{
 				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, svcPath),
-				"caBundle": ca,
+				"caBundle": base64.StdEncoding.EncodeToString(ca),
 			}
 			hooks[i] = h
 		}
@@ -160,8 +161,19 @@ func repoRoot() (string, error) {
 	}
 }
 
-func moduleDir(module string) (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+// moduleDir finds a module of the main module's build list, or of the
+// helper module in hack/testbin/<helper> when one is given (kwok is only
+// there).
+func moduleDir(module string, helper ...string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	if len(helper) > 0 {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		cmd.Dir = filepath.Join(root, "hack", "testbin", helper[0])
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating module %s: %w", module, err)
 	}

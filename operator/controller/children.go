@@ -59,6 +59,12 @@ func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error
 	return nil
 }
 
+// rejected tells a request the API server (or a webhook) refused for its
+// content from one that may succeed later.
+func rejected(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
 // specHash fingerprints what Torus decides about a JobSet, leaving out
 // suspend, which is synced on its own.
 func specHash(js *jobsetv1alpha2.JobSet) (string, error) {
@@ -97,6 +103,12 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	if existing == nil {
 		if err := r.client.Create(ctx, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			if rejected(err) {
+				// Retrying cannot help; a runtime change brings the job back.
+				s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonJobSetRejected,
+					"The API server rejected the JobSet built from the runtime; fix the runtime: "+err.Error())
 				return nil
 			}
 			return fmt.Errorf("creating JobSet: %w", err)

@@ -16,6 +16,7 @@ const (
 	ReasonRuntimeNotFound     = "RuntimeNotFound"
 	ReasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
 	ReasonInvalidJob          = "InvalidMPIJob"
+	ReasonJobSetRejected      = "JobSetRejected"
 	ReasonRunning             = "Running"
 	ReasonPending             = "Pending"
 	ReasonSuspended           = "Suspended"

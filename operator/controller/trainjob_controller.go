@@ -154,6 +154,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 	}
 
 	if finished(s.tj) {
+		if s.jobSet != nil {
+			// JobSet stops the remaining jobs after the TrainJob finished.
+			s.tj.Status.JobsStatus = jobsStatus(s.jobSet)
+		}
 		return 0, r.finish(ctx, s)
 	}
 	requeue, done, err := r.checkDeadline(ctx, s)

@@ -102,6 +102,9 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	if !dependsOnNodesReady(launcher) {
 		launcher.DependsOn = append(launcher.DependsOn, jobsetv1alpha2.DependsOn{Name: NodeJob, Status: jobsetv1alpha2.DependencyReady})
 	}
+	// JobSet starts replicated jobs in order and requires a job's
+	// dependencies to come before it: the node job goes first.
+	js.Spec.ReplicatedJobs = nodesFirst(js.Spec.ReplicatedJobs)
 
 	if js.Spec.Network == nil {
 		js.Spec.Network = &jobsetv1alpha2.Network{}
@@ -130,6 +133,35 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 		return nil, err
 	}
 	return js, nil
+}
+
+// nodesFirst moves the node job before the launcher, keeping every other
+// job's position.
+func nodesFirst(jobs []jobsetv1alpha2.ReplicatedJob) []jobsetv1alpha2.ReplicatedJob {
+	li, ni := -1, -1
+	for i := range jobs {
+		switch jobs[i].Name {
+		case LauncherJob:
+			li = i
+		case NodeJob:
+			ni = i
+		}
+	}
+	if li < 0 || ni < 0 || ni < li {
+		return jobs
+	}
+	node := jobs[ni]
+	out := make([]jobsetv1alpha2.ReplicatedJob, 0, len(jobs))
+	for i := range jobs {
+		switch i {
+		case li:
+			out = append(out, node, jobs[li])
+		case ni:
+		default:
+			out = append(out, jobs[i])
+		}
+	}
+	return out
 }
 
 func dependsOnNodesReady(rj *jobsetv1alpha2.ReplicatedJob) bool {

@@ -51,6 +51,9 @@ func TestBuildJobSet(t *testing.T) {
 	if job.SlotsPerHost != 4 {
 		t.Errorf("slots = %d, want one per GPU (4)", job.SlotsPerHost)
 	}
+	if got := []string{js.Spec.ReplicatedJobs[0].Name, js.Spec.ReplicatedJobs[1].Name}; !cmp.Equal(got, []string{"node", "launcher"}) {
+		t.Errorf("replicated jobs in order %v; JobSet needs the node job before the launcher that depends on it", got)
+	}
 	launcher, node := replicatedJob(t, js, mpi.LauncherJob), replicatedJob(t, js, mpi.NodeJob)
 	if diff := cmp.Diff([]int32{1, 1, 3, 3}, []int32{*launcher.Template.Spec.Parallelism, *launcher.Template.Spec.Completions,
 		*node.Template.Spec.Parallelism, *node.Template.Spec.Completions}); diff != "" {
