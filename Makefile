@@ -89,6 +89,13 @@ lint: ## go vet and gofmt.
 bench: ## Benchmarks of key generation and rendering.
 	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/...
 
+.PHONY: bench-e2e
+bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running, on a fresh local cluster.
+	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig; \
+	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+
 ##@ Local cluster
 
 .PHONY: cluster-up

@@ -82,11 +82,15 @@ func (c *cluster) startControllers(context.Context) error {
 		"--root-ca-file=" + c.pki.CAFile,
 		// kwok pods never run a kubelet: evict nothing for lost heartbeats.
 		"--node-monitor-grace-period=1h",
+		// The defaults (20 QPS, 5 Job workers) make hundreds of pods queue
+		// for tens of seconds behind the client rate limiter.
+		"--kube-api-qps=300", "--kube-api-burst=600", "--concurrent-job-syncs=20",
 	}}); err != nil {
 		return err
 	}
 	return c.start(process{name: "kube-scheduler", argv: []string{
 		c.bin("kube-scheduler"), "--kubeconfig=" + c.kubeconfig(), "--secure-port=0", "--leader-elect=false",
+		"--kube-api-qps=300", "--kube-api-burst=600",
 	}})
 }
 

@@ -227,7 +227,8 @@ func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.Trai
 	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig)); err != nil {
+	// A job deleted meanwhile has no status left to write.
+	if err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("updating TrainJob status: %w", err)
 	}
 	return nil

@@ -27,6 +27,13 @@ const (
 	// (e.g. a rack or block label) whose domain all of the job's pods must
 	// share; it becomes Kueue's topology-aware scheduling annotations.
 	AnnotationTopology = Domain + "topology"
+	// AnnotationNetworkProfile, on a TrainJob, names the MPINetworkProfile
+	// (InfiniBand/RoCE attachments, RDMA devices, fabric environment) its
+	// pods get.
+	AnnotationNetworkProfile = Domain + "network-profile"
+	// AnnotationRerunOf, on a TrainJob made by kubectl mpi rerun, names the
+	// job whose configuration it copied, so that describe can show it.
+	AnnotationRerunOf = Domain + "rerun-of"
 	// AnnotationSpecHash records the hash of the desired state an owned object
 	// was written from, so an unchanged desired state costs no write.
 	AnnotationSpecHash = Domain + "spec-hash"

@@ -1,0 +1,272 @@
+package mpi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+func runtimeRef(kind, name string) trainer.RuntimeRef {
+	return trainer.RuntimeRef{Name: name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(kind)}
+}
+
+func TestBuildTrainJob(t *testing.T) {
+	typeMeta := metav1.TypeMeta{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob"}
+	cases := map[string]struct {
+		spec RunSpec
+		want *trainer.TrainJob
+	}{
+		"the runtime follows the implementation": {
+			spec: RunSpec{Name: "pi", Namespace: "ns", Implementation: IntelMPI, Image: "img"},
+			want: &trainer.TrainJob{
+				TypeMeta:   typeMeta,
+				ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"},
+				Spec: trainer.TrainJobSpec{
+					RuntimeRef: runtimeRef(trainer.ClusterTrainingRuntimeKind, "torus-intelmpi"),
+					Trainer:    &trainer.Trainer{Image: ptr.To("img")},
+				},
+			},
+		},
+		"Open MPI 5 is an annotation on the job": {
+			spec: RunSpec{Name: "pi", Implementation: OpenMPI5},
+			want: &trainer.TrainJob{
+				TypeMeta: typeMeta,
+				ObjectMeta: metav1.ObjectMeta{Name: "pi", Annotations: map[string]string{
+					AnnotationOpenMPIVersion: "5",
+				}},
+				Spec: trainer.TrainJobSpec{RuntimeRef: runtimeRef(trainer.ClusterTrainingRuntimeKind, "torus-openmpi5")},
+			},
+		},
+		"every flag": {
+			spec: RunSpec{
+				Name: "train", Namespace: "ml", Runtime: "mine", RuntimeKind: trainer.TrainingRuntimeKind,
+				Image: "img:1", Command: []string{"mpirun", "-n", "8", "./train"},
+				Workers: ptr.To[int32](4), SlotsPerWorker: ptr.To[int32](2), GPUs: ptr.To[int64](2),
+				CPU: qty("4"), Memory: qty("16Gi"),
+				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack",
+			},
+			want: &trainer.TrainJob{
+				TypeMeta: typeMeta,
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "train", Namespace: "ml",
+					Labels: map[string]string{KueueQueueLabel: "team"},
+					Annotations: map[string]string{
+						AnnotationNetworkProfile: "ib",
+						AnnotationTopology:       "cloud.provider.com/topology-rack",
+					},
+				},
+				Spec: trainer.TrainJobSpec{
+					RuntimeRef: runtimeRef(trainer.TrainingRuntimeKind, "mine"),
+					Trainer: &trainer.Trainer{
+						Image:          ptr.To("img:1"),
+						Command:        []string{"mpirun"},
+						Args:           []string{"-n", "8", "./train"},
+						Env:            []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+						NumNodes:       ptr.To[int32](4),
+						NumProcPerNode: ptr.To[int32](2),
+						ResourcesPerNode: &corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), DefaultGPUResource: resource.MustParse("2")},
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), DefaultGPUResource: resource.MustParse("2")},
+						},
+					},
+				},
+			},
+		},
+		"a command without arguments": {
+			spec: RunSpec{Name: "pi", Implementation: MPICH, Command: []string{"./pi"}, GPUResource: "amd.com/gpu", GPUs: ptr.To[int64](1)},
+			want: &trainer.TrainJob{
+				TypeMeta:   typeMeta,
+				ObjectMeta: metav1.ObjectMeta{Name: "pi"},
+				Spec: trainer.TrainJobSpec{
+					RuntimeRef: runtimeRef(trainer.ClusterTrainingRuntimeKind, "torus-mpich"),
+					Trainer: &trainer.Trainer{
+						Command: []string{"./pi"},
+						ResourcesPerNode: &corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")},
+							Limits:   corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")},
+						},
+					},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := BuildTrainJob(tc.spec)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("TrainJob (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Apply overrides what a spec sets and keeps the rest: rerun's clone and
+// modify.
+func TestApplyOverrides(t *testing.T) {
+	base := func() *trainer.TrainJob {
+		return BuildTrainJob(RunSpec{
+			Name: "pi", Implementation: OpenMPI5, Image: "img", Command: []string{"mpirun", "./pi"},
+			Workers: ptr.To[int32](2), GPUs: ptr.To[int64](4), Memory: qty("1Gi"),
+			Env: []corev1.EnvVar{{Name: "A", Value: "1"}},
+		})
+	}
+	cases := map[string]struct {
+		spec RunSpec
+		edit func(*trainer.TrainJob)
+	}{
+		"nothing set changes nothing": {},
+		"more workers": {
+			spec: RunSpec{Workers: ptr.To[int32](8)},
+			edit: func(tj *trainer.TrainJob) { tj.Spec.Trainer.NumNodes = ptr.To[int32](8) },
+		},
+		"zero GPUs removes the GPU request": {
+			spec: RunSpec{GPUs: ptr.To[int64](0)},
+			edit: func(tj *trainer.TrainJob) {
+				delete(tj.Spec.Trainer.ResourcesPerNode.Requests, DefaultGPUResource)
+				delete(tj.Spec.Trainer.ResourcesPerNode.Limits, DefaultGPUResource)
+			},
+		},
+		"env replaces by name and adds": {
+			spec: RunSpec{Env: []corev1.EnvVar{{Name: "A", Value: "2"}, {Name: "B", Value: "3"}}},
+			edit: func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "A", Value: "2"}, {Name: "B", Value: "3"}}
+			},
+		},
+		"back to Open MPI 4": {
+			spec: RunSpec{Implementation: OpenMPI},
+			edit: func(tj *trainer.TrainJob) { tj.Annotations[AnnotationOpenMPIVersion] = "4" },
+		},
+		"a new command drops the old arguments": {
+			spec: RunSpec{Command: []string{"./other"}},
+			edit: func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer.Command = []string{"./other"}
+				tj.Spec.Trainer.Args = nil
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := base()
+			if tc.edit != nil {
+				tc.edit(want)
+			}
+			got := base()
+			tc.spec.Apply(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("TrainJob (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRunSpecValidate(t *testing.T) {
+	cases := map[string]struct {
+		spec    RunSpec
+		wantErr []string
+	}{
+		"valid": {spec: RunSpec{Name: "pi", Workers: ptr.To[int32](2), Env: []corev1.EnvVar{{Name: "OMP_NUM_THREADS", Value: "1"}}}},
+		"bad name": {
+			spec:    RunSpec{Name: "Pi_1"},
+			wantErr: []string{`job name "Pi_1": a DNS-1035 label must consist of lower case alphanumeric characters or '-'`},
+		},
+		"a name too long for host names": {
+			spec:    RunSpec{Name: strings.Repeat("a", 60)},
+			wantErr: []string{"MPI jobs need at most 50"},
+		},
+		"counts": {
+			spec: RunSpec{Workers: ptr.To[int32](0), SlotsPerWorker: ptr.To[int32](-1), GPUs: ptr.To[int64](-2), Memory: qty("-1Gi")},
+			wantErr: []string{
+				"--workers=0: a job needs at least 1 worker",
+				"--slots-per-worker=-1: each worker runs at least 1 rank",
+				"--gpus=-2: the GPU count cannot be negative",
+				"--memory=-1Gi: the memory request cannot be negative",
+			},
+		},
+		"reserved and duplicate env": {
+			spec: RunSpec{Env: []corev1.EnvVar{{Name: EnvOMPIHostfile}, {Name: "X"}, {Name: "X"}, {Name: "1BAD"}}},
+			wantErr: []string{
+				"--env OMPI_MCA_orte_default_hostfile: Torus sets OMPI_MCA_orte_default_hostfile",
+				"--env X is given twice",
+				"--env 1BAD: a valid environment variable name must consist of",
+			},
+		},
+		"topology must be a label": {
+			spec:    RunSpec{Topology: "rack level"},
+			wantErr: []string{`--topology "rack level" must be a node label`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.spec.Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestVolumes(t *testing.T) {
+	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}}
+	if err := ValidateVolumes(vols, "/home/mpiuser/.ssh"); err != nil {
+		t.Fatalf("ValidateVolumes() = %v", err)
+	}
+	for name, bad := range map[string]Volume{
+		"relative":      {Claim: "data", MountPath: "data"},
+		"over hostfile": {Claim: "data", MountPath: "/etc"},
+		"over ssh":      {Claim: "data", MountPath: "/home/mpiuser"},
+		"bad claim":     {Claim: "Data", MountPath: "/x"},
+	} {
+		if err := ValidateVolumes([]Volume{bad}, "/home/mpiuser/.ssh"); err == nil {
+			t.Errorf("%s: ValidateVolumes(%+v) = nil, want an error", name, bad)
+		}
+	}
+
+	pod := func(name string) jobsetv1alpha2.ReplicatedJob {
+		rj := jobsetv1alpha2.ReplicatedJob{Name: name}
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: TrainerContainer}}
+		return rj
+	}
+	spec := &trainer.TrainingRuntimeSpec{}
+	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{pod(LauncherJob), pod(NodeJob)}
+	if err := AddVolumes(spec, vols); err != nil {
+		t.Fatalf("AddVolumes() = %v", err)
+	}
+	wantVolumes := []corev1.Volume{
+		{Name: "pvc-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+		{Name: "pvc-models", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models", ReadOnly: true}}},
+	}
+	wantMounts := []corev1.VolumeMount{{Name: "pvc-data", MountPath: "/data"}, {Name: "pvc-models", MountPath: "/models", ReadOnly: true}}
+	for _, rj := range spec.Template.Spec.ReplicatedJobs {
+		ps := rj.Template.Spec.Template.Spec
+		if diff := cmp.Diff(wantVolumes, ps.Volumes); diff != "" {
+			t.Errorf("%s volumes (-want,+got):\n%s", rj.Name, diff)
+		}
+		if diff := cmp.Diff(wantMounts, ps.Containers[0].VolumeMounts); diff != "" {
+			t.Errorf("%s mounts (-want,+got):\n%s", rj.Name, diff)
+		}
+	}
+	if err := AddVolumes(&trainer.TrainingRuntimeSpec{}, vols); err == nil {
+		t.Error("AddVolumes on a runtime without launcher and node succeeded")
+	}
+}
