@@ -58,7 +58,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit integration wire-test e2e ## Run every test: lint, generation check, unit, integration, wire and end to end.
+test: lint verify-generate testbin unit fuzz integration wire-test e2e ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -86,8 +86,12 @@ lint: ## go vet and gofmt.
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: bench
-bench: ## Benchmarks of key generation and rendering.
-	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/...
+bench: ## Benchmarks: key generation, rendering, migrate throughput.
+	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/... ./plugin/migrate/...
+
+.PHONY: fuzz
+fuzz: ## A short fuzz run of the migrate parser (part of make test).
+	$(GO) test ./plugin/migrate/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime=10s
 
 .PHONY: bench-e2e
 bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running, on a fresh local cluster.

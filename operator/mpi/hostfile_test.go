@@ -82,8 +82,8 @@ func TestMaxTrainJobNameLength(t *testing.T) {
 		workers int32
 		want    int
 	}{
-		"the launcher's name is the longer": {workers: 8, want: 50},
-		"a million workers outgrow it":      {workers: 1000000, want: 49},
+		"the launcher's pod name is the longer": {workers: 8, want: 44},
+		"a million workers outgrow it":         {workers: 1000000, want: 43},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -41,11 +41,16 @@ func SearchDomain(trainJob, namespace, clusterDomain string) string {
 	return fmt.Sprintf("%s.%s.svc.%s", Subdomain(trainJob), namespace, clusterDomain)
 }
 
+// podNameSuffix is what the Job controller appends to a pod's host name to
+// name the pod ("-" and 5 random characters); JobSet's admission checks
+// that the result is a valid DNS label.
+const podNameSuffix = len("-abcde")
+
 // MaxTrainJobNameLength is the longest TrainJob name whose pods still get
-// valid host names with the given number of workers. The launcher's host
-// name is the longer one below a million workers.
+// valid names (and so host names) with the given number of workers. The
+// launcher's is the longer one below a million workers.
 func MaxTrainJobNameLength(workers int32) int {
 	launcher := len("-" + LauncherJob + "-0-0")
 	node := len("-"+NodeJob+"-0-") + len(strconv.Itoa(int(max(workers-1, 0))))
-	return dnsLabelMax - max(launcher, node)
+	return dnsLabelMax - podNameSuffix - max(launcher, node)
 }

@@ -126,7 +126,7 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 	}
 	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name,
-			fmt.Sprintf("is %d characters; MPI jobs need at most %d so that pod host names such as %q fit in 63 characters: choose a shorter name",
+			fmt.Sprintf("is %d characters; MPI jobs need at most %d so that pod names such as %q plus the 6 characters Kubernetes appends fit in 63: choose a shorter name",
 				len(tj.Name), limit, mpi.PodHostname(tj.Name, mpi.LauncherJob, 0))))
 	}
 	return errs
@@ -134,7 +134,9 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 
 // SetupWebhooks registers Torus's webhooks with a manager.
 func SetupWebhooks(mgr ctrl.Manager) error {
-	reader := mgr.GetClient()
+	// Read runtimes from the API server, not the cache: a runtime created
+	// just before its TrainJob (one kubectl apply) may not be cached yet.
+	reader := mgr.GetAPIReader()
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
 		WithDefaulter(&TrainJobWebhook{client: reader}).
 		WithValidator(&TrainJobWebhook{client: reader}).

@@ -34,6 +34,7 @@ func NewCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions
 	cmd.SetErr(streams.ErrOut)
 	configFlags.AddFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newVersionCmd())
+	cmd.AddCommand(newMigrateCmd(configFlags, streams))
 	return cmd
 }
 
