@@ -181,7 +181,7 @@ func TestRunSpecValidate(t *testing.T) {
 		},
 		"a name too long for host names": {
 			spec:    RunSpec{Name: strings.Repeat("a", 60)},
-			wantErr: []string{"MPI jobs need at most 50"},
+			wantErr: []string{"MPI jobs need at most 44"},
 		},
 		"counts": {
 			spec: RunSpec{Workers: ptr.To[int32](0), SlotsPerWorker: ptr.To[int32](-1), GPUs: ptr.To[int64](-2), Memory: qty("-1Gi")},
