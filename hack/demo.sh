@@ -84,6 +84,7 @@ while (( SECONDS - start < 180 )); do
   esac
   if [[ $now != "$last" ]]; then
     why=$(message Running)
+    [[ -z $why ]] && why="submitted"
     [[ $now == Complete ]] && why=$(message Complete)
     [[ $now == Failed ]] && why=$(message Failed)
     printf '%4ds  %-9s %s\n' $((SECONDS - start)) "$now" "$why"

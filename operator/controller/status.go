@@ -79,6 +79,9 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		}
 	case s.waiting != "":
 		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonQueued, s.waiting)
+	case !suspended && ptr.Deref(js.Spec.Suspend, false) && isTrue(tj, ConditionAdmitted):
+		// The moment between Kueue's admission and its resuming the JobSet.
+		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonPending, "Admitted by Kueue; the pods are starting")
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
 		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "The job is suspended")
 	default:
