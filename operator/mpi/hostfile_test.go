@@ -83,7 +83,7 @@ func TestMaxTrainJobNameLength(t *testing.T) {
 		want    int
 	}{
 		"the launcher's pod name is the longer": {workers: 8, want: 44},
-		"a million workers outgrow it":         {workers: 1000000, want: 43},
+		"a million workers outgrow it":          {workers: 1000000, want: 43},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
