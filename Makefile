@@ -46,14 +46,16 @@ $(CONTROLLER_GEN):
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate RBAC, webhook manifests and the Trainer CRDs into kustomize/.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/.
+	$(CONTROLLER_GEN) object paths="./operator/api/..."
+	$(CONTROLLER_GEN) crd paths="./operator/api/..." output:crd:artifacts:config=kustomize/crd/torus
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac
 	$(CONTROLLER_GEN) webhook paths="./operator/..." output:webhook:artifacts:config=kustomize/webhook
 	$(GO) run ./hack/crdgen -out kustomize/crd/trainer
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- kustomize/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- kustomize/ operator/api/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
 

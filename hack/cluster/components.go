@@ -109,6 +109,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	}
 	dirs := []string{
 		filepath.Join(root, "kustomize", "crd", "trainer"),
+		filepath.Join(root, "kustomize", "crd", "torus"),
 		filepath.Join(jobset, "config", "components", "crd", "bases"),
 		filepath.Join(kueue, "config", "components", "crd", "bases"),
 	}

@@ -1,5 +1,5 @@
 // Package scheme builds the runtime.Scheme Torus's operator and plugin use:
-// Kubernetes, Trainer, JobSet and Kueue types.
+// Kubernetes, Trainer, JobSet, Kueue and Torus's own types.
 package scheme
 
 import (
@@ -9,6 +9,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 )
 
 // New returns a scheme with every API group Torus reads or writes.
@@ -18,5 +20,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(trainer.AddToScheme(s))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
 	utilruntime.Must(kueuev1beta2.AddToScheme(s))
+	utilruntime.Must(torusv1alpha1.AddToScheme(s))
 	return s
 }

@@ -72,6 +72,7 @@ func CRDPaths() []string {
 	root := RepoRoot()
 	return []string{
 		filepath.Join(root, "kustomize", "crd", "trainer"),
+		filepath.Join(root, "kustomize", "crd", "torus"),
 		filepath.Join(ModuleDir("sigs.k8s.io/jobset"), "config", "components", "crd", "bases"),
 		filepath.Join(ModuleDir("sigs.k8s.io/kueue"), "config", "components", "crd", "bases"),
 	}
