@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,6 +14,7 @@ const (
 	EnvOMPIKeepFQDN      = "OMPI_MCA_orte_keep_fqdn_hostnames"
 	EnvOMPIDefaultSlots  = "OMPI_MCA_orte_set_default_slots"
 	EnvOMPIRSHArgs       = "OMPI_MCA_plm_rsh_args"
+	EnvOMPIEnvList       = "OMPI_MCA_mca_base_env_list"
 	EnvPRTEHostfile      = "PRTE_MCA_prte_default_hostfile"
 	EnvPRTEKeepFQDN      = "PRTE_MCA_prte_keep_fqdn_hostnames"
 	EnvPRTESSHArgs       = "PRTE_MCA_plm_ssh_args"
@@ -27,7 +29,7 @@ const (
 
 // ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.
 var ReservedEnvNames = sets.New(
-	EnvOMPIHostfile, EnvOMPIKeepFQDN, EnvOMPIDefaultSlots, EnvOMPIRSHArgs,
+	EnvOMPIHostfile, EnvOMPIKeepFQDN, EnvOMPIDefaultSlots, EnvOMPIRSHArgs, EnvOMPIEnvList,
 	EnvPRTEHostfile, EnvPRTEKeepFQDN, EnvPRTESSHArgs,
 	EnvIntelHostfile, EnvIntelBootstrap, EnvIntelBootstrapArg, EnvIntelPerHost,
 	EnvHydraHostfile, EnvHydraLauncher, EnvHydraLaunchArgs,
@@ -41,16 +43,27 @@ func SSHArgs(sshPath string) string {
 
 // LauncherEnv is the environment the launcher's MPI runtime reads: where the
 // hostfile is, how many slots a host has and how to reach hosts over ssh.
-func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string) []corev1.EnvVar {
+//
+// forward names the job's own variables (the TrainJob's env, a network
+// profile's). Ranks on workers are started through sshd, whose sessions do
+// not inherit the worker container's environment: only what mpirun forwards
+// reaches them. Hydra (Intel MPI, MPICH) forwards the launcher's whole
+// environment; Open MPI forwards only OMPI_* unless told, which
+// mca_base_env_list does.
+func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string, forward []string) []corev1.EnvVar {
 	slots := strconv.Itoa(int(slotsPerHost))
 	ssh := SSHArgs(sshPath)
+	var envList []corev1.EnvVar
+	if len(forward) > 0 && (impl == OpenMPI || impl == OpenMPI5) {
+		envList = []corev1.EnvVar{{Name: EnvOMPIEnvList, Value: strings.Join(forward, ";")}}
+	}
 	switch impl {
 	case OpenMPI5:
-		return []corev1.EnvVar{
+		return append([]corev1.EnvVar{
 			{Name: EnvPRTEHostfile, Value: HostfilePath},
 			{Name: EnvPRTEKeepFQDN, Value: "1"},
 			{Name: EnvPRTESSHArgs, Value: ssh},
-		}
+		}, envList...)
 	case IntelMPI:
 		return []corev1.EnvVar{
 			{Name: EnvIntelHostfile, Value: HostfilePath},
@@ -65,11 +78,11 @@ func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string) []core
 			{Name: EnvHydraLaunchArgs, Value: ssh},
 		}
 	default:
-		return []corev1.EnvVar{
+		return append([]corev1.EnvVar{
 			{Name: EnvOMPIHostfile, Value: HostfilePath},
 			{Name: EnvOMPIKeepFQDN, Value: "true"},
 			{Name: EnvOMPIDefaultSlots, Value: slots},
 			{Name: EnvOMPIRSHArgs, Value: ssh},
-		}
+		}, envList...)
 	}
 }

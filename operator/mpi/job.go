@@ -39,6 +39,8 @@ type Job struct {
 	// LauncherRunsRanks is runLauncherAsNode: the launcher is also a host.
 	LauncherRunsRanks bool
 	SSH               SSHSettings
+	// Network is the job's resolved MPINetworkProfile, if it selects one.
+	Network *NetworkPlan
 }
 
 // ResolveJob merges a TrainJob with its MPI runtime.

@@ -245,7 +245,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		}
 	}
 	if isLauncher {
-		ctr.Env = upsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path)...)
+		ctr.Env = upsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
 		ps.Volumes = upsertVolume(ps.Volumes, corev1.Volume{
 			Name: HostfileVolume,
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -258,6 +258,16 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 
 	b.addSSH(ps, ctr)
+	if n := b.job.Network; n != nil {
+		if runsRanks || n.AllPods {
+			if err := n.apply(pod, ctr); err != nil {
+				return err
+			}
+		} else {
+			// mpirun forwards the profile's variables to the ranks.
+			ctr.Env = upsertEnv(ctr.Env, n.Env...)
+		}
+	}
 	if b.job.Implementation.NeedsSearchDomain() {
 		if ps.DNSConfig == nil {
 			ps.DNSConfig = &corev1.PodDNSConfig{}
@@ -268,6 +278,25 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		}
 	}
 	return nil
+}
+
+// forwardedEnv names the variables the launcher passes on to every rank:
+// the TrainJob's and the network profile's.
+func (b podBuilder) forwardedEnv() []string {
+	var names []string
+	if t := b.tj.Spec.Trainer; t != nil {
+		for _, e := range t.Env {
+			names = append(names, e.Name)
+		}
+	}
+	if b.job.Network != nil {
+		for _, e := range b.job.Network.Env {
+			if !contains(names, e.Name) {
+				names = append(names, e.Name)
+			}
+		}
+	}
+	return names
 }
 
 // addSSH mounts the job's SSH directory: an in-memory emptyDir that an init

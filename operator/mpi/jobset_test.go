@@ -83,6 +83,9 @@ func TestBuildJobSet(t *testing.T) {
 		{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
 		{Name: "OMPI_MCA_orte_set_default_slots", Value: "4"},
 		{Name: "OMPI_MCA_plm_rsh_args", Value: "-F /home/mpiuser/.ssh/config"},
+		// Ranks start through sshd, which drops the worker container's
+		// environment: mpirun forwards the job's own variables.
+		{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
 	}
 	if diff := cmp.Diff(wantLauncherEnv, lc.Env); diff != "" {
 		t.Errorf("launcher env (-want,+got):\n%s", diff)

@@ -83,6 +83,9 @@ var _ = Describe("SSH between jobs", func() {
 	It("is never told to skip host key checks, anywhere the operator's output comes from", func() {
 		root := framework.RepoRoot()
 		for _, dir := range []string{"operator", "plugin", "samples", "kustomize", "bundle"} {
+			if _, err := os.Stat(filepath.Join(root, dir)); os.IsNotExist(err) {
+				continue // not every tree has every install path yet
+			}
 			err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 				// Tests may spell the weak settings out to assert their
 				// absence; they generate nothing.

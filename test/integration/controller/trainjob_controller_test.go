@@ -148,6 +148,7 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "OMPI_MCA_orte_keep_fqdn_hostnames", Value: "true"},
 				{Name: "OMPI_MCA_orte_set_default_slots", Value: slots},
 				{Name: "OMPI_MCA_plm_rsh_args", Value: sshArgs},
+				{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
 			}
 		}, func(h string) string { return h + " slots=2\n" }, false),
 		Entry("Open MPI 5", "torus-openmpi5", "OpenMPI5", func(string) []corev1.EnvVar {
@@ -155,6 +156,7 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "PRTE_MCA_prte_default_hostfile", Value: "/etc/mpi/hostfile"},
 				{Name: "PRTE_MCA_prte_keep_fqdn_hostnames", Value: "1"},
 				{Name: "PRTE_MCA_plm_ssh_args", Value: sshArgs},
+				{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
 			}
 		}, func(h string) string { return h + " slots=2\n" }, false),
 		Entry("Intel MPI", "torus-intelmpi", "Intel", func(slots string) []corev1.EnvVar {
