@@ -107,7 +107,12 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	nad, err := moduleDir("github.com/k8snetworkplumbingwg/network-attachment-definition-client")
+	if err != nil {
+		return err
+	}
 	dirs := []string{
+		filepath.Join(nad, "artifacts", "networks-crd.yaml"),
 		filepath.Join(root, "kustomize", "crd", "trainer"),
 		filepath.Join(root, "kustomize", "crd", "torus"),
 		filepath.Join(jobset, "config", "components", "crd", "bases"),
@@ -115,9 +120,11 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	}
 	var names []string
 	for _, d := range dirs {
-		files, err := filepath.Glob(filepath.Join(d, "*.yaml"))
-		if err != nil {
-			return err
+		files := []string{d}
+		if !strings.HasSuffix(d, ".yaml") {
+			if files, err = filepath.Glob(filepath.Join(d, "*.yaml")); err != nil {
+				return err
+			}
 		}
 		for _, f := range files {
 			objs, err := readObjects(f)

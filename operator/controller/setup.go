@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,9 +52,10 @@ func CacheOptions() cache.Options {
 	}
 	sel := labels.NewSelector().Add(*owned)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:       {Label: sel},
-		&corev1.Secret{}:    {Label: sel},
-		&corev1.ConfigMap{}: {Label: sel},
+		&corev1.Pod{}:                 {Label: sel},
+		&corev1.Secret{}:              {Label: sel},
+		&corev1.ConfigMap{}:           {Label: sel},
+		&networkingv1.NetworkPolicy{}: {Label: sel},
 	}}
 }
 
@@ -91,6 +94,13 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	nadServed, err := served(mgr, nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition"))
+	if err != nil {
+		return err
+	}
+	if err := setupProfileController(mgr, nadServed); err != nil {
+		return fmt.Errorf("setting up the MPINetworkProfile controller: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if kueueServed {
 		r.kueue = true
@@ -105,6 +115,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Owns(&jobsetv1alpha2.JobSet{}).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).

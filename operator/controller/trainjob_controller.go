@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,6 +145,24 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		return 0, nil
 	}
 	s.job = job
+	if !finished(s.tj) {
+		plan, problems, err := r.planNetwork(ctx, s, rt)
+		if err != nil {
+			return 0, err
+		}
+		if len(problems) > 0 {
+			// The job may not start: its pods would hang without their
+			// networks. Profiles, NADs and device plugins change without
+			// events here, so look again periodically.
+			msg := strings.Join(problems, "; ")
+			s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonNetworkNotReady, msg)
+			if s.setCondition(ConditionNetworksReady, metav1.ConditionFalse, ReasonNetworkNotReady, msg) {
+				s.event(corev1.EventTypeWarning, ReasonNetworkNotReady, "%s", msg)
+			}
+			return networkRecheck, nil
+		}
+		job.Network = plan
+	}
 
 	var js jobsetv1alpha2.JobSet
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
@@ -184,6 +203,9 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 	if err := r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj)); err != nil {
 		return 0, err
 	}
+	if err := r.ensureNetworkPolicy(ctx, s, rt); err != nil {
+		return 0, err
+	}
 	if s.willBeSuspended(desired) {
 		if err := r.deleteSSHSecret(ctx, s); err != nil {
 			return 0, err
@@ -203,10 +225,30 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 	}
 	s.pods = pods.Items
 	r.syncStatus(s)
+	if !finished(s.tj) {
+		if _, err := r.syncNetworks(ctx, s); err != nil {
+			return 0, err
+		}
+	}
 	if finished(s.tj) {
 		return 0, r.finish(ctx, s)
 	}
+	if s.job.Network != nil && !isTrue(s.tj, ConditionNetworksReady) {
+		// Multus's report may be late; a missing one becomes an error after
+		// a grace period, with no event to wake us.
+		requeue = minPositive(requeue, networkStatusGracePeriod/3)
+	}
 	return requeue, nil
+}
+
+// networkRecheck is how often a job blocked on its network setup looks again.
+const networkRecheck = 30 * time.Second
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
 }
 
 // finish cleans up after a job ended: its SSH keys go unless the user asked

@@ -1,8 +1,9 @@
 // Package scheme builds the runtime.Scheme Torus's operator and plugin use:
-// Kubernetes, Trainer, JobSet, Kueue and Torus's own types.
+// Kubernetes, Trainer, JobSet, Kueue, Multus and Torus's own types.
 package scheme
 
 import (
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,5 +22,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(s))
 	utilruntime.Must(kueuev1beta2.AddToScheme(s))
 	utilruntime.Must(torusv1alpha1.AddToScheme(s))
+	utilruntime.Must(nadv1.AddToScheme(s))
 	return s
 }

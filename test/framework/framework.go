@@ -66,8 +66,9 @@ func ModuleDir(module string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// CRDPaths are the CRDs Torus works with: Trainer's as Torus ships them, and
-// JobSet's and Kueue's from their pinned modules.
+// CRDPaths are the CRDs Torus works with: Trainer's as Torus ships them,
+// Torus's own, and JobSet's, Kueue's and Multus's NetworkAttachmentDefinition
+// from their pinned modules.
 func CRDPaths() []string {
 	root := RepoRoot()
 	return []string{
@@ -75,6 +76,7 @@ func CRDPaths() []string {
 		filepath.Join(root, "kustomize", "crd", "torus"),
 		filepath.Join(ModuleDir("sigs.k8s.io/jobset"), "config", "components", "crd", "bases"),
 		filepath.Join(ModuleDir("sigs.k8s.io/kueue"), "config", "components", "crd", "bases"),
+		filepath.Join(ModuleDir("github.com/k8snetworkplumbingwg/network-attachment-definition-client"), "artifacts", "networks-crd.yaml"),
 	}
 }
 
