@@ -216,6 +216,10 @@ func kwokNode(i int) *corev1.Node {
 		corev1.ResourceMemory: resource.MustParse(nodeMemory),
 		corev1.ResourcePods:   resource.MustParse("110"),
 		"nvidia.com/gpu":      resource.MustParse(nodeGPUs),
+		// RDMA devices as the SR-IOV network device plugin (InfiniBand VFs)
+		// and NVIDIA's RDMA shared device plugin advertise them.
+		"openshift.io/mlnxib":       resource.MustParse("8"),
+		"rdma/hca_shared_devices_a": resource.MustParse("100"),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

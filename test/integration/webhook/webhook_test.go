@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -129,6 +130,22 @@ var _ = Describe("Samples", func() {
 		Expect(jobs.Items).To(HaveLen(4))
 		for _, tj := range jobs.Items {
 			Expect(tj.Labels).To(HaveKey(mpi.LabelImplementation), tj.Name)
+		}
+	})
+})
+
+var _ = Describe("Network samples", func() {
+	It("are accepted by the API server", func() {
+		for _, name := range []string{"mpi-networks", "team-a"} {
+			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))).To(Succeed())
+		}
+		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "networks", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).To(HaveLen(3))
+		for _, f := range files {
+			for _, obj := range framework.ReadObjects(f) {
+				Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
+			}
 		}
 	})
 })
