@@ -187,6 +187,39 @@ func TestBuildJobSetLauncherAsNode(t *testing.T) {
 	}
 }
 
+func TestBuildJobSetQueueAndTopology(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "MPICH").Annotation(mpi.AnnotationTopology, "cloud.provider.com/topology-rack")
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(4).Obj()
+	tj.Labels = map[string]string{mpi.KueueQueueLabel: "team", mpi.KueuePriorityLabel: "high"}
+	job, err := mpi.ResolveJob(tj, rt.Runtime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{KueueJobSets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(js.Spec.Suspend, false) || js.Labels[mpi.KueueQueueLabel] != "team" || js.Labels[mpi.KueuePriorityLabel] != "high" {
+		t.Errorf("queued JobSet: suspend %v, labels %v; want suspended with queue and priority labels", js.Spec.Suspend, js.Labels)
+	}
+	want := map[string]string{mpi.KueueRequiredTopology: "cloud.provider.com/topology-rack", mpi.KueuePodSetGroup: "mpi"}
+	for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+		if diff := cmp.Diff(want, replicatedJob(t, js, name).Template.Spec.Template.Annotations); diff != "" {
+			t.Errorf("%s pod annotations: both pod sets in one topology domain (-want,+got):\n%s", name, diff)
+		}
+	}
+	if got := ptr.Deref(replicatedJob(t, js, mpi.NodeJob).Template.Spec.BackoffLimit, -1); got != 0 {
+		t.Errorf("node backoffLimit = %d, want 0: a failed worker fails the job", got)
+	}
+	unqueued, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unqueued.Labels[mpi.KueueQueueLabel]; ok || ptr.Deref(unqueued.Spec.Suspend, false) {
+		t.Error("with Kueue's TrainJob integration the JobSet carries no queue and follows spec.suspend")
+	}
+}
+
 func TestBuildJobSetRejectsIncompleteRuntime(t *testing.T) {
 	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI").WithoutReplicatedJob(mpi.NodeJob)
 	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").Obj()

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/torus-mpi/torus/test/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -19,7 +21,7 @@ func corpusDir() string {
 	if d := os.Getenv("MIGRATE_CORPUS"); d != "" {
 		return d
 	}
-	return "/work/shared/corpus/mpijob-v2beta1"
+	return corpus.Dir("mpijob-v2beta1")
 }
 
 func corpusFiles(t testing.TB) []string {

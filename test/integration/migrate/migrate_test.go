@@ -23,6 +23,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/app"
 	"github.com/torus-mpi/torus/plugin/migrate"
+	"github.com/torus-mpi/torus/test/corpus"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -32,7 +33,7 @@ func corpusDir() string {
 	if d := os.Getenv("MIGRATE_CORPUS"); d != "" {
 		return d
 	}
-	return "/work/shared/corpus/mpijob-v2beta1"
+	return corpus.Dir("mpijob-v2beta1")
 }
 
 // inputs are the corpus and the converter's own test inputs.

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	torus "github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/migrate"
+	"github.com/torus-mpi/torus/test/corpus"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+var _ = Describe("Kueue eviction", func() {
+	It("requeues an evicted job, says so, and runs it again with new keys", func() {
+		ns := newNamespace("evict")
+		queue := newQueue(ns, 8)
+		tj := wrappers.MakeTrainJob("evicted", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		var firstKey []byte
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "evicted-mpi-ssh"}, &s)).To(Succeed())
+			firstKey = s.Data["ssh-privatekey"]
+		}, timeout, interval).Should(Succeed())
+
+		setStopPolicy := func(p kueue.StopPolicy) {
+			Eventually(func(g Gomega) {
+				var cq kueue.ClusterQueue
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &cq)).To(Succeed())
+				cq.Spec.StopPolicy = &p
+				g.Expect(k8sClient.Update(ctx, &cq)).To(Succeed())
+			}, timeout, interval).Should(Succeed())
+		}
+		By("Kueue evicts the whole job when its ClusterQueue is drained")
+		setStopPolicy(kueue.HoldAndDrain)
+		Eventually(condition(tj, torus.ConditionAdmitted), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "Evicted"),
+			HaveField("Message", ContainSubstring("Kueue evicted the job")), HaveField("Message", ContainSubstring("waits in LocalQueue")),
+		))
+		Eventually(func(g Gomega) { g.Expect(pods(tj)(g)).To(BeEmpty()) }, timeout, interval).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "evicted-mpi-ssh"}, &corev1.Secret{}))
+		}, timeout, interval).Should(BeTrue(), "no keys while the job waits")
+
+		By("re-admitted when the queue runs again: running from the start with new keys")
+		setStopPolicy(kueue.None)
+		Eventually(condition(tj, torus.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "evicted-mpi-ssh"}, &s)).To(Succeed())
+			g.Expect(s.Data["ssh-privatekey"]).NotTo(Equal(firstKey))
+		}, timeout, interval).Should(Succeed())
+		Eventually(func(g Gomega) []string {
+			var list corev1.EventList
+			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			var reasons []string
+			for _, e := range list.Items {
+				reasons = append(reasons, e.Reason)
+			}
+			return reasons
+		}, timeout, interval).Should(ContainElement("Requeued"))
+	})
+})
+
+var _ = Describe("A migrated MPIJob", func() {
+	It("runs to Complete", func() {
+		ns := newNamespace("migrated")
+		data, err := os.ReadFile(filepath.Join(corpus.Dir("mpijob-v2beta1"), "pi.yaml"))
+		Expect(err).NotTo(HaveOccurred(), "the shared MPIJob corpus")
+		items := migrate.File("pi.yaml", data, migrate.Options{})
+		Expect(items).To(HaveLen(1))
+		res := items[0].Result
+		Expect(res).NotTo(BeNil())
+		Expect(res.Err()).NotTo(HaveOccurred())
+		if rt := res.Runtime; rt != nil {
+			rt.Namespace = ns
+			Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		}
+		tj := res.TrainJob
+		tj.Namespace = ns
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+	})
+})
