@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,13 +97,7 @@ func newQueue(ns string, gpus int) string {
 }
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
-	return func(g Gomega) *metav1.Condition {
-		var got trainer.TrainJob
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
-		c := meta.FindStatusCondition(got.Status.Conditions, typ)
-		g.Expect(c).NotTo(BeNil(), "%s has no %s condition yet; conditions: %v", tj.Name, typ, got.Status.Conditions)
-		return c
-	}
+	return framework.Condition(ctx, k8sClient, tj, typ)
 }
 
 func pods(tj *trainer.TrainJob) func(Gomega) []corev1.Pod {

@@ -2,10 +2,8 @@ package controller_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,15 +27,7 @@ var _ = BeforeSuite(func() {
 	fw.Init()
 	fw.StartManager(controller.Options{})
 	k8sClient = fw.Client
-	// The shipped sample runtimes, as a cluster admin would install them.
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "runtimes", "*.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	Expect(files).To(HaveLen(4))
-	for _, f := range files {
-		var rt trainer.ClusterTrainingRuntime
-		framework.DecodeFile(f, &rt)
-		Expect(k8sClient.Create(ctx, &rt)).To(Succeed(), "creating %s", f)
-	}
+	framework.CreateSampleRuntimes(ctx, k8sClient)
 })
 
 var _ = AfterSuite(func() {

@@ -41,13 +41,7 @@ func getSecret(g Gomega, tj *trainer.TrainJob) *corev1.Secret {
 }
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
-	return func(g Gomega) *metav1.Condition {
-		var got trainer.TrainJob
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
-		c := meta.FindStatusCondition(got.Status.Conditions, typ)
-		g.Expect(c).NotTo(BeNil(), "condition %s not set; conditions: %v", typ, got.Status.Conditions)
-		return c
-	}
+	return framework.Condition(ctx, k8sClient, tj, typ)
 }
 
 func container(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodSpec {

@@ -64,13 +64,7 @@ func node(name string, rdma int64) *corev1.Node {
 }
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
-	return func(g Gomega) *metav1.Condition {
-		var got trainer.TrainJob
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
-		c := meta.FindStatusCondition(got.Status.Conditions, typ)
-		g.Expect(c).NotTo(BeNil(), "no %s condition; conditions %v", typ, got.Status.Conditions)
-		return c
-	}
+	return framework.Condition(ctx, k8sClient, tj, typ)
 }
 
 func podSpec(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodTemplateSpec {

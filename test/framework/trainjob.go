@@ -1,0 +1,38 @@
+package framework
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CreateSampleRuntimes creates the shipped ClusterTrainingRuntimes
+// (samples/runtimes), as a cluster admin installs them.
+func CreateSampleRuntimes(ctx context.Context, c client.Client) {
+	ginkgo.GinkgoHelper()
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "samples", "runtimes", "*.yaml"))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	gomega.Expect(files).NotTo(gomega.BeEmpty())
+	for _, f := range files {
+		var rt trainer.ClusterTrainingRuntime
+		DecodeFile(f, &rt)
+		gomega.Expect(c.Create(ctx, &rt)).To(gomega.Succeed(), "creating %s", f)
+	}
+}
+
+// Condition polls a TrainJob's condition of a type, for Eventually.
+func Condition(ctx context.Context, c client.Client, tj *trainer.TrainJob, typ string) func(gomega.Gomega) *metav1.Condition {
+	return func(g gomega.Gomega) *metav1.Condition {
+		var got trainer.TrainJob
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(gomega.Succeed())
+		cond := meta.FindStatusCondition(got.Status.Conditions, typ)
+		g.Expect(cond).NotTo(gomega.BeNil(), "%s has no %s condition yet; conditions: %v", tj.Name, typ, got.Status.Conditions)
+		return cond
+	}
+}
