@@ -26,9 +26,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/samples"
 )
 
@@ -211,7 +211,7 @@ func wait(ctx context.Context, c client.Client, ns, name string, pods int32, sta
 		if r.admitted == 0 {
 			var tj trainer.TrainJob
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj); err == nil &&
-				meta.IsStatusConditionTrue(tj.Status.Conditions, torus.ConditionAdmitted) {
+				meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionAdmitted) {
 				r.admitted = time.Since(start)
 			}
 		}

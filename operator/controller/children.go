@@ -18,6 +18,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // BuildHostfileConfigMap makes the ConfigMap mounted at /etc/mpi on the
@@ -107,7 +108,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 			}
 			if rejected(err) {
 				// Retrying cannot help; a runtime change brings the job back.
-				s.setCondition(ConditionCreated, metav1.ConditionFalse, ReasonJobSetRejected,
+				s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonJobSetRejected,
 					"The API server rejected the JobSet built from the runtime; fix the runtime: "+err.Error())
 				return nil
 			}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // deadlineWarnFraction is how much of activeDeadlineSeconds passes before
@@ -41,9 +43,9 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if !s.now.Before(deadline) {
 		msg := fmt.Sprintf("The job ran for activeDeadlineSeconds=%d since it last started (%s) and was stopped; raise spec.activeDeadlineSeconds if it needs longer",
 			ads, start.UTC().Format(time.RFC3339))
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonDeadlineExceeded, msg)
-		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, ReasonDeadlineExceeded, msg) {
-			s.event(corev1.EventTypeWarning, ReasonDeadlineExceeded, "%s", msg)
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonDeadlineExceeded, msg)
+		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonDeadlineExceeded, msg) {
+			s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineExceeded, "%s", msg)
 			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
 		}
 		if s.jobSet != nil {
@@ -59,7 +61,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	}
 	key := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
 	if _, warned := r.deadlineWarned.LoadOrStore(key, struct{}{}); !warned {
-		s.event(corev1.EventTypeWarning, ReasonDeadlineApproaching,
+		s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineApproaching,
 			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
 	}
 	return deadline.Sub(s.now), false, nil

@@ -11,19 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-)
 
-// ConditionAdmitted mirrors the job's Kueue workload: True once Kueue
-// admitted the whole job (launcher and every worker), False with Kueue's
-// own words while it waits, or after it was evicted or preempted.
-const ConditionAdmitted = "Admitted"
-
-// Reasons of ConditionAdmitted.
-const (
-	ReasonQueued   = "Queued"
-	ReasonAdmitted = "Admitted"
-	ReasonEvicted  = "Evicted"
-	ReasonRequeued = "Requeued"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // workloadOwnerKey indexes Kueue workloads by the JobSet that owns them.
@@ -63,30 +52,30 @@ func (r *TrainJobReconciler) getWorkload(ctx context.Context, s *scope) (*kueue.
 	return &list.Items[0], nil
 }
 
-// syncAdmission writes ConditionAdmitted from the workload, and returns the
+// syncAdmission writes trainjob.ConditionAdmitted from the workload, and returns the
 // message saying why the job waits ("" once admitted).
 func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 	if wl == nil {
 		msg := fmt.Sprintf("Waiting for Kueue to queue the job in LocalQueue %q", queue)
-		s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonQueued, msg)
+		s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonQueued, msg)
 		return msg
 	}
-	wasAdmitted := isTrue(s.tj, ConditionAdmitted)
+	wasAdmitted := isTrue(s.tj, trainjob.ConditionAdmitted)
 	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); c != nil && c.Status == metav1.ConditionTrue {
 		cq := ""
 		if wl.Status.Admission != nil {
 			cq = string(wl.Status.Admission.ClusterQueue)
 		}
-		if s.setCondition(ConditionAdmitted, metav1.ConditionTrue, ReasonAdmitted,
+		if s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionTrue, trainjob.ReasonAdmitted,
 			fmt.Sprintf("Kueue admitted the launcher and all workers together in ClusterQueue %q", cq)) {
-			s.event(corev1.EventTypeNormal, ReasonAdmitted, "Kueue admitted the job in ClusterQueue %q", cq)
+			s.event(corev1.EventTypeNormal, trainjob.ReasonAdmitted, "Kueue admitted the job in ClusterQueue %q", cq)
 		}
 		return ""
 	}
 	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
 		msg := fmt.Sprintf("Kueue evicted the job (%s: %s); it waits in LocalQueue %q to run again from the start", c.Reason, c.Message, queue)
-		if s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonEvicted, msg) || wasAdmitted {
-			s.event(corev1.EventTypeWarning, ReasonRequeued, "%s", msg)
+		if s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonEvicted, msg) || wasAdmitted {
+			s.event(corev1.EventTypeWarning, trainjob.ReasonRequeued, "%s", msg)
 		}
 		return msg
 	}
@@ -94,6 +83,6 @@ func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil && c.Message != "" {
 		msg = fmt.Sprintf("Waiting in LocalQueue %q: %s", queue, c.Message)
 	}
-	s.setCondition(ConditionAdmitted, metav1.ConditionFalse, ReasonQueued, msg)
+	s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonQueued, msg)
 	return msg
 }

@@ -18,20 +18,12 @@ import (
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
-// ConditionNetworksReady says whether every pod of a job that selects an
-// MPINetworkProfile got its interfaces (and RDMA devices).
-const ConditionNetworksReady = "NetworksReady"
-
-// Reasons of ConditionNetworksReady.
-const (
-	ReasonNetworkNotReady    = "NetworkNotReady"
-	ReasonNetworksAttached   = "NetworksAttached"
-	ReasonNetworksPending    = "NetworksPending"
-	ReasonInterfacesMissing  = "InterfacesMissing"
-	networkStatusGracePeriod = 30 * time.Second
-)
+// networkStatusGracePeriod is how long a running pod may go without a
+// Multus network-status before it counts as missing its networks.
+const networkStatusGracePeriod = 30 * time.Second
 
 // +kubebuilder:rbac:groups=torus-mpi.io,resources=mpinetworkprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=torus-mpi.io,resources=mpinetworkprofiles/status,verbs=get;update;patch
@@ -202,15 +194,15 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 	switch {
 	case len(missing) > 0:
 		msg := fmt.Sprintf("Pods lack the networks of MPINetworkProfile %s: %s", plan.Profile, strings.Join(missing, "; "))
-		if s.setCondition(ConditionNetworksReady, metav1.ConditionFalse, ReasonInterfacesMissing, msg) {
-			s.event(corev1.EventTypeWarning, ReasonNetworkNotReady, "%s", msg)
+		if s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, trainjob.ReasonInterfacesMissing, msg) {
+			s.event(corev1.EventTypeWarning, trainjob.ReasonNetworkNotReady, "%s", msg)
 		}
 		if !plan.FailOnMissing {
 			return false, nil
 		}
 		fail := msg + "; the job was stopped rather than left to hang in MPI_Init (set failOnMissingNetworks: false in the profile to keep it)"
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonNetworkNotReady, fail)
-		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, ReasonNetworkNotReady, fail) {
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, fail)
+		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonNetworkNotReady, fail) {
 			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
 		}
 		if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
@@ -222,12 +214,12 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 		for _, n := range plan.Networks {
 			names = append(names, n.StatusName())
 		}
-		if s.setCondition(ConditionNetworksReady, metav1.ConditionTrue, ReasonNetworksAttached,
+		if s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionTrue, trainjob.ReasonNetworksAttached,
 			fmt.Sprintf("All %d pods have the networks of MPINetworkProfile %s (%s)", attached, plan.Profile, strings.Join(names, ", "))) {
-			s.event(corev1.EventTypeNormal, ReasonNetworksAttached, "All %d pods have their networks", attached)
+			s.event(corev1.EventTypeNormal, trainjob.ReasonNetworksAttached, "All %d pods have their networks", attached)
 		}
 	default:
-		s.setCondition(ConditionNetworksReady, metav1.ConditionFalse, ReasonNetworksPending,
+		s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, trainjob.ReasonNetworksPending,
 			fmt.Sprintf("Waiting for Multus to report the networks of %d pods", rankPods(plan, s.job)-attached))
 	}
 	return false, nil

@@ -17,6 +17,7 @@ import (
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // ProfileReconciler reports on each MPINetworkProfile whether its
@@ -67,7 +68,7 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "NetworksFound",
 		Message: "Every NetworkAttachmentDefinition exists and names a device resource", ObservedGeneration: p.Generation}
 	if len(problems) > 0 {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNetworkNotReady, strings.Join(problems, "; ")
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, strings.Join(problems, "; ")
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if equality.Semantic.DeepEqual(p.Status, status) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/diagnosis"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // setCondition sets a condition and queues an event when it changes status
@@ -43,20 +44,20 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		return
 	}
 	placement := s.job.Placement()
-	if s.setCondition(ConditionCreated, metav1.ConditionTrue, ReasonJobSetCreated,
+	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionTrue, trainjob.ReasonJobSetCreated,
 		fmt.Sprintf("JobSet %s: launcher and %d workers, %d slots each (%s)", js.Name, s.job.Workers, s.job.SlotsPerHost, s.job.Implementation)) {
-		s.event(corev1.EventTypeNormal, ReasonJobSetCreated, "Created JobSet %s with a launcher and %d workers", js.Name, s.job.Workers)
+		s.event(corev1.EventTypeNormal, trainjob.ReasonJobSetCreated, "Created JobSet %s with a launcher and %d workers", js.Name, s.job.Workers)
 		r.metrics.Created.WithLabelValues(tj.Namespace).Inc()
 	}
 
 	suspended := ptr.Deref(tj.Spec.Suspend, false)
 	if suspended {
-		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, ReasonSuspended, "TrainJob is suspended; its pods are removed and its SSH keys deleted until it resumes") {
-			s.event(corev1.EventTypeNormal, ReasonSuspended, "Suspended")
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainjob.ReasonSuspended, "TrainJob is suspended; its pods are removed and its SSH keys deleted until it resumes") {
+			s.event(corev1.EventTypeNormal, trainjob.ReasonSuspended, "Suspended")
 		}
 	} else if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended) != nil {
-		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, ReasonResumed, "TrainJob is resumed") {
-			s.event(corev1.EventTypeNormal, ReasonResumed, "Resumed")
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, trainjob.ReasonResumed, "TrainJob is resumed") {
+			s.event(corev1.EventTypeNormal, trainjob.ReasonResumed, "Resumed")
 		}
 	}
 
@@ -65,35 +66,35 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 
 	switch {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonCompleted, "The launcher completed")
-		if s.setCondition(trainer.TrainJobComplete, metav1.ConditionTrue, ReasonCompleted, "The launcher completed") {
-			s.event(corev1.EventTypeNormal, ReasonCompleted, "Completed")
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonCompleted, "The launcher completed")
+		if s.setCondition(trainer.TrainJobComplete, metav1.ConditionTrue, trainjob.ReasonCompleted, "The launcher completed") {
+			s.event(corev1.EventTypeNormal, trainjob.ReasonCompleted, "Completed")
 			r.metrics.Succeeded.WithLabelValues(tj.Namespace).Inc()
 		}
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
 		msg := failureMessage(js, findings)
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonFailed, msg)
-		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, ReasonFailed, msg) {
-			s.event(corev1.EventTypeWarning, ReasonFailed, "%s", msg)
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonFailed, msg)
+		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
+			s.event(corev1.EventTypeWarning, trainjob.ReasonFailed, "%s", msg)
 			r.metrics.Failed.WithLabelValues(tj.Namespace).Inc()
 		}
 	case s.waiting != "":
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonQueued, s.waiting)
-	case !suspended && ptr.Deref(js.Spec.Suspend, false) && isTrue(tj, ConditionAdmitted):
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonQueued, s.waiting)
+	case !suspended && ptr.Deref(js.Spec.Suspend, false) && isTrue(tj, trainjob.ConditionAdmitted):
 		// The moment between Kueue's admission and its resuming the JobSet.
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonPending, "Admitted by Kueue; the pods are starting")
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, "Admitted by Kueue; the pods are starting")
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
-		s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonSuspended, "The job is suspended")
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSuspended, "The job is suspended")
 	default:
 		running, msg := runningState(s.pods, s.job, findings)
 		if running {
-			if s.setCondition(ConditionRunning, metav1.ConditionTrue, ReasonRunning, msg) {
-				s.event(corev1.EventTypeNormal, ReasonRunning, "%s", msg)
+			if s.setCondition(trainjob.ConditionRunning, metav1.ConditionTrue, trainjob.ReasonRunning, msg) {
+				s.event(corev1.EventTypeNormal, trainjob.ReasonRunning, "%s", msg)
 				r.metrics.Running.WithLabelValues(tj.Namespace).Inc()
 				r.metrics.TimeToRunning.WithLabelValues(tj.Namespace).Observe(s.now.Sub(tj.CreationTimestamp.Time).Seconds())
 			}
 		} else {
-			s.setCondition(ConditionRunning, metav1.ConditionFalse, ReasonPending, msg)
+			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, msg)
 		}
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // TrainJobWebhook defaults and validates TrainJobs that use MPI runtimes.
@@ -35,7 +35,7 @@ type TrainJobWebhook struct {
 // Default labels MPI TrainJobs with their implementation, so that clients
 // find MPI jobs with a label selector.
 func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) error {
-	rt, err := controller.GetRuntime(ctx, w.client, tj)
+	rt, err := trainjob.GetRuntime(ctx, w.client, tj)
 	if err != nil || !rt.IsMPI() {
 		// Validation reports a missing runtime; other runtimes are not ours.
 		return nil
@@ -74,9 +74,9 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 	if m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy); m != mpi.TrainerManagedBy {
 		return nil, nil
 	}
-	rt, err := controller.GetRuntime(ctx, w.client, tj)
+	rt, err := trainjob.GetRuntime(ctx, w.client, tj)
 	if err != nil {
-		if refErr := (*controller.RuntimeRefError)(nil); errors.As(err, &refErr) {
+		if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
 			return nil, invalid(tj, field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), tj.Spec.RuntimeRef.Name, err.Error())})
 		}
 		return nil, fmt.Errorf("reading the runtime of TrainJob %s: %w", tj.Name, err)

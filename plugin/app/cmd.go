@@ -11,7 +11,17 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/torus-mpi/torus/operator/version"
+	"github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 )
+
+const rootLong = `kubectl mpi runs MPI jobs (Open MPI 4 and 5, Intel MPI, MPICH) as Kubeflow Trainer TrainJobs that the
+Torus operator reconciles into JobSets, gang-scheduled through Kueue, and helps debug them: state, ranks,
+logs of every pod, a shell on the pod of any rank. Installed on the PATH as kubectl-mpi it is both
+"kubectl mpi" and "oc mpi".
+
+Exit codes: 0 success; 1 error (API errors, unknown job, permission denied, invalid manifests); 2 usage
+error (bad flags or arguments; nothing sent); 3 the job failed (run --wait/--follow, wait); 4 timeout.`
 
 // NewDefaultCmd is the command main runs: standard streams and kubeconfig
 // flags.
@@ -23,17 +33,38 @@ func NewDefaultCmd() *cobra.Command {
 // streams, so tests can run it against their own API server.
 func NewCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:           "kubectl mpi",
+		// Use is the plugin's name; usage shows it as kubectl shows
+		// plugins ("kubectl mpi run ...").
+		Use:           "mpi",
 		Short:         "Run and debug MPI jobs on Kubernetes",
-		Long:          "kubectl mpi runs MPI jobs (Open MPI, Intel MPI, MPICH) as Kubeflow Trainer TrainJobs reconciled by the Torus operator.",
+		Long:          rootLong,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mpi"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// completion is ours: it completes the kubectl-mpi binary.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	configFlags.AddFlags(cmd.PersistentFlags())
+	// A bad flag is a usage error (exit 2), like a bad argument.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return cmdutil.UsageError("%v (see %s --help)", err, c.CommandPath())
+	})
+	getter := client.New(configFlags)
 	cmd.AddCommand(newVersionCmd())
+	cmd.AddCommand(newRunCmd(getter, streams))
+	cmd.AddCommand(newListCmd(getter, streams))
+	cmd.AddCommand(newDescribeCmd(getter, streams))
+	cmd.AddCommand(newLogsCmd(getter, streams))
+	cmd.AddCommand(newWaitCmd(getter, streams))
+	cmd.AddCommand(newDeleteCmd(getter, streams))
+	cmd.AddCommand(newExecRankCmd(getter, streams))
+	cmd.AddCommand(newTopCmd(getter, streams))
+	cmd.AddCommand(newRerunCmd(getter, streams))
+	cmd.AddCommand(newDoctorCmd(getter, streams))
+	cmd.AddCommand(newCompletionCmd())
 	cmd.AddCommand(newMigrateCmd(configFlags, streams))
 	return cmd
 }

@@ -12,8 +12,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/wrappers"
 )
 
@@ -34,20 +34,20 @@ var _ = Describe("Gang scheduling through Kueue", func() {
 		a := gpuJob("job-a", ns, queue, 2, 4)
 		b := gpuJob("job-b", ns, queue, 2, 4)
 		Expect(k8sClient.Create(ctx, a)).To(Succeed())
-		Eventually(condition(a, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(a, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Expect(k8sClient.Create(ctx, b)).To(Succeed())
 
 		By("B waits with Kueue's reason while A holds the quota, and has no pod at all")
-		Eventually(condition(b, torus.ConditionAdmitted), timeout, interval).Should(And(
+		Eventually(condition(b, trainjob.ConditionAdmitted), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Message", And(ContainSubstring(`Waiting in LocalQueue "team"`), ContainSubstring("nvidia.com/gpu"))),
 		))
-		Eventually(condition(b, torus.ConditionRunning), timeout, interval).Should(HaveField("Reason", "Queued"))
+		Eventually(condition(b, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Reason", "Queued"))
 		Expect(pods(b)(Default)).To(BeEmpty())
 
 		By("A completes; B is admitted as a whole and completes")
 		Eventually(condition(a, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
-		Eventually(condition(b, torus.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(b, trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		var wls kueue.WorkloadList
 		Expect(k8sClient.List(ctx, &wls, client.InNamespace(ns))).To(Succeed())
 		for _, wl := range wls.Items {
@@ -72,7 +72,7 @@ var _ = Describe("MPI implementations", func() {
 			tj := wrappers.MakeTrainJob("pi", ns).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).Obj()
 			tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-			Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+			Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 			Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 			Eventually(func() bool {
 				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-mpi-ssh"}, &corev1.Secret{}))
@@ -90,7 +90,7 @@ var _ = Describe("Failures", func() {
 		tj := wrappers.MakeTrainJob("oom", ns).RuntimeRef("torus-openmpi-long").NumNodes(3).NumProcPerNode(4).
 			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		inject(runningPod(tj, mpi.RoleWorker, 2), "oom")
 		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
@@ -102,7 +102,7 @@ var _ = Describe("Failures", func() {
 		ns := newNamespace("fail")
 		tj := wrappers.MakeTrainJob("crash", ns).RuntimeRef("torus-mpich-long").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		inject(runningPod(tj, mpi.RoleLauncher, 0), "error")
 		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
@@ -116,7 +116,7 @@ var _ = Describe("Deleting a running job", func() {
 		ns := newNamespace("delete")
 		tj := wrappers.MakeTrainJob("doomed", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Expect(k8sClient.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(pods(tj)(g)).To(BeEmpty())

@@ -14,8 +14,8 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/wrappers"
 )
 
@@ -73,7 +73,7 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		tj := wrappers.MakeTrainJob(name, ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, profileName).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		return tj
 	}
 
@@ -93,7 +93,7 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		for i := range 2 {
 			multus(runningPod(tj, mpi.RoleWorker, i), attached(ns, "mlx5_3"))
 		}
-		Eventually(condition(tj, torus.ConditionNetworksReady), timeout, interval).Should(And(
+		Eventually(condition(tj, trainjob.ConditionNetworksReady), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", ContainSubstring("All 2 pods have the networks of MPINetworkProfile "+profileName)),
 		))
@@ -103,7 +103,7 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		tj := job("missing")
 		multus(runningPod(tj, mpi.RoleWorker, 0), attached(ns, "mlx5_3"))
 		multus(runningPod(tj, mpi.RoleWorker, 1), attached(ns, "mlx5_4")[:1])
-		Eventually(condition(tj, torus.ConditionNetworksReady), timeout, interval).Should(And(
+		Eventually(condition(tj, trainjob.ConditionNetworksReady), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Message", ContainSubstring("worker-1")),
 			HaveField("Message", ContainSubstring("no interface from "+ns+"/rdma-net")),

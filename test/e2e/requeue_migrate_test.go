@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/migrate"
 	"github.com/torus-mpi/torus/test/corpus"
 	"github.com/torus-mpi/torus/test/wrappers"
@@ -27,7 +27,7 @@ var _ = Describe("Kueue eviction", func() {
 		tj := wrappers.MakeTrainJob("evicted", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		var firstKey []byte
 		Eventually(func(g Gomega) {
 			var s corev1.Secret
@@ -45,7 +45,7 @@ var _ = Describe("Kueue eviction", func() {
 		}
 		By("Kueue evicts the whole job when its ClusterQueue is drained")
 		setStopPolicy(kueue.HoldAndDrain)
-		Eventually(condition(tj, torus.ConditionAdmitted), timeout, interval).Should(And(
+		Eventually(condition(tj, trainjob.ConditionAdmitted), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "Evicted"),
 			HaveField("Message", ContainSubstring("Kueue evicted the job")), HaveField("Message", ContainSubstring("waits in LocalQueue")),
 		))
@@ -56,8 +56,8 @@ var _ = Describe("Kueue eviction", func() {
 
 		By("re-admitted when the queue runs again: running from the start with new keys")
 		setStopPolicy(kueue.None)
-		Eventually(condition(tj, torus.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Eventually(func(g Gomega) {
 			var s corev1.Secret
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "evicted-mpi-ssh"}, &s)).To(Succeed())
@@ -92,7 +92,7 @@ var _ = Describe("A migrated MPIJob", func() {
 		tj := res.TrainJob
 		tj.Namespace = ns
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 	})
 })

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 	"github.com/torus-mpi/torus/test/wrappers"
 )
@@ -133,7 +133,7 @@ var _ = Describe("MPI TrainJob", func() {
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 
 			By("reporting Created")
-			Eventually(condition(tj, torus.ConditionCreated), framework.Timeout, framework.Interval).Should(
+			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(
 				HaveField("Status", metav1.ConditionTrue))
 		},
 		Entry("Open MPI 4", "torus-openmpi", "OpenMPI", func(slots string) []corev1.EnvVar {
@@ -279,7 +279,7 @@ var _ = Describe("MPI TrainJob", func() {
 		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, rt)).To(Succeed()) })
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef(rt.Name).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Reason", "TrainingRuntimeNotSupported"),
 			HaveField("Message", ContainSubstring("Torus runs MPI runtimes only")),
@@ -326,7 +326,7 @@ var _ = Describe("MPI TrainJob", func() {
 	It("sends no write when a reconcile has nothing to change", func() {
 		tj := wrappers.MakeTrainJob("steady", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, torus.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
 		// Let the job settle: no writes over a quiet window.
 		var before int
 		Eventually(func() bool {

@@ -20,8 +20,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 	"github.com/torus-mpi/torus/test/wrappers"
 )
@@ -143,7 +143,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			prof := setup(ns.Name)
 			tj := wrappers.MakeTrainJob("blocked", ns.Name).RuntimeRef("torus-mpich").Annotation(mpi.AnnotationNetworkProfile, prof).Obj()
 			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-			Eventually(condition(tj, torus.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
+			Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "NetworkNotReady"), HaveField("Message", ContainSubstring(wantMsg))))
 			Consistently(func() bool {
 				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
@@ -214,7 +214,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			st[1].Name = shared.Name + "/ib-sriov"
 			runningWorker(0, st)
 			runningWorker(1, st)
-			Eventually(condition(tj, torus.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
+			Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("All 2 pods have the networks of MPINetworkProfile ib")),
 			))
 		})
@@ -227,7 +227,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			broken[1].Name = shared.Name + "/ib-sriov"
 			broken[1].DeviceInfo = nil
 			runningWorker(1, broken)
-			Eventually(condition(tj, torus.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
+			Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionFalse),
 				HaveField("Message", ContainSubstring("worker-1 (pod attached-node-0-1-abcde): no RDMA device on ib0")),
 			))

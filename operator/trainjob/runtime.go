@@ -1,4 +1,8 @@
-package controller
+// Package trainjob holds what the operator and the plugin both need to know
+// about a TrainJob without the operator's machinery: the runtime it refers
+// to, and the conditions and reasons Torus sets on it. It imports only API
+// types and a client.Reader.
+package trainjob
 
 import (
 	"context"
@@ -12,10 +16,6 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 )
 
-// runtimeRefKey indexes TrainJobs by the runtime they refer to, so a runtime
-// change reaches the jobs waiting for it.
-const runtimeRefKey = "spec.runtimeRef"
-
 // RuntimeKey identifies a runtime in the index: "Kind/namespace/name", the
 // namespace empty for cluster-scoped runtimes.
 func RuntimeKey(kind, namespace, name string) string {
@@ -25,7 +25,8 @@ func RuntimeKey(kind, namespace, name string) string {
 	return kind + "/" + namespace + "/" + name
 }
 
-func runtimeKind(tj *trainer.TrainJob) string {
+// RuntimeKind is the kind of the runtime a TrainJob refers to.
+func RuntimeKind(tj *trainer.TrainJob) string {
 	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
 }
 
@@ -44,7 +45,7 @@ func runtimeNotFound(kind, name string) error {
 
 // GetRuntime reads the runtime a TrainJob refers to.
 func GetRuntime(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (*mpi.Runtime, error) {
-	kind, name := runtimeKind(tj), tj.Spec.RuntimeRef.Name
+	kind, name := RuntimeKind(tj), tj.Spec.RuntimeRef.Name
 	switch kind {
 	case trainer.ClusterTrainingRuntimeKind:
 		var ctr trainer.ClusterTrainingRuntime

@@ -1,0 +1,55 @@
+package trainjob
+
+// Condition types Torus sets on TrainJobs, beside the upstream Suspended,
+// Complete and Failed.
+const (
+	// ConditionCreated is True once the job's JobSet exists; False says why
+	// Torus will not create it.
+	ConditionCreated = "Created"
+	// ConditionRunning is True while the launcher and every worker run.
+	ConditionRunning = "Running"
+)
+
+// Condition reasons and event reasons.
+const (
+	ReasonJobSetCreated       = "JobSetCreated"
+	ReasonRuntimeNotFound     = "RuntimeNotFound"
+	ReasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
+	ReasonInvalidJob          = "InvalidMPIJob"
+	ReasonJobSetRejected      = "JobSetRejected"
+	ReasonRunning             = "Running"
+	ReasonPending             = "Pending"
+	ReasonSuspended           = "Suspended"
+	ReasonResumed             = "Resumed"
+	ReasonCompleted           = "Completed"
+	ReasonFailed              = "Failed"
+	ReasonDeadlineExceeded    = "DeadlineExceeded"
+	ReasonDeadlineApproaching = "DeadlineApproaching"
+	ReasonSSHKeysCreated      = "SSHKeysCreated"
+	ReasonSSHKeysDeleted      = "SSHKeysDeleted"
+)
+
+// ConditionAdmitted mirrors the job's Kueue workload: True once Kueue
+// admitted the whole job (launcher and every worker), False with Kueue's
+// own words while it waits, or after it was evicted or preempted.
+const ConditionAdmitted = "Admitted"
+
+// Reasons of ConditionAdmitted.
+const (
+	ReasonQueued   = "Queued"
+	ReasonAdmitted = "Admitted"
+	ReasonEvicted  = "Evicted"
+	ReasonRequeued = "Requeued"
+)
+
+// ConditionNetworksReady says whether every pod of a job that selects an
+// MPINetworkProfile got its interfaces (and RDMA devices).
+const ConditionNetworksReady = "NetworksReady"
+
+// Reasons of ConditionNetworksReady.
+const (
+	ReasonNetworkNotReady   = "NetworkNotReady"
+	ReasonNetworksAttached  = "NetworksAttached"
+	ReasonNetworksPending   = "NetworksPending"
+	ReasonInterfacesMissing = "InterfacesMissing"
+)

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+)
+
+// mpiSelector selects MPI TrainJobs (the label Torus's webhook sets)
+// within a user's -l selector.
+func mpiSelector(user string) (labels.Selector, error) {
+	sel := labels.Everything()
+	if user != "" {
+		var err error
+		if sel, err = labels.Parse(user); err != nil {
+			return nil, cmdutil.UsageError("-l %q: %v", user, err)
+		}
+	}
+	req, err := labels.NewRequirement(mpi.LabelImplementation, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sel.Add(*req), nil
+}
+
+// completeJobNames completes MPI job names in the command line's namespace.
+func completeJobNames(getter plugclient.Getter, maxArgs int) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if maxArgs >= 0 && len(args) >= maxArgs {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names, err := jobNames(cmd.Context(), getter)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, n := range names {
+			if strings.HasPrefix(n, toComplete) && !contains(args, n) {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func jobNames(ctx context.Context, getter plugclient.Getter) ([]string, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := getter.Client()
+	if err != nil {
+		return nil, err
+	}
+	ns, err := getter.Namespace()
+	if err != nil {
+		return nil, err
+	}
+	sel, err := mpiSelector("")
+	if err != nil {
+		return nil, err
+	}
+	var list trainer.TrainJobList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, tj := range list.Items {
+		names = append(names, tj.Name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if cmd.ArgsLenAtDash() >= 0 {
+			args = args[:cmd.ArgsLenAtDash()]
+		}
+		if len(args) != n {
+			return cmdutil.UsageError("%s takes %s (got %d arguments): see kubectl mpi %s --help", cmd.Name(), what, len(args), cmd.Name())
+		}
+		return nil
+	}
+}
+
+func warn(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "Warning: "+format+"\n", args...)
+}

@@ -1,0 +1,148 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/wait"
+)
+
+const deleteExample = `  # Delete two jobs (their pods, JobSet, keys and hostfile go with them)
+  kubectl mpi delete pi train
+
+  # Delete every MPI job of the namespace and wait until they are gone
+  kubectl mpi delete --all --wait`
+
+// DeleteOptions are the flags and clients of kubectl mpi delete.
+type DeleteOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+
+	All     bool
+	Wait    bool
+	Timeout time.Duration
+
+	names     []string
+	namespace string
+}
+
+func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DeleteOptions{getter: getter, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:               "delete NAME... | --all [--wait]",
+		Short:             "Delete MPI jobs with everything they own",
+		Example:           deleteExample,
+		ValidArgsFunction: completeJobNames(getter, -1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.names = args
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			var err error
+			if o.namespace, err = getter.Namespace(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVar(&o.All, "all", false, "Delete every MPI job of the namespace")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the jobs are gone")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "With --wait, give up after this long (exit 4); 0 waits forever")
+	return cmd
+}
+
+// Validate checks that jobs are named one way.
+func (o *DeleteOptions) Validate() error {
+	switch {
+	case o.All && len(o.names) > 0:
+		return cmdutil.UsageError("--all deletes every MPI job of the namespace: drop the names %q, or drop --all", o.names)
+	case !o.All && len(o.names) == 0:
+		return cmdutil.UsageError("name the jobs to delete, or give --all")
+	case o.Timeout != 0 && !o.Wait:
+		return cmdutil.UsageError("--timeout bounds --wait: add --wait")
+	}
+	return nil
+}
+
+// Run deletes.
+func (o *DeleteOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	var jobs []*trainer.TrainJob
+	var errs []error
+	if o.All {
+		sel, err := mpiSelector("")
+		if err != nil {
+			return err
+		}
+		var list trainer.TrainJobList
+		if err := c.List(ctx, &list, client.InNamespace(o.namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return fmt.Errorf("listing MPI jobs: %w", err)
+		}
+		for i := range list.Items {
+			jobs = append(jobs, &list.Items[i])
+		}
+		if len(jobs) == 0 {
+			fmt.Fprintf(o.ErrOut, "No MPI jobs found in %s namespace.\n", o.namespace)
+			return nil
+		}
+	} else {
+		for _, name := range o.names {
+			tj, err := job.Get(ctx, c, o.namespace, name)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			jobs = append(jobs, tj)
+		}
+	}
+	var deleted []*trainer.TrainJob
+	for _, tj := range jobs {
+		// Foreground: the JobSet and pods go first, so that --wait ends
+		// when nothing of the job is left.
+		err := c.Delete(ctx, tj, client.PropagationPolicy("Foreground"))
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("deleting MPI job %s: %w", tj.Name, err))
+			continue
+		}
+		deleted = append(deleted, tj)
+		fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s deleted\n", tj.Name)
+	}
+	if o.Wait && len(deleted) > 0 {
+		wctx := ctx
+		if o.Timeout > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, o.Timeout)
+			defer cancel()
+		}
+		progress := cmdutil.NewProgress(o.ErrOut)
+		for _, tj := range deleted {
+			progress.Update("waiting for %s to be deleted", tj.Name)
+			if err := wait.Gone(wctx, c, tj.Namespace, tj.Name); err != nil {
+				progress.Done()
+				if errors.Is(err, context.DeadlineExceeded) {
+					return cmdutil.WithCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for MPI job %s to be deleted", o.Timeout, tj.Name))
+				}
+				return err
+			}
+		}
+		progress.Done()
+	}
+	return errors.Join(errs...)
+}

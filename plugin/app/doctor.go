@@ -1,0 +1,98 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/doctor"
+)
+
+const doctorLong = `Check that the cluster can run MPI jobs with Torus, and that you can: the Trainer, Torus, JobSet and
+Kueue APIs, the operator (its leader lease) and its webhooks (a dry-run TrainJob), Torus's runtimes,
+your permissions in the namespace, the LocalQueues you may use, the MPINetworkProfiles and their
+NetworkAttachmentDefinitions, and the GPUs nodes offer. Each check passes, warns or fails and says how
+to fix it. Exit code 1 when a check fails.`
+
+// DoctorOptions are the flags and clients of kubectl mpi doctor.
+type DoctorOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+	Output string
+}
+
+func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &DoctorOptions{getter: getter, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     "doctor [-o json]",
+		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
+		Long:    doctorLong,
+		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Output != "" && o.Output != "json" {
+				return cmdutil.UsageError("-o %q: use json, or nothing for the report", o.Output)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
+	return cmd
+}
+
+// Run checks and reports.
+func (o *DoctorOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	kube, err := o.getter.Kubernetes()
+	if err != nil {
+		return err
+	}
+	ns, err := o.getter.Namespace()
+	if err != nil {
+		return err
+	}
+	d := &doctor.Doctor{Client: c, Discovery: kube.Discovery(), Namespace: ns}
+	results := d.Run(ctx)
+	if o.Output == "json" {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else if err := writeDoctor(o.Out, results); err != nil {
+		return err
+	}
+	if doctor.Failed(results) {
+		return cmdutil.WithCode(cmdutil.ExitFailure, nil)
+	}
+	return nil
+}
+
+func writeDoctor(w io.Writer, results []doctor.Result) error {
+	width := 0
+	for _, r := range results {
+		width = max(width, len(r.Check))
+	}
+	counts := map[doctor.Status]int{}
+	for _, r := range results {
+		counts[r.Status]++
+		if _, err := fmt.Fprintf(w, "%s  %-*s  %s\n", r.Status, width, r.Check, r.Message); err != nil {
+			return err
+		}
+		if r.Fix != "" {
+			fmt.Fprintf(w, "      %s  fix: %s\n", strings.Repeat(" ", width), r.Fix)
+		}
+	}
+	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[doctor.Pass], counts[doctor.Warn], counts[doctor.Fail])
+	return err
+}

@@ -1,0 +1,193 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/exec"
+	"github.com/torus-mpi/torus/plugin/job"
+)
+
+const execRankLong = `Run a command in the pod of an MPI rank. The rank is mapped to its host as the job's hostfile lays
+ranks out (slots per worker, the launcher first when it runs ranks), which is how Open MPI, Intel MPI and
+MPICH place them unless mpirun is told otherwise.
+
+With --all the command runs on every worker at once; each line of output is prefixed with its worker and
+the command exits 1 if it failed anywhere. Otherwise exec-rank exits with the command's own exit code.`
+
+const execRankExample = `  # A shell on the pod of rank 13
+  kubectl mpi exec-rank pi 13 -it -- bash
+
+  # Which GPUs does every worker see?
+  kubectl mpi exec-rank pi --all -- nvidia-smi -L`
+
+// ExecRankOptions are the flags and clients of kubectl mpi exec-rank.
+type ExecRankOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+
+	Stdin     bool
+	TTY       bool
+	All       bool
+	Quiet     bool
+	Container string
+
+	name      string
+	rank      int32
+	command   []string
+	namespace string
+}
+
+func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
+	cmd := &cobra.Command{
+		Use:               "exec-rank NAME RANK [-it] -- COMMAND [ARGS...] | exec-rank NAME --all -- COMMAND [ARGS...]",
+		Short:             "Run a command in the pod of an MPI rank, or on every worker",
+		Long:              execRankLong,
+		Example:           execRankExample,
+		ValidArgsFunction: completeJobNames(getter, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&o.Stdin, "stdin", "i", false, "Pass standard input to the command")
+	f.BoolVarP(&o.TTY, "tty", "t", false, "Allocate a terminal (with -i for an interactive shell)")
+	f.BoolVar(&o.All, "all", false, "Run on every worker in parallel, output prefixed [worker-N]")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "Do not say which pod the rank maps to")
+	f.StringVarP(&o.Container, "container", "c", o.Container, "Container to run in")
+	return cmd
+}
+
+// Complete reads NAME, RANK and the command.
+func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
+	pos := args
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		pos, o.command = args[:dash], args[dash:]
+	}
+	if len(o.command) == 0 {
+		return cmdutil.UsageError("give the command after --, e.g. kubectl mpi exec-rank pi 3 -- hostname")
+	}
+	want := 2
+	if o.All {
+		want = 1
+	}
+	if len(pos) != want {
+		if o.All {
+			return cmdutil.UsageError("exec-rank --all takes the job name only (got %q)", pos)
+		}
+		return cmdutil.UsageError("exec-rank takes a job name and a rank (got %q): kubectl mpi exec-rank NAME RANK -- COMMAND", pos)
+	}
+	o.name = pos[0]
+	if !o.All {
+		r, err := strconv.ParseInt(pos[1], 10, 32)
+		if err != nil || r < 0 {
+			return cmdutil.UsageError("rank %q: give a rank number from 0", pos[1])
+		}
+		o.rank = int32(r)
+	}
+	if o.All && (o.Stdin || o.TTY) {
+		return cmdutil.UsageError("--all runs on many pods at once: -i and -t need one")
+	}
+	var err error
+	o.namespace, err = o.getter.Namespace()
+	return err
+}
+
+// Run execs.
+func (o *ExecRankOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	kube, err := o.getter.Kubernetes()
+	if err != nil {
+		return err
+	}
+	cfg, err := o.getter.RESTConfig()
+	if err != nil {
+		return err
+	}
+	tj, err := job.Get(ctx, c, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
+	pods, err := job.Pods(ctx, c, tj)
+	if err != nil {
+		return err
+	}
+	if o.All {
+		targets, err := exec.Workers(info, pods)
+		if err != nil {
+			return err
+		}
+		results := exec.All(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
+		failed := 0
+		var errs []error
+		for _, r := range results {
+			switch {
+			case r.Err != nil:
+				failed++
+				errs = append(errs, fmt.Errorf("%s: %w", r.Target.Host.Name(), r.Err))
+			case r.Code != 0:
+				failed++
+				errs = append(errs, fmt.Errorf("%s (pod %s): exit code %d", r.Target.Host.Name(), r.Target.Pod.Name, r.Code))
+			}
+		}
+		if failed > 0 {
+			return fmt.Errorf("the command failed on %d of %d workers:\n%w", failed, len(results), errors.Join(errs...))
+		}
+		return nil
+	}
+
+	target, err := exec.ForRank(info, pods, o.rank)
+	if err != nil {
+		return err
+	}
+	if !o.Quiet {
+		fmt.Fprintf(o.ErrOut, "rank %d runs on %s (%s), pod %s\n", o.rank, target.Host.Name(), target.Ranks, target.Pod.Name)
+	}
+	req := exec.Request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
+	if o.Stdin {
+		req.Stdin = o.In
+	}
+	if o.TTY {
+		if t := exec.OpenTerminal(o.In, o.Out); t == nil {
+			if !o.Quiet {
+				fmt.Fprintln(o.ErrOut, "Unable to use a TTY: input is not a terminal")
+			}
+		} else {
+			req.TTY = true
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			req.Sizes = t.Sizes(sctx)
+			if o.Stdin {
+				if err := t.Raw(); err != nil {
+					return fmt.Errorf("setting the terminal to raw mode: %w", err)
+				}
+				defer t.Restore()
+			}
+		}
+	}
+	code, err := exec.Run(ctx, cfg, kube, req)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		// The command's own exit code, as kubectl exec does.
+		return cmdutil.WithCode(code, nil)
+	}
+	return nil
+}

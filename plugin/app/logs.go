@@ -1,0 +1,195 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/logs"
+	"github.com/torus-mpi/torus/plugin/wait"
+)
+
+const logsExample = `  # Every pod of the job, each line prefixed [launcher] or [worker-N]
+  kubectl mpi logs pi
+
+  # Follow until the job ends, including pods that appear later (a restarted job)
+  kubectl mpi logs pi -f
+
+  # The pod that runs rank 13, the last 100 lines with timestamps
+  kubectl mpi logs pi --rank 13 --tail 100 --timestamps
+
+  # Why did worker 1 restart?
+  kubectl mpi logs pi --worker 1 --previous`
+
+// LogsOptions are the flags and clients of kubectl mpi logs.
+type LogsOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+
+	Rank       int32
+	Worker     int32
+	Launcher   bool
+	Follow     bool
+	Since      time.Duration
+	Tail       int64
+	Timestamps bool
+	Previous   bool
+	Container  string
+
+	name      string
+	namespace string
+	changed   func(string) bool
+}
+
+func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
+	cmd := &cobra.Command{
+		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
+		Short:             "Stream the logs of every pod of a job at once, each line prefixed with its host",
+		Example:           logsExample,
+		Args:              exactArgs(1, "one job name"),
+		ValidArgsFunction: completeJobNames(getter, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			o.changed = cmd.Flags().Changed
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			var err error
+			if o.namespace, err = getter.Namespace(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&o.Rank, "rank", 0, "Only the pod that runs this MPI rank")
+	f.Int32Var(&o.Worker, "worker", 0, "Only worker I (the pod <job>-node-0-I)")
+	f.BoolVar(&o.Launcher, "launcher", false, "Only the launcher")
+	f.BoolVarP(&o.Follow, "follow", "f", false, "Follow the logs until the job ends, including pods that start later")
+	f.DurationVar(&o.Since, "since", 0, "Only lines newer than this, e.g. 10m")
+	f.Int64Var(&o.Tail, "tail", o.Tail, "Only the last N lines of each pod (-1: all)")
+	f.BoolVar(&o.Timestamps, "timestamps", false, "Prefix each line with its time")
+	f.BoolVarP(&o.Previous, "previous", "p", false, "The logs of the previous run of each container (after a restart)")
+	f.StringVarP(&o.Container, "container", "c", o.Container, "Container to read: node (the MPI one) or mpi-ssh-setup")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *LogsOptions) Validate() error {
+	n := 0
+	for _, f := range []string{"rank", "worker", "launcher"} {
+		if o.changed(f) {
+			n++
+		}
+	}
+	if n > 1 {
+		return cmdutil.UsageError("--rank, --worker and --launcher each pick pods: give one of them")
+	}
+	if o.changed("rank") && o.Rank < 0 {
+		return cmdutil.UsageError("--rank=%d: ranks start at 0", o.Rank)
+	}
+	if o.changed("worker") && o.Worker < 0 {
+		return cmdutil.UsageError("--worker=%d: workers are numbered from 0", o.Worker)
+	}
+	if o.Since < 0 {
+		return cmdutil.UsageError("--since=%s cannot be negative", o.Since)
+	}
+	if o.Tail < -1 {
+		return cmdutil.UsageError("--tail=%d: give a number of lines, or -1 for all", o.Tail)
+	}
+	if o.Previous && o.Follow {
+		return cmdutil.UsageError("--previous reads a container that has stopped: drop -f")
+	}
+	return nil
+}
+
+// Run streams the logs.
+func (o *LogsOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	kube, err := o.getter.Kubernetes()
+	if err != nil {
+		return err
+	}
+	tj, err := job.Get(ctx, c, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	include, err := o.include(ctx, c, tj)
+	if err != nil {
+		return err
+	}
+	opts := logs.Options{
+		Namespace:     tj.Namespace,
+		LabelSelector: mpi.LabelJobName + "=" + tj.Name,
+		Include:       include,
+		Prefix:        hostPrefix,
+		Order:         job.SortPods,
+		Container:     o.Container,
+		Follow:        o.Follow,
+		Timestamps:    o.Timestamps,
+		Previous:      o.Previous,
+		Out:           o.Out,
+		ErrOut:        o.ErrOut,
+	}
+	if o.Since > 0 {
+		opts.SinceSeconds = ptr.To(int64(o.Since.Seconds()))
+	}
+	if o.Tail >= 0 {
+		opts.TailLines = ptr.To(o.Tail)
+	}
+	if o.Follow {
+		ended := make(chan struct{})
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			// Following ends with the job.
+			_, _ = wait.For(wctx, c, tj.Namespace, tj.Name, job.Finished, nil)
+			close(ended)
+		}()
+		opts.Ended = ended
+	}
+	return logs.Stream(ctx, kube, opts)
+}
+
+// include picks the pods of --rank, --worker or --launcher.
+func (o *LogsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
+	switch {
+	case o.changed("launcher"):
+		return func(p *corev1.Pod) bool { return p.Labels[mpi.LabelRole] == mpi.RoleLauncher }, nil
+	case o.changed("worker"):
+		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
+		if w := info.Workers(); w > 0 && o.Worker >= w {
+			return nil, fmt.Errorf("--worker=%d: MPI job %s has workers 0 to %d", o.Worker, tj.Name, w-1)
+		}
+		return hostFilter(mpi.RoleWorker, o.Worker), nil
+	case o.changed("rank"):
+		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
+		host, err := info.Placement().HostOfRank(o.Rank)
+		if err != nil {
+			return nil, fmt.Errorf("--rank: MPI job %s: %w", tj.Name, err)
+		}
+		return hostFilter(host.Role, host.Index), nil
+	}
+	return nil, nil
+}
+
+func hostFilter(role string, index int32) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool {
+		return p.Labels[mpi.LabelRole] == role && job.Index(p) == index
+	}
+}

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/run"
+)
+
+const rerunLong = `Run a job again with the same configuration, or clone it and change some of it: the job's spec is
+copied (without what Kueue decided for the old run), the flags given override it (any flag of run, and
+a new command after --), and it is submitted under a new name: --name, or NAME-2, NAME-3, … The new job
+records where it came from in the annotation torus-mpi.io/rerun-of, which describe shows.`
+
+const rerunExample = `  # Retry a failed job as it was
+  kubectl mpi rerun pi
+
+  # Clone it with more memory and 8 workers, and wait for the result
+  kubectl mpi rerun pi --name pi-big --memory 32Gi --workers 8 --wait`
+
+// RerunOptions are the flags and clients of kubectl mpi rerun.
+type RerunOptions struct {
+	*RunOptions
+	NewName string
+}
+
+func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &RerunOptions{RunOptions: NewRunOptions(getter, streams)}
+	o.rerun = true
+	cmd := &cobra.Command{
+		Use:               "rerun NAME [--name NEW] [run flags] [-- COMMAND [ARGS...]]",
+		Short:             "Run a job again, or a modified copy of it, under a new name",
+		Long:              rerunLong,
+		Example:           rerunExample,
+		ValidArgsFunction: completeJobNames(getter, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.RunOptions.Complete(cmd, args); err != nil {
+				return err
+			}
+			if o.name == "" {
+				return cmdutil.UsageError("rerun needs the name of the job to run again")
+			}
+			if err := o.RunOptions.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	addJobFlags(cmd.Flags(), &o.Job)
+	o.addRunFlags(cmd)
+	cmd.Flags().StringVar(&o.NewName, "name", "", "Name of the new job (default NAME-2, NAME-3, …)")
+	return cmd
+}
+
+// Run copies, overrides and submits.
+func (o *RerunOptions) Run(ctx context.Context) error {
+	if err := o.completePrinter(); err != nil {
+		return err
+	}
+	if err := o.readNamespace(); err != nil {
+		return err
+	}
+	if err := o.clients(o.Follow); err != nil {
+		return err
+	}
+	orig, err := job.Get(ctx, o.client, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	name := o.NewName
+	if name == "" {
+		var list trainer.TrainJobList
+		if err := o.client.List(ctx, &list, client.InNamespace(o.namespace)); err != nil {
+			return fmt.Errorf("listing jobs to name the rerun: %w", err)
+		}
+		taken := sets.New[string]()
+		for _, tj := range list.Items {
+			taken.Insert(tj.Name)
+		}
+		name = run.NextName(orig, taken.Has)
+	}
+	spec, vols, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
+	if err != nil {
+		return cmdutil.AsUsage(err)
+	}
+	if o.changed(run.FlagMPI) && !o.changed(run.FlagRuntime) {
+		// Another implementation means its runtime.
+		spec.Runtime, spec.RuntimeKind = spec.Implementation.RuntimeName(), trainer.ClusterTrainingRuntimeKind
+	}
+
+	clone := run.Clone(orig, name)
+	// A job with volumes ran on its own copy of a runtime, which goes with
+	// it: the rerun gets a new copy of the same runtime with the same
+	// volumes (and any new ones).
+	if kind := ptr.Deref(orig.Spec.RuntimeRef.Kind, ""); kind == trainer.TrainingRuntimeKind {
+		var rt trainer.TrainingRuntime
+		if err := o.client.Get(ctx, client.ObjectKey{Namespace: orig.Namespace, Name: orig.Spec.RuntimeRef.Name}, &rt); err == nil {
+			if base, copied, ok := run.CopiedRuntime(rt.Annotations, &rt.Spec); ok {
+				clone.Spec.RuntimeRef = base
+				vols = append(copied, vols...)
+			}
+		}
+	}
+	spec.Apply(clone)
+	plan, err := run.Check(ctx, o.client, clone, spec.Implementation, true, vols)
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, plan)
+}

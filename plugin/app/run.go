@@ -1,0 +1,438 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/scheme"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/run"
+	"github.com/torus-mpi/torus/plugin/wait"
+)
+
+const runLong = `Run an MPI job: a launcher that starts mpirun and workers that run the ranks, as a Kubeflow Trainer
+TrainJob that the Torus operator runs.
+
+The runtime follows --mpi (openmpi, openmpi5, intel, mpich; Torus's ClusterTrainingRuntimes torus-openmpi,
+torus-openmpi5, torus-intelmpi, torus-mpich) unless --runtime names one. The command after -- is the
+launcher's; workers run sshd as the runtime says.
+
+Before anything is submitted the job is checked: flag values, the runtime (it exists and runs the MPI asked
+for), host name lengths, volumes, and with --queue that the LocalQueue exists and that its ClusterQueue's
+quota can ever hold the whole job (Kueue admits all pods at once or none).
+
+With -f, the TrainJobs of files (YAML or JSON; TrainJobs, TrainingRuntimes they use, and MPIJobs that
+kubectl mpi migrate converts) are all checked by the API server (CRD schema, Torus's webhooks) with a
+server-side dry run before any is created; errors name the file, the document and the field.
+
+--wait exits 0 when the job completes and 3 when it fails, printing why; --follow streams the logs of all
+pods until the job ends and exits the same way. --timeout bounds both (exit 4).`
+
+const runExample = `  # 4 workers, 2 ranks each, Open MPI 4
+  kubectl mpi run pi --image mpioperator/mpi-pi:openmpi --workers 4 --slots-per-worker 2 -- mpirun -n 8 /home/mpiuser/pi
+
+  # Intel MPI on GPUs through a Kueue queue, and wait for the result
+  kubectl mpi run train --mpi intel --image registry/train:1 --workers 8 --gpus 4 --memory 64Gi \
+    --queue team-a --topology cloud.provider.com/topology-rack --wait -- mpirun ./train
+
+  # See what would be submitted, checked by the API server
+  kubectl mpi run pi --image img --dry-run=server -o yaml -- mpirun ./pi
+
+  # Submit the TrainJobs (or legacy MPIJobs) of a file and follow their logs
+  kubectl mpi run -f job.yaml --follow`
+
+// RunOptions are the flags and clients of kubectl mpi run.
+type RunOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+	PrintFlags *genericclioptions.PrintFlags
+
+	Job       run.Flags
+	Filenames []string
+	DryRun    string
+	Wait      bool
+	Follow    bool
+	Timeout   time.Duration
+
+	name      string
+	command   []string
+	namespace string
+	// explicitNS: -n was given, so manifests in other namespaces are an
+	// error.
+	explicitNS bool
+	changed    func(string) bool
+	// rerun: the job comes from an existing one; flags only override.
+	rerun   bool
+	printer printers.ResourcePrinter
+	client  client.WithWatch
+	kube    kubernetes.Interface
+	clock   clock.PassiveClock
+}
+
+// NewRunOptions returns run's defaults.
+func NewRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RunOptions {
+	return &RunOptions{
+		getter:     getter,
+		IOStreams:  streams,
+		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
+		DryRun:     run.DryRunNone,
+		clock:      clock.RealClock{},
+	}
+}
+
+func newRunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewRunOptions(getter, streams)
+	cmd := &cobra.Command{
+		Use:     "run NAME --image IMAGE [flags] -- COMMAND [ARGS...] | run -f FILE|- [flags]",
+		Short:   "Run an MPI job",
+		Long:    runLong,
+		Example: runExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	addJobFlags(cmd.Flags(), &o.Job)
+	o.addRunFlags(cmd)
+	cmd.Flags().StringSliceVarP(&o.Filenames, "filename", "f", nil, "Files of TrainJobs or MPIJobs to run (YAML or JSON; - for standard input)")
+	return cmd
+}
+
+// addJobFlags binds the flags that shape a job; rerun takes them as
+// overrides.
+func addJobFlags(f *pflag.FlagSet, j *run.Flags) {
+	f.StringVar(&j.Image, run.FlagImage, "", "Container image of the launcher and the workers")
+	f.Int32Var(&j.Workers, run.FlagWorkers, 0, "Number of workers (MPI nodes); the runtime's when not set")
+	f.Int32Var(&j.SlotsPerWorker, run.FlagSlotsPerWorker, 0, "MPI ranks per worker; the runtime's when not set (one per GPU with --gpus)")
+	f.Int64Var(&j.GPUs, run.FlagGPUs, 0, "GPUs per worker")
+	f.StringVar(&j.GPUResource, run.FlagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
+	f.StringVar(&j.CPU, run.FlagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
+	f.StringVar(&j.Memory, run.FlagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
+	f.StringVar(&j.MPI, run.FlagMPI, "", "MPI implementation: openmpi, openmpi5, intel or mpich (default openmpi); picks the runtime unless --runtime is set")
+	f.StringVar(&j.Runtime, run.FlagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
+	f.StringVar(&j.Queue, run.FlagQueue, "", "Kueue LocalQueue that admits the whole job at once")
+	f.StringVar(&j.Network, run.FlagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
+	f.StringVar(&j.Topology, run.FlagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
+	f.StringArrayVar(&j.Env, run.FlagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
+	f.StringArrayVar(&j.Volumes, run.FlagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
+}
+
+// addRunFlags binds the flags of how a job is submitted and waited for.
+func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none" submits; "client" only prints the job; "server" has the API server and webhooks check it without keeping it`)
+	f.Lookup("dry-run").NoOptDefVal = run.DryRunClient
+	f.BoolVar(&o.Wait, "wait", false, "Wait for the job to end: exit 0 when it completes, 3 when it fails")
+	f.BoolVar(&o.Follow, "follow", false, "Stream the logs of every pod until the job ends, then exit as --wait")
+	f.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow, give up after this long (exit 4); 0 waits forever")
+	o.PrintFlags.AddFlags(cmd)
+}
+
+// Complete reads the command line.
+func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.changed = cmd.Flags().Changed
+	o.explicitNS = cmd.Flags().Changed("namespace")
+	names := args
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		names, o.command = args[:dash], args[dash:]
+	}
+	switch {
+	case len(names) > 1:
+		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", names)
+	case len(names) == 1:
+		o.name = names[0]
+	}
+	return nil
+}
+
+// Validate checks the command line before anything is sent.
+func (o *RunOptions) Validate() error {
+	switch o.DryRun {
+	case run.DryRunNone, run.DryRunClient, run.DryRunServer:
+	default:
+		return cmdutil.UsageError(`--dry-run=%q: use none, client or server`, o.DryRun)
+	}
+	if o.DryRun != run.DryRunNone && (o.Wait || o.Follow) {
+		return cmdutil.UsageError("--dry-run=%s submits nothing to wait for: drop --wait and --follow", o.DryRun)
+	}
+	if o.Timeout != 0 && !o.Wait && !o.Follow {
+		return cmdutil.UsageError("--timeout bounds --wait and --follow: add one of them")
+	}
+	if o.Timeout < 0 {
+		return cmdutil.UsageError("--timeout=%s cannot be negative", o.Timeout)
+	}
+	if out := *o.PrintFlags.OutputFormat; out != "" && out != "yaml" && out != "json" && out != "name" {
+		return cmdutil.UsageError(`-o %q: use yaml, json or name`, out)
+	}
+	if len(o.Filenames) > 0 {
+		if o.name != "" || len(o.command) > 0 {
+			return cmdutil.UsageError("-f takes the jobs from files: drop the job name and the command")
+		}
+		for _, f := range run.JobFlags {
+			if o.changed(f) {
+				return cmdutil.UsageError("--%s shapes a job built from flags; with -f, set it in the file", f)
+			}
+		}
+		stdin := 0
+		for _, f := range o.Filenames {
+			if f == "-" {
+				stdin++
+			}
+		}
+		if stdin > 1 {
+			return cmdutil.UsageError("-f - (standard input) can be given once")
+		}
+		return nil
+	}
+	if o.name == "" {
+		return cmdutil.UsageError("run needs a job name: kubectl mpi run NAME --image IMAGE -- COMMAND (or -f FILE)")
+	}
+	if o.Job.Image == "" && !o.rerun {
+		return cmdutil.UsageError("--image is required: the container image of the launcher and the workers")
+	}
+	return nil
+}
+
+func (o *RunOptions) readNamespace() error {
+	var err error
+	o.namespace, err = o.getter.Namespace()
+	return err
+}
+
+func (o *RunOptions) completePrinter() error {
+	switch o.DryRun {
+	case run.DryRunClient:
+		if err := o.PrintFlags.Complete("%s (dry run)"); err != nil {
+			return err
+		}
+	case run.DryRunServer:
+		if err := o.PrintFlags.Complete("%s (server dry run)"); err != nil {
+			return err
+		}
+	}
+	p, err := o.PrintFlags.ToPrinter()
+	if err != nil {
+		return cmdutil.AsUsage(err)
+	}
+	o.printer = p
+	return nil
+}
+
+func (o *RunOptions) clients(needKube bool) error {
+	var err error
+	if o.client, err = o.getter.Client(); err != nil {
+		return err
+	}
+	if needKube {
+		if o.kube, err = o.getter.Kubernetes(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run submits the job (or jobs) and waits as asked.
+func (o *RunOptions) Run(ctx context.Context) error {
+	if err := o.completePrinter(); err != nil {
+		return err
+	}
+	if err := o.readNamespace(); err != nil {
+		return err
+	}
+	if len(o.Filenames) > 0 {
+		return o.runFiles(ctx)
+	}
+	spec, vols, err := o.Job.Spec(o.name, o.namespace, o.command, o.changed)
+	if err != nil {
+		return cmdutil.AsUsage(err)
+	}
+	if o.DryRun == run.DryRunClient {
+		// Nothing is asked of the cluster: the job as the flags build it.
+		plan := &run.Plan{TrainJob: mpi.BuildTrainJob(spec)}
+		if len(vols) > 0 {
+			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
+		}
+		return o.submit(ctx, plan)
+	}
+	if err := o.clients(o.Follow); err != nil {
+		return err
+	}
+	plan, err := run.Prepare(ctx, o.client, spec, vols)
+	if err != nil {
+		return err
+	}
+	return o.submit(ctx, plan)
+}
+
+// submit creates a planned job, prints it and waits as asked; rerun shares
+// it.
+func (o *RunOptions) submit(ctx context.Context, plan *run.Plan) error {
+	for _, w := range plan.Warnings {
+		warn(o.ErrOut, "%s", w)
+	}
+	if err := run.Submit(ctx, o.client, plan, o.DryRun); err != nil {
+		return err
+	}
+	if plan.Runtime != nil && *o.PrintFlags.OutputFormat == "" {
+		if err := o.printer.PrintObj(plan.Runtime, o.Out); err != nil {
+			return err
+		}
+	}
+	if err := o.printer.PrintObj(plan.TrainJob, o.Out); err != nil {
+		return err
+	}
+	return o.await(ctx, []*trainer.TrainJob{plan.TrainJob})
+}
+
+func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error {
+	if !o.Wait && !o.Follow {
+		return nil
+	}
+	if o.kube == nil && o.Follow {
+		var err error
+		if o.kube, err = o.getter.Kubernetes(); err != nil {
+			return err
+		}
+	}
+	w := &waiter{client: o.client, errOut: o.ErrOut, clock: o.clock, timeout: o.Timeout, quiet: o.Follow}
+	var errs []error
+	code := cmdutil.ExitOK
+	for _, tj := range jobs {
+		var err error
+		if o.Follow {
+			err = w.followJob(ctx, o.kube, o.Out, o.ErrOut, tj)
+		} else {
+			_, err = w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			code = max(code, cmdutil.Code(err))
+			continue
+		}
+		fmt.Fprintf(o.ErrOut, "MPI job %s completed\n", tj.Name)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return cmdutil.WithCode(code, errors.Join(errs...))
+}
+
+// runFiles submits the jobs of files: all are checked first, then created.
+func (o *RunOptions) runFiles(ctx context.Context) error {
+	var all []*run.Manifest
+	var errs []error
+	for _, f := range o.Filenames {
+		data, source, err := readInput(f, o.In)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		objs, notes, ferrs := run.Load(source, data)
+		for _, n := range notes {
+			fmt.Fprintln(o.ErrOut, n)
+		}
+		errs = append(errs, ferrs...)
+		all = append(all, objs...)
+	}
+	for _, m := range all {
+		if err := run.SetNamespace(m, o.namespace, o.explicitNS); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && len(all) == 0 {
+		errs = append(errs, errors.New("no TrainJob or MPIJob in the input"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("nothing was created:\n%w", errors.Join(errs...))
+	}
+	if o.DryRun != run.DryRunClient {
+		if err := o.clients(o.Follow); err != nil {
+			return err
+		}
+		if errs := run.CheckAll(ctx, o.client, all); len(errs) > 0 {
+			return fmt.Errorf("the API server rejected the input; nothing was created:\n%w", errors.Join(errs...))
+		}
+	}
+	var jobs []*trainer.TrainJob
+	// Runtimes first: the jobs refer to them.
+	ordered := append(filter(all, func(m *run.Manifest) bool { return !m.IsTrainJob() }), filter(all, (*run.Manifest).IsTrainJob)...)
+	for _, m := range ordered {
+		if o.DryRun == run.DryRunNone {
+			if err := o.client.Create(ctx, m.Object, client.FieldOwner(run.FieldManager)); err != nil {
+				return fmt.Errorf("%s: %s", m.Where, run.Explain(err))
+			}
+		}
+		obj, err := typed(m.Object)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Where, err)
+		}
+		if err := o.printer.PrintObj(obj, o.Out); err != nil {
+			return err
+		}
+		if tj, ok := obj.(*trainer.TrainJob); ok {
+			jobs = append(jobs, tj)
+		}
+	}
+	return o.await(ctx, jobs)
+}
+
+func filter(ms []*run.Manifest, keep func(*run.Manifest) bool) []*run.Manifest {
+	var out []*run.Manifest
+	for _, m := range ms {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// typed converts a manifest to its Go type, for printing with its kind.
+func typed(u *unstructured.Unstructured) (runtime.Object, error) {
+	obj, err := scheme.New().New(u.GroupVersionKind())
+	if err != nil {
+		return u, nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(u.GroupVersionKind())
+	return obj, nil
+}
+
+func readInput(name string, stdin io.Reader) ([]byte, string, error) {
+	if name == "-" {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, "<stdin>", fmt.Errorf("reading standard input: %w", err)
+		}
+		return data, "<stdin>", nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, name, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return data, name, nil
+}

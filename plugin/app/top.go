@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
+	plugprinters "github.com/torus-mpi/torus/plugin/printers"
+	"github.com/torus-mpi/torus/plugin/top"
+)
+
+const topLong = `Show the CPU and memory each launcher and worker pod of a job uses, beside what it requested, and the
+GPUs it requested. Usage comes from metrics.k8s.io when the cluster serves it (metrics-server); otherwise
+from each node's kubelet resource metrics through the API server's node proxy (which needs get on
+nodes/proxy), sampled twice a second apart for CPU.`
+
+const topExample = `  # Usage of every pod of the job
+  kubectl mpi top pi
+
+  # Refresh every 5 seconds until the job ends
+  kubectl mpi top pi --watch --interval 5s`
+
+// TopOptions are the flags and clients of kubectl mpi top.
+type TopOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+
+	Watch    bool
+	Interval time.Duration
+
+	name      string
+	namespace string
+}
+
+func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:               "top NAME [--watch]",
+		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
+		Long:              topLong,
+		Example:           topExample,
+		Args:              exactArgs(1, "one job name"),
+		ValidArgsFunction: completeJobNames(getter, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			if o.Interval < 500*time.Millisecond {
+				return cmdutil.UsageError("--interval=%s: use at least 500ms", o.Interval)
+			}
+			var err error
+			if o.namespace, err = getter.Namespace(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "Refresh until the job ends (Ctrl-C to stop)")
+	cmd.Flags().DurationVar(&o.Interval, "interval", o.Interval, "Time between refreshes with --watch")
+	return cmd
+}
+
+// Run prints usage once, or until the job ends.
+func (o *TopOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	kube, err := o.getter.Kubernetes()
+	if err != nil {
+		return err
+	}
+	cfg, err := o.getter.RESTConfig()
+	if err != nil {
+		return err
+	}
+	mc, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the metrics client: %w", err)
+	}
+	tj, err := job.Get(ctx, c, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
+	reader := &top.Reader{Kube: kube, Metrics: mc, Interval: time.Second}
+	progress := cmdutil.NewProgress(o.ErrOut)
+	for round := 0; ; round++ {
+		if round > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(o.Interval):
+			}
+			if tj, err = job.Get(ctx, c, o.namespace, o.name); err != nil {
+				return err
+			}
+		}
+		pods, err := job.Pods(ctx, c, tj)
+		if err != nil {
+			return err
+		}
+		usage, err := reader.Read(ctx, tj.Namespace, mpi.LabelJobName+"="+tj.Name, pods)
+		if err != nil {
+			return err
+		}
+		table := plugprinters.TopTable(pods, info.Placement(), usage)
+		if o.Watch && progress.IsTerminal() {
+			// Redraw in place on a terminal; elsewhere tables follow each other.
+			fmt.Fprint(o.Out, "\033[H\033[2J")
+		} else if round > 0 {
+			fmt.Fprintln(o.Out)
+		}
+		st := job.StateOf(tj)
+		if len(table.Rows) == 0 {
+			fmt.Fprintf(o.Out, "MPI job %s has no running pods (%s).\n", tj.Name, st.Phase)
+		} else if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, o.Out); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.ErrOut, "%s is %s; usage from %s\n", tj.Name, st.Phase, reader.Source())
+		if !o.Watch || job.Finished(tj) {
+			return nil
+		}
+	}
+}

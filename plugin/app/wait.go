@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
+
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/wait"
+)
+
+const waitExample = `  # Block until the job completes; exit 3 (with the failure) if it fails, 4 after 1h
+  kubectl mpi wait pi --for=condition=Complete --timeout 1h
+
+  # Block until the launcher and every worker run
+  kubectl mpi wait pi --for=condition=Running`
+
+// WaitOptions are the flags and clients of kubectl mpi wait.
+type WaitOptions struct {
+	getter plugclient.Getter
+	genericiooptions.IOStreams
+
+	For     string
+	Timeout time.Duration
+
+	name      string
+	namespace string
+	cond      wait.Condition
+}
+
+func newWaitCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete"}
+	cmd := &cobra.Command{
+		Use:   "wait NAME --for=condition=Complete|Failed|Running [--timeout D]",
+		Short: "Wait for a job to complete, fail or run",
+		Long: `Wait for a job to reach a condition. Exit codes: 0 when it does; 3 when the job ended in a way that
+rules it out (it failed while waiting for Complete or Running, or completed while waiting for Failed; the
+failure is printed); 4 when --timeout passed first; 1 when the job does not exist or was deleted.
+A job that completed counts as having run (Running).`,
+		Example:           waitExample,
+		Args:              exactArgs(1, "one job name"),
+		ValidArgsFunction: completeJobNames(getter, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			var err error
+			if o.namespace, err = getter.Namespace(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.For, "for", o.For, "condition=Complete, condition=Failed or condition=Running")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (exit 4); 0 waits forever")
+	return cmd
+}
+
+// Validate reads --for.
+func (o *WaitOptions) Validate() error {
+	cond, err := wait.ParseFor(o.For)
+	if err != nil {
+		return cmdutil.AsUsage(err)
+	}
+	o.cond = cond
+	if o.Timeout < 0 {
+		return cmdutil.UsageError("--timeout=%s cannot be negative", o.Timeout)
+	}
+	return nil
+}
+
+// Run waits.
+func (o *WaitOptions) Run(ctx context.Context) error {
+	c, err := o.getter.Client()
+	if err != nil {
+		return err
+	}
+	w := &waiter{client: c, errOut: o.ErrOut, clock: clock.RealClock{}, timeout: o.Timeout}
+	if _, err := w.waitFor(ctx, o.namespace, o.name, o.cond); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s condition met: %s\n", o.name, o.cond)
+	return err
+}

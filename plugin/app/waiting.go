@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/logs"
+	"github.com/torus-mpi/torus/plugin/wait"
+)
+
+// waiter waits for jobs and turns how the wait ended into exit codes.
+type waiter struct {
+	client  client.WithWatch
+	errOut  io.Writer
+	clock   clock.PassiveClock
+	timeout time.Duration
+	// quiet: no progress line (logs are being followed on the terminal).
+	quiet bool
+}
+
+// waitFor waits until a job reaches cond. It returns nil when it did, an
+// ExitJobFailed error when the job ended otherwise, ExitTimeout when the
+// timeout passed.
+func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.Condition) (*trainer.TrainJob, error) {
+	if w.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.timeout)
+		defer cancel()
+	}
+	var progress *cmdutil.Progress
+	var report func(*trainer.TrainJob)
+	if !w.quiet {
+		progress = cmdutil.NewProgress(w.errOut)
+		start := w.clock.Now()
+		report = func(tj *trainer.TrainJob) {
+			st := job.StateOf(tj)
+			state := fmt.Sprintf("%s: %s", name, st.Phase)
+			if st.Message != "" {
+				state += ": " + st.Message
+			}
+			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.clock.Since(start)), cond))
+		}
+	}
+	var outcome wait.Outcome
+	tj, err := wait.For(ctx, w.client, namespace, name, func(tj *trainer.TrainJob) bool {
+		var done bool
+		outcome, done = wait.Check(cond, tj)
+		return done
+	}, report)
+	if progress != nil {
+		progress.Done()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		msg := fmt.Sprintf("timed out after %s waiting for MPI job %s to be %s", w.timeout, name, cond)
+		if tj != nil {
+			st := job.StateOf(tj)
+			msg += fmt.Sprintf("; it is %s", st.Phase)
+			if st.Message != "" {
+				msg += ": " + st.Message
+			}
+		}
+		return tj, cmdutil.WithCode(cmdutil.ExitTimeout, errors.New(msg))
+	case errors.Is(err, wait.ErrDeleted):
+		return tj, fmt.Errorf("MPI job %s was deleted while waiting for it to be %s", name, cond)
+	case err != nil:
+		return tj, err
+	}
+	if outcome == wait.Unreachable {
+		st := job.StateOf(tj)
+		switch st.Phase {
+		case job.PhaseFailed:
+			return tj, cmdutil.WithCode(cmdutil.ExitJobFailed, fmt.Errorf("MPI job %s failed: %s", name, st.Message))
+		default:
+			return tj, cmdutil.WithCode(cmdutil.ExitJobFailed, fmt.Errorf("MPI job %s is %s and will not become %s", name, st.Phase, cond))
+		}
+	}
+	return tj, nil
+}
+
+// followJob streams a job's logs while waiting for it to end, and then
+// reports how it ended.
+func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) error {
+	ended := make(chan struct{})
+	done := make(chan error, 1)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		done <- logs.Stream(lctx, kube, logs.Options{
+			Namespace:     tj.Namespace,
+			LabelSelector: mpi.LabelJobName + "=" + tj.Name,
+			Prefix:        hostPrefix,
+			Order:         job.SortPods,
+			Container:     mpi.TrainerContainer,
+			Follow:        true,
+			Ended:         ended,
+			Out:           out,
+			ErrOut:        errOut,
+		})
+	}()
+	final, err := w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
+	close(ended)
+	if lerr := <-done; lerr != nil && err == nil && !errors.Is(lerr, context.Canceled) {
+		fmt.Fprintf(errOut, "Warning: %v\n", lerr)
+	}
+	_ = final
+	return err
+}
+
+func hostPrefix(p *corev1.Pod) string { return "[" + job.HostName(p) + "] " }

@@ -1,0 +1,115 @@
+// Package client gives kubectl-mpi's commands their API clients from the
+// kubeconfig flags (-n, --context, --kubeconfig, --as, --token, ...), so
+// that tests can hand commands their own API server.
+package client
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/version"
+)
+
+// Getter is what commands need from the command line's cluster settings.
+// Clients are built once and shared.
+type Getter interface {
+	genericclioptions.RESTClientGetter
+	// Namespace is -n, or else the kubeconfig context's namespace, or
+	// "default".
+	Namespace() (string, error)
+	// Client reads and writes Torus's types (TrainJobs, runtimes, JobSets,
+	// Kueue objects) and core Kubernetes types, and watches them.
+	Client() (ctrlclient.WithWatch, error)
+	// Kubernetes is the typed clientset, for pod logs and exec.
+	Kubernetes() (kubernetes.Interface, error)
+	// RESTConfig is the configuration the clients are built on.
+	RESTConfig() (*rest.Config, error)
+}
+
+// New wraps kubeconfig flags.
+func New(flags *genericclioptions.ConfigFlags) Getter {
+	return &getter{ConfigFlags: flags}
+}
+
+type getter struct {
+	*genericclioptions.ConfigFlags
+
+	mu     sync.Mutex
+	config *rest.Config
+	client ctrlclient.WithWatch
+	kube   kubernetes.Interface
+}
+
+func (g *getter) Namespace() (string, error) {
+	ns, _, err := g.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+func (g *getter) RESTConfig() (*rest.Config, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.restConfigLocked()
+}
+
+func (g *getter) restConfigLocked() (*rest.Config, error) {
+	if g.config != nil {
+		return g.config, nil
+	}
+	cfg, err := g.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	// logs opens one stream per pod at once (65 for a 64-worker job);
+	// client-go's default of 5 requests per second would queue them for
+	// seconds before the first line.
+	cfg.QPS, cfg.Burst = 100, 300
+	cfg.UserAgent = "kubectl-mpi/" + version.Version
+	g.config = cfg
+	return cfg, nil
+}
+
+func (g *getter) Client() (ctrlclient.WithWatch, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.client != nil {
+		return g.client, nil
+	}
+	cfg, err := g.restConfigLocked()
+	if err != nil {
+		return nil, err
+	}
+	c, err := ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, fmt.Errorf("building the API client: %w", err)
+	}
+	g.client = c
+	return c, nil
+}
+
+func (g *getter) Kubernetes() (kubernetes.Interface, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.kube != nil {
+		return g.kube, nil
+	}
+	cfg, err := g.restConfigLocked()
+	if err != nil {
+		return nil, err
+	}
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	g.kube = k
+	return k, nil
+}

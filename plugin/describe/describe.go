@@ -1,0 +1,374 @@
+// Package describe explains one MPI job: its state and for how long, why it
+// waits or why it failed (the failing rank, the cause, the fix, in the
+// first lines), a table of its ranks and pods, its conditions and recent
+// events.
+package describe
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/diagnosis"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/printers"
+)
+
+// MaxEvents is how many of the latest events are shown.
+const MaxEvents = 15
+
+// Data is what describe shows.
+type Data struct {
+	Info   *job.Info
+	Pods   []corev1.Pod
+	Events []corev1.Event
+	// Problems are what could not be read (permissions), said at the end.
+	Problems []string
+}
+
+// Gather reads a job's runtime, pods and events.
+func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob) *Data {
+	d := &Data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
+	if d.Info.RuntimeErr != nil {
+		d.Problems = append(d.Problems, "runtime: "+d.Info.RuntimeErr.Error())
+	}
+	pods, err := job.Pods(ctx, c, tj)
+	if err != nil {
+		d.Problems = append(d.Problems, err.Error())
+	}
+	d.Pods = pods
+	var events corev1.EventList
+	if err := c.List(ctx, &events, client.InNamespace(tj.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.name", tj.Name)}); err != nil {
+		d.Problems = append(d.Problems, "events: "+err.Error())
+	}
+	for _, e := range events.Items {
+		if k := e.InvolvedObject.Kind; k == trainer.TrainJobKind || k == "JobSet" {
+			d.Events = append(d.Events, e)
+		}
+	}
+	sort.SliceStable(d.Events, func(i, j int) bool { return eventTime(&d.Events[i]).Before(eventTime(&d.Events[j])) })
+	if len(d.Events) > MaxEvents {
+		d.Events = d.Events[len(d.Events)-MaxEvents:]
+	}
+	return d
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// Write renders the description.
+func Write(w io.Writer, d *Data, now time.Time) error {
+	tj := d.Info.TrainJob
+	st := job.StateOf(tj)
+	placement := d.Info.Placement()
+	findings := diagnosis.Pods(d.Pods, placement)
+
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	field := func(name, format string, args ...any) {
+		fmt.Fprintf(tw, "%s:\t%s\n", name, fmt.Sprintf(format, args...))
+	}
+	field("Name", "%s", tj.Name)
+	field("Namespace", "%s", tj.Namespace)
+	state := st.Phase
+	if !st.Since.IsZero() {
+		state += fmt.Sprintf(" for %s (since %s)", printers.Age(st.Since, now), st.Since.UTC().Format(time.RFC3339))
+	}
+	field("State", "%s", state)
+
+	// What matters most goes first: for a failed job the failing rank, the
+	// cause and the fix; for a waiting one, why it waits.
+	switch st.Phase {
+	case job.PhaseFailed:
+		if f := firstTerminal(findings); f != nil {
+			who := f.Host
+			if f.Ranks != "" {
+				who += " (" + f.Ranks + ")"
+			}
+			field("Failed rank", "%s, pod %s%s", who, f.Pod, nodeOf(d.Pods, f.Pod))
+			field("Reason", "%s: %s", f.Reason, f.Detail)
+			if f.Fix != "" {
+				field("Fix", "%s", f.Fix)
+			}
+		} else {
+			field("Reason", "%s", st.Message)
+		}
+	case job.PhaseQueued, job.PhasePending, job.PhaseBlocked, job.PhaseCreating, job.PhaseSuspended:
+		if st.Message != "" {
+			field("Waiting", "%s", st.Message)
+		}
+		if len(findings) > 0 && st.Phase == job.PhasePending {
+			f := findings[0]
+			field("Problem", "%s", f.Message())
+		}
+	case job.PhaseRunning, job.PhaseComplete:
+		if st.Message != "" {
+			field("Status", "%s", st.Message)
+		}
+	}
+
+	impl := string(d.Info.Implementation())
+	if impl == "" {
+		impl = "unknown"
+	}
+	workers, slots := d.Info.Workers(), d.Info.SlotsPerHost()
+	launcher := "the launcher runs no ranks"
+	if d.Info.Job != nil && d.Info.Job.LauncherRunsRanks {
+		launcher = "the launcher runs ranks too"
+	}
+	field("MPI", "%s: %d workers × %d slots = %d ranks; %s", implName(impl), workers, slots, placement.Size(), launcher)
+	rt := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind) + " " + tj.Spec.RuntimeRef.Name
+	field("Runtime", "%s", rt)
+	if t := tj.Spec.Trainer; t != nil {
+		if t.Image != nil {
+			field("Image", "%s", *t.Image)
+		}
+		if cmd := append(append([]string{}, t.Command...), t.Args...); len(cmd) > 0 {
+			field("Command", "%s", strings.Join(cmd, " "))
+		}
+		if r := t.ResourcesPerNode; r != nil {
+			field("Per worker", "%s", resources(r))
+		}
+	}
+	if q := tj.Labels[mpi.KueueQueueLabel]; q != "" {
+		admission := ""
+		if c := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionAdmitted); c != nil {
+			admission = " (" + c.Reason + ")"
+		}
+		field("Queue", "%s%s", q, admission)
+	}
+	if v := tj.Annotations[mpi.AnnotationTopology]; v != "" {
+		field("Topology", "%s", v)
+	}
+	if v := tj.Annotations[mpi.AnnotationNetworkProfile]; v != "" {
+		field("Network", "%s", v)
+	}
+	if v := tj.Annotations[mpi.AnnotationRerunOf]; v != "" {
+		field("Rerun of", "%s", v)
+	}
+	field("Created", "%s ago (%s)", printers.Age(tj.CreationTimestamp.Time, now), tj.CreationTimestamp.UTC().Format(time.RFC3339))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nRanks:")
+	if err := writeRanks(w, d, placement, findings); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nConditions:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
+	for _, c := range tj.Status.Conditions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, printers.Age(c.LastTransitionTime.Time, now), printers.Truncate(c.Message, 160))
+	}
+	if len(tj.Status.Conditions) == 0 {
+		fmt.Fprintln(tw, "  <none>")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nEvents:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if len(d.Events) == 0 {
+		fmt.Fprintln(tw, "  <none>")
+	} else {
+		fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tOBJECT\tMESSAGE")
+		for i := range d.Events {
+			e := &d.Events[i]
+			age := printers.Age(eventTime(e), now)
+			if e.Count > 1 {
+				age += fmt.Sprintf(" (x%d)", e.Count)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", age, e.Type, e.Reason, strings.ToLower(e.InvolvedObject.Kind)+"/"+e.InvolvedObject.Name, printers.Truncate(strings.TrimSpace(e.Message), 160))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Problems) > 0 {
+		fmt.Fprintln(w, "\nNot shown:")
+		for _, p := range d.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
+	return nil
+}
+
+func firstTerminal(fs []diagnosis.Finding) *diagnosis.Finding {
+	for i := range fs {
+		if fs[i].Terminal {
+			return &fs[i]
+		}
+	}
+	if len(fs) > 0 {
+		return &fs[0]
+	}
+	return nil
+}
+
+func nodeOf(pods []corev1.Pod, name string) string {
+	for i := range pods {
+		if pods[i].Name == name && pods[i].Spec.NodeName != "" {
+			return " on node " + pods[i].Spec.NodeName
+		}
+	}
+	return ""
+}
+
+func implName(impl string) string {
+	switch mpi.Implementation(impl) {
+	case mpi.OpenMPI:
+		return "Open MPI 4"
+	case mpi.OpenMPI5:
+		return "Open MPI 5"
+	case mpi.IntelMPI:
+		return "Intel MPI"
+	case mpi.MPICH:
+		return "MPICH"
+	}
+	return impl
+}
+
+func resources(r *corev1.ResourceRequirements) string {
+	names := map[corev1.ResourceName]bool{}
+	for n := range r.Requests {
+		names[n] = true
+	}
+	for n := range r.Limits {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, string(n))
+	}
+	sort.Strings(sorted)
+	parts := make([]string, 0, len(sorted))
+	for _, n := range sorted {
+		req, hasReq := r.Requests[corev1.ResourceName(n)]
+		lim, hasLim := r.Limits[corev1.ResourceName(n)]
+		switch {
+		case hasReq && hasLim && req.Cmp(lim) == 0:
+			parts = append(parts, fmt.Sprintf("%s %s", n, req.String()))
+		case hasReq && hasLim:
+			parts = append(parts, fmt.Sprintf("%s %s (limit %s)", n, req.String(), lim.String()))
+		case hasReq:
+			parts = append(parts, fmt.Sprintf("%s %s", n, req.String()))
+		default:
+			parts = append(parts, fmt.Sprintf("%s limit %s", n, lim.String()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeRanks prints one row per host: its ranks, pod, node, state,
+// restarts and the last reason its container stopped or waits.
+func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagnosis.Finding) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RANKS\tHOST\tPOD\tNODE\tSTATE\tRESTARTS\tLAST REASON")
+	hosts := placement.Hosts
+	if len(hosts) == 0 || hosts[0].Role != mpi.RoleLauncher {
+		hosts = append([]mpi.Host{{Role: mpi.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, hosts...)
+	}
+	byPod := map[string]*diagnosis.Finding{}
+	for i := range findings {
+		byPod[findings[i].Pod] = &findings[i]
+	}
+	for _, h := range hosts {
+		ranks := "-"
+		if first, last, ok := placement.Ranks(h.Role, h.Index); ok {
+			ranks = fmt.Sprint(first)
+			if last != first {
+				ranks = fmt.Sprintf("%d-%d", first, last)
+			}
+		}
+		p := job.PodOf(d.Pods, h.Role, h.Index)
+		if p == nil {
+			state := "NotCreated"
+			if job.Finished(d.Info.TrainJob) {
+				state = "Deleted"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t<none>\t\t%s\t\t\n", ranks, h.Name(), state)
+			continue
+		}
+		state, restarts, reason := podState(p)
+		if f := byPod[p.Name]; f != nil && reason == "" {
+			reason = f.Reason
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "<unscheduled>"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", ranks, h.Name(), p.Name, node, state, restarts, reason)
+	}
+	return tw.Flush()
+}
+
+// podState reads the trainer container's state: what it is doing, how
+// often it restarted, and the last reason it stopped or waits.
+func podState(p *corev1.Pod) (state string, restarts int32, reason string) {
+	state = string(p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		state = "Terminating"
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return "Init:" + t.Reason, cs.RestartCount, fmt.Sprintf("%s exited %d", cs.Name, t.ExitCode)
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			return "Init:" + w.Reason, cs.RestartCount, w.Reason
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != mpi.TrainerContainer {
+			continue
+		}
+		restarts = cs.RestartCount
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			reason = fmt.Sprintf("%s (exit %d)", t.Reason, t.ExitCode)
+		}
+		switch {
+		case cs.State.Waiting != nil:
+			state = cs.State.Waiting.Reason
+			if reason == "" {
+				reason = cs.State.Waiting.Reason
+			}
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			state = t.Reason
+			if state == "" {
+				state = "Terminated"
+			}
+			if t.ExitCode != 0 {
+				reason = fmt.Sprintf("%s (exit %d)", t.Reason, t.ExitCode)
+			}
+		case cs.State.Running != nil && p.DeletionTimestamp == nil:
+			state = "Running"
+			if !cs.Ready {
+				state = "Running, not ready"
+			}
+		}
+	}
+	return state, restarts, reason
+}

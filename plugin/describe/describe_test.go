@@ -1,0 +1,128 @@
+package describe
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func workerPod(name string, index int, node string, terminated *corev1.ContainerStateTerminated) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
+			mpi.LabelJobName: "pi", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": string(rune('0' + index)),
+		}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: mpi.TrainerContainer, Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	cs := corev1.ContainerStatus{Name: mpi.TrainerContainer, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	if terminated != nil {
+		p.Status.Phase = corev1.PodFailed
+		cs.Ready, cs.State = false, corev1.ContainerState{Terminated: terminated}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	return p
+}
+
+func failedJob() *Data {
+	tj := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"},
+		Workers: ptr.To[int32](2), SlotsPerWorker: ptr.To[int32](2), Queue: "team"})
+	tj.Annotations = map[string]string{mpi.AnnotationRerunOf: "pi-1"}
+	tj.CreationTimestamp = metav1.NewTime(t0)
+	tj.Status.Conditions = []metav1.Condition{
+		{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(t0)},
+		{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "Failed", LastTransitionTime: metav1.NewTime(t0.Add(time.Minute)),
+			Message: "worker-1 (ranks 2-3) OOMKilled: memory limit 1Gi exceeded"},
+	}
+	info := &job.Info{TrainJob: tj, Job: &mpi.Job{Name: "pi", Namespace: "ns", Implementation: mpi.OpenMPI, NumNodes: 2, Workers: 2, SlotsPerHost: 2}}
+	return &Data{
+		Info: info,
+		Pods: []corev1.Pod{
+			workerPod("pi-node-0-0", 0, "node-a", nil),
+			workerPod("pi-node-0-1", 1, "node-b", &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(t0.Add(50 * time.Second))}),
+		},
+		Events: []corev1.Event{{
+			InvolvedObject: corev1.ObjectReference{Kind: "TrainJob", Name: "pi"}, Type: "Warning", Reason: "Failed",
+			Message: "worker-1 (ranks 2-3) OOMKilled", LastTimestamp: metav1.NewTime(t0.Add(time.Minute)),
+		}},
+	}
+}
+
+// A failed job's failing rank, the reason and the fix come first.
+func TestFailureInFirstLines(t *testing.T) {
+	var out bytes.Buffer
+	if err := Write(&out, failedJob(), t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(squash(out.String()), "\n")
+	first := strings.Join(lines[:10], "\n")
+	for _, want := range []string{
+		"State: Failed for 2m (since 2026-01-01T12:01:00Z)",
+		"Failed rank: worker-1 (ranks 2-3), pod pi-node-0-1 on node node-b",
+		"Reason: OOMKilled: memory limit 1Gi exceeded",
+		"Fix: raise --memory",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the first 10 lines lack %q:\n%s", want, first)
+		}
+	}
+	for _, want := range []string{
+		"MPI: Open MPI 4: 2 workers × 2 slots = 4 ranks; the launcher runs no ranks",
+		"Queue: team",
+		"Rerun of: pi-1",
+		" - launcher <none> Deleted",
+		" 0-1 worker-0 pi-node-0-0 node-a Running 0",
+		" 2-3 worker-1 pi-node-0-1 node-b OOMKilled 0 OOMKilled (exit 137)",
+		" Failed True Failed 2m worker-1 (ranks 2-3) OOMKilled: memory limit 1Gi exceeded",
+		" 2m Warning Failed trainjob/pi worker-1 (ranks 2-3) OOMKilled",
+	} {
+		if !strings.Contains(squash(out.String()), want) {
+			t.Errorf("the description lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestPendingSaysWhy(t *testing.T) {
+	d := failedJob()
+	d.Info.TrainJob.Status.Conditions = []metav1.Condition{
+		{Type: "Admitted", Status: metav1.ConditionFalse, Reason: "Queued", Message: `Waiting in LocalQueue "team": insufficient nvidia.com/gpu`, LastTransitionTime: metav1.NewTime(t0)},
+	}
+	d.Pods = nil
+	var out bytes.Buffer
+	if err := Write(&out, d, t0.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Join(strings.Split(squash(out.String()), "\n")[:5], "\n")
+	for _, want := range []string{"State: Queued for 30s", `Waiting: Waiting in LocalQueue "team": insufficient nvidia.com/gpu`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the first lines lack %q:\n%s", want, first)
+		}
+	}
+}
+
+// squash collapses runs of spaces, so that tests do not depend on column
+// widths.
+func squash(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lead := ""
+		if strings.HasPrefix(l, " ") {
+			lead = " "
+		}
+		lines[i] = lead + strings.Join(strings.Fields(l), " ")
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,477 @@
+// Package doctor checks that a cluster can run MPI jobs with Torus, and
+// that the user can: the APIs Torus needs, the operator and its webhooks,
+// the runtimes, the queues and permissions, network profiles and GPUs.
+// Every check passes, warns or fails, and says how to fix what it found.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// Status of a check.
+type Status string
+
+const (
+	Pass Status = "PASS"
+	Warn Status = "WARN"
+	Fail Status = "FAIL"
+)
+
+// Result is one check's finding.
+type Result struct {
+	Check   string `json:"check"`
+	Status  Status `json:"status"`
+	Message string `json:"message"`
+	// Fix says what to do; empty on a pass.
+	Fix string `json:"fix,omitempty"`
+}
+
+// LeaseName is the operator's leader-election lease.
+const LeaseName = "torus-operator.torus-mpi.io"
+
+// Doctor runs the checks.
+type Doctor struct {
+	Client    client.Client
+	Discovery discovery.DiscoveryInterface
+	Namespace string
+	Now       func() time.Time
+
+	groups map[string]bool
+}
+
+// Run runs every check, in the order a broken cluster is best fixed.
+func (d *Doctor) Run(ctx context.Context) []Result {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	var out []Result
+	api := d.apiServer()
+	out = append(out, api)
+	if api.Status == Fail {
+		return out
+	}
+	out = append(out, d.apis()...)
+	out = append(out, d.operator(ctx), d.webhooks(ctx), d.runtimes(ctx))
+	out = append(out, d.permissions(ctx))
+	out = append(out, d.queues(ctx))
+	out = append(out, d.networkProfiles(ctx))
+	out = append(out, d.gpus(ctx))
+	return out
+}
+
+// Failed reports whether any check failed.
+func Failed(rs []Result) bool {
+	for _, r := range rs {
+		if r.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Doctor) apiServer() Result {
+	r := Result{Check: "API server"}
+	v, err := d.Discovery.ServerVersion()
+	if err != nil {
+		r.Status, r.Message = Fail, err.Error()
+		r.Fix = "check the kubeconfig (--kubeconfig, --context) and that the cluster is up: kubectl cluster-info"
+		return r
+	}
+	r.Status, r.Message = Pass, "Kubernetes "+v.GitVersion
+	groups, err := d.Discovery.ServerGroups()
+	if err != nil {
+		r.Status, r.Message = Fail, "listing the API groups: "+err.Error()
+		return r
+	}
+	d.groups = map[string]bool{}
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			d.groups[v.GroupVersion] = true
+		}
+	}
+	return r
+}
+
+// apis checks the API groups Torus works with.
+func (d *Doctor) apis() []Result {
+	type want struct {
+		check, gv, purpose, fix string
+		missing                 Status
+	}
+	wants := []want{
+		{"Trainer CRDs", trainer.GroupVersion.String(), "TrainJob, TrainingRuntime and ClusterTrainingRuntime",
+			"install Torus (its bundle ships the Trainer CRDs): see the Torus README", Fail},
+		{"Torus CRDs", torusv1alpha1.GroupVersion.String(), "MPINetworkProfile (InfiniBand/RoCE profiles)",
+			"install Torus's CRDs (kustomize/crd/torus) to use --network", Warn},
+		{"JobSet", "jobset.x-k8s.io/v1alpha2", "JobSet, which runs every MPI job's pods",
+			"install JobSet v0.12 (https://jobset.sigs.k8s.io), which the operator needs", Fail},
+		{"Kueue", "kueue.x-k8s.io/v1beta2", "Kueue, which admits a job's pods all at once",
+			"install Kueue v0.19 for gang scheduling and quotas; without it jobs start as soon as they are created", Warn},
+	}
+	var out []Result
+	for _, w := range wants {
+		if d.groups[w.gv] {
+			out = append(out, Result{Check: w.check, Status: Pass, Message: w.gv + " served: " + w.purpose})
+			continue
+		}
+		out = append(out, Result{Check: w.check, Status: w.missing, Message: w.gv + " is not served", Fix: w.fix})
+	}
+	return out
+}
+
+// operator checks the operator's leader-election lease: a replica that
+// renews it is running and reconciling.
+func (d *Doctor) operator(ctx context.Context) Result {
+	r := Result{Check: "Torus operator"}
+	var leases coordinationv1.LeaseList
+	err := d.Client.List(ctx, &leases)
+	if apierrors.IsForbidden(err) {
+		// Users usually may not list leases cluster-wide; look where the
+		// operator normally runs.
+		var l coordinationv1.Lease
+		if gerr := d.Client.Get(ctx, client.ObjectKey{Namespace: "torus-system", Name: LeaseName}, &l); gerr == nil {
+			leases.Items, err = []coordinationv1.Lease{l}, nil
+		}
+	}
+	if err != nil {
+		r.Status, r.Message = Warn, "cannot read the operator's leader lease: "+firstLine(err)
+		r.Fix = "ask your cluster admin to run kubectl mpi doctor, or to check the operator's pods"
+		return r
+	}
+	var lease *coordinationv1.Lease
+	for i := range leases.Items {
+		if leases.Items[i].Name == LeaseName {
+			lease = &leases.Items[i]
+		}
+	}
+	if lease == nil {
+		r.Status, r.Message = Fail, "no operator has ever run: there is no leader lease "+LeaseName
+		r.Fix = "install the Torus operator (OperatorHub, or kustomize/); MPI TrainJobs stay without pods until it runs"
+		return r
+	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	renewed := time.Time{}
+	if lease.Spec.RenewTime != nil {
+		renewed = lease.Spec.RenewTime.Time
+	}
+	dur := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second
+	age := d.Now().Sub(renewed)
+	if holder == "" || age > 2*dur {
+		r.Status = Fail
+		r.Message = fmt.Sprintf("no operator replica leads: lease %s/%s last renewed %s ago", lease.Namespace, LeaseName, age.Round(time.Second))
+		r.Fix = fmt.Sprintf("check the operator's pods and logs in namespace %s (kubectl -n %s get pods)", lease.Namespace, lease.Namespace)
+		return r
+	}
+	r.Status = Pass
+	r.Message = fmt.Sprintf("running: %s leads (lease %s/%s renewed %s ago)", holder, lease.Namespace, LeaseName, age.Round(time.Second))
+	return r
+}
+
+// webhooks sends a TrainJob for a runtime that does not exist through a
+// server-side dry run: Torus's validating webhook must refuse it in its
+// own words.
+func (d *Doctor) webhooks(ctx context.Context) Result {
+	r := Result{Check: "Torus webhooks"}
+	if !d.groups[trainer.GroupVersion.String()] {
+		r.Status, r.Message = Fail, "not checked: the Trainer API is not served"
+		r.Fix = "install Torus"
+		return r
+	}
+	probe := mpi.NewTrainJob("torus-doctor-probe", d.Namespace)
+	probe.Spec.RuntimeRef = trainer.RuntimeRef{Name: "torus-doctor-no-such-runtime", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind)}
+	err := d.Client.Create(ctx, probe, client.DryRunAll)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	switch {
+	case err == nil:
+		r.Status, r.Message = Fail, "a TrainJob for a missing runtime was accepted: Torus's webhooks are not registered, so jobs are neither validated nor labelled as MPI jobs"
+		r.Fix = "install the operator's webhook configurations (kustomize/webhook) with its serving certificate"
+	case apierrors.IsForbidden(err) && !strings.Contains(msg, "admission webhook"):
+		r.Status, r.Message = Warn, "not checked: you may not create TrainJobs in "+d.Namespace
+		r.Fix = "ask for the permission to create trainjobs.trainer.kubeflow.org in this namespace"
+	case strings.Contains(msg, "failed calling webhook"):
+		r.Status, r.Message = Fail, "the API server cannot reach Torus's webhook: "+firstLine(err)
+		r.Fix = "check the operator's pods, its webhook Service and certificate; until then no TrainJob can be created"
+	case strings.Contains(msg, "vtrainjob.torus-mpi.io") || strings.Contains(msg, "torus-doctor-no-such-runtime"):
+		r.Status, r.Message = Pass, "answering: a dry-run TrainJob for a missing runtime was refused with Torus's message"
+	default:
+		r.Status, r.Message = Warn, "unexpected answer to a dry-run TrainJob: "+firstLine(err)
+		r.Fix = "another admission webhook may handle TrainJobs (the upstream Trainer controller?): Torus and upstream Trainer must not both run"
+	}
+	return r
+}
+
+// runtimes checks Torus's ClusterTrainingRuntimes, which run picks from
+// --mpi.
+func (d *Doctor) runtimes(ctx context.Context) Result {
+	r := Result{Check: "MPI runtimes"}
+	var list trainer.ClusterTrainingRuntimeList
+	if err := d.Client.List(ctx, &list); err != nil {
+		r.Status, r.Message = Warn, "cannot list ClusterTrainingRuntimes: "+firstLine(err)
+		r.Fix = "ask for read access to clustertrainingruntimes.trainer.kubeflow.org"
+		return r
+	}
+	have := map[string]bool{}
+	var mpiRuntimes []string
+	for _, rt := range list.Items {
+		have[rt.Name] = true
+		if rt.Spec.MLPolicy != nil && rt.Spec.MLPolicy.MPI != nil {
+			mpiRuntimes = append(mpiRuntimes, rt.Name)
+		}
+	}
+	var missing []string
+	for _, impl := range mpi.Implementations {
+		if !have[impl.RuntimeName()] {
+			missing = append(missing, impl.RuntimeName()+" (--mpi "+impl.CLIName()+")")
+		}
+	}
+	sort.Strings(mpiRuntimes)
+	switch {
+	case len(missing) == len(mpi.Implementations):
+		r.Status, r.Message = Warn, "none of Torus's runtimes is installed; MPI runtimes: "+orNone(mpiRuntimes)
+		r.Fix = "kubectl apply -f samples/runtimes/ (or name a runtime with kubectl mpi run --runtime)"
+	case len(missing) > 0:
+		r.Status, r.Message = Warn, "missing "+strings.Join(missing, ", ")
+		r.Fix = "kubectl apply -f samples/runtimes/ for the implementations you need"
+	default:
+		r.Status, r.Message = Pass, "MPI runtimes: "+strings.Join(mpiRuntimes, ", ")
+	}
+	return r
+}
+
+// permissions asks what the user may do in the namespace, command by
+// command.
+func (d *Doctor) permissions(ctx context.Context) Result {
+	r := Result{Check: "Permissions"}
+	type need struct {
+		verb, group, resource, sub, commands string
+	}
+	needs := []need{
+		{"create", trainer.GroupVersion.Group, "trainjobs", "", "run, rerun"},
+		{"list", trainer.GroupVersion.Group, "trainjobs", "", "list, describe, wait"},
+		{"delete", trainer.GroupVersion.Group, "trainjobs", "", "delete"},
+		{"list", "", "pods", "", "describe, logs, top, exec-rank"},
+		{"get", "", "pods", "log", "logs"},
+		{"create", "", "pods", "exec", "exec-rank"},
+		{"list", "", "events", "", "describe"},
+	}
+	var denied []string
+	for _, n := range needs {
+		ssar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: d.Namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Subresource: n.sub,
+			},
+		}}
+		if err := d.Client.Create(ctx, ssar); err != nil {
+			r.Status, r.Message = Warn, "cannot ask the API server what you may do: "+firstLine(err)
+			return r
+		}
+		if !ssar.Status.Allowed {
+			res := n.resource
+			if n.sub != "" {
+				res += "/" + n.sub
+			}
+			denied = append(denied, fmt.Sprintf("%s %s (kubectl mpi %s)", n.verb, res, n.commands))
+		}
+	}
+	if len(denied) == 0 {
+		r.Status, r.Message = Pass, "you may run, inspect, debug and delete MPI jobs in namespace "+d.Namespace
+		return r
+	}
+	r.Status = Warn
+	if len(denied) == len(needs) {
+		r.Status = Fail
+	}
+	r.Message = "in namespace " + d.Namespace + " you may not " + strings.Join(denied, "; ")
+	r.Fix = "ask your cluster admin for a Role with these verbs in this namespace"
+	return r
+}
+
+// queues lists the LocalQueues the user may submit to.
+func (d *Doctor) queues(ctx context.Context) Result {
+	r := Result{Check: "Kueue queues"}
+	if !d.groups["kueue.x-k8s.io/v1beta2"] {
+		r.Status, r.Message = Warn, "Kueue is not installed: jobs are not gang-scheduled"
+		r.Fix = "install Kueue v0.19 and create a ClusterQueue and LocalQueues"
+		return r
+	}
+	var list kueue.LocalQueueList
+	if err := d.Client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+		r.Status, r.Message = Warn, "cannot list LocalQueues: "+firstLine(err)
+		return r
+	}
+	if len(list.Items) == 0 {
+		r.Status, r.Message = Warn, "no LocalQueue in namespace "+d.Namespace+": jobs run without --queue, outside Kueue's quotas and gang scheduling"
+		r.Fix = "ask your cluster admin for a LocalQueue in this namespace, then run with --queue NAME"
+		return r
+	}
+	var ok, broken []string
+	for _, q := range list.Items {
+		c := meta.FindStatusCondition(q.Status.Conditions, kueue.LocalQueueActive)
+		if c != nil && c.Status == metav1.ConditionFalse {
+			broken = append(broken, fmt.Sprintf("%s (ClusterQueue %s: %s)", q.Name, q.Spec.ClusterQueue, c.Message))
+			continue
+		}
+		ok = append(ok, fmt.Sprintf("%s (ClusterQueue %s)", q.Name, q.Spec.ClusterQueue))
+	}
+	switch {
+	case len(broken) > 0 && len(ok) == 0:
+		r.Status, r.Message = Fail, "no LocalQueue is active: "+strings.Join(broken, "; ")
+		r.Fix = "ask your cluster admin to fix the ClusterQueues (kubectl describe clusterqueue)"
+	case len(broken) > 0:
+		r.Status, r.Message = Warn, "use --queue with "+strings.Join(ok, ", ")+"; inactive: "+strings.Join(broken, "; ")
+		r.Fix = "ask your cluster admin about the inactive queues"
+	default:
+		r.Status, r.Message = Pass, "use --queue with "+strings.Join(ok, ", ")
+	}
+	return r
+}
+
+var nadGVR = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
+
+// networkProfiles checks each MPINetworkProfile and the
+// NetworkAttachmentDefinitions it attaches.
+func (d *Doctor) networkProfiles(ctx context.Context) Result {
+	r := Result{Check: "Network profiles"}
+	if !d.groups[torusv1alpha1.GroupVersion.String()] {
+		r.Status, r.Message = Warn, "the MPINetworkProfile API is not installed: --network is not available"
+		r.Fix = "install Torus's CRDs to run over InfiniBand or RoCE"
+		return r
+	}
+	var list torusv1alpha1.MPINetworkProfileList
+	if err := d.Client.List(ctx, &list); err != nil {
+		r.Status, r.Message = Warn, "cannot list MPINetworkProfiles: "+firstLine(err)
+		return r
+	}
+	if len(list.Items) == 0 {
+		r.Status, r.Message = Pass, "no MPINetworkProfile: jobs use the pod network (fine for TCP; InfiniBand/RoCE needs a profile)"
+		return r
+	}
+	multus := d.groups[nadGVR.GroupVersion().String()]
+	var good, bad []string
+	for _, p := range list.Items {
+		var problems []string
+		for _, n := range p.Spec.Networks {
+			ns := n.Namespace
+			if ns == "" {
+				ns = d.Namespace
+			}
+			if !multus {
+				problems = append(problems, "Multus is not installed (no NetworkAttachmentDefinition API)")
+				break
+			}
+			nad := &unstructured.Unstructured{}
+			nad.SetGroupVersionKind(nadGVR.GroupVersion().WithKind("NetworkAttachmentDefinition"))
+			err := d.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n.Name}, nad)
+			switch {
+			case apierrors.IsNotFound(err):
+				problems = append(problems, fmt.Sprintf("NetworkAttachmentDefinition %s/%s not found", ns, n.Name))
+			case err != nil && !apierrors.IsForbidden(err):
+				problems = append(problems, fmt.Sprintf("NetworkAttachmentDefinition %s/%s: %s", ns, n.Name, firstLine(err)))
+			}
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, "Ready"); c != nil && c.Status == metav1.ConditionFalse && len(problems) == 0 {
+			problems = append(problems, c.Message)
+		}
+		if len(problems) > 0 {
+			bad = append(bad, p.Name+": "+strings.Join(problems, "; "))
+		} else {
+			good = append(good, p.Name)
+		}
+	}
+	if len(bad) > 0 {
+		r.Status, r.Message = Fail, strings.Join(bad, " | ")
+		r.Fix = "create the NetworkAttachmentDefinitions (SR-IOV or Multus) the profiles name, in the jobs' namespaces, or fix the profiles"
+		if len(good) > 0 {
+			r.Message += " (ready: " + strings.Join(good, ", ") + ")"
+		}
+		return r
+	}
+	r.Status, r.Message = Pass, "ready for --network: "+strings.Join(good, ", ")
+	return r
+}
+
+// gpus sums the GPUs nodes offer.
+func (d *Doctor) gpus(ctx context.Context) Result {
+	r := Result{Check: "GPUs"}
+	var nodes corev1.NodeList
+	if err := d.Client.List(ctx, &nodes); err != nil {
+		r.Status, r.Message = Warn, "cannot list nodes: "+firstLine(err)
+		r.Fix = "ask your cluster admin how many GPUs the cluster has"
+		return r
+	}
+	byResource := map[corev1.ResourceName]*resource.Quantity{}
+	withGPUs := 0
+	for _, n := range nodes.Items {
+		found := false
+		for name, q := range n.Status.Allocatable {
+			if !strings.HasSuffix(string(name), "/gpu") || q.IsZero() {
+				continue
+			}
+			found = true
+			if byResource[name] == nil {
+				byResource[name] = &resource.Quantity{}
+			}
+			byResource[name].Add(q)
+		}
+		if found {
+			withGPUs++
+		}
+	}
+	if len(byResource) == 0 {
+		r.Status, r.Message = Warn, fmt.Sprintf("no node of %d offers GPUs: --gpus jobs will not schedule", len(nodes.Items))
+		r.Fix = "install the GPU operator or device plugin of your GPUs, or run CPU-only jobs"
+		return r
+	}
+	var parts []string
+	for name, q := range byResource {
+		parts = append(parts, fmt.Sprintf("%s %s", q.String(), name))
+	}
+	sort.Strings(parts)
+	r.Status, r.Message = Pass, fmt.Sprintf("%s allocatable on %d of %d nodes", strings.Join(parts, ", "), withGPUs, len(nodes.Items))
+	return r
+}
+
+func firstLine(err error) string {
+	var se *apierrors.StatusError
+	msg := err.Error()
+	if errors.As(err, &se) {
+		msg = se.ErrStatus.Message
+	}
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,96 @@
+package doctor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/torus-mpi/torus/operator/scheme"
+)
+
+func TestDoctor(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	kube := fake.NewClientset()
+	kube.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "trainer.kubeflow.org/v1alpha1"},
+		{GroupVersion: "jobset.x-k8s.io/v1alpha2"},
+		{GroupVersion: "kueue.x-k8s.io/v1beta2"},
+	}
+	gpuNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}
+	cpuNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
+	c := ctrlfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: "torus-system"}, Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("torus-0"), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-3 * time.Second))),
+		}},
+		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torus-openmpi"}, Spec: trainer.TrainingRuntimeSpec{
+			MLPolicy: &trainer.MLPolicy{MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}}}},
+		&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: "ns"}, Spec: kueue.LocalQueueSpec{ClusterQueue: "cq"}},
+		gpuNode, cpuNode,
+	).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if ssar, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+				// May do everything but exec.
+				ssar.Status.Allowed = ssar.Spec.ResourceAttributes.Subresource != "exec"
+				return nil
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+
+	d := &Doctor{Client: c, Discovery: kube.Discovery(), Namespace: "ns", Now: func() time.Time { return now }}
+	got := map[string]Status{}
+	msgs := map[string]string{}
+	for _, r := range d.Run(context.Background()) {
+		got[r.Check] = r.Status
+		msgs[r.Check] = r.Message
+		if r.Status != Pass && r.Fix == "" {
+			t.Errorf("%s: %s without a fix", r.Check, r.Status)
+		}
+	}
+	want := map[string]Status{
+		"API server": Pass, "Trainer CRDs": Pass, "Torus CRDs": Warn, "JobSet": Pass, "Kueue": Pass,
+		"Torus operator": Pass,
+		// The fake API server has no webhooks: a TrainJob for a missing
+		// runtime goes through.
+		"Torus webhooks":   Fail,
+		"MPI runtimes":     Warn,
+		"Permissions":      Warn,
+		"Kueue queues":     Pass,
+		"Network profiles": Warn,
+		"GPUs":             Pass,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("statuses (-want,+got):\n%s", diff)
+	}
+	for check, want := range map[string]string{
+		"Torus operator": "running: torus-0 leads (lease torus-system/torus-operator.torus-mpi.io renewed 3s ago)",
+		"MPI runtimes":   "missing torus-openmpi5 (--mpi openmpi5), torus-intelmpi (--mpi intel), torus-mpich (--mpi mpich)",
+		"Permissions":    "in namespace ns you may not create pods/exec (kubectl mpi exec-rank)",
+		"Kueue queues":   "use --queue with team (ClusterQueue cq)",
+		"GPUs":           "8 nvidia.com/gpu allocatable on 1 of 2 nodes",
+	} {
+		if msgs[check] != want {
+			t.Errorf("%s: %q, want %q", check, msgs[check], want)
+		}
+	}
+
+	// A lease nobody renews: the operator is down.
+	d.Now = func() time.Time { return now.Add(time.Hour) }
+	if r := d.operator(context.Background()); r.Status != Fail {
+		t.Errorf("stale lease: %+v, want a failure", r)
+	}
+}

@@ -1,0 +1,105 @@
+// Package job reads MPI TrainJobs the way people think of them: one state
+// with the time it was entered and why, the launcher and workers with their
+// ranks, the pods behind them. Commands share it; it has no cobra in it.
+package job
+
+import (
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+// Phases a job is shown in, in the order a job goes through them.
+const (
+	// PhaseCreating: the operator has not reported on the job yet.
+	PhaseCreating = "Creating"
+	// PhaseBlocked: the operator will not create the job's pods (a missing
+	// runtime, an invalid job); the message says what to fix.
+	PhaseBlocked = "Blocked"
+	// PhaseQueued: Kueue has not admitted the job yet.
+	PhaseQueued = "Queued"
+	// PhasePending: admitted (or not queued), pods are starting.
+	PhasePending   = "Pending"
+	PhaseRunning   = "Running"
+	PhaseSuspended = "Suspended"
+	PhaseComplete  = "Complete"
+	PhaseFailed    = "Failed"
+	PhaseDeleting  = "Deleting"
+)
+
+// State is where a job is and since when.
+type State struct {
+	Phase string
+	// Since is when the job entered the phase; zero when unknown.
+	Since   time.Time
+	Reason  string
+	Message string
+}
+
+// StateOf derives a job's state from its conditions.
+func StateOf(tj *trainer.TrainJob) State {
+	conds := tj.Status.Conditions
+	from := func(phase string, c *metav1.Condition) State {
+		return State{Phase: phase, Since: c.LastTransitionTime.Time, Reason: c.Reason, Message: c.Message}
+	}
+	if tj.DeletionTimestamp != nil {
+		return State{Phase: PhaseDeleting, Since: tj.DeletionTimestamp.Time, Reason: "Deleting", Message: "The job is being deleted"}
+	}
+	if c := trueCondition(conds, trainer.TrainJobFailed); c != nil {
+		return from(PhaseFailed, c)
+	}
+	if c := trueCondition(conds, trainer.TrainJobComplete); c != nil {
+		return from(PhaseComplete, c)
+	}
+	if c := trueCondition(conds, trainer.TrainJobSuspended); c != nil {
+		return from(PhaseSuspended, c)
+	}
+	if c := meta.FindStatusCondition(conds, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionFalse {
+		return from(PhaseBlocked, c)
+	}
+	if c := meta.FindStatusCondition(conds, trainjob.ConditionAdmitted); c != nil && c.Status == metav1.ConditionFalse {
+		return from(PhaseQueued, c)
+	}
+	if c := meta.FindStatusCondition(conds, trainjob.ConditionRunning); c != nil {
+		switch {
+		case c.Status == metav1.ConditionTrue:
+			return from(PhaseRunning, c)
+		case c.Reason == trainjob.ReasonQueued:
+			return from(PhaseQueued, c)
+		case c.Reason == trainjob.ReasonSuspended:
+			return from(PhaseSuspended, c)
+		default:
+			s := from(PhasePending, c)
+			// The phase began when the job was created or admitted, not
+			// at the latest change of the pending message.
+			if created := meta.FindStatusCondition(conds, trainjob.ConditionCreated); created != nil {
+				s.Since = created.LastTransitionTime.Time
+			}
+			if admitted := trueCondition(conds, trainjob.ConditionAdmitted); admitted != nil && admitted.LastTransitionTime.After(s.Since) {
+				s.Since = admitted.LastTransitionTime.Time
+			}
+			return s
+		}
+	}
+	if c := trueCondition(conds, trainjob.ConditionCreated); c != nil {
+		return from(PhasePending, c)
+	}
+	return State{Phase: PhaseCreating, Since: tj.CreationTimestamp.Time, Message: "Waiting for the Torus operator to create the job's JobSet"}
+}
+
+// Finished reports whether the job reached Complete or Failed.
+func Finished(tj *trainer.TrainJob) bool {
+	return trueCondition(tj.Status.Conditions, trainer.TrainJobComplete) != nil ||
+		trueCondition(tj.Status.Conditions, trainer.TrainJobFailed) != nil
+}
+
+func trueCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	if c := meta.FindStatusCondition(conds, typ); c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return nil
+}

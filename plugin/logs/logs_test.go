@@ -1,0 +1,128 @@
+package logs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestPrefixLines(t *testing.T) {
+	got := string(prefixLines([]byte("[w] "), []byte("a\n\nb\n")))
+	if want := "[w] a\n[w] \n[w] b\n"; got != want {
+		t.Errorf("prefixLines() = %q, want %q", got, want)
+	}
+}
+
+// Lines split across reads, a last line without a newline, and many
+// streams at once: every line arrives whole, in order within its stream.
+func TestPipeKeepsLinesWholeAndInOrder(t *testing.T) {
+	var out bytes.Buffer
+	w := newWriter(&out)
+	s := &streamer{out: w}
+	const streams, lines = 16, 500
+	var wg sync.WaitGroup
+	for i := range streams {
+		var in strings.Builder
+		for l := range lines {
+			fmt.Fprintf(&in, "line %d of stream %d%s\n", l, i, strings.Repeat(".", l%37))
+		}
+		in.WriteString("no newline at the end")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r io.Reader = strings.NewReader(in.String())
+			if i%2 == 0 {
+				r = iotest.OneByteReader(r)
+			} else {
+				r = iotest.HalfReader(r)
+			}
+			if err := s.pipe(context.Background(), r, []byte(fmt.Sprintf("[s%d] ", i)), &stream{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	w.close()
+	next := make([]int, streams)
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var i int
+		if _, err := fmt.Sscanf(line, "[s%d] ", &i); err != nil {
+			t.Fatalf("line without a prefix: %q", line)
+		}
+		body := strings.TrimPrefix(line, fmt.Sprintf("[s%d] ", i))
+		want := "no newline at the end"
+		if next[i] < lines {
+			want = fmt.Sprintf("line %d of stream %d%s", next[i], i, strings.Repeat(".", next[i]%37))
+		}
+		if body != want {
+			t.Fatalf("stream %d: got %q, want %q", i, body, want)
+		}
+		next[i]++
+	}
+	for i, n := range next {
+		if n != lines+1 {
+			t.Errorf("stream %d: %d lines, want %d", i, n, lines+1)
+		}
+	}
+}
+
+func pod(name, role string, phase corev1.PodPhase, running bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: k8stypes.UID("uid-" + name), Labels: map[string]string{"job": "pi", "role": role}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+	cs := corev1.ContainerStatus{Name: "node"}
+	if running {
+		cs.State.Running = &corev1.ContainerStateRunning{}
+	} else {
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	return p
+}
+
+func TestStreamSelectsPodsAndSaysWhichWait(t *testing.T) {
+	kube := fake.NewClientset(
+		pod("pi-launcher", "launcher", corev1.PodRunning, true),
+		pod("pi-node-0", "worker", corev1.PodRunning, true),
+		pod("pi-node-1", "worker", corev1.PodPending, false),
+		pod("other", "worker", corev1.PodRunning, true),
+	)
+	var out, errOut bytes.Buffer
+	err := Stream(context.Background(), kube, Options{
+		Namespace: "ns", LabelSelector: "job=pi", Container: "node",
+		Include: func(p *corev1.Pod) bool { return p.Name != "other" },
+		Prefix:  func(p *corev1.Pod) string { return "[" + p.Name + "] " },
+		Out:     &out, ErrOut: &errOut,
+	})
+	if err != nil {
+		t.Fatalf("Stream() = %v", err)
+	}
+	// The fake client answers every log request with "fake logs".
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"[pi-launcher] fake logs", "[pi-node-0] fake logs"}
+	if diff := cmp.Diff(want, sortStrings(got)); diff != "" {
+		t.Errorf("output (-want,+got):\n%s", diff)
+	}
+	if want := "[pi-node-1] not started yet (ContainerCreating)\n"; errOut.String() != want {
+		t.Errorf("notes = %q, want %q", errOut.String(), want)
+	}
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}

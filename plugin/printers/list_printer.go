@@ -1,0 +1,99 @@
+// Package printers renders kubectl-mpi's tables as metav1.Table, printed by
+// cli-runtime's table printer like kubectl get's.
+package printers
+
+import (
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
+)
+
+// JobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
+// (ready/total), SLOTS (MPI ranks), QUEUE, AGE, and with -o wide the MPI
+// implementation, runtime, time in state and the state's message.
+func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
+	t := &metav1.Table{
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name"},
+			{Name: "State", Type: "string"},
+			{Name: "Workers", Type: "string", Description: "ready/total"},
+			{Name: "Slots", Type: "integer", Description: "MPI ranks (world size)"},
+			{Name: "Queue", Type: "string"},
+			{Name: "Age", Type: "string"},
+			{Name: "MPI", Type: "string", Priority: 1},
+			{Name: "Runtime", Type: "string", Priority: 1},
+			{Name: "In State", Type: "string", Priority: 1},
+			{Name: "Message", Type: "string", Priority: 1},
+		},
+	}
+	for _, info := range infos {
+		tj := info.TrainJob
+		st := job.StateOf(tj)
+		workers := info.Workers()
+		slots := "<unknown>"
+		if workers > 0 {
+			slots = fmt.Sprint(info.Placement().Size())
+		}
+		queue := tj.Labels[mpi.KueueQueueLabel]
+		if queue == "" {
+			queue = "<none>"
+		}
+		impl := string(info.Implementation())
+		if impl == "" {
+			impl = "<unknown>"
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells: []any{
+				tj.Name, st.Phase,
+				fmt.Sprintf("%d/%d", readyWorkers(tj), workers),
+				slots, queue, Age(tj.CreationTimestamp.Time, now),
+				impl, runtimeName(tj), Age(st.Since, now), Truncate(st.Message, 100),
+			},
+			Object: runtime.RawExtension{Object: tj},
+		})
+	}
+	return t
+}
+
+func readyWorkers(tj *trainer.TrainJob) int32 {
+	for _, s := range tj.Status.JobsStatus {
+		if s.Name == mpi.NodeJob {
+			return ptr.Deref(s.Ready, 0)
+		}
+	}
+	return 0
+}
+
+func runtimeName(tj *trainer.TrainJob) string {
+	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
+	if kind == trainer.ClusterTrainingRuntimeKind {
+		return tj.Spec.RuntimeRef.Name
+	}
+	return kind + "/" + tj.Spec.RuntimeRef.Name
+}
+
+// Age renders a duration since t as kubectl does ("5m", "2d3h"); "<unknown>"
+// for a zero time.
+func Age(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// Truncate shortens s to n characters with an ellipsis.
+func Truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

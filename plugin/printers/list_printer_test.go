@@ -1,0 +1,48 @@
+package printers
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
+)
+
+func TestJobTable(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	running := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Workers: ptr.To[int32](4), Queue: "team"})
+	running.CreationTimestamp = metav1.NewTime(now.Add(-5 * time.Minute))
+	running.Status.Conditions = []metav1.Condition{{Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running, 4/4 workers ready", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Minute))}}
+	running.Status.JobsStatus = []trainer.JobStatus{{Name: mpi.NodeJob, Ready: ptr.To[int32](4)}, {Name: mpi.LauncherJob, Ready: ptr.To[int32](1)}}
+	unknown := mpi.BuildTrainJob(mpi.RunSpec{Name: "old", Namespace: "ns"})
+	unknown.CreationTimestamp = metav1.NewTime(now.Add(-48 * time.Hour))
+
+	infos := []*job.Info{
+		{TrainJob: running, Job: &mpi.Job{Implementation: mpi.IntelMPI, Workers: 4, SlotsPerHost: 8}},
+		{TrainJob: unknown},
+	}
+	var out bytes.Buffer
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: true}).PrintObj(JobTable(infos, now), &out); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		got = append(got, strings.Fields(l))
+	}
+	want := [][]string{
+		{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
+		{"pi", "Running", "4/4", "32", "team", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
+		{"old", "Creating", "0/0", "<unknown>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("table (-want,+got):\n%s", diff)
+	}
+}

@@ -1,0 +1,102 @@
+package printers
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/top"
+)
+
+// TopTable is the table of kubectl mpi top: per launcher and worker pod its
+// ranks, node, CPU and memory in use against what it requested, and its
+// GPUs.
+func TopTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]top.Usage) *metav1.Table {
+	t := &metav1.Table{
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Host", Type: "string"},
+			{Name: "Ranks", Type: "string"},
+			{Name: "Pod", Type: "string", Format: "name"},
+			{Name: "Node", Type: "string"},
+			{Name: "CPU", Type: "string", Description: "cores in use"},
+			{Name: "CPU Request", Type: "string"},
+			{Name: "Memory", Type: "string", Description: "working set"},
+			{Name: "Memory Limit", Type: "string"},
+			{Name: "GPUs", Type: "string", Description: "requested"},
+		},
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		h := job.HostOf(p)
+		ranks := "-"
+		if first, last, ok := placement.Ranks(h.Role, h.Index); ok {
+			ranks = fmt.Sprint(first)
+			if last != first {
+				ranks = fmt.Sprintf("%d-%d", first, last)
+			}
+		}
+		cpu, mem := "<pending>", "<pending>"
+		if u, ok := usage[p.Name]; ok {
+			cpu = fmt.Sprintf("%dm", u.CPU.MilliValue())
+			mem = fmt.Sprintf("%dMi", u.Memory.Value()/(1024*1024))
+		}
+		req, lim := podResources(p)
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "<none>"
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells: []any{
+				h.Name(), ranks, p.Name, node,
+				cpu, quantity(req, corev1.ResourceCPU), mem, quantity(lim, corev1.ResourceMemory),
+				fmt.Sprint(mpi.GPUs(lim) + gpusOnlyRequested(req, lim)),
+			},
+			Object: runtime.RawExtension{Object: p},
+		})
+	}
+	return t
+}
+
+func podResources(p *corev1.Pod) (req, lim corev1.ResourceList) {
+	req, lim = corev1.ResourceList{}, corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		for n, q := range c.Resources.Requests {
+			sum := req[n]
+			sum.Add(q)
+			req[n] = sum
+		}
+		for n, q := range c.Resources.Limits {
+			sum := lim[n]
+			sum.Add(q)
+			lim[n] = sum
+		}
+	}
+	return req, lim
+}
+
+// gpusOnlyRequested counts GPUs requested without a limit (the API server
+// requires both for extended resources, so usually none).
+func gpusOnlyRequested(req, lim corev1.ResourceList) int64 {
+	extra := corev1.ResourceList{}
+	for n, q := range req {
+		if _, ok := lim[n]; !ok {
+			extra[n] = q
+		}
+	}
+	return mpi.GPUs(extra)
+}
+
+func quantity(rl corev1.ResourceList, name corev1.ResourceName) string {
+	q, ok := rl[name]
+	if !ok {
+		return "-"
+	}
+	return q.String()
+}

@@ -1,0 +1,167 @@
+// Package run turns what a user asks `kubectl mpi run` for into TrainJobs,
+// checks them against the cluster (runtime, implementation, queue quota)
+// and submits them. The TrainJob itself is built by operator/mpi, the
+// package the operator uses.
+package run
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// Flags are run's job flags as typed on the command line. rerun reads the
+// same flags as overrides.
+type Flags struct {
+	Image          string
+	Workers        int32
+	SlotsPerWorker int32
+	GPUs           int64
+	GPUResource    string
+	CPU            string
+	Memory         string
+	MPI            string
+	Runtime        string
+	Queue          string
+	Network        string
+	Topology       string
+	Env            []string
+	Volumes        []string
+}
+
+// Flag names, shared with the command that binds them.
+const (
+	FlagImage          = "image"
+	FlagWorkers        = "workers"
+	FlagSlotsPerWorker = "slots-per-worker"
+	FlagGPUs           = "gpus"
+	FlagGPUResource    = "gpu-resource"
+	FlagCPU            = "cpu"
+	FlagMemory         = "memory"
+	FlagMPI            = "mpi"
+	FlagRuntime        = "runtime"
+	FlagQueue          = "queue"
+	FlagNetwork        = "network"
+	FlagTopology       = "topology"
+	FlagEnv            = "env"
+	FlagVolume         = "volume"
+)
+
+// JobFlags lists the flags that shape a job (as opposed to how run
+// behaves), for rerun's overrides and run -f's conflicts.
+var JobFlags = []string{
+	FlagImage, FlagWorkers, FlagSlotsPerWorker, FlagGPUs, FlagGPUResource, FlagCPU, FlagMemory,
+	FlagMPI, FlagRuntime, FlagQueue, FlagNetwork, FlagTopology, FlagEnv, FlagVolume,
+}
+
+// Spec reads the flags that were set (changed reports which) into a
+// RunSpec and volumes; command is what follows --. Every problem is
+// reported at once.
+func (f *Flags) Spec(name, namespace string, command []string, changed func(flag string) bool) (mpi.RunSpec, []mpi.Volume, error) {
+	s := mpi.RunSpec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
+		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology}
+	var errs []error
+	if changed(FlagWorkers) {
+		s.Workers = ptr.To(f.Workers)
+	}
+	if changed(FlagSlotsPerWorker) {
+		s.SlotsPerWorker = ptr.To(f.SlotsPerWorker)
+	}
+	if changed(FlagGPUs) {
+		s.GPUs = ptr.To(f.GPUs)
+	}
+	if f.GPUResource != "" {
+		if !strings.Contains(f.GPUResource, "/") {
+			errs = append(errs, fmt.Errorf("--gpu-resource=%q: name an extended resource such as nvidia.com/gpu or amd.com/gpu", f.GPUResource))
+		}
+		s.GPUResource = corev1.ResourceName(f.GPUResource)
+	}
+	for _, q := range []struct {
+		flag, value string
+		dst         **resource.Quantity
+	}{{FlagCPU, f.CPU, &s.CPU}, {FlagMemory, f.Memory, &s.Memory}} {
+		if !changed(q.flag) {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s=%q is not a quantity: write it as Kubernetes does, e.g. %s", q.flag, q.value, map[string]string{FlagCPU: "500m or 4", FlagMemory: "512Mi or 16Gi"}[q.flag]))
+			continue
+		}
+		*q.dst = &v
+	}
+	if f.MPI != "" {
+		impl, err := mpi.ParseImplementation(f.MPI)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mpi: %w", err))
+		}
+		s.Implementation = impl
+	}
+	if f.Runtime != "" {
+		kind, rtName, err := ParseRuntime(f.Runtime)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.Runtime, s.RuntimeKind = rtName, kind
+	}
+	for _, kv := range f.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("--env %q: write it as NAME=VALUE", kv))
+			continue
+		}
+		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	var vols []mpi.Volume
+	for _, v := range f.Volumes {
+		vol, err := ParseVolume(v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		vols = append(vols, vol)
+	}
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return s, vols, errors.Join(errs...)
+}
+
+// ParseRuntime reads --runtime: NAME (a ClusterTrainingRuntime) or
+// KIND/NAME with KIND ClusterTrainingRuntime or TrainingRuntime (any case).
+func ParseRuntime(s string) (kind, name string, err error) {
+	k, n, ok := strings.Cut(s, "/")
+	if !ok {
+		return trainer.ClusterTrainingRuntimeKind, s, nil
+	}
+	switch strings.ToLower(k) {
+	case "clustertrainingruntime", "clustertrainingruntimes":
+		return trainer.ClusterTrainingRuntimeKind, n, nil
+	case "trainingruntime", "trainingruntimes":
+		return trainer.TrainingRuntimeKind, n, nil
+	}
+	return "", "", fmt.Errorf("--runtime %q: write NAME for a ClusterTrainingRuntime or TrainingRuntime/NAME for one in the job's namespace", s)
+}
+
+// ParseVolume reads --volume pvc:CLAIM:/path[:ro].
+func ParseVolume(s string) (mpi.Volume, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "pvc" || parts[1] == "" || parts[2] == "" {
+		return mpi.Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
+	}
+	v := mpi.Volume{Claim: parts[1], MountPath: parts[2]}
+	if len(parts) == 4 {
+		if parts[3] != "ro" && parts[3] != "rw" {
+			return mpi.Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
+		}
+		v.ReadOnly = parts[3] == "ro"
+	}
+	return v, nil
+}

@@ -1,0 +1,250 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+// FieldManager names kubectl-mpi in managedFields.
+const FieldManager = "kubectl-mpi"
+
+// Dry-run modes of --dry-run.
+const (
+	DryRunNone   = "none"
+	DryRunClient = "client"
+	DryRunServer = "server"
+)
+
+// AnnotationRuntimeCopyOf marks a job's own copy of a runtime (made to
+// mount its volumes) with the runtime it copies.
+const AnnotationRuntimeCopyOf = mpi.Domain + "runtime-copy-of"
+
+// Plan is what a run will create.
+type Plan struct {
+	TrainJob *trainer.TrainJob
+	// Runtime is the job's own copy of its runtime, holding its volumes;
+	// nil without volumes.
+	Runtime *trainer.TrainingRuntime
+	// Base is the runtime the job runs on (before copying), when read.
+	Base *mpi.Runtime
+	Job  *mpi.Job
+	// Warnings did not stop the run.
+	Warnings []string
+}
+
+// Prepare builds the TrainJob of a run and checks it against the cluster:
+// the runtime exists and runs the implementation asked for, the name fits
+// the pods' host names, the volumes do not hide Torus's files, and the
+// queue exists and can ever admit the job.
+func Prepare(ctx context.Context, c client.Reader, spec mpi.RunSpec, vols []mpi.Volume) (*Plan, error) {
+	explicitRuntime := spec.Runtime != ""
+	tj := mpi.BuildTrainJob(spec)
+	return Check(ctx, c, tj, spec.Implementation, explicitRuntime, vols)
+}
+
+// Check checks a TrainJob built from flags or copied for a rerun. impl is
+// the implementation asked for ("" when not asked).
+func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []mpi.Volume) (*Plan, error) {
+	plan := &Plan{TrainJob: tj}
+	rt, err := trainjob.GetRuntime(ctx, c, tj)
+	switch {
+	case apierrors.IsForbidden(err) && len(vols) == 0:
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot read the job's runtime (%v); the API server will check the job", err))
+		return plan, checkQueue(ctx, c, plan)
+	case err != nil:
+		var refErr *trainjob.RuntimeRefError
+		if errors.As(err, &refErr) && refErr.NotFound {
+			if !explicitRuntime && impl != "" {
+				return nil, fmt.Errorf("%w (it is the runtime Torus ships for --mpi %s: install samples/runtimes/ or ask your cluster admin; kubectl mpi doctor checks)", err, impl.CLIName())
+			}
+			if !explicitRuntime {
+				return nil, fmt.Errorf("%w (it is Torus's default runtime: install samples/runtimes/, or choose one with --runtime or --mpi; kubectl mpi doctor checks)", err)
+			}
+		}
+		return nil, fmt.Errorf("checking the runtime: %w", err)
+	}
+	if !rt.IsMPI() {
+		return nil, fmt.Errorf("%s %q has no mlPolicy.mpi, so Torus will not run it: choose an MPI runtime with --runtime or --mpi", rt.Kind, rt.Name)
+	}
+	plan.Base = rt
+	rtImpl, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), tj.Annotations, rt.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	if impl != "" && rtImpl != impl {
+		if impl == mpi.OpenMPI && rtImpl == mpi.OpenMPI5 {
+			// An Open MPI runtime set to 5: the job can ask for 4.
+			setAnnotation(tj, mpi.AnnotationOpenMPIVersion, "4")
+		} else if !(impl == mpi.OpenMPI5 && rtImpl == mpi.OpenMPI) {
+			return nil, fmt.Errorf("--mpi %s does not match %s %q, which runs %s: drop --runtime to use %s, or drop --mpi",
+				impl.CLIName(), rt.Kind, rt.Name, rtImpl, impl.RuntimeName())
+		}
+	}
+	job, err := mpi.ResolveJob(tj, rt)
+	if err != nil {
+		return nil, err
+	}
+	plan.Job = job
+	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
+		return nil, fmt.Errorf("job name %q is %d characters; with %d workers MPI jobs need at most %d so that host names such as %q fit in 63 characters",
+			tj.Name, len(tj.Name), job.Workers, limit, mpi.PodHostname(tj.Name, mpi.LauncherJob, 0))
+	}
+	if len(vols) > 0 {
+		if err := mpi.ValidateVolumes(vols, job.SSH.Path); err != nil {
+			return nil, err
+		}
+		copied := &trainer.TrainingRuntime{
+			TypeMeta: metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: tj.Name, Namespace: tj.Namespace,
+				Annotations: maps.Clone(rt.Annotations),
+			},
+			Spec: *rt.Spec.DeepCopy(),
+		}
+		if copied.Annotations == nil {
+			copied.Annotations = map[string]string{}
+		}
+		copied.Annotations[AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
+		if err := mpi.AddVolumes(&copied.Spec, vols); err != nil {
+			return nil, fmt.Errorf("mounting volumes into a copy of %s %q: %w", rt.Kind, rt.Name, err)
+		}
+		plan.Runtime = copied
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: copied.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)}
+	}
+	return plan, checkQueue(ctx, c, plan)
+}
+
+func setAnnotation(tj *trainer.TrainJob, k, v string) {
+	if tj.Annotations == nil {
+		tj.Annotations = map[string]string{}
+	}
+	tj.Annotations[k] = v
+}
+
+// checkQueue finds the job's LocalQueue and tells when its ClusterQueue can
+// never admit the job.
+func checkQueue(ctx context.Context, c client.Reader, plan *Plan) error {
+	tj := plan.TrainJob
+	queue := tj.Labels[mpi.KueueQueueLabel]
+	if queue == "" {
+		return nil
+	}
+	var lq kueue.LocalQueue
+	if err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: queue}, &lq); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("LocalQueue %q not found in namespace %q: %s", queue, tj.Namespace, availableQueues(ctx, c, tj.Namespace))
+		case apierrors.IsForbidden(err) || isNoKind(err):
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check LocalQueue %q: %v", queue, err))
+			return nil
+		}
+		return fmt.Errorf("reading LocalQueue %q: %w", queue, err)
+	}
+	if plan.Base == nil || plan.Job == nil {
+		return nil
+	}
+	var cq kueue.ClusterQueue
+	if err := c.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, &cq); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("LocalQueue %q points at ClusterQueue %q, which does not exist: ask your cluster admin", queue, lq.Spec.ClusterQueue)
+		}
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check the quota of ClusterQueue %q: %v", lq.Spec.ClusterQueue, err))
+		return nil
+	}
+	if why := NeverFits(&cq, PodSets(tj, plan.Base, plan.Job)); why != "" {
+		return fmt.Errorf("LocalQueue %q can never admit this job: %s. Ask for fewer workers or resources, or use another queue", queue, why)
+	}
+	return nil
+}
+
+func availableQueues(ctx context.Context, c client.Reader, ns string) string {
+	var list kueue.LocalQueueList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
+		return "the namespace has no LocalQueue (kubectl mpi doctor lists the queues you may use)"
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, q := range list.Items {
+		names = append(names, q.Name)
+	}
+	sort.Strings(names)
+	return "use one of " + strings.Join(names, ", ")
+}
+
+func isNoKind(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "no matches for kind") || strings.Contains(err.Error(), "the server could not find the requested resource"))
+}
+
+// Submit creates what a plan holds. With DryRunServer the API server and
+// its webhooks check the objects without keeping them; with DryRunClient
+// nothing is sent. A job with its own runtime copy is dry-run against the
+// runtime it copies, which is what the copy will be.
+func Submit(ctx context.Context, c client.Client, plan *Plan, dryRun string) error {
+	tj := plan.TrainJob
+	switch dryRun {
+	case DryRunClient:
+		return nil
+	case DryRunServer:
+		opts := []client.CreateOption{client.DryRunAll, client.FieldOwner(FieldManager)}
+		if plan.Runtime != nil {
+			if err := c.Create(ctx, plan.Runtime.DeepCopy(), opts...); err != nil {
+				return fmt.Errorf("checking TrainingRuntime %s (the job's copy of its runtime): %w", plan.Runtime.Name, err)
+			}
+			probe := tj.DeepCopy()
+			if plan.Base != nil {
+				probe.Spec.RuntimeRef = trainer.RuntimeRef{Name: plan.Base.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(plan.Base.Kind)}
+			}
+			if err := c.Create(ctx, probe, opts...); err != nil {
+				return fmt.Errorf("checking TrainJob %s: %w", tj.Name, err)
+			}
+			return nil
+		}
+		if err := c.Create(ctx, tj, opts...); err != nil {
+			return fmt.Errorf("checking TrainJob %s: %w", tj.Name, err)
+		}
+		return nil
+	}
+	if plan.Runtime != nil {
+		if err := c.Create(ctx, plan.Runtime, client.FieldOwner(FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating the job's copy of its runtime: TrainingRuntime %q already exists in %q; choose another job name", plan.Runtime.Name, plan.Runtime.Namespace)
+			}
+			return fmt.Errorf("creating the job's copy of its runtime: %w", err)
+		}
+	}
+	if err := c.Create(ctx, tj, client.FieldOwner(FieldManager)); err != nil {
+		if plan.Runtime != nil {
+			// Leave nothing behind for a job that does not exist.
+			_ = c.Delete(ctx, plan.Runtime)
+		}
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("MPI job %q already exists in namespace %q: choose another name, delete it (kubectl mpi delete %s) or rerun it (kubectl mpi rerun %s)", tj.Name, tj.Namespace, tj.Name, tj.Name)
+		}
+		return fmt.Errorf("creating TrainJob %s: %w", tj.Name, err)
+	}
+	if plan.Runtime != nil {
+		// The copy goes with the job: garbage collection deletes it when the
+		// TrainJob is deleted.
+		patch := client.MergeFrom(plan.Runtime.DeepCopy())
+		plan.Runtime.OwnerReferences = append(plan.Runtime.OwnerReferences, metav1.OwnerReference{
+			APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: tj.Name, UID: tj.UID,
+		})
+		if err := c.Patch(ctx, plan.Runtime, patch); err != nil {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("TrainingRuntime %s will not be deleted with the job: %v", plan.Runtime.Name, err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+// Package wait watches an MPI job until it reaches a state: the engine of
+// run --wait, wait and delete --wait.
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/plugin/job"
+)
+
+// Condition is what wait --for=condition=X waits for.
+type Condition string
+
+const (
+	Complete = Condition(trainer.TrainJobComplete)
+	Failed   = Condition(trainer.TrainJobFailed)
+	Running  = Condition(trainjob.ConditionRunning)
+)
+
+// Conditions lists the conditions wait accepts.
+var Conditions = []Condition{Complete, Failed, Running}
+
+// ParseFor reads --for=condition=X (X case-insensitive).
+func ParseFor(s string) (Condition, error) {
+	const prefix = "condition="
+	if len(s) > len(prefix) && s[:len(prefix)] == prefix {
+		for _, c := range Conditions {
+			if strings.EqualFold(s[len(prefix):], string(c)) {
+				return c, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("--for=%q: use condition=Complete, condition=Failed or condition=Running", s)
+}
+
+// Outcome is how a wait ended.
+type Outcome int
+
+const (
+	// Reached: the job reached the condition.
+	Reached Outcome = iota
+	// Unreachable: the job ended in a state that rules the condition out
+	// (it failed while waiting for Complete or Running, or completed while
+	// waiting for Failed).
+	Unreachable
+)
+
+// Check says whether a job state settles a wait for cond.
+func Check(cond Condition, tj *trainer.TrainJob) (Outcome, bool) {
+	st := job.StateOf(tj)
+	switch cond {
+	case Complete:
+		switch st.Phase {
+		case job.PhaseComplete:
+			return Reached, true
+		case job.PhaseFailed:
+			return Unreachable, true
+		}
+	case Failed:
+		switch st.Phase {
+		case job.PhaseFailed:
+			return Reached, true
+		case job.PhaseComplete:
+			return Unreachable, true
+		}
+	case Running:
+		// A job that completed has run, even when its Running condition
+		// was too short to be seen.
+		switch st.Phase {
+		case job.PhaseRunning, job.PhaseComplete:
+			return Reached, true
+		case job.PhaseFailed:
+			return Unreachable, true
+		}
+	}
+	return 0, false
+}
+
+// ErrDeleted says the job went away while being waited for.
+var ErrDeleted = errors.New("the job was deleted while waiting")
+
+// For watches a TrainJob until check settles (returns done) or ctx ends.
+// progress, when set, is called with the latest object on every change and
+// every second, to show what is being waited for.
+func For(ctx context.Context, c client.WithWatch, namespace, name string, check func(*trainer.TrainJob) bool, progress func(*trainer.TrainJob)) (*trainer.TrainJob, error) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last *trainer.TrainJob
+	for {
+		tj, err := job.Get(ctx, c, namespace, name)
+		if err != nil {
+			var nf *job.NotFoundError
+			if last != nil && errors.As(err, &nf) {
+				return last, ErrDeleted
+			}
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return nil, err
+		}
+		last = tj
+		if progress != nil {
+			progress(tj)
+		}
+		if check(tj) {
+			return tj, nil
+		}
+		w, err := c.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(namespace),
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)},
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: tj.ResourceVersion, AllowWatchBookmarks: true}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, fmt.Errorf("watching MPI job %s/%s: %w", namespace, name, err)
+		}
+		done, result, err := consume(ctx, w, tick.C, check, progress, &last)
+		w.Stop()
+		if done {
+			return result, err
+		}
+		// The watch ended (timeout, expired resource version): read again.
+	}
+}
+
+func consume(ctx context.Context, w watch.Interface, tick <-chan time.Time, check func(*trainer.TrainJob) bool, progress func(*trainer.TrainJob), last **trainer.TrainJob) (bool, *trainer.TrainJob, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return true, *last, ctx.Err()
+		case <-tick:
+			if progress != nil && *last != nil {
+				progress(*last)
+			}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false, nil, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				tj, ok := ev.Object.(*trainer.TrainJob)
+				if !ok {
+					continue
+				}
+				*last = tj
+				if progress != nil {
+					progress(tj)
+				}
+				if check(tj) {
+					return true, tj, nil
+				}
+			case watch.Deleted:
+				return true, *last, ErrDeleted
+			case watch.Error:
+				return false, nil, nil
+			}
+		}
+	}
+}
+
+// Gone waits until a TrainJob no longer exists.
+func Gone(ctx context.Context, c client.Reader, namespace, name string) error {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var tj trainer.TrainJob
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &tj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("waiting for MPI job %s/%s to be deleted: %w", namespace, name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
+	var ns string
+	BeforeAll(func() {
+		ns = newNamespace("plugin-exec")
+		succeed(mpiCmd("-n", ns, "run", "pi", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "3",
+			"--slots-per-worker", "4", "--gpus", "4", "--", "mpirun", "./pi"))
+		Eventually(condition(trainJobRef(ns, "pi"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+	})
+
+	It("runs a command in the pod of a rank", func() {
+		r := succeed(mpiCmd("-n", ns, "exec-rank", "pi", "6", "--", "sh", "-c", "echo hello from $TORUS_KWOK_EXEC"))
+		Expect(r.Stdout).To(Equal("hello from 1\n"))
+		Expect(r.Stderr).To(Equal(fmt.Sprintf("rank 6 runs on worker-1 (ranks 4-7), pod %s\n", podOf(ns, "pi", mpi.RoleWorker, 1))))
+
+		r = mpiCmd("-n", ns, "exec-rank", "pi", "12", "--", "true")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(Equal("error: MPI job pi: rank 12 is out of range: the job has ranks 0 to 11\n"))
+
+		// kwok reports a command's non-zero exit as an error of the exec
+		// call (a kubelet reports the code, which exec-rank then exits with).
+		r = mpiCmd("-n", ns, "exec-rank", "-q", "pi", "0", "--", "sh", "-c", "exit 3")
+		Expect(r.Code).NotTo(Equal(0))
+	})
+
+	It("runs a command on every worker with prefixed output, failing if any fails", func() {
+		r := succeed(mpiCmd("-n", ns, "exec-rank", "pi", "--all", "--", "sh", "-c", "echo one; echo two"))
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		Expect(lines).To(ConsistOf(
+			"[worker-0] one", "[worker-0] two", "[worker-1] one", "[worker-1] two", "[worker-2] one", "[worker-2] two"))
+		r = mpiCmd("-n", ns, "exec-rank", "pi", "--all", "--", "sh", "-c", "exit 2")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(ContainSubstring("error: the command failed on 3 of 3 workers:"))
+		Expect(r.Stderr).To(ContainSubstring("worker-2: exec in pod " + podOf(ns, "pi", mpi.RoleWorker, 2)))
+	})
+
+	It("explains where usage would come from when the cluster serves none", func() {
+		// No metrics-server here, and the API server refuses to proxy to
+		// kwok's loopback kubelet address.
+		r := mpiCmd("-n", ns, "top", "pi")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(ContainSubstring("error: cannot read pod usage: metrics.k8s.io is not served in this cluster (install metrics-server), and the fallback failed: the API server will not proxy to node kwok-node-"))
+		Expect(r.Stderr).To(ContainSubstring("its address is a loopback one (as on a kwok cluster), which the node proxy refuses (address not allowed)"))
+	})
+})

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+// fields splits table output into rows of columns.
+func fields(table string) [][]string {
+	var rows [][]string
+	for _, l := range strings.Split(strings.TrimSpace(table), "\n") {
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
+// rowOf finds the table row that starts with a name.
+func rowOf(table, name string) []string {
+	for _, r := range fields(table) {
+		if len(r) > 0 && r[0] == name {
+			return r
+		}
+	}
+	return nil
+}
+
+var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, func() {
+	var ns string
+
+	BeforeAll(func() {
+		installSampleRuntimes()
+		ns = newNamespace("plugin-inspect")
+		newQueue(ns, 4)
+		// "holder" holds all 4 GPUs of the queue; "queued" waits for them.
+		succeed(mpiCmd("-n", ns, "run", "holder", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1",
+			"--gpus", "4", "--memory", "1Gi", "--queue", "team", "--", "mpirun", "./train"))
+		Eventually(condition(trainJobRef(ns, "holder"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		succeed(mpiCmd("-n", ns, "run", "queued", "--image", "img", "--runtime", "torus-openmpi-e2e", "--workers", "1",
+			"--slots-per-worker", "4", "--gpus", "4", "--queue", "team", "--", "mpirun", "./train"))
+		Eventually(condition(trainJobRef(ns, "queued"), trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionFalse))
+	})
+
+	It("lists MPI jobs with state, workers ready, slots, queue and age", func() {
+		r := succeed(mpiCmd("-n", ns, "list"))
+		rows := fields(r.Stdout)
+		Expect(rows[0]).To(Equal([]string{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "AGE"}))
+		// One slot per GPU when the runtime says one slot per node.
+		Expect(rowOf(r.Stdout, "holder")[:5]).To(Equal([]string{"holder", "Running", "1/1", "4", "team"}))
+		Expect(rowOf(r.Stdout, "queued")[:5]).To(Equal([]string{"queued", "Queued", "0/1", "4", "team"}))
+
+		r = succeed(mpiCmd("list", "-A", "-o", "wide"))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^%s\s+queued\s+Queued\s+0/1\s+4\s+team\s+\S+\s+OpenMPI\s+torus-openmpi-e2e\s+\S+\s+Waiting in LocalQueue "team"`, ns))
+
+		r = succeed(mpiCmd("-n", ns, "list", "-o", "json"))
+		var list trainer.TrainJobList
+		Expect(json.Unmarshal([]byte(r.Stdout), &list)).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		Expect(list.Kind).To(Equal("TrainJobList"))
+
+		r = succeed(mpiCmd("-n", ns, "list", "-o", "name", "-l", mpi.KueueQueueLabel+"=team"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder\ntrainjob.trainer.kubeflow.org/queued\n"))
+		r = succeed(mpiCmd("-n", ns, "list", "-l", "team=nobody"))
+		Expect(r.Stdout).To(BeEmpty())
+		Expect(r.Stderr).To(Equal(fmt.Sprintf("No MPI jobs found in %s namespace.\n", ns)))
+	})
+
+	It("describes why a job waits, from Kueue", func() {
+		r := succeed(mpiCmd("-n", ns, "describe", "queued"))
+		first := strings.Join(strings.Split(r.Stdout, "\n")[:6], "\n")
+		Expect(first).To(MatchRegexp(`State:\s+Queued for \S+`))
+		Expect(first).To(MatchRegexp(`Waiting:\s+Waiting in LocalQueue "team": .*nvidia.com/gpu`))
+		Expect(r.Stdout).To(MatchRegexp(`Queue:\s+team \(Queued\)`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+0-3\s+worker-0\s+<none>\s+NotCreated`))
+	})
+
+	It("waits with exit codes: 0 reached, 4 timed out, 3 failed", func() {
+		r := succeed(mpiCmd("-n", ns, "wait", "holder", "--for=condition=Running"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder condition met: Running\n"))
+
+		r = mpiCmd("-n", ns, "wait", "holder", "--for=condition=Complete", "--timeout", "2s")
+		Expect(r.Code).To(Equal(4))
+		Expect(r.Stderr).To(ContainSubstring("error: timed out after 2s waiting for MPI job holder to be Complete; it is Running: Launcher running, 1/1 workers ready"))
+
+		inject(runningPod(trainJobRef(ns, "holder"), mpi.RoleWorker, 0), "oom")
+		r = mpiCmd("-n", ns, "wait", "holder", "--for=condition=Complete", "--timeout", "60s")
+		Expect(r.Code).To(Equal(3))
+		Expect(r.Stderr).To(ContainSubstring("error: MPI job holder failed: worker-0 (ranks 0-3) OOMKilled: memory limit 1Gi exceeded; raise --memory"))
+		succeed(mpiCmd("-n", ns, "wait", "holder", "--for=condition=Failed"))
+	})
+
+	It("puts the failing rank, the reason and the fix in the first 10 lines of describe", func() {
+		r := succeed(mpiCmd("-n", ns, "describe", "holder"))
+		first := strings.Join(strings.Split(r.Stdout, "\n")[:10], "\n")
+		Expect(first).To(MatchRegexp(`State:\s+Failed for`))
+		Expect(first).To(MatchRegexp(`Failed rank:\s+worker-0 \(ranks 0-3\), pod holder-node-0-0-\S+ on node kwok-node-\d`))
+		Expect(first).To(MatchRegexp(`Reason:\s+OOMKilled: memory limit 1Gi exceeded`))
+		Expect(first).To(MatchRegexp(`Fix:\s+raise --memory`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+Failed\s+True\s+Failed`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)Warning\s+Failed\s+trainjob/holder`))
+	})
+
+	It("runs the queued job once the quota is free", func() {
+		succeed(mpiCmd("-n", ns, "wait", "queued", "--for=condition=Complete", "--timeout", "90s"))
+		r := mpiCmd("-n", ns, "wait", "queued", "--for=condition=Failed")
+		Expect(r.Code).To(Equal(3))
+		Expect(r.Stderr).To(ContainSubstring("MPI job queued is Complete and will not become Failed"))
+	})
+
+	It("reruns a failed job with changes, recording its origin", func() {
+		r := succeed(mpiCmd("-n", ns, "rerun", "holder", "--memory", "2Gi", "--runtime", "torus-openmpi-e2e", "--wait", "--timeout", "90s"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder-2 created\n"))
+		var tj trainer.TrainJob
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holder-2"}, &tj)).To(Succeed())
+		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationRerunOf, "holder"))
+		Expect(tj.Labels).To(HaveKeyWithValue(mpi.KueueQueueLabel, "team"))
+		Expect(tj.Spec.Trainer.ResourcesPerNode.Limits.Memory().String()).To(Equal("2Gi"))
+		Expect(tj.Spec.Trainer.Image).To(HaveValue(Equal("img")))
+		Expect(succeed(mpiCmd("-n", ns, "describe", "holder-2")).Stdout).To(MatchRegexp(`Rerun of:\s+holder`))
+
+		r = succeed(mpiCmd("-n", ns, "rerun", "holder-2", "--dry-run=client", "-o", "name"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder-3\n"), "-o name prints names only")
+	})
+
+	It("says when a job does not exist, whatever the command", func() {
+		for _, args := range [][]string{
+			{"describe", "nope"}, {"logs", "nope"}, {"wait", "nope"}, {"delete", "nope"}, {"top", "nope"},
+			{"rerun", "nope"}, {"exec-rank", "nope", "0", "--", "true"},
+		} {
+			r := mpiCmd(append([]string{"-n", ns}, args...)...)
+			Expect(r.Code).To(Equal(1), "%v", args)
+			Expect(r.Stderr).To(Equal(fmt.Sprintf("error: MPI job \"nope\" not found in namespace %q: see kubectl mpi list (-A for every namespace)\n", ns)), "%v", args)
+		}
+	})
+
+	It("deletes jobs by name, or all of them, and waits until they are gone", func() {
+		r := succeed(mpiCmd("-n", ns, "delete", "holder", "--wait", "--timeout", "60s"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder deleted\n"))
+		r = succeed(mpiCmd("-n", ns, "delete", "--all", "--wait", "--timeout", "60s"))
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder-2 deleted\ntrainjob.trainer.kubeflow.org/queued deleted\n"))
+		var list trainer.TrainJobList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+		Expect(succeed(mpiCmd("-n", ns, "list")).Stderr).To(ContainSubstring("No MPI jobs found"))
+	})
+})

@@ -1,0 +1,169 @@
+package plugin_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+func namespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plugin-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+var _ = Describe("kubectl mpi against the API server", func() {
+	It("runs a job the operator picks up, and lists and describes it", func() {
+		ns := namespace()
+		r := kubectlMPI("", "-n", ns, "run", "pi", "--image", "img", "--mpi", "intel", "--workers", "3", "--slots-per-worker", "2",
+			"--cpu", "2", "--memory", "4Gi", "--env", "A=1", "--topology", "cloud.provider.com/topology-rack",
+			"--", "mpirun", "./pi")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi created\n"))
+
+		var tj trainer.TrainJob
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &tj)).To(Succeed())
+		Expect(tj.Spec.RuntimeRef.Name).To(Equal("torus-intelmpi"))
+		Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, "Intel"))
+		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationTopology, "cloud.provider.com/topology-rack"))
+
+		// The operator creates the JobSet; without kubelets no pod runs.
+		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
+			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+<none>\s+`))
+		r = kubectlMPI("", "-n", ns, "describe", "pi")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(MatchRegexp(`State:\s+Pending for`))
+		Expect(r.Stdout).To(MatchRegexp(`MPI:\s+Intel MPI: 3 workers × 2 slots = 6 ranks; the launcher runs no ranks`))
+		Expect(r.Stdout).To(MatchRegexp(`Per worker:\s+cpu 2, memory 4Gi`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+4-5\s+worker-2\s+<none>\s+NotCreated`))
+		Expect(r.Stdout).To(MatchRegexp(`Normal\s+JobSetCreated\s+trainjob/pi`))
+
+		r = kubectlMPI("", "-n", ns, "wait", "pi", "--timeout", "1s")
+		Expect(r.Code).To(Equal(4))
+		Expect(r.Err).To(MatchError(ContainSubstring("timed out after 1s waiting for MPI job pi to be Complete; it is Pending")))
+
+		r = kubectlMPI("", "-n", ns, "rerun", "pi", "--workers", "4")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi-2 created\n"))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-2"}, &tj)).To(Succeed())
+		Expect(*tj.Spec.Trainer.NumNodes).To(Equal(int32(4)))
+		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationRerunOf, "pi"))
+
+		r = kubectlMPI("", "-n", ns, "delete", "pi", "pi-2")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi deleted\ntrainjob.trainer.kubeflow.org/pi-2 deleted\n"))
+	})
+
+	It("shows a job the operator will not start as Blocked, with why", func() {
+		ns := namespace()
+		r := kubectlMPI("", "-n", ns, "run", "ib", "--image", "img", "--network", "no-such-profile", "--", "mpirun", "./a")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ib"}, &trainer.TrainJob{})).To(Succeed())
+		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
+			Should(MatchRegexp(`(?m)^ib\s+Blocked\s+`))
+		r = kubectlMPI("", "-n", ns, "describe", "ib")
+		Expect(r.Stdout).To(MatchRegexp(`State:\s+Blocked for`))
+		Expect(r.Stdout).To(MatchRegexp(`Waiting:\s+.*no-such-profile`))
+		Expect(r.Stdout).To(MatchRegexp(`Network:\s+no-such-profile`))
+	})
+
+	It("shows what the webhooks would say without creating anything", func() {
+		ns := namespace()
+		r := kubectlMPI("", "-n", ns, "run", "pi", "--image", "img", "--dry-run=server", "-o", "yaml", "--", "mpirun", "./pi")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(ContainSubstring("torus-mpi.io/mpi-implementation: OpenMPI"))
+		var list trainer.TrainJobList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+	})
+
+	It("refuses a job its queue can never admit", func() {
+		ns := namespace()
+		cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: kueue.ClusterQueueSpec{
+			NamespaceSelector: &metav1.LabelSelector{},
+			ResourceGroups: []kueue.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
+				Flavors: []kueue.FlavorQuotas{{Name: "default", Resources: []kueue.ResourceQuota{
+					{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("16")},
+					{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("64Gi")},
+				}}},
+			}},
+		}}
+		Expect(k8sClient.Create(ctx, cq)).To(Succeed())
+		lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(ns)}}
+		Expect(k8sClient.Create(ctx, lq)).To(Succeed())
+
+		r := kubectlMPI("", "-n", ns, "run", "big", "--image", "img", "--queue", "team", "--workers", "8", "--cpu", "4")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Err).To(MatchError(fmt.Sprintf(`LocalQueue "team" can never admit this job: the workers need 32 cpu (8 × 4) but the largest flavor of ClusterQueue %q offers 16. Ask for fewer workers or resources, or use another queue`, ns)))
+		r = kubectlMPI("", "-n", ns, "run", "gpu", "--image", "img", "--queue", "team", "--gpus", "1")
+		Expect(r.Err).To(MatchError(ContainSubstring(`the workers request nvidia.com/gpu, which ClusterQueue %q does not cover`, ns)))
+		r = kubectlMPI("", "-n", ns, "run", "fits", "--image", "img", "--queue", "team", "--workers", "2", "--cpu", "4")
+		Expect(r.Err).NotTo(HaveOccurred())
+	})
+
+	It("checks every document of -f with the API server before creating any", func() {
+		ns := namespace()
+		dir := GinkgoT().TempDir()
+		good := `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: good
+spec:
+  runtimeRef:
+    name: torus-openmpi
+`
+		bad := good + `---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: reserved
+spec:
+  runtimeRef:
+    name: torus-mpich
+  trainer:
+    env:
+    - name: HYDRA_HOST_FILE
+      value: /tmp/mine
+`
+		path := filepath.Join(dir, "jobs.yaml")
+		Expect(os.WriteFile(path, []byte(bad), 0o644)).To(Succeed())
+		r := kubectlMPI("", "-n", ns, "run", "-f", path)
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Err).To(MatchError(ContainSubstring(path + ":9: TrainJob reserved: ")))
+		Expect(r.Err).To(MatchError(ContainSubstring("spec.trainer.env[0].name: Forbidden: HYDRA_HOST_FILE is set by Torus")))
+		var list trainer.TrainJobList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+
+		r = kubectlMPI(good, "-n", ns, "run", "-f", "-", "-o", "name")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/good\n"))
+
+		r = kubectlMPI(strings.Replace(good, "name: good", "name: other\n  namespace: "+ns, 1), "-n", "default", "run", "-f", "-")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Err).To(MatchError(ContainSubstring(fmt.Sprintf(`<stdin>:1: TrainJob %s/other: its namespace %q does not match --namespace "default": drop one of them`, ns, ns))))
+	})
+
+	It("doctor finds the APIs and webhooks, and no operator lease in envtest", func() {
+		r := kubectlMPI("", "doctor")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Trainer CRDs`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Torus webhooks\s+answering`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^FAIL\s+Torus operator\s+no operator has ever run`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+MPI runtimes\s+MPI runtimes: torus-intelmpi, torus-mpich, torus-openmpi, torus-openmpi5`))
+	})
+})
