@@ -95,6 +95,13 @@ bench: ## Benchmarks: key generation, rendering, migrate throughput.
 fuzz: ## A short fuzz run of the migrate parser (part of make test).
 	$(GO) test ./plugin/migrate/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime=10s
 
+.PHONY: bench-logs
+bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 64-worker job, on a fresh local cluster.
+	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl'; \
+	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+
 .PHONY: bench-e2e
 bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running, on a fresh local cluster.
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # make demo: the main job on a local default. Starts the local cluster
 # (unless it runs already), creates a Kueue queue with 8 GPUs, submits an
-# Open MPI job of 2 workers x 4 GPUs, and follows it to the end.
+# Open MPI job of 2 workers x 4 GPUs with `kubectl mpi run`, follows it to
+# the end and shows it with `kubectl mpi describe`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 export KUBECONFIG=$root/.cluster/kubeconfig
 kubectl=$root/.testbin/bin/kubectl
+kubectl_mpi=$root/bin/kubectl-mpi
 job=${DEMO_JOB:-pi-demo}
 
 if ! go run ./hack/cluster status -dir "$root/.cluster" >/dev/null 2>&1; then
@@ -45,25 +47,10 @@ spec:
 YAML
 $kubectl apply -f samples/runtimes/torus-openmpi.yaml
 
-echo "== Submitting $job: Open MPI, 2 workers x 4 GPUs, queue 'default'"
-$kubectl delete trainjob "$job" --ignore-not-found --wait=true >/dev/null
-$kubectl create -f - <<YAML
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: $job
-  labels:
-    kueue.x-k8s.io/queue-name: default
-spec:
-  runtimeRef:
-    name: torus-openmpi
-  trainer:
-    numNodes: 2
-    numProcPerNode: 4
-    resourcesPerNode:
-      requests: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "4"}
-      limits: {memory: 4Gi, nvidia.com/gpu: "4"}
-YAML
+echo "== kubectl mpi run $job: Open MPI, 2 workers x 4 GPUs, queue 'default'"
+$kubectl_mpi delete "$job" --wait >/dev/null 2>&1 || true
+$kubectl_mpi run "$job" --image mpioperator/mpi-pi:openmpi --workers 2 --gpus 4 --cpu 2 --memory 4Gi \
+  --queue default -- mpirun -n 8 /home/mpiuser/pi
 
 # jsonpath, unlike go-template, prints nothing for a status not yet written.
 conditions() { # status: the types of the conditions with that status
@@ -100,8 +87,8 @@ while (( SECONDS - start < 180 )); do
   sleep 0.5
 done
 
-echo "== $job"
-$kubectl describe trainjob "$job" | sed -n '/^Status:/,$p'
+echo "== kubectl mpi describe $job"
+$kubectl_mpi describe "$job"
 echo
 echo "The cluster keeps running (KUBECONFIG=$KUBECONFIG). Stop it with: make cluster-down"
 [[ $last == Complete ]]
