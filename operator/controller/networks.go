@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -90,36 +89,16 @@ func (r *TrainJobReconciler) nadGetter(ctx context.Context) mpi.NADGetter {
 }
 
 // nodeProblems checks that some node offers each device resource the plan
-// requests; otherwise the pods would wait unschedulable with no word why.
+// requests.
 func (r *TrainJobReconciler) nodeProblems(ctx context.Context, plan *mpi.NetworkPlan) ([]string, error) {
-	want := plan.Resources()
-	if len(want) == 0 {
+	if len(plan.Resources()) == 0 {
 		return nil, nil
 	}
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	var problems []string
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, string(n))
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		q := want[corev1.ResourceName(n)]
-		found := false
-		for _, node := range nodes.Items {
-			if a, ok := node.Status.Allocatable[corev1.ResourceName(n)]; ok && a.Cmp(q) >= 0 {
-				found = true
-				break
-			}
-		}
-		if !found {
-			problems = append(problems, fmt.Sprintf("no node has %s allocatable %s (MPINetworkProfile %s asks each pod for it): check that the device plugin (SR-IOV network device plugin or RDMA shared device plugin) runs on the nodes, and the resource name", q.String(), n, plan.Profile))
-		}
-	}
-	return problems, nil
+	return mpi.NodeProblems(plan, nodes.Items), nil
 }
 
 // checkAttachments compares what Multus reports on each running rank pod

@@ -170,3 +170,57 @@ func (p *NetworkPlan) apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container) 
 	ctr.Env = upsertEnv(ctr.Env, p.Env...)
 	return nil
 }
+
+// NodeProblems says which device resources of the plan no node offers;
+// pods asking for them would wait unschedulable with no word why.
+func NodeProblems(plan *NetworkPlan, nodes []corev1.Node) []string {
+	want := plan.Resources()
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	var problems []string
+	for _, n := range names {
+		q := want[corev1.ResourceName(n)]
+		found := false
+		for i := range nodes {
+			if a, ok := nodes[i].Status.Allocatable[corev1.ResourceName(n)]; ok && a.Cmp(q) >= 0 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("no node has %s allocatable %s (MPINetworkProfile %s asks each pod for it): check that the device plugin (SR-IOV network device plugin or RDMA shared device plugin) runs on the nodes, and the resource name", q.String(), n, plan.Profile))
+		}
+	}
+	return problems
+}
+
+// PodAttachments describes the secondary networks Multus reports on a pod,
+// one entry per interface: "ib0 192.168.1.7 rdma mlx5_3 (mpi-networks/ib)".
+func PodAttachments(p *corev1.Pod) []string {
+	data := p.Annotations[MultusNetworkStatus]
+	if data == "" {
+		return nil
+	}
+	var statuses []nadv1.NetworkStatus
+	if err := json.Unmarshal([]byte(data), &statuses); err != nil {
+		return []string{"unreadable " + MultusNetworkStatus + ": " + err.Error()}
+	}
+	var out []string
+	for _, st := range statuses {
+		if st.Default {
+			continue
+		}
+		s := st.Interface
+		if len(st.IPs) > 0 {
+			s += " " + st.IPs[0]
+		}
+		if st.DeviceInfo != nil && st.DeviceInfo.Pci != nil && st.DeviceInfo.Pci.RdmaDevice != "" {
+			s += " rdma " + st.DeviceInfo.Pci.RdmaDevice
+		}
+		out = append(out, s+" ("+st.Name+")")
+	}
+	return out
+}

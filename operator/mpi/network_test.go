@@ -86,3 +86,22 @@ func TestPlanNetworks(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeProblemsAndAttachments(t *testing.T) {
+	plan := &NetworkPlan{Profile: "ib", Networks: []PlannedNetwork{{Resource: "rdma/hca", Count: 2}}}
+	node := func(q string) corev1.Node {
+		return corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"rdma/hca": resource.MustParse(q)}}}
+	}
+	if got := NodeProblems(plan, []corev1.Node{node("1"), node("2")}); len(got) != 0 {
+		t.Errorf("a node offers 2: problems %q", got)
+	}
+	if got := NodeProblems(plan, []corev1.Node{node("1")}); len(got) != 1 {
+		t.Errorf("no node offers 2: problems %q, want one", got)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{MultusNetworkStatus: `[
+		{"name":"cbr0","interface":"eth0","ips":["10.244.0.5"],"default":true},
+		{"name":"net/ib","interface":"ib0","ips":["192.168.1.7"],"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2","rdma-device":"mlx5_3"}}}]`}}}
+	if diff := cmp.Diff([]string{"ib0 192.168.1.7 rdma mlx5_3 (net/ib)"}, PodAttachments(pod)); diff != "" {
+		t.Errorf("PodAttachments (-want,+got):\n%s", diff)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/torus-mpi/torus/operator/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/doctor"
@@ -25,7 +26,9 @@ to fix it. Exit code 1 when a check fails.`
 type DoctorOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
-	Output string
+	Output  string
+	Network string
+	MPI     string
 }
 
 func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
@@ -34,7 +37,7 @@ func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 		Use:     "doctor [-o json]",
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
 		Long:    doctorLong,
-		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json",
+		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Output != "" && o.Output != "json" {
@@ -44,6 +47,8 @@ func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 		},
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
+	cmd.Flags().StringVar(&o.Network, "network", "", "Also run the operator's preflight for this MPINetworkProfile in the namespace")
+	cmd.Flags().StringVar(&o.MPI, "mpi", "openmpi", "MPI implementation the --network check assumes (its profile environment)")
 	return cmd
 }
 
@@ -61,7 +66,11 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := &doctor.Doctor{Client: c, Discovery: kube.Discovery(), Namespace: ns}
+	impl, err := mpi.ParseImplementation(o.MPI)
+	if err != nil {
+		return cmdutil.UsageError("--mpi: %v", err)
+	}
+	d := &doctor.Doctor{Client: c, Discovery: kube.Discovery(), Namespace: ns, Network: o.Network, Implementation: impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)

@@ -175,6 +175,9 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 	if err := writeRanks(w, d, placement, findings); err != nil {
 		return err
 	}
+	if err := writeNetworks(w, d, placement); err != nil {
+		return err
+	}
 
 	fmt.Fprintln(w, "\nConditions:")
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -321,6 +324,29 @@ func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagno
 			node = "<unscheduled>"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", ranks, h.Name(), p.Name, node, state, restarts, reason)
+	}
+	return tw.Flush()
+}
+
+// writeNetworks lists, per host, the secondary interfaces Multus reported
+// (InfiniBand/RoCE), with their IPs and RDMA devices; nothing when no pod
+// has any.
+func writeNetworks(w io.Writer, d *Data, placement mpi.Placement) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	found := false
+	for _, h := range placement.Hosts {
+		p := job.PodOf(d.Pods, h.Role, h.Index)
+		if p == nil {
+			continue
+		}
+		for _, a := range mpi.PodAttachments(p) {
+			if !found {
+				fmt.Fprintln(w, "\nNetworks:")
+				fmt.Fprintln(tw, "  HOST\tPOD\tINTERFACE")
+				found = true
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", h.Name(), p.Name, a)
+		}
 	}
 	return tw.Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -58,6 +59,10 @@ type Doctor struct {
 	Discovery discovery.DiscoveryInterface
 	Namespace string
 	Now       func() time.Time
+	// Network, when set, also runs the operator's preflight for that
+	// MPINetworkProfile in Namespace, for an MPI implementation.
+	Network        string
+	Implementation mpi.Implementation
 
 	groups map[string]bool
 }
@@ -78,8 +83,63 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 	out = append(out, d.permissions(ctx))
 	out = append(out, d.queues(ctx))
 	out = append(out, d.networkProfiles(ctx))
+	if d.Network != "" {
+		out = append(out, d.networkPreflight(ctx))
+	}
 	out = append(out, d.gpus(ctx))
 	return out
+}
+
+// networkPreflight runs, for one profile, the checks the operator makes
+// before it lets a job with that profile start (mpi.PlanNetworks and
+// mpi.NodeProblems): the NADs exist in the job's namespace and name a
+// device resource, and some node offers it.
+func (d *Doctor) networkPreflight(ctx context.Context) Result {
+	r := Result{Check: "Network " + d.Network}
+	var p torusv1alpha1.MPINetworkProfile
+	if err := d.Client.Get(ctx, client.ObjectKey{Name: d.Network}, &p); err != nil {
+		r.Status, r.Message = Fail, fmt.Sprintf("MPINetworkProfile %q: %s", d.Network, firstLine(err))
+		r.Fix = "kubectl get mpinetworkprofiles lists the profiles; ask your admin for one (docs/networks.md)"
+		return r
+	}
+	impl := d.Implementation
+	if impl == "" {
+		impl = mpi.OpenMPI
+	}
+	getNAD := func(ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+		var nad nadv1.NetworkAttachmentDefinition
+		err := d.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &nad)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return &nad, err
+	}
+	plan, problems, err := mpi.PlanNetworks(&p, d.Namespace, impl, getNAD)
+	if err != nil {
+		r.Status, r.Message = Fail, firstLine(err)
+		r.Fix = "install Multus (the NetworkAttachmentDefinition API), or check your permission to read NetworkAttachmentDefinitions"
+		return r
+	}
+	if len(problems) == 0 {
+		var nodes corev1.NodeList
+		if err := d.Client.List(ctx, &nodes); err != nil {
+			r.Status, r.Message = Warn, "cannot list nodes to check the device resources: "+firstLine(err)
+			return r
+		}
+		problems = mpi.NodeProblems(plan, nodes.Items)
+	}
+	if len(problems) > 0 {
+		r.Status, r.Message = Fail, strings.Join(problems, "; ")
+		r.Fix = "a job with --network " + d.Network + " in namespace " + d.Namespace + " would not start until this is fixed"
+		return r
+	}
+	var res []string
+	for name, q := range plan.Resources() {
+		res = append(res, q.String()+" "+string(name))
+	}
+	sort.Strings(res)
+	r.Status, r.Message = Pass, fmt.Sprintf("jobs in %s can use it: each rank pod gets %d network(s) and %s", d.Namespace, len(plan.Networks), strings.Join(res, ", "))
+	return r
 }
 
 // Failed reports whether any check failed.

@@ -97,6 +97,19 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", ContainSubstring("All 2 pods have the networks of MPINetworkProfile "+profileName)),
 		))
+
+		By("kubectl mpi describe shows each rank's interface, IP and RDMA device")
+		r := succeed(mpiCmd("describe", "attached", "-n", ns))
+		Expect(r.Stdout).To(ContainSubstring("Networks:"))
+		Expect(r.Stdout).To(MatchRegexp(`worker-1\s+attached-node-0-1-\S+\s+net1 192\.168\.100\.7 rdma mlx5_3 \(` + ns + `/rdma-net\)`))
+
+		By("kubectl mpi doctor --network runs the operator's preflight")
+		r = mpiCmd("doctor", "-n", ns, "--network", profileName)
+		Expect(r.Stdout).To(MatchRegexp(`PASS\s+Network ` + profileName))
+		Expect(r.Stdout).To(ContainSubstring("each rank pod gets 1 network(s) and 1 " + rdma))
+		r = mpiCmd("doctor", "-n", "default", "--network", profileName)
+		Expect(r.Stdout).To(MatchRegexp(`FAIL\s+Network ` + profileName))
+		Expect(r.Stdout).To(ContainSubstring("NetworkAttachmentDefinition default/rdma-net of MPINetworkProfile " + profileName + " does not exist"))
 	})
 
 	It("fails the job when a rank's interface is missing, rather than letting MPI hang", func() {
