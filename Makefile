@@ -10,6 +10,9 @@ export TESTBIN
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/torus-mpi/torus/operator/version.Version=$(VERSION)
 GO          ?= go
+RELEASE_VERSION := $(shell cat VERSION)
+IMG            ?= ghcr.io/torus-mpi/torus-operator:v$(RELEASE_VERSION)
+CONTAINER_TOOL ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
 # Integration suites start their own API servers; two packages at once fill
 # the two cores without starving either.
 GO_TEST_P   ?= 2
@@ -52,15 +55,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook ma
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac
 	$(CONTROLLER_GEN) webhook paths="./operator/..." output:webhook:artifacts:config=kustomize/webhook
 	$(GO) run ./hack/crdgen -out kustomize/crd/trainer
+	$(GO) run ./hack/bundle -out bundle
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- kustomize/ operator/api/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- kustomize/ operator/api/ bundle/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit fuzz integration wire-test e2e ## Run every test: lint, generation check, unit, integration, wire and end to end.
+test: lint verify-generate testbin unit fuzz krew-check integration wire-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -108,6 +112,35 @@ bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to a
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
 	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig; \
 	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+
+##@ Packaging
+
+.PHONY: manifests
+manifests: ## Render the kustomize overlays into dist/manifests (kubernetes.yaml, openshift.yaml).
+	$(GO) run ./hack/manifests -out dist/manifests
+
+.PHONY: bundle
+bundle: ## Regenerate the OLM bundle in bundle/ (IMG=...@sha256:... for a disconnected-ready release).
+	$(GO) run ./hack/bundle -out bundle -image $(IMG)
+
+.PHONY: release
+release: ## Cross-compile kubectl-mpi, pack the krew archives, fill dist/release/mpi.yaml, and check it.
+	$(GO) run ./hack/release -out dist/release
+	cd hack/krewcheck && KREW_RELEASE_DIR=$(ROOT)/dist/release $(GO) test -count=1 ./...
+
+.PHONY: image
+image: ## Build the operator image with podman or docker (needs a container engine).
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker"; exit 1; }
+	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=v$(RELEASE_VERSION) -t $(IMG) .
+
+.PHONY: krew-check
+krew-check: ## The krew manifest, checked with krew's own types, on a placeholder release.
+	cd hack/krewcheck && $(GO) test -count=1 ./...
+
+.PHONY: olm-test
+olm-test: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
+	hack/testbin/build.sh cluster olm
+	$(GO) test -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v
 
 ##@ Local cluster
 

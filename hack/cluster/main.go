@@ -26,7 +26,7 @@ func main() {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	fs.StringVar(&c.dir, "dir", ".cluster", "state directory: kubeconfig, certificates, logs, PID files")
 	fs.StringVar(&c.testbin, "testbin", ".testbin/bin", "directory of the control-plane binaries (make testbin)")
-	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build)")
+	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status")
@@ -40,7 +40,7 @@ func main() {
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	if c.dir, err = filepath.Abs(c.dir); err == nil {
-		if c.testbin, err = filepath.Abs(c.testbin); err == nil {
+		if c.testbin, err = filepath.Abs(c.testbin); err == nil && c.operator != "" {
 			c.operator, err = filepath.Abs(c.operator)
 		}
 	}

@@ -6,6 +6,8 @@
 #   hack/testbin/build.sh etcd kube-apiserver ...
 #   hack/testbin/build.sh envtest      # etcd and kube-apiserver
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
+#   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
+#   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,8 +19,8 @@ modversion() { # dir module
   (cd "$here/$1" && go list -m -f '{{.Version}}' "$2")
 }
 
-build() { # name helper-dir package version [ldflags]
-  local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-}
+build() { # name helper-dir package version [ldflags] [build tags]
+  local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-} tags=${6:-}
   local stamp="$testbin/stamps/$name"
   if [[ -x "$testbin/bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
     echo "testbin: $name $version up to date"
@@ -26,7 +28,7 @@ build() { # name helper-dir package version [ldflags]
   fi
   echo "testbin: building $name $version"
   local start=$SECONDS
-  (cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$testbin/bin/$name" "$pkg")
+  (cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$testbin/bin/$name" "$pkg")
   echo "$version" > "$stamp"
   echo "testbin: built $name in $((SECONDS - start))s"
 }
@@ -45,6 +47,9 @@ expand() { # groups of components
     case "$c" in
       envtest) echo etcd kube-apiserver ;;
       cluster) echo etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset kueue ;;
+      # Not part of "cluster": OLM's module graph is large (about 3 minutes
+      # cold) and only test/olm needs it.
+      olm) echo olm-operator catalog-operator opm catalog-server ;;
       *) echo "$c" ;;
     esac
   done
@@ -63,6 +68,26 @@ for component in $(expand "$@"); do
       build jobset-controller jobset sigs.k8s.io/jobset "$(modversion jobset sigs.k8s.io/jobset)" ;;
     kueue)
       build kueue kueue sigs.k8s.io/kueue/cmd/kueue "$(modversion kueue sigs.k8s.io/kueue)" ;;
+    trainer)
+      # Upstream's Trainer controller, only for hack/bench's side-by-side measure.
+      build trainer-controller-manager trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
+        "$(modversion trainer github.com/kubeflow/trainer/v2)" ;;
+    olm-operator)
+      build olm olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
+        "$(modversion olm github.com/operator-framework/operator-lifecycle-manager)" ;;
+    catalog-operator)
+      build catalog olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog \
+        "$(modversion olm github.com/operator-framework/operator-lifecycle-manager)" ;;
+    opm)
+      # operator-registry's documented tags: no sqlite or gpgme through cgo.
+      build opm olm github.com/operator-framework/operator-registry/cmd/opm \
+        "$(modversion olm github.com/operator-framework/operator-registry)" "" \
+        "json1 netgo osusergo containers_image_openpgp" ;;
+    catalog-server)
+      # Ours: rebuilt when its source or the pinned operator-registry changes.
+      build catalog-server olm ./catalog-server \
+        "$(modversion olm github.com/operator-framework/operator-registry)-$(sha256sum "$here/olm/catalog-server/main.go" | cut -c1-12)" "" \
+        "netgo osusergo containers_image_openpgp" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

@@ -42,7 +42,10 @@ type Options struct {
 	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
 	// jobs instead of its JobSet integration.
 	KueueTrainJobIntegration bool
-	Zap                      zap.Options
+	// PprofAddr serves net/http/pprof, for finding hot spots under load
+	// (hack/bench); off by default.
+	PprofAddr string
+	Zap       zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -50,6 +53,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; \"0\" disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to clients allowed by TokenReview and SubjectAccessReview.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
@@ -67,8 +71,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.AddGoFlagSet(zfs)
 }
 
-// Leader election, and the authenticated metrics endpoint.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election takes a Lease in the operator's own namespace only (a Role,
+// not the ClusterRole; OLM and kustomize place it in the install namespace):
+// client-go's lease lock gets, creates and updates it, nothing more.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=torus-system
+// controller-runtime's leader election records its transitions as core/v1
+// Events on that Lease, in the same namespace (the reconciler's own events
+// go through events.k8s.io, cluster-wide).
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=torus-system
+// The authenticated metrics endpoint.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -90,6 +101,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionID:        "torus-operator.torus-mpi.io",
 		LeaderElectionNamespace: o.LeaderElectionNS,
 		Cache:                   controller.CacheOptions(),
+		PprofBindAddress:        o.PprofAddr,
 	}
 	if o.EnableWebhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})

@@ -1,0 +1,13 @@
+package olm
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+)
+
+// One ordered container: the least-privilege run needs the cluster's
+// admission webhooks pointing at its operator, and OLM later registers
+// webhooks for a Deployment whose pod only kwok pretends to run.
+var _ = Describe("Install paths", Ordered, func() {
+	Context("least privilege: the operator with only the CSV's permissions", Ordered, leastPrivilege)
+	Context("OperatorHub: OLM installs the bundle from a catalog", Ordered, operatorHub)
+})

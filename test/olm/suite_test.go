@@ -1,0 +1,140 @@
+// Package olm proves Torus's install paths on the local cluster, started
+// without its own operator (hack/cluster -operator ""):
+//
+//   - least privilege: the real operator binary runs with a token of the
+//     CSV's ServiceAccount, on a cluster where only the CSV's permissions are
+//     granted, and runs MPI jobs to Complete;
+//   - OperatorHub: the real OLM (olm-operator and catalog-operator) installs
+//     the bundle from a file-based catalog served on 127.0.0.1, the way
+//     OperatorHub does, and refuses a broken bundle with its own reason.
+//
+// Run it with `make olm-test`, or:
+//
+//	make build && hack/testbin/build.sh cluster olm
+//	go test -count=1 -timeout 30m ./test/olm/ -ginkgo.v
+package olm
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+// clusterDir is this suite's local cluster; .cluster belongs to make e2e.
+const clusterDir = "/tmp/torus-olm-cluster"
+
+const (
+	timeout  = 3 * time.Minute
+	interval = 250 * time.Millisecond
+)
+
+var (
+	ctx       = context.Background()
+	root      string
+	workDir   string // binaries, catalogs, certificates and logs of this run
+	testbin   string
+	adminCfg  *rest.Config
+	k8sClient client.Client
+	clientset kubernetes.Interface
+	s         *runtime.Scheme
+)
+
+func TestOLM(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Install paths: least privilege and OLM on the local cluster")
+}
+
+var _ = BeforeSuite(func() {
+	root = framework.RepoRoot()
+	testbin = filepath.Join(root, ".testbin", "bin")
+	if v := os.Getenv("TESTBIN"); v != "" {
+		testbin = filepath.Join(v, "bin")
+	}
+	for _, b := range []string{"olm", "catalog", "opm", "catalog-server", "kube-apiserver", "kwok"} {
+		_, err := os.Stat(filepath.Join(testbin, b))
+		Expect(err).NotTo(HaveOccurred(), "%s is missing: run hack/testbin/build.sh cluster olm", b)
+	}
+	var err error
+	workDir, err = os.MkdirTemp("", "torus-olm-test-")
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("work directory (logs, catalog, certificates): %s\n", workDir)
+	// Keep the logs of a failed run for whoever investigates; a passing
+	// run leaves nothing behind.
+	DeferCleanup(func() {
+		if failed {
+			GinkgoWriter.Printf("logs kept in %s\n", workDir)
+			return
+		}
+		Expect(os.RemoveAll(workDir)).To(Succeed())
+	})
+
+	By("building the operator from this tree")
+	run(root, "go", "build", "-o", filepath.Join(workDir, "torus-operator"), "./operator/cmd/torus-operator")
+
+	By("starting the local cluster without its operator in " + clusterDir)
+	run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
+	run(root, "go", "run", "./hack/cluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", "")
+	DeferCleanup(func() {
+		run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
+	})
+
+	adminCfg, err = clientcmd.BuildConfigFromFlags("", filepath.Join(clusterDir, "kubeconfig"))
+	Expect(err).NotTo(HaveOccurred())
+	adminCfg.QPS, adminCfg.Burst = 100, 200
+	s = scheme.New()
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(operatorsv1alpha1.AddToScheme(s))
+	utilruntime.Must(operatorsv1.AddToScheme(s))
+	k8sClient, err = client.New(adminCfg, client.Options{Scheme: s})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(adminCfg)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+// failed records whether any spec failed, for the cleanup above.
+var failed bool
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		failed = true
+	}
+})
+
+// run runs a command to completion in dir and returns its standard
+// output; the spec's log shows the command, and its output when short or
+// when it fails (opm render writes megabytes of CRDs).
+func run(dir, name string, args ...string) string {
+	GinkgoHelper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	GinkgoWriter.Printf("$ %s %s\n", filepath.Base(name), strings.Join(args, " "))
+	if stdout.Len() < 4096 {
+		GinkgoWriter.Print(stdout.String())
+	}
+	GinkgoWriter.Print(stderr.String())
+	Expect(err).NotTo(HaveOccurred(), "%s %v failed:\n%s%s", name, args, stdout.String(), stderr.String())
+	return stdout.String()
+}
