@@ -92,7 +92,11 @@ lint: ## go vet and gofmt.
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: bench
-bench: ## Benchmarks: key generation, rendering, migrate throughput.
+bench: ## Torus against upstream Trainer v2.3.0 side by side (about 11 minutes; BENCH_FLAGS=-quick for N=100 only); writes bench/results.md.
+	$(GO) run ./hack/bench $(BENCH_FLAGS)
+
+.PHONY: bench-micro
+bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
 	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/... ./plugin/migrate/...
 
 .PHONY: fuzz

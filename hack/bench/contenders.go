@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// contender is one controller configuration measured, or the floor: the
+// benchmark itself creating every object with no controller at all.
+type contender struct {
+	Name  string // short name, used in file names
+	Label string // as the table shows it
+	Kind  string // "torus", "upstream" or "floor"
+	// QPS and Burst override the contender's own client defaults when set.
+	QPS   float32
+	Burst int
+	// Steady: measure writes per minute at rest after the largest N.
+	Steady bool
+}
+
+const (
+	kindTorus    = "torus"
+	kindUpstream = "upstream"
+	kindFloor    = "floor"
+)
+
+// allContenders: each contender with its defaults, then with equal client
+// rates both ways (upstream at Torus's 500/1000, Torus at upstream's
+// 50/100), and the floor.
+var allContenders = []contender{
+	{Name: "floor", Label: "floor (direct client, no controller)", Kind: kindFloor},
+	{Name: "torus", Label: "Torus, defaults (QPS 500/1000)", Kind: kindTorus, Steady: true},
+	{Name: "upstream", Label: "upstream v2.3.0, defaults (QPS 50/100)", Kind: kindUpstream, Steady: true},
+	{Name: "upstream-qps500", Label: "upstream v2.3.0, QPS 500/1000", Kind: kindUpstream, QPS: 500, Burst: 1000},
+	{Name: "torus-qps50", Label: "Torus, QPS 50/100", Kind: kindTorus, QPS: 50, Burst: 100},
+}
+
+// binaries are what the contenders run.
+type binaries struct {
+	testbin  string // etcd, kube-apiserver, trainer-controller-manager
+	operator string // torus-operator built from this tree
+	// upstreamConfig is the Configuration upstream ships
+	// (manifests/base/manager/controller_manager_config.yaml).
+	upstreamConfig string
+}
+
+// running is a started contender.
+type running struct {
+	proc *proc
+	// pprof is Torus's pprof address, when asked for.
+	pprof string
+}
+
+func (r *running) stop() {
+	if r != nil && r.proc != nil {
+		r.proc.stop()
+	}
+}
+
+// startContender runs a controller against the counting proxy, with its
+// admission webhooks not registered (neither contender's webhooks are
+// called; see results.md), and waits until its health endpoint is ready.
+func startContender(ctx context.Context, c contender, bins binaries, cp *controlPlane, proxy *countingProxy, dir string, pprof bool, extra []string) (*running, error) {
+	kubeconfig := filepath.Join(dir, "kubeconfig-"+c.Name)
+	if err := cp.writeKubeconfig(kubeconfig, proxy.URL); err != nil {
+		return nil, err
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	health := freePort()
+	var argv []string
+	r := &running{}
+	switch c.Kind {
+	case kindTorus:
+		argv = []string{
+			bins.operator,
+			"--enable-webhooks=false",
+			"--leader-election-namespace=" + nsSystem,
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		}
+		if c.QPS > 0 {
+			argv = append(argv, fmt.Sprintf("--kube-api-qps=%g", c.QPS), "--kube-api-burst="+strconv.Itoa(c.Burst))
+		}
+		if pprof {
+			r.pprof = fmt.Sprintf("127.0.0.1:%d", freePort())
+			argv = append(argv, "--pprof-bind-address="+r.pprof)
+		}
+		argv = append(argv, extra...)
+	case kindUpstream:
+		cfg, err := upstreamConfig(bins.upstreamConfig, c, health, cp, dir)
+		if err != nil {
+			return nil, err
+		}
+		argv = []string{filepath.Join(bins.testbin, "trainer-controller-manager"), "--config=" + cfg}
+		// Upstream reads its webhook certificate from
+		// $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's
+		// default); a private TMPDIR gives it one without touching /tmp.
+		tmp := filepath.Join(dir, "upstream-tmp")
+		if err := cp.servingCertIn(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "trainer-webhook"); err != nil {
+			return nil, err
+		}
+		env = append(env, "TMPDIR="+tmp)
+	default:
+		return nil, fmt.Errorf("contender %s: no controller to start", c.Name)
+	}
+	p, err := startProc(filepath.Join(dir, "logs", c.Name+".log"), env, argv...)
+	if err != nil {
+		return nil, err
+	}
+	r.proc = p
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
+	if err := waitFor(ctx, 90*time.Second, func(ctx context.Context) error {
+		if p.exited() {
+			return fmt.Errorf("%s exited; see %s", c.Name, p.log)
+		}
+		return httpGet(ctx, nil, url)
+	}); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%s not ready: %w", c.Name, err)
+	}
+	return r, nil
+}
+
+// upstreamConfig writes upstream's shipped Configuration with only what a
+// loopback control plane needs changed: addresses on 127.0.0.1, the
+// leader-election namespace (there is no pod namespace to default to), and
+// certificate management off (it manages a Secret and webhook
+// configurations for an in-cluster Service; the certificate is provided).
+// Client QPS and burst change only for the equal-rate run.
+func upstreamConfig(shipped string, c contender, health int, cp *controlPlane, dir string) (string, error) {
+	data, err := os.ReadFile(shipped)
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("parsing %s: %w", shipped, err)
+	}
+	section := func(name string) map[string]any {
+		m, ok := cfg[name].(map[string]any)
+		if !ok {
+			m = map[string]any{}
+			cfg[name] = m
+		}
+		return m
+	}
+	section("health")["healthProbeBindAddress"] = fmt.Sprintf("127.0.0.1:%d", health)
+	section("metrics")["bindAddress"] = fmt.Sprintf("127.0.0.1:%d", freePort())
+	section("webhook")["host"] = "127.0.0.1"
+	section("webhook")["port"] = freePort()
+	section("leaderElection")["resourceNamespace"] = nsSystem
+	section("certManagement")["enable"] = false
+	section("statusServer")["port"] = freePort()
+	if c.QPS > 0 {
+		section("clientConnection")["qps"] = c.QPS
+		section("clientConnection")["burst"] = c.Burst
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "upstream-config-"+c.Name+".yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+// fetchProfile saves a pprof profile from Torus's pprof endpoint.
+func fetchProfile(ctx context.Context, addr, name, query, out string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+name+query, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching %s profile: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching %s profile: %s", name, resp.Status)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadFrom(resp.Body); err != nil {
+		return fmt.Errorf("saving %s profile: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,546 @@
+// Command bench measures the Torus operator against the upstream Kubeflow
+// Trainer controller (v2.3.0) side by side, on the same machine in one run:
+// for N MPI TrainJobs of 8 workers on an OpenMPI runtime both understand,
+// the time until every job has its JobSet, SSH Secret and hostfile
+// ConfigMap, the API writes each controller sends per job (counted by a
+// proxy in front of the API server), its writes per minute at rest, and its
+// peak RSS and CPU seconds; and the time one job of 4,096 workers takes to
+// get its JobSet. The floor is the benchmark itself creating the TrainJob,
+// JobSet, Secret and ConfigMap directly, with no controller.
+//
+// Each contender runs alone on a fresh etcd and kube-apiserver (Trainer,
+// JobSet and Torus CRDs; no JobSet controller, no admission webhooks).
+//
+//	go run ./hack/bench                 # N = 100, 500, 1000; writes bench/results.md
+//	go run ./hack/bench -quick          # N = 100 only, defaults only; prints, writes nothing
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/client-go/metadata"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/samples"
+)
+
+type options struct {
+	sizes       []int
+	workers     int32
+	bigWorkers  int32
+	contenders  []contender
+	steady      time.Duration
+	timeout     time.Duration
+	concurrency int
+	testbin     string
+	operator    string
+	out         string
+	work        string
+	keep        bool
+	build       bool
+	pprofDir    string
+	pprofSecs   int
+	torusFlags  []string
+}
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")
+	sizes := fs.String("n", "100,500,1000", "numbers of TrainJobs, comma-separated")
+	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50")
+	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
+	big := fs.Int("big-workers", 4096, "workers of the single large TrainJob; 0 skips it")
+	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for one batch")
+	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")
+	testbin := ".testbin/bin"
+	if dir := os.Getenv("TESTBIN"); dir != "" {
+		testbin = filepath.Join(dir, "bin")
+	}
+	fs.StringVar(&o.testbin, "testbin", testbin, "directory of etcd, kube-apiserver and trainer-controller-manager (default $TESTBIN/bin)")
+	fs.StringVar(&o.operator, "operator", "", "torus-operator binary (default: built from this tree into the work directory)")
+	fs.StringVar(&o.out, "out", "bench/results.md", "results file; empty writes none")
+	fs.StringVar(&o.work, "work", "", "work directory: logs, certificates, etcd data (default: a temporary directory)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (its logs) afterwards")
+	fs.BoolVar(&o.build, "build", true, "build etcd, kube-apiserver and upstream's trainer-controller-manager (hack/testbin/build.sh) and the operator first")
+	fs.StringVar(&o.pprofDir, "pprof", "", "directory for Torus's CPU, heap and allocation profiles at the largest N (enables --pprof-bind-address)")
+	fs.IntVar(&o.pprofSecs, "pprof-seconds", 30, "length of the CPU profiles, from the start of the batch")
+	torusFlags := fs.String("torus-flags", "", "extra operator flags, space-separated, for experiments (results then are not its defaults)")
+	_ = fs.Parse(os.Args[1:])
+	o.workers, o.bigWorkers = int32(*w), int32(*big)
+	o.torusFlags = strings.Fields(*torusFlags)
+	if *quick {
+		if !isFlagSet(fs, "n") {
+			*sizes = "100"
+		}
+		if !isFlagSet(fs, "steady") {
+			o.steady = 20 * time.Second
+		}
+		if *names == "" {
+			*names = "floor,torus,upstream"
+		}
+		if !isFlagSet(fs, "out") {
+			o.out = ""
+		}
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("bad -n %q", s))
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	if *names == "" {
+		o.contenders = allContenders
+	} else {
+		for _, n := range strings.Split(*names, ",") {
+			found := false
+			for _, c := range allContenders {
+				if c.Name == strings.TrimSpace(n) {
+					o.contenders = append(o.contenders, c)
+					found = true
+				}
+			}
+			if !found {
+				fatal(fmt.Errorf("unknown contender %q", n))
+			}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, *quick); err != nil {
+		fatal(err)
+	}
+}
+
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("bench: "+time.Now().Format("15:04:05")+" "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options, quick bool) (err error) {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	if o.testbin, err = filepath.Abs(o.testbin); err != nil {
+		return err
+	}
+	if o.work == "" {
+		if o.work, err = os.MkdirTemp("", "torus-bench-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.work, 0o755); err != nil {
+		return err
+	}
+	if o.work, err = filepath.Abs(o.work); err != nil {
+		return err
+	}
+	defer func() {
+		if o.keep || err != nil {
+			logf("logs kept in %s", o.work)
+			return
+		}
+		_ = os.RemoveAll(o.work)
+	}()
+	if err := os.MkdirAll(filepath.Join(o.work, "logs"), 0o755); err != nil {
+		return err
+	}
+	if o.pprofDir != "" {
+		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return err
+		}
+	}
+	bins, crds, err := prepare(o)
+	if err != nil {
+		return err
+	}
+	m := describeMachine()
+	logf("%s; load average %s", m.CPU, m.LoadStart)
+
+	rep := &report{machine: m, opts: o}
+	largest := 0
+	for _, n := range o.sizes {
+		largest = max(largest, n)
+	}
+	smallest := largest
+	for _, n := range o.sizes {
+		smallest = min(smallest, n)
+	}
+	// N outermost: every contender's run at one N is close in time to the
+	// others', so a change of the machine's load hits them alike.
+	for _, n := range o.sizes {
+		for _, c := range o.contenders {
+			r := measureOne(ctx, o, bins, crds, c, n, n == largest, n == smallest)
+			rep.results = append(rep.results, r)
+			logf("%s", r.summary())
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	m.LoadEnd = loadAverage()
+	rep.machine = m
+	text := rep.markdown(quick)
+	fmt.Println()
+	fmt.Print(text)
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	if rep.failed() {
+		return errors.New("some runs failed; see the table and the logs")
+	}
+	return nil
+}
+
+// prepare builds what is missing and finds the CRDs and upstream's shipped
+// configuration in the pinned modules.
+func prepare(o options) (binaries, crdSources, error) {
+	var bins binaries
+	var crds crdSources
+	bins.testbin = o.testbin
+	if o.build {
+		logf("building etcd, kube-apiserver and trainer-controller-manager (cached after the first time)")
+		cmd := exec.Command("hack/testbin/build.sh", "etcd", "kube-apiserver", "trainer")
+		cmd.Env = append(os.Environ(), "TESTBIN="+filepath.Dir(o.testbin))
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return bins, crds, fmt.Errorf("hack/testbin/build.sh: %w", err)
+		}
+	}
+	bins.operator = o.operator
+	if bins.operator == "" {
+		bins.operator = filepath.Join(o.work, "torus-operator")
+		logf("building the Torus operator from this tree")
+		// As make build ships it, and as hack/testbin builds upstream's
+		// binary: stripped, without cgo.
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bins.operator, "./operator/cmd/torus-operator")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return bins, crds, fmt.Errorf("building the operator: %w", err)
+		}
+	}
+	for _, b := range []string{filepath.Join(o.testbin, "etcd"), filepath.Join(o.testbin, "kube-apiserver"), filepath.Join(o.testbin, "trainer-controller-manager"), bins.operator} {
+		if _, err := os.Stat(b); err != nil {
+			return bins, crds, fmt.Errorf("%s is missing: run hack/testbin/build.sh etcd kube-apiserver trainer", b)
+		}
+	}
+	// Upstream's own CRDs and configuration, from the very module its
+	// binary was built from.
+	trainerDir, err := moduleDir("github.com/kubeflow/trainer/v2", "hack/testbin/trainer")
+	if err != nil {
+		return bins, crds, err
+	}
+	jobsetDir, err := moduleDir("sigs.k8s.io/jobset", ".")
+	if err != nil {
+		return bins, crds, err
+	}
+	crds.trainer = filepath.Join(trainerDir, "manifests", "base", "crds")
+	crds.jobset = filepath.Join(jobsetDir, "config", "components", "crd", "bases")
+	// Torus's own CRD (MPINetworkProfile): its operator watches it.
+	crds.torus = filepath.Join("kustomize", "crd", "torus")
+	if crds.torus, err = filepath.Abs(crds.torus); err != nil {
+		return bins, crds, err
+	}
+	bins.upstreamConfig = filepath.Join(trainerDir, "manifests", "base", "manager", "controller_manager_config.yaml")
+	return bins, crds, nil
+}
+
+func moduleDir(module, dir string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s from %s: %w", module, dir, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "bench")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the repository")
+		}
+		dir = parent
+	}
+}
+
+// result is one contender at one N.
+type result struct {
+	Contender contender
+	N         int
+	Load      string // load average when the run started
+	Err       string
+	Done      int
+	Total     time.Duration
+	P50, P99  time.Duration
+	// Writes are the contender's requests during the batch, until it was
+	// quiet for quietWindow.
+	Writes counts
+	// Usage is the controller process at the end of the batch; CPU is its
+	// CPU seconds during the batch, APICPU the API server's.
+	Usage  usage
+	CPU    float64
+	APICPU float64
+	// Steady are the writes during the rest window.
+	Steady       *counts
+	SteadyWindow time.Duration
+	// BigJobSet and BigAll time the large job to its JobSet and to all
+	// three objects.
+	BigJobSet, BigAll time.Duration
+	BigErr            string
+}
+
+// quietWindow: a contender is done when it wrote nothing but lease
+// renewals for this long.
+const quietWindow = 3 * time.Second
+
+func (r *result) summary() string {
+	if r.Err != "" {
+		return fmt.Sprintf("%-16s N=%-5d FAILED: %s", r.Contender.Name, r.N, r.Err)
+	}
+	return fmt.Sprintf("%-16s N=%-5d total %6.2fs  p50 %6.2fs  p99 %6.2fs  writes/job %.2f  peak RSS %s (now %s heap, %s binary)  CPU %.1fs  apiserver CPU %.1fs",
+		r.Contender.Name, r.N, r.Total.Seconds(), r.P50.Seconds(), r.P99.Seconds(),
+		float64(r.Writes.total(func(w write) bool { return !w.lease() }))/float64(r.N),
+		mib(r.Usage.PeakRSS), mib(r.Usage.RSSAnon), mib(r.Usage.RSSFile), r.CPU, r.APICPU)
+}
+
+func measureOne(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n int, largest, smallest bool) *result {
+	r := &result{Contender: c, N: n, Load: loadAverage()}
+	if err := measure(ctx, o, bins, crds, c, n, largest, smallest, r); err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func measure(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n int, largest, smallest bool, r *result) error {
+	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d", c.Name, n))
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	logf("%s N=%d: starting etcd and kube-apiserver", c.Name, n)
+	cp, err := startControlPlane(ctx, dir, o.testbin, crds)
+	if err != nil {
+		return err
+	}
+	defer cp.stop()
+	proxy, err := startProxy(cp)
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+	mc, err := metadata.NewForConfig(cp.config)
+	if err != nil {
+		return err
+	}
+	bench := &creator{c: cp.client, concurrency: o.concurrency}
+
+	var ctrl *running
+	if c.Kind == kindFloor {
+		// The floor writes the objects through the proxy, so its requests
+		// take the same path as a contender's and are counted the same way;
+		// its TrainJobs are created directly, as in a contender's run.
+		cfg := cp.restConfig(proxy.URL)
+		cfg.QPS, cfg.Burst, cfg.UserAgent = -1, 0, "torus-bench-floor"
+		pc, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return err
+		}
+		rt, err := samples.Runtime(runtimeName)
+		if err != nil {
+			return err
+		}
+		bench.children, bench.floor = pc, &mpi.Runtime{
+			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
+		}
+	} else {
+		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest
+		logf("%s N=%d: starting the controller", c.Name, n)
+		if ctrl, err = startContender(ctx, c, bins, cp, proxy, dir, pprof, o.torusFlags); err != nil {
+			return err
+		}
+		defer ctrl.stop()
+		// One job end to end proves the controller has its caches and
+		// its lease before the clock starts.
+		warm := newTracker(nsWarmup, 1)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if err := warm.start(wctx, mc); err != nil {
+			return err
+		}
+		if err := (&creator{c: cp.client, concurrency: 1}).one(ctx, warm, "warmup", o.workers); err != nil {
+			return err
+		}
+		if err := warm.wait(ctx, 2*time.Minute); err != nil {
+			return fmt.Errorf("warm-up job: %w (log: %s)", err, ctrl.proc.log)
+		}
+		proxy.quiet(ctx, quietWindow, 30*time.Second)
+	}
+
+	t := newTracker(nsBench, n)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := t.start(tctx, mc); err != nil {
+		return err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("mpi-%04d", i)
+	}
+	before := proxy.snapshot()
+	ctrlBefore, apiBefore := usageOf(ctrl), usageOfProc(cp.api)
+	profDone := make(chan error, 2)
+	profiles := 0
+	if ctrl != nil && ctrl.pprof != "" {
+		profiles++
+		go func() {
+			profDone <- fetchProfile(ctx, ctrl.pprof, "profile", fmt.Sprintf("?seconds=%d", o.pprofSecs), filepath.Join(o.pprofDir, "cpu.pprof"))
+		}()
+	}
+	if o.pprofDir != "" && largest && (c.Name == "torus" || c.Kind == kindFloor) {
+		// What each job costs the API server, where the time goes.
+		profiles++
+		go func() {
+			profDone <- cp.fetchProfile(ctx, fmt.Sprintf("?seconds=%d", o.pprofSecs), filepath.Join(o.pprofDir, "apiserver-"+c.Name+".pprof"))
+		}()
+	}
+	logf("%s N=%d: creating %d TrainJobs of %d workers", c.Name, n, n, o.workers)
+	start, err := bench.run(ctx, t, names, o.workers)
+	if err != nil {
+		return err
+	}
+	waitErr := t.wait(ctx, o.timeout)
+	lat, last := t.latencies()
+	r.Done = len(lat)
+	r.Total = last.Sub(start)
+	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if waitErr != nil {
+		return waitErr
+	}
+	// Status updates and the like may follow the objects: count until the
+	// contender is quiet.
+	proxy.quiet(ctx, quietWindow, time.Minute)
+	r.Writes = proxy.snapshot().sub(before)
+	// The quiet window is idle time; CPU seconds do not grow in it.
+	ctrlAfter, apiAfter := usageOf(ctrl), usageOfProc(cp.api)
+	r.Usage = ctrlAfter
+	r.CPU, r.APICPU = ctrlAfter.CPU-ctrlBefore.CPU, apiAfter.CPU-apiBefore.CPU
+	for range profiles {
+		if err := <-profDone; err != nil {
+			return err
+		}
+	}
+	if ctrl != nil && ctrl.pprof != "" {
+		for _, p := range []string{"heap", "allocs"} {
+			if err := fetchProfile(ctx, ctrl.pprof, p, "", filepath.Join(o.pprofDir, p+".pprof")); err != nil {
+				return err
+			}
+		}
+		// The text form ends with the runtime's memory statistics: how
+		// large the heap grew (HeapSys) against what is live.
+		if err := fetchProfile(ctx, ctrl.pprof, "heap", "?debug=1", filepath.Join(o.pprofDir, "heap.txt")); err != nil {
+			return err
+		}
+		logf("profiles in %s", o.pprofDir)
+	}
+
+	if c.Steady && largest && ctrl != nil {
+		logf("%s N=%d: counting writes at rest for %s", c.Name, n, o.steady)
+		s0 := proxy.snapshot()
+		select {
+		case <-time.After(o.steady):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s := proxy.snapshot().sub(s0)
+		r.Steady, r.SteadyWindow = &s, o.steady
+	}
+	if smallest && o.bigWorkers > 0 {
+		if err := measureBig(ctx, o, bench, mc, r); err != nil {
+			r.BigErr = err.Error()
+		}
+	}
+	return nil
+}
+
+// measureBig times one TrainJob of o.bigWorkers workers to its JobSet.
+func measureBig(ctx context.Context, o options, bench *creator, mc metadata.Interface, r *result) error {
+	logf("%s: one TrainJob of %d workers", r.Contender.Name, o.bigWorkers)
+	t := newTracker(nsBig, 1)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := t.start(tctx, mc); err != nil {
+		return err
+	}
+	single := *bench
+	single.concurrency = 1
+	if err := single.one(ctx, t, "big", o.bigWorkers); err != nil {
+		return err
+	}
+	if err := t.wait(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	jt := t.jobs["big"]
+	r.BigJobSet, r.BigAll = jt.jobSet.Sub(jt.created), jt.done().Sub(jt.created)
+	return nil
+}
+
+func usageOf(r *running) usage {
+	if r == nil {
+		return usage{}
+	}
+	return usageOfProc(r.proc)
+}
+
+func usageOfProc(p *proc) usage {
+	u, err := readUsage(p.pid())
+	if err != nil {
+		logf("reading /proc of pid %d: %v", p.pid(), err)
+	}
+	return u
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	torus "github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// jobTimes are when the benchmark asked for a TrainJob and when it saw
+// each of its three objects.
+type jobTimes struct {
+	created, jobSet, secret, configMap time.Time
+}
+
+func (t *jobTimes) complete() bool {
+	return !t.jobSet.IsZero() && !t.secret.IsZero() && !t.configMap.IsZero()
+}
+
+// done is when the last of the three objects appeared.
+func (t *jobTimes) done() time.Time {
+	d := t.jobSet
+	for _, x := range []time.Time{t.secret, t.configMap} {
+		if x.After(d) {
+			d = x
+		}
+	}
+	return d
+}
+
+// tracker watches one namespace's JobSets, Secrets and ConfigMaps (their
+// metadata only) and notes when each job's objects first appear. Both
+// contenders name the JobSet after the TrainJob and make the Secret and
+// ConfigMap controlled by it; the names differ (upstream's Secret is
+// <job>-mpi-ssh-auth, Torus's <job>-mpi-ssh).
+type tracker struct {
+	ns   string
+	want int
+
+	mu       sync.Mutex
+	jobs     map[string]*jobTimes
+	complete int
+	allDone  chan struct{}
+}
+
+func newTracker(ns string, want int) *tracker {
+	return &tracker{ns: ns, want: want, jobs: map[string]*jobTimes{}, allDone: make(chan struct{})}
+}
+
+var (
+	gvrJobSet    = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	gvrSecret    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	gvrConfigMap = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// start watches until ctx ends; a closed watch is resumed from a fresh
+// list, so nothing is missed.
+func (t *tracker) start(ctx context.Context, mc metadata.Interface) error {
+	for _, gvr := range []schema.GroupVersionResource{gvrJobSet, gvrSecret, gvrConfigMap} {
+		ri := mc.Resource(gvr).Namespace(t.ns)
+		list, err := ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", gvr.Resource, err)
+		}
+		for i := range list.Items {
+			t.saw(gvr, &list.Items[i], time.Now())
+		}
+		rv := list.ResourceVersion
+		go func() {
+			for ctx.Err() == nil {
+				w, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+				if err == nil {
+					for ev := range w.ResultChan() {
+						now := time.Now()
+						if m, ok := ev.Object.(*metav1.PartialObjectMetadata); ok {
+							rv = m.ResourceVersion
+							if ev.Type == watch.Added || ev.Type == watch.Modified {
+								t.saw(gvr, m, now)
+							}
+						}
+					}
+					w.Stop()
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				// Expired or broken: list again.
+				if l, err := ri.List(ctx, metav1.ListOptions{}); err == nil {
+					for i := range l.Items {
+						t.saw(gvr, &l.Items[i], time.Now())
+					}
+					rv = l.ResourceVersion
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	return nil
+}
+
+func (t *tracker) saw(gvr schema.GroupVersionResource, m *metav1.PartialObjectMetadata, at time.Time) {
+	var job string
+	switch gvr {
+	case gvrJobSet:
+		job = m.Name
+	default:
+		for _, o := range m.OwnerReferences {
+			if o.Kind == trainer.TrainJobKind && ptr.Deref(o.Controller, false) {
+				job = o.Name
+			}
+		}
+		if job == "" {
+			for _, suffix := range []string{"-mpi-hostfile", "-mpi-ssh-auth", "-mpi-ssh"} {
+				if n, ok := strings.CutSuffix(m.Name, suffix); ok {
+					job = n
+					break
+				}
+			}
+		}
+	}
+	if job == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	jt := t.jobs[job]
+	if jt == nil {
+		jt = &jobTimes{}
+		t.jobs[job] = jt
+	}
+	was := jt.complete()
+	var slot *time.Time
+	switch gvr {
+	case gvrJobSet:
+		slot = &jt.jobSet
+	case gvrSecret:
+		slot = &jt.secret
+	default:
+		slot = &jt.configMap
+	}
+	if slot.IsZero() {
+		*slot = at
+	}
+	if !was && jt.complete() {
+		t.complete++
+		if t.complete == t.want {
+			close(t.allDone)
+		}
+	}
+}
+
+func (t *tracker) created(job string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	jt := t.jobs[job]
+	if jt == nil {
+		jt = &jobTimes{}
+		t.jobs[job] = jt
+	}
+	jt.created = at
+}
+
+// wait blocks until every job is complete or timeout passes.
+func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
+	select {
+	case <-t.allDone:
+		return nil
+	case <-time.After(timeout):
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return fmt.Errorf("%d of %d jobs complete after %s", t.complete, t.want, timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// latencies are the per-job times from the create request to the last of
+// the three objects, sorted, and the batch's end.
+func (t *tracker) latencies() (lat []time.Duration, last time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, jt := range t.jobs {
+		if !jt.complete() || jt.created.IsZero() {
+			continue
+		}
+		d := jt.done()
+		lat = append(lat, d.Sub(jt.created))
+		if d.After(last) {
+			last = d
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat, last
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+// newTrainJob is an MPI TrainJob on the OpenMPI runtime.
+func newTrainJob(ns, name string, workers int32) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{
+				Name:     runtimeName,
+				APIGroup: ptr.To(trainer.GroupVersion.Group),
+				Kind:     ptr.To(trainer.ClusterTrainingRuntimeKind),
+			},
+			Trainer: &trainer.Trainer{NumNodes: ptr.To(workers)},
+		},
+	}
+}
+
+// creator submits jobs from a fixed number of goroutines, as fast as the
+// API server takes them. For the floor it also creates each job's JobSet,
+// Secret and ConfigMap itself, exactly as Torus renders them.
+type creator struct {
+	// c creates the TrainJobs, directly: a contender's requests alone go
+	// through the counting proxy.
+	c           client.Client
+	concurrency int
+	// floor, when set, is the runtime the floor renders objects from, and
+	// children the client that creates them, through the proxy.
+	floor    *mpi.Runtime
+	children client.Client
+}
+
+func (cr *creator) run(ctx context.Context, t *tracker, names []string, workers int32) (time.Time, error) {
+	start := time.Now()
+	work := make(chan string)
+	errs := make(chan error, len(names))
+	var wg sync.WaitGroup
+	for range cr.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				if err := cr.one(ctx, t, name, workers); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for _, n := range names {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err, ok := <-errs; ok {
+		return start, err
+	}
+	return start, nil
+}
+
+func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int32) error {
+	tj := newTrainJob(t.ns, name, workers)
+	t.created(name, time.Now())
+	if err := cr.c.Create(ctx, tj); err != nil {
+		return fmt.Errorf("creating TrainJob %s: %w", name, err)
+	}
+	if cr.floor == nil {
+		return nil
+	}
+	job, err := mpi.ResolveJob(tj, cr.floor)
+	if err != nil {
+		return err
+	}
+	js, err := mpi.BuildJobSet(tj, cr.floor, job, mpi.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+	if err != nil {
+		return err
+	}
+	secret, err := torus.BuildSSHSecret(tj, job, 0)
+	if err != nil {
+		return err
+	}
+	for _, o := range []client.Object{torus.BuildHostfileConfigMap(tj, job), secret, js} {
+		if err := cr.children.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T for %s: %w", o, name, err)
+		}
+	}
+	return nil
+}
