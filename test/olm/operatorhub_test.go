@@ -266,12 +266,17 @@ func subscribe(ns, pkg string) {
 func uninstall(ns, pkg, csvName string) {
 	GinkgoHelper()
 	sub := &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: pkg, Namespace: ns}}
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, sub))).To(Succeed())
 	csv := &operatorsv1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: csvName, Namespace: ns}}
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, csv))).To(Succeed())
-	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(csv), csv))
-	}, timeout, interval).Should(BeTrue(), "CSV %s is not deleted", csvName)
+	// The catalog-operator may still hold the Subscription, or an
+	// InstallPlan, in its cache when the CSV goes, and put the CSV back
+	// (seen with a CSV that failed to install): delete again until it stays
+	// gone, as an admin would.
+	Eventually(func(g Gomega) {
+		g.Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, sub))).To(Succeed())
+		g.Expect(client.IgnoreNotFound(k8sClient.DeleteAllOf(ctx, &operatorsv1alpha1.InstallPlan{}, client.InNamespace(ns)))).To(Succeed())
+		g.Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, csv))).To(Succeed())
+		g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(csv), csv))).To(BeTrue(), "CSV %s is not deleted", csvName)
+	}, timeout, 2*time.Second).Should(Succeed())
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
