@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -26,13 +24,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
 )
@@ -166,7 +163,7 @@ func (cp *controlPlane) install(ctx context.Context, crds crdSources) error {
 			return err
 		}
 		for _, f := range files {
-			objs, err := readObjects(f)
+			objs, err := repo.ReadObjects(f)
 			if err != nil {
 				return err
 			}
@@ -349,27 +346,6 @@ func (cp *controlPlane) serviceAccountKey() (keyFile, pubFile string, err error)
 
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
-}
-
-func readObjects(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
 }
 
 func freePort() int {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
@@ -144,7 +145,7 @@ func logf(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options, quick bool) (err error) {
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -262,11 +263,11 @@ func prepare(o options) (binaries, crdSources, error) {
 	}
 	// Upstream's own CRDs and configuration, from the very module its
 	// binary was built from.
-	trainerDir, err := moduleDir("github.com/kubeflow/trainer/v2", "hack/testbin/trainer")
+	trainerDir, err := repo.ModuleDir("github.com/kubeflow/trainer/v2", "hack/testbin/trainer")
 	if err != nil {
 		return bins, crds, err
 	}
-	jobsetDir, err := moduleDir("sigs.k8s.io/jobset", ".")
+	jobsetDir, err := repo.ModuleDir("sigs.k8s.io/jobset", ".")
 	if err != nil {
 		return bins, crds, err
 	}
@@ -279,33 +280,6 @@ func prepare(o options) (binaries, crdSources, error) {
 	}
 	bins.upstreamConfig = filepath.Join(trainerDir, "manifests", "base", "manager", "controller_manager_config.yaml")
 	return bins, crds, nil
-}
-
-func moduleDir(module, dir string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating module %s from %s: %w", module, dir, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "bench")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the repository")
-		}
-		dir = parent
-	}
 }
 
 // result is one contender at one N.

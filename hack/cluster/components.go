@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/hack/repo"
 )
 
 func (c *cluster) startEtcd(ctx context.Context) error {
@@ -95,7 +97,7 @@ func (c *cluster) startControllers(context.Context) error {
 }
 
 func (c *cluster) installCRDs(ctx context.Context) error {
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 			}
 		}
 		for _, f := range files {
-			objs, err := readObjects(f)
+			objs, err := repo.ReadObjects(f)
 			if err != nil {
 				return err
 			}
@@ -154,7 +156,7 @@ const (
 )
 
 func (c *cluster) startKwok(ctx context.Context) error {
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -353,7 +355,7 @@ func (c *cluster) startOperator(ctx context.Context) error {
 	if err := c.ensureNamespace(ctx, "torus-system"); err != nil {
 		return err
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,32 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/hack/repo"
 )
 
 const fieldOwner = client.FieldOwner("torus-local-cluster")
-
-func readObjects(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
-}
 
 func (c *cluster) apply(ctx context.Context, o *unstructured.Unstructured) error {
 	return c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), fieldOwner, client.ForceOwnership)
@@ -111,7 +87,7 @@ func (c *cluster) installWebhooks(ctx context.Context, component string, port in
 // on 127.0.0.1:port with the local CA, and names the configuration after
 // the component so that components do not overwrite each other's.
 func (c *cluster) installWebhooksFile(ctx context.Context, component string, port int, path string) error {
-	objs, err := readObjects(path)
+	objs, err := repo.ReadObjects(path)
 	if err != nil {
 		return err
 	}
@@ -144,38 +120,16 @@ func (c *cluster) installWebhooksFile(ctx context.Context, component string, por
 	return nil
 }
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from inside the repository: no go.mod found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // moduleDir finds a module of the main module's build list, or of the
 // helper module in hack/testbin/<helper> when one is given (kwok is only
 // there).
 func moduleDir(module string, helper ...string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	if len(helper) > 0 {
-		root, err := repoRoot()
-		if err != nil {
-			return "", err
-		}
-		cmd.Dir = filepath.Join(root, "hack", "testbin", helper[0])
+	if len(helper) == 0 {
+		return repo.ModuleDir(module, "")
 	}
-	out, err := cmd.Output()
+	root, err := repo.Root()
 	if err != nil {
-		return "", fmt.Errorf("locating module %s: %w", module, err)
+		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	return repo.ModuleDir(module, filepath.Join(root, "hack", "testbin", helper[0]))
 }

@@ -54,11 +54,7 @@ func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 
 // Run checks and reports.
 func (o *DoctorOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	kube, err := o.getter.Kubernetes()
+	c, kube, err := plugclient.Clients(o.getter)
 	if err != nil {
 		return err
 	}

@@ -107,11 +107,7 @@ func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
 
 // Run execs.
 func (o *ExecRankOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	kube, err := o.getter.Kubernetes()
+	c, kube, err := plugclient.Clients(o.getter)
 	if err != nil {
 		return err
 	}

@@ -117,11 +117,7 @@ func (o *LogsOptions) Validate() error {
 
 // Run streams the logs.
 func (o *LogsOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	kube, err := o.getter.Kubernetes()
+	c, kube, err := plugclient.Clients(o.getter)
 	if err != nil {
 		return err
 	}

@@ -69,11 +69,7 @@ func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 
 // Run prints usage once, or until the job ends.
 func (o *TopOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	kube, err := o.getter.Kubernetes()
+	c, kube, err := plugclient.Clients(o.getter)
 	if err != nil {
 		return err
 	}

@@ -113,3 +113,17 @@ func (g *getter) Kubernetes() (kubernetes.Interface, error) {
 	g.kube = k
 	return k, nil
 }
+
+// Clients returns both clients, for the commands that read Torus's types
+// and also need pods' logs, exec or metrics.
+func Clients(g Getter) (ctrlclient.WithWatch, kubernetes.Interface, error) {
+	c, err := g.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	kube, err := g.Kubernetes()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, kube, nil
+}

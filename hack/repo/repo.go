@@ -1,0 +1,71 @@
+// Package repo gives the hack/ programs what they need from the
+// repository: its root, where a pinned module is unpacked, and the objects
+// of a manifest file.
+package repo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Root is the repository's top directory: the nearest one above the
+// working directory that holds go.mod.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the repository: no go.mod found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ModuleDir is where a module of the build list of the module in dir (""
+// for the working directory's) is unpacked; CRDs and stages ship there.
+func ModuleDir(module, dir string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// ReadObjects decodes every document of a YAML or JSON file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
