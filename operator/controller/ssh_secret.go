@@ -74,7 +74,11 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
-	s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
+	if isTrue(s.tj, trainjob.ConditionCreated) {
+		// New keys for a resumed or restarted run; the first run's are
+		// named in the JobSetCreated event.
+		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
+	}
 	return true, nil
 }
 
@@ -89,8 +93,12 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// deleteSSHSecret removes the job's keys, if any.
+// deleteSSHSecret removes the job's keys, if any. It asks the cache first,
+// so that reconciling a suspended job sends no request.
 func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) error {
+	if exists, err := r.sshSecretExists(ctx, s.tj); err != nil || !exists {
+		return err
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}}
 	if err := r.client.Delete(ctx, secret, client.Preconditions{}); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -40,13 +40,23 @@ func finished(tj *trainer.TrainJob) bool {
 // syncStatus derives the TrainJob's status from its JobSet and pods.
 func (r *TrainJobReconciler) syncStatus(s *scope) {
 	tj, js := s.tj, s.jobSet
-	if js == nil {
+	if js == nil || !jobSetObserved(js) {
+		// Nothing has happened to report yet. The JobSet controller writes
+		// the JobSet's first status moments after it exists, and its watch
+		// event brings the job back: reporting then takes one status write
+		// instead of two, and Created=True also says the JobSet controller
+		// took the job up. (hack/bench: the status patch was the API
+		// server's costliest request per job; see bench/notes.md.)
 		return
 	}
 	placement := s.job.Placement()
 	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionTrue, trainjob.ReasonJobSetCreated,
 		fmt.Sprintf("JobSet %s: launcher and %d workers, %d slots each (%s)", js.Name, s.job.Workers, s.job.SlotsPerHost, s.job.Implementation)) {
-		s.event(corev1.EventTypeNormal, trainjob.ReasonJobSetCreated, "Created JobSet %s with a launcher and %d workers", js.Name, s.job.Workers)
+		// The first run's keys are announced here rather than with an event
+		// of their own (ensureSSHSecret), one Event write per job less.
+		s.event(corev1.EventTypeNormal, trainjob.ReasonJobSetCreated,
+			"Created JobSet %s with a launcher and %d workers; its SSH keys are in Secret %s while it runs",
+			js.Name, s.job.Workers, mpi.SSHSecretName(tj.Name))
 		r.metrics.Created.WithLabelValues(tj.Namespace).Inc()
 	}
 
@@ -97,6 +107,13 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, msg)
 		}
 	}
+}
+
+// jobSetObserved reports whether the JobSet controller has reconciled the
+// JobSet: its first reconcile records a status for every replicated job, or
+// a condition such as Suspended.
+func jobSetObserved(js *jobsetv1alpha2.JobSet) bool {
+	return len(js.Status.ReplicatedJobsStatus) > 0 || len(js.Status.Conditions) > 0
 }
 
 func jobSetCondition(js *jobsetv1alpha2.JobSet, typ jobsetv1alpha2.JobSetConditionType) bool {

@@ -280,10 +280,6 @@ func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
 	if s.tj.Annotations[mpi.AnnotationKeepSSHKeys] == "true" {
 		return nil
 	}
-	exists, err := r.sshSecretExists(ctx, s.tj)
-	if err != nil || !exists {
-		return err
-	}
 	return r.deleteSSHSecret(ctx, s)
 }
 

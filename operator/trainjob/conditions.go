@@ -3,7 +3,8 @@ package trainjob
 // Condition types Torus sets on TrainJobs, beside the upstream Suspended,
 // Complete and Failed.
 const (
-	// ConditionCreated is True once the job's JobSet exists; False says why
+	// ConditionCreated is True once the job's JobSet exists and the JobSet
+	// controller reports on it (its first status); False says why
 	// Torus will not create it.
 	ConditionCreated = "Created"
 	// ConditionRunning is True while the launcher and every worker run.

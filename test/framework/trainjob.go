@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // CreateSampleRuntimes creates the shipped ClusterTrainingRuntimes
@@ -35,4 +36,20 @@ func Condition(ctx context.Context, c client.Client, tj *trainer.TrainJob, typ s
 		g.Expect(cond).NotTo(gomega.BeNil(), "%s has no %s condition yet; conditions: %v", tj.Name, typ, got.Status.Conditions)
 		return cond
 	}
+}
+
+// ObserveJobSet plays the JobSet controller's first reconcile of a job's
+// JobSet, which envtest does not run: once the JobSet exists, it records a
+// status for each replicated job with nothing active yet.
+func ObserveJobSet(ctx context.Context, c client.Client, tj *trainer.TrainJob) {
+	ginkgo.GinkgoHelper()
+	gomega.Eventually(func(g gomega.Gomega) {
+		var js jobsetv1alpha2.JobSet
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, &js)).To(gomega.Succeed())
+		js.Status.ReplicatedJobsStatus = nil
+		for _, rj := range js.Spec.ReplicatedJobs {
+			js.Status.ReplicatedJobsStatus = append(js.Status.ReplicatedJobsStatus, jobsetv1alpha2.ReplicatedJobStatus{Name: rj.Name})
+		}
+		g.Expect(c.Status().Update(ctx, &js)).To(gomega.Succeed())
+	}, Timeout, Interval).Should(gomega.Succeed())
 }

@@ -63,6 +63,21 @@ func setJobSetCondition(tj *trainer.TrainJob, typ jobsetv1alpha2.JobSetCondition
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 }
 
+// eventReasons lists the reasons of the events about a TrainJob.
+func eventReasons(tj *trainer.TrainJob) func(Gomega) []string {
+	return func(g Gomega) []string {
+		var list eventsv1.EventList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(tj.Namespace))).To(Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == tj.Name {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
+}
+
 var _ = Describe("MPI TrainJob", func() {
 	var ns *corev1.Namespace
 	BeforeEach(func(sctx SpecContext) { ns = fw.NewNamespace(sctx, "mpi") })
@@ -132,9 +147,18 @@ var _ = Describe("MPI TrainJob", func() {
 				g.Expect(string(s.Data["sshd_config"])).To(ContainSubstring("Port 2222"))
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 
-			By("reporting Created")
-			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(
-				HaveField("Status", metav1.ConditionTrue))
+			By("writing no status until the JobSet controller reports on the JobSet")
+			Consistently(func(g Gomega) []metav1.Condition {
+				var got trainer.TrainJob
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+				return got.Status.Conditions
+			}, framework.ShortWindow, framework.Interval).Should(BeEmpty())
+
+			By("reporting Created once it does")
+			framework.ObserveJobSet(ctx, k8sClient, tj)
+			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+				HaveField("Status", metav1.ConditionTrue),
+				HaveField("Reason", trainjob.ReasonJobSetCreated)))
 		},
 		Entry("Open MPI 4", "torus-openmpi", "OpenMPI", func(slots string) []corev1.EnvVar {
 			return []corev1.EnvVar{
@@ -175,6 +199,8 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 		var first []byte
 		Eventually(func(g Gomega) { first = getSecret(g, tj).Data["ssh-privatekey"] }, framework.Timeout, framework.Interval).Should(Succeed())
+		framework.ObserveJobSet(ctx, k8sClient, tj)
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
 
 		By("suspending: the keys go and the JobSet is suspended")
 		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
@@ -208,6 +234,9 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
 			g.Expect(s.Data["ssh-privatekey"]).NotTo(Equal(second))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(
+			ContainElements("JobSetCreated", "Suspended", "SSHKeysDeleted", "Resumed", "SSHKeysCreated"),
+			"keys made for a resumed or restarted run are announced; the first run's are named in JobSetCreated")
 	})
 
 	DescribeTable("deletes the keys when the job finishes unless told to keep them",
@@ -260,17 +289,8 @@ var _ = Describe("MPI TrainJob", func() {
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", "worker-1 (ranks 4-7) OOMKilled: memory limit 16Gi exceeded; raise --memory (spec.trainer.resourcesPerNode limits) [pod oom-node-0-1-x7k2p]"),
 		))
-		Eventually(func(g Gomega) []string {
-			var list eventsv1.EventList
-			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
-			var reasons []string
-			for _, e := range list.Items {
-				if e.Regarding.Name == "oom" {
-					reasons = append(reasons, e.Reason)
-				}
-			}
-			return reasons
-		}, framework.Timeout, framework.Interval).Should(ContainElements("JobSetCreated", "SSHKeysCreated", "Failed"))
+		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElements("JobSetCreated", "Failed"))
+		Expect(eventReasons(tj)(Default)).NotTo(ContainElement("SSHKeysCreated"), "the first run's keys are named in JobSetCreated")
 	})
 
 	It("creates nothing for a runtime that is not MPI, and says why", func() {
@@ -326,6 +346,7 @@ var _ = Describe("MPI TrainJob", func() {
 	It("sends no write when a reconcile has nothing to change", func() {
 		tj := wrappers.MakeTrainJob("steady", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, k8sClient, tj)
 		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
 		// Let the job settle: no writes over a quiet window.
 		var before int

@@ -40,7 +40,9 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, "Intel"))
 		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationTopology, "cloud.provider.com/topology-rack"))
 
-		// The operator creates the JobSet; without kubelets no pod runs.
+		// The operator creates the JobSet, the JobSet controller (played
+		// here) takes it up; without kubelets no pod runs.
+		framework.ObserveJobSet(ctx, k8sClient, &tj)
 		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
 			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+<none>\s+`))
 		r = kubectlMPI("", "-n", ns, "describe", "pi")
