@@ -12,11 +12,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/operator/metricsauth"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
@@ -91,7 +91,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 
 	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.MetricsSecure}
 	if o.MetricsSecure {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.FilterProvider = metricsauth.FilterProvider
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme.New(),

@@ -1,0 +1,123 @@
+package metricsauth_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/torus-mpi/torus/operator/metricsauth"
+)
+
+// serviceAccountToken creates a ServiceAccount and a token for it, as
+// Prometheus would be given.
+func serviceAccountToken(ns, name string) string {
+	GinkgoHelper()
+	_, err := clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
+}
+
+var _ = Describe("the metrics endpoint", Ordered, func() {
+	var (
+		server           *httptest.Server
+		reviews          atomic.Int32
+		reader, stranger string
+	)
+
+	BeforeAll(func() {
+		ns, err := clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "monitoring-"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		reader = serviceAccountToken(ns.Name, "prometheus")
+		stranger = serviceAccountToken(ns.Name, "stranger")
+		_, err = clientset.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = clientset.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-metrics-reader"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "prometheus"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		// The operator's own credentials, counting the reviews it sends.
+		opCfg := rest.CopyConfig(cfg)
+		opCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(r *http.Request) (*http.Response, error) {
+				if strings.HasSuffix(r.URL.Path, "reviews") {
+					reviews.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		hc, err := rest.HTTPClientFor(opCfg)
+		Expect(err).NotTo(HaveOccurred())
+		filter, err := metricsauth.FilterProvider(opCfg, hc)
+		Expect(err).NotTo(HaveOccurred())
+		handler, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "torus_trainjobs_created_total 3")
+		}))
+		Expect(err).NotTo(HaveOccurred())
+		server = httptest.NewServer(handler)
+		DeferCleanup(server.Close)
+	})
+
+	get := func(path, token string) (int, string) {
+		GinkgoHelper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, server.URL+path, nil)
+		Expect(err).NotTo(HaveOccurred())
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := server.Client().Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, string(body)
+	}
+
+	DescribeTable("answers",
+		func(path string, token func() string, wantCode int, wantBody string) {
+			code, body := get(path, token())
+			Expect(code).To(Equal(wantCode))
+			Expect(body).To(ContainSubstring(wantBody))
+		},
+		Entry("a ServiceAccount bound to a role that may get /metrics", "/metrics", func() string { return reader }, http.StatusOK, "torus_trainjobs_created_total 3"),
+		Entry("no token with 401", "/metrics", func() string { return "" }, http.StatusUnauthorized, "send a bearer token"),
+		Entry("a token the API server does not know with 401", "/metrics", func() string { return "not-a-token" }, http.StatusUnauthorized, "Unauthorized"),
+		Entry("a valid token without the role with 403, naming the user", "/metrics", func() string { return stranger }, http.StatusForbidden,
+			`user "system:serviceaccount:`),
+		Entry("another path than the role allows with 403", "/debug", func() string { return reader }, http.StatusForbidden, "may not get /debug"),
+	)
+
+	It("asks the API server once per token and path while the answer is fresh", func() {
+		get("/metrics", reader)
+		before := reviews.Load()
+		for range 5 {
+			code, _ := get("/metrics", reader)
+			Expect(code).To(Equal(http.StatusOK))
+		}
+		Expect(reviews.Load()).To(Equal(before))
+		Expect(before).To(BeNumerically(">", 0), "the reviews went through the counted client")
+	})
+})
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
