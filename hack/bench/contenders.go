@@ -103,7 +103,7 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 		// $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's
 		// default); a private TMPDIR gives it one without touching /tmp.
 		tmp := filepath.Join(dir, "upstream-tmp")
-		if err := cp.servingCertIn(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "trainer-webhook"); err != nil {
+		if err := cp.ca.ServingCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "trainer-webhook"); err != nil {
 			return nil, err
 		}
 		env = append(env, "TMPDIR="+tmp)

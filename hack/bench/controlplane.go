@@ -2,18 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -26,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
@@ -50,10 +42,7 @@ const (
 // runtime both contenders understand.
 type controlPlane struct {
 	dir     string
-	ca      *x509.Certificate
-	caKey   *ecdsa.PrivateKey
-	caFile  string
-	token   string
+	ca      *controlplane.Authority
 	apiPort int
 	etcd    *proc
 	api     *proc
@@ -80,64 +69,32 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 			cp.stop()
 		}
 	}()
-	if err := cp.makePKI(); err != nil {
+	if cp.ca, err = controlplane.NewAuthority(filepath.Join(dir, "pki"), "torus-bench-ca"); err != nil {
 		return nil, fmt.Errorf("making certificates: %w", err)
 	}
 	etcdPort, peerPort, apiPort := freePort(), freePort(), freePort()
 	cp.apiPort = apiPort
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	cp.etcd, err = startProc(filepath.Join(dir, "logs", "etcd.log"), nil,
-		filepath.Join(testbin, "etcd"), "--name=bench", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=bench="+peerURL, "--listen-metrics-urls=",
-		// Measured here is the API server and the controllers, not the
-		// disk: the same for every contender.
-		"--unsafe-no-fsync")
+		controlplane.EtcdArgs(filepath.Join(testbin, "etcd"), "bench", filepath.Join(dir, "etcd"), etcdPort, peerPort)...)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, 30*time.Second, func(ctx context.Context) error { return httpGet(ctx, nil, etcdURL+"/health") }); err != nil {
+	etcdHealth := fmt.Sprintf("http://127.0.0.1:%d/health", etcdPort)
+	if err := waitFor(ctx, 30*time.Second, func(ctx context.Context) error { return httpGet(ctx, nil, etcdHealth) }); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	serving, err := cp.servingCert("kube-apiserver")
+	argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPort, apiPort)
 	if err != nil {
 		return nil, err
 	}
-	saKey, saPub, err := cp.serviceAccountKey()
-	if err != nil {
+	if cp.api, err = startProc(filepath.Join(dir, "logs", "kube-apiserver.log"), nil, argv...); err != nil {
 		return nil, err
 	}
-	tokens := filepath.Join(dir, "pki", "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(cp.token+",admin,admin,system:masters\n"), 0o600); err != nil {
-		return nil, err
-	}
-	cp.api, err = startProc(filepath.Join(dir, "logs", "kube-apiserver.log"), nil,
-		filepath.Join(testbin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", apiPort),
-		"--tls-cert-file="+filepath.Join(serving, "tls.crt"),
-		"--tls-private-key-file="+filepath.Join(serving, "tls.key"),
-		"--client-ca-file="+cp.caFile,
-		"--token-auth-file="+tokens,
-		"--service-account-key-file="+saPub,
-		"--service-account-signing-key-file="+saKey,
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none",
-		"--authorization-mode=RBAC")
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cp.ca)
 	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort)
-	if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error { return httpGet(ctx, pool, readyz) }); err != nil {
+	if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error { return httpGet(ctx, cp.ca.CertPool(), readyz) }); err != nil {
 		return nil, fmt.Errorf("kube-apiserver: %w (log: %s)", err, cp.api.log)
 	}
-	cp.config = cp.restConfig(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
+	cp.config = cp.ca.AdminConfig(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
 	// No client-side rate limit for the benchmark's own requests.
 	cp.config.QPS, cp.config.Burst = -1, 0
 	cp.config.UserAgent = "torus-bench"
@@ -218,22 +175,10 @@ func (cp *controlPlane) established(ctx context.Context, names []string) error {
 	return nil
 }
 
-// restConfig is an admin configuration for a server signed by the CA.
-func (cp *controlPlane) restConfig(server string) *rest.Config {
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cp.ca.Raw})
-	return &rest.Config{Host: server, BearerToken: cp.token, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}}
-}
-
 // writeKubeconfig writes a kubeconfig for the admin against server (the
 // counting proxy, for contenders).
 func (cp *controlPlane) writeKubeconfig(path, server string) error {
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cp.ca.Raw})
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["bench"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cp.token}
-	cfg.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "admin", Namespace: "default"}
-	cfg.CurrentContext = "bench"
-	return clientcmd.WriteToFile(*cfg, path)
+	return clientcmd.WriteToFile(*cp.ca.AdminKubeconfig("bench", server), path)
 }
 
 // stop ends the API server, then etcd, and drops etcd's data.
@@ -247,105 +192,11 @@ func (cp *controlPlane) stop() {
 	_ = os.RemoveAll(filepath.Join(cp.dir, "etcd"))
 }
 
-func (cp *controlPlane) makePKI() error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "torus-bench-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return err
-	}
-	if cp.ca, err = x509.ParseCertificate(der); err != nil {
-		return err
-	}
-	cp.caKey = key
-	cp.caFile = filepath.Join(cp.dir, "pki", "ca.crt")
-	if err := writePEM(cp.caFile, "CERTIFICATE", der, 0o644); err != nil {
-		return err
-	}
-	token := make([]byte, 16)
-	if _, err := rand.Read(token); err != nil {
-		return err
-	}
-	cp.token = hex.EncodeToString(token)
-	return nil
-}
-
 // servingCert writes tls.crt and tls.key for a server on 127.0.0.1 into
 // pki/<name>, the layout controller-runtime's webhook server reads.
 func (cp *controlPlane) servingCert(name string) (string, error) {
 	dir := filepath.Join(cp.dir, "pki", name)
-	return dir, cp.servingCertIn(dir, name)
-}
-
-func (cp *controlPlane) servingCertIn(dir, name string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, cp.ca, &key.PublicKey, cp.caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := writePEM(filepath.Join(dir, "tls.crt"), "CERTIFICATE", der, 0o644); err != nil {
-		return err
-	}
-	return writePEM(filepath.Join(dir, "tls.key"), "EC PRIVATE KEY", keyDER, 0o600)
-}
-
-func (cp *controlPlane) tlsCert(dir string) (tls.Certificate, error) {
-	return tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-}
-
-func (cp *controlPlane) serviceAccountKey() (keyFile, pubFile string, err error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return "", "", err
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return "", "", err
-	}
-	keyFile, pubFile = filepath.Join(cp.dir, "pki", "sa.key"), filepath.Join(cp.dir, "pki", "sa.pub")
-	if err := writePEM(keyFile, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key), 0o600); err != nil {
-		return "", "", err
-	}
-	return keyFile, pubFile, writePEM(pubFile, "PUBLIC KEY", pubDER, 0o644)
-}
-
-func writePEM(path, typ string, der []byte, mode os.FileMode) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
+	return dir, cp.ca.ServingCert(dir, name)
 }
 
 func freePort() int {

@@ -357,7 +357,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		// The floor writes the objects through the proxy, so its requests
 		// take the same path as a contender's and are counted the same way;
 		// its TrainJobs are created directly, as in a contender's run.
-		cfg := cp.restConfig(proxy.URL)
+		cfg := cp.ca.AdminConfig(proxy.URL)
 		cfg.QPS, cfg.Burst, cfg.UserAgent = -1, 0, "torus-bench-floor"
 		pc, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 		if err != nil {

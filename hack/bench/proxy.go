@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -92,12 +92,11 @@ func startProxy(cp *controlPlane) (*countingProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := cp.tlsCert(certDir)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cp.ca)
+	pool := cp.ca.CertPool()
 	target, err := url.Parse(fmt.Sprintf("https://127.0.0.1:%d", cp.apiPort))
 	if err != nil {
 		return nil, err

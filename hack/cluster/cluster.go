@@ -17,9 +17,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/operator/scheme"
 )
 
@@ -36,7 +36,7 @@ type cluster struct {
 	nodes    int
 
 	ports  ports
-	pki    *pki
+	ca     *controlplane.Authority
 	config *rest.Config
 	client client.Client
 }
@@ -104,7 +104,7 @@ func (c *cluster) up(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if c.pki, err = newPKI(filepath.Join(c.dir, "pki")); err != nil {
+	if c.ca, err = controlplane.NewAuthority(filepath.Join(c.dir, "pki"), "torus-local-ca"); err != nil {
 		return fmt.Errorf("making certificates: %w", err)
 	}
 	type step struct {
@@ -171,48 +171,43 @@ func (c *cluster) status() error {
 
 // writeKubeconfig writes the admin kubeconfig and builds a client from it.
 func (c *cluster) writeKubeconfig() error {
-	caPEM, err := os.ReadFile(c.pki.CAFile)
-	if err != nil {
+	server := fmt.Sprintf("https://127.0.0.1:%d", c.ports.APIServer)
+	if err := clientcmd.WriteToFile(*c.ca.AdminKubeconfig("torus-local", server), c.kubeconfig()); err != nil {
 		return err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["torus-local"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", c.ports.APIServer), CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.pki.AdminToken}
-	cfg.Contexts["torus-local"] = &clientcmdapi.Context{Cluster: "torus-local", AuthInfo: "admin", Namespace: "default"}
-	cfg.CurrentContext = "torus-local"
-	path := c.kubeconfig()
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return err
-	}
-	if c.config, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
-		return err
-	}
+	c.config = c.ca.AdminConfig(server)
 	c.config.QPS, c.config.Burst = 200, 400
 	s := scheme.New()
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		return err
 	}
+	var err error
 	c.client, err = client.New(c.config, client.Options{Scheme: s})
 	return err
 }
 
 func (c *cluster) kubeconfig() string { return filepath.Join(c.dir, "kubeconfig") }
 
+// servingCert makes a loopback server's certificate in pki/<name> and
+// returns that directory.
+func (c *cluster) servingCert(name string) (string, error) {
+	dir := filepath.Join(c.ca.Dir, name)
+	return dir, c.ca.ServingCert(dir, name)
+}
+
 // httpGet checks a health endpoint: 200 means ready.
 func (c *cluster) httpGet(ctx context.Context, url string) error {
-	pool := x509.NewCertPool()
-	if c.pki != nil {
-		if ca, err := os.ReadFile(c.pki.CAFile); err == nil {
-			pool.AppendCertsFromPEM(ca)
-		}
+	var pool *x509.CertPool
+	if c.ca != nil {
+		pool = c.ca.CertPool()
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(url, "https://") && c.pki != nil {
-		req.Header.Set("Authorization", "Bearer "+c.pki.AdminToken)
+	if strings.HasPrefix(url, "https://") && c.ca != nil {
+		req.Header.Set("Authorization", "Bearer "+c.ca.AdminToken)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -13,59 +13,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
 )
 
 func (c *cluster) startEtcd(ctx context.Context) error {
-	client := fmt.Sprintf("http://127.0.0.1:%d", c.ports.Etcd)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", c.ports.EtcdPeer)
-	if err := c.start(process{name: "etcd", argv: []string{
-		c.bin("etcd"), "--name=torus", "--data-dir=" + filepath.Join(c.dir, "etcd"),
-		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=torus=" + peer, "--listen-metrics-urls=",
-		// A test cluster: no fsync on every write.
-		"--unsafe-no-fsync",
-	}}); err != nil {
+	argv := controlplane.EtcdArgs(c.bin("etcd"), "torus", filepath.Join(c.dir, "etcd"), c.ports.Etcd, c.ports.EtcdPeer)
+	if err := c.start(process{name: "etcd", argv: argv}); err != nil {
 		return err
 	}
 	return c.waitFor(ctx, "etcd", 30*time.Second, func(ctx context.Context) error {
-		return c.httpGet(ctx, client+"/health")
+		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", c.ports.Etcd))
 	})
 }
 
 func (c *cluster) startAPIServer(ctx context.Context) error {
-	serving, err := c.pki.servingCert("kube-apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
-	if err != nil {
-		return err
-	}
-	saKey, saPub, err := c.pki.serviceAccountKey()
-	if err != nil {
-		return err
-	}
-	tokens, err := c.pki.tokenFile()
-	if err != nil {
-		return err
-	}
-	if err := c.start(process{name: "kube-apiserver", argv: []string{
-		c.bin("kube-apiserver"),
-		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.ports.Etcd),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", c.ports.APIServer),
-		"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
-		"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
-		"--client-ca-file=" + c.pki.CAFile,
-		"--token-auth-file=" + tokens,
-		"--service-account-key-file=" + saPub,
-		"--service-account-signing-key-file=" + saKey,
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none",
-		"--authorization-mode=RBAC",
+	argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, c.ports.Etcd, c.ports.APIServer,
 		"--allow-privileged=true",
 		// kwok's kubelet endpoint, for logs, exec and metrics through the API.
-		"--kubelet-preferred-address-types=InternalIP",
-	}}); err != nil {
+		"--kubelet-preferred-address-types=InternalIP")
+	if err != nil {
+		return err
+	}
+	if err := c.start(process{name: "kube-apiserver", argv: argv}); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports.APIServer)
@@ -80,8 +50,8 @@ func (c *cluster) startControllers(context.Context) error {
 		c.bin("kube-controller-manager"), "--kubeconfig=" + c.kubeconfig(),
 		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
 		"--secure-port=0", "--leader-elect=false",
-		"--service-account-private-key-file=" + filepath.Join(c.pki.dir, "sa.key"),
-		"--root-ca-file=" + c.pki.CAFile,
+		"--service-account-private-key-file=" + filepath.Join(c.ca.Dir, "sa.key"),
+		"--root-ca-file=" + c.ca.CAFile,
 		// kwok pods never run a kubelet: evict nothing for lost heartbeats.
 		"--node-monitor-grace-period=1h",
 		// The defaults (20 QPS, 5 Job workers) make hundreds of pods queue
@@ -188,7 +158,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	if err := os.WriteFile(configFile, []byte(config.String()), 0o644); err != nil {
 		return err
 	}
-	serving, err := c.pki.servingCert("kwok")
+	serving, err := c.servingCert("kwok")
 	if err != nil {
 		return err
 	}
@@ -240,7 +210,7 @@ func kwokNode(i int) *corev1.Node {
 }
 
 func (c *cluster) startJobSet(ctx context.Context) error {
-	certs, err := c.pki.servingCert("jobset-webhook")
+	certs, err := c.servingCert("jobset-webhook")
 	if err != nil {
 		return err
 	}
@@ -279,7 +249,7 @@ clientConnection:
 }
 
 func (c *cluster) startKueue(ctx context.Context) error {
-	certs, err := c.pki.servingCert("kueue-webhook")
+	certs, err := c.servingCert("kueue-webhook")
 	if err != nil {
 		return err
 	}
@@ -348,7 +318,7 @@ exec %[3]s --config=%[4]s
 }
 
 func (c *cluster) startOperator(ctx context.Context) error {
-	certs, err := c.pki.servingCert("torus-webhook")
+	certs, err := c.servingCert("torus-webhook")
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func (c *cluster) installWebhooksFile(ctx context.Context, component string, por
 	if err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(c.pki.CAFile)
+	ca, err := os.ReadFile(c.ca.CAFile)
 	if err != nil {
 		return err
 	}

@@ -39,17 +39,24 @@ func BuildHostfileConfigMap(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMa
 // when the hostfile differs.
 func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error {
 	desired := BuildHostfileConfigMap(s.tj, s.job)
+	job := client.ObjectKeyFromObject(s.tj)
 	var existing corev1.ConfigMap
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(desired), &existing)
 	if apierrors.IsNotFound(err) {
+		if r.creations.pending(childConfigMap, job, s.now) {
+			s.awaitCache = true
+			return nil
+		}
 		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
 		}
+		r.creations.created(childConfigMap, job, s.now)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("getting hostfile ConfigMap: %w", err)
 	}
+	r.creations.seen(childConfigMap, job)
 	if maps.Equal(existing.Data, desired.Data) {
 		return nil
 	}
@@ -101,7 +108,13 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	desired.Annotations[mpi.AnnotationSpecHash] = hash
 
 	existing := s.jobSet
+	job := client.ObjectKeyFromObject(s.tj)
 	if existing == nil {
+		if r.creations.pending(childJobSet, job, s.now) {
+			// Created by an earlier reconcile; its watch event comes.
+			s.awaitCache = true
+			return nil
+		}
 		if err := r.client.Create(ctx, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil
@@ -114,6 +127,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 			}
 			return fmt.Errorf("creating JobSet: %w", err)
 		}
+		r.creations.created(childJobSet, job, s.now)
 		s.jobSet = desired
 		s.created = true
 		log.V(2).Info("Created JobSet", "jobSet", desired.Name)

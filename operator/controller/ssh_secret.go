@@ -47,12 +47,19 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	if s.jobSet != nil {
 		restarts = s.jobSet.Status.Restarts
 	}
+	job := client.ObjectKeyFromObject(s.tj)
 	existing := secretMetadata()
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}, existing)
 	switch {
 	case err == nil:
 		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
 		if int32(made) >= restarts {
+			r.creations.seen(childSecret, job)
+			return false, nil
+		}
+		if r.creations.pending(childSecret, job, s.now) {
+			// The cache still shows the keys this run's replaced.
+			s.awaitCache = true
 			return false, nil
 		}
 		// The Secret is immutable: new keys mean a new object.
@@ -61,6 +68,9 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
+	case r.creations.pending(childSecret, job, s.now):
+		s.awaitCache = true
+		return false, nil
 	}
 	secret, err := BuildSSHSecret(s.tj, s.job, restarts)
 	if err != nil {
@@ -73,6 +83,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
+	r.creations.created(childSecret, job, s.now)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
 		// New keys for a resumed or restarted run; the first run's are

@@ -43,6 +43,8 @@ type TrainJobReconciler struct {
 	// resourceVersion its last status patch replaced, until the cache shows
 	// a newer one. See Reconcile.
 	statusWritten sync.Map
+	// creations are children created but not yet in the cache.
+	creations creations
 }
 
 // scope is the state of one reconcile.
@@ -58,6 +60,9 @@ type scope struct {
 	waiting string
 	now     time.Time
 	events  []queuedEvent
+	// awaitCache is set when a child this reconciler created is not in the
+	// cache yet (see creations).
+	awaitCache bool
 }
 
 type queuedEvent struct {
@@ -108,6 +113,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.statusWritten.Delete(req.NamespacedName)
+			r.creations.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -191,6 +197,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
 	case err == nil:
 		s.jobSet = &js
+		r.creations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("getting JobSet: %w", err)
 	}
@@ -260,6 +267,9 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		// Multus's report may be late; a missing one becomes an error after
 		// a grace period, with no event to wake us.
 		requeue = minPositive(requeue, networkStatusGracePeriod/3)
+	}
+	if s.awaitCache {
+		requeue = minPositive(requeue, creationTTL)
 	}
 	return requeue, nil
 }
