@@ -43,14 +43,14 @@ func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error
 	var existing corev1.ConfigMap
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(desired), &existing)
 	if apierrors.IsNotFound(err) {
-		if r.creations.pending(childConfigMap, job, s.now) {
+		if r.creations.pending(childConfigMap, job, 0, s.now) {
 			s.awaitCache = true
 			return nil
 		}
 		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
 		}
-		r.creations.created(childConfigMap, job, s.now)
+		r.creations.created(childConfigMap, job, 0, s.now)
 		return nil
 	}
 	if err != nil {
@@ -110,7 +110,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	existing := s.jobSet
 	job := client.ObjectKeyFromObject(s.tj)
 	if existing == nil {
-		if r.creations.pending(childJobSet, job, s.now) {
+		if r.creations.pending(childJobSet, job, 0, s.now) {
 			// Created by an earlier reconcile; its watch event comes.
 			s.awaitCache = true
 			return nil
@@ -127,7 +127,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 			}
 			return fmt.Errorf("creating JobSet: %w", err)
 		}
-		r.creations.created(childJobSet, job, s.now)
+		r.creations.created(childJobSet, job, 0, s.now)
 		s.jobSet = desired
 		s.created = true
 		log.V(2).Info("Created JobSet", "jobSet", desired.Name)

@@ -9,15 +9,22 @@ import (
 
 // creations remembers the children a reconcile created until the cache
 // shows them, as the Job and ReplicaSet controllers do with their
-// expectations. A child's watch event often brings the job back before the
-// cache holds its other new children: without this, the reconcile would
-// create them again and be refused (hack/bench counted 409s for 0-2% of
-// jobs), or replace SSH keys it had just made.
+// expectations. Another event (the job's own, a child's, a pod's) often
+// brings the job back before the cache holds its new children: without
+// this, the reconcile would create them again and be refused (hack/bench
+// counted 409s for 0-2% of jobs), or replace SSH keys it had just made.
 type creations struct {
 	mu sync.Mutex
 	// made maps a child, by its kind and its TrainJob (a job has one child
-	// of each kind), to when it was created.
-	made map[child]time.Time
+	// of each kind), to when and for what it was created.
+	made map[child]creation
+}
+
+type creation struct {
+	at time.Time
+	// run is the JobSet restart count SSH keys were made for; zero for
+	// the other kinds.
+	run int32
 }
 
 type child struct {
@@ -36,27 +43,27 @@ const (
 // trusted again (the child may have been deleted before it was seen).
 const creationTTL = time.Minute
 
-func (c *creations) created(kind string, job client.ObjectKey, now time.Time) {
+func (c *creations) created(kind string, job client.ObjectKey, run int32, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.made == nil {
-		c.made = map[child]time.Time{}
+		c.made = map[child]creation{}
 	}
-	c.made[child{kind, job}] = now
+	c.made[child{kind, job}] = creation{at: now, run: run}
 }
 
-// pending reports whether a child was created recently and the cache has
-// not shown it yet. Callers then wait for the child's watch event, and
+// pending reports whether a child was created recently, for this run,
+// and the cache has not shown it yet. Callers then wait for the child's watch event, and
 // requeue after creationTTL in case the child went before it was seen.
-func (c *creations) pending(kind string, job client.ObjectKey, now time.Time) bool {
+func (c *creations) pending(kind string, job client.ObjectKey, run int32, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at, ok := c.made[child{kind, job}]
-	if ok && now.Sub(at) > creationTTL {
+	made, ok := c.made[child{kind, job}]
+	if ok && now.Sub(made.at) > creationTTL {
 		delete(c.made, child{kind, job})
 		return false
 	}
-	return ok
+	return ok && made.run == run
 }
 
 // seen forgets a child once the cache holds it.

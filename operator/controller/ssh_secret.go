@@ -57,7 +57,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			r.creations.seen(childSecret, job)
 			return false, nil
 		}
-		if r.creations.pending(childSecret, job, s.now) {
+		if r.creations.pending(childSecret, job, restarts, s.now) {
 			// The cache still shows the keys this run's replaced.
 			s.awaitCache = true
 			return false, nil
@@ -68,7 +68,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case r.creations.pending(childSecret, job, s.now):
+	case r.creations.pending(childSecret, job, restarts, s.now):
 		s.awaitCache = true
 		return false, nil
 	}
@@ -83,7 +83,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
-	r.creations.created(childSecret, job, s.now)
+	r.creations.created(childSecret, job, restarts, s.now)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
 		// New keys for a resumed or restarted run; the first run's are

@@ -88,7 +88,7 @@ func StateOf(tj *trainer.TrainJob) State {
 	if c := trueCondition(conds, trainjob.ConditionCreated); c != nil {
 		return from(PhasePending, c)
 	}
-	return State{Phase: PhaseCreating, Since: tj.CreationTimestamp.Time, Message: "Waiting for the Torus operator to create the job's JobSet and the JobSet controller to take it up"}
+	return State{Phase: PhaseCreating, Since: tj.CreationTimestamp.Time, Message: "Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"}
 }
 
 // Finished reports whether the job reached Complete or Failed.

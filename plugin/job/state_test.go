@@ -21,7 +21,7 @@ func TestStateOf(t *testing.T) {
 		conds []metav1.Condition
 		want  State
 	}{
-		"nothing yet": {want: State{Phase: PhaseCreating, Since: t0, Message: "Waiting for the Torus operator to create the job's JobSet and the JobSet controller to take it up"}},
+		"nothing yet": {want: State{Phase: PhaseCreating, Since: t0, Message: "Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"}},
 		"queued by Kueue": {
 			conds: []metav1.Condition{
 				cond(trainjob.ConditionCreated, metav1.ConditionTrue, "JobSetCreated", "", 1),

@@ -40,7 +40,7 @@ func TestJobTable(t *testing.T) {
 	want := [][]string{
 		{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
 		{"pi", "Running", "4/4", "32", "team", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
-		{"old", "Creating", "0/0", "<unknown>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet", "and", "the", "JobSet", "controller", "to", "take", "it", "up"},
+		{"old", "Creating", "0/0", "<unknown>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table (-want,+got):\n%s", diff)

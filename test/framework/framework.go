@@ -40,6 +40,8 @@ type Framework struct {
 	Client client.Client
 	// Writes counts the manager's write requests to the API server.
 	Writes *WriteCounter
+	// Kubeconfig is an admin kubeconfig file, with Suite's AdminKubeconfig.
+	Kubeconfig string
 }
 
 // RepoRoot is the repository's top directory.

@@ -29,19 +29,19 @@ const sshArgs = "-F /home/mpiuser/.ssh/config"
 func getJobSet(tj *trainer.TrainJob) func(Gomega) *jobsetv1alpha2.JobSet {
 	return func(g Gomega) *jobsetv1alpha2.JobSet {
 		var js jobsetv1alpha2.JobSet
-		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, &js)).To(Succeed())
+		g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, &js)).To(Succeed())
 		return &js
 	}
 }
 
 func getSecret(g Gomega, tj *trainer.TrainJob) *corev1.Secret {
 	var s corev1.Secret
-	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + "-mpi-ssh"}, &s)).To(Succeed())
+	g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + "-mpi-ssh"}, &s)).To(Succeed())
 	return &s
 }
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
-	return framework.Condition(ctx, k8sClient, tj, typ)
+	return framework.Condition(ctx, fw.Client, tj, typ)
 }
 
 func container(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodSpec {
@@ -59,7 +59,7 @@ func setJobSetCondition(tj *trainer.TrainJob, typ jobsetv1alpha2.JobSetCondition
 	Eventually(func(g Gomega) {
 		js := getJobSet(tj)(g)
 		meta.SetStatusCondition(&js.Status.Conditions, metav1.Condition{Type: string(typ), Status: metav1.ConditionTrue, Reason: reason, Message: msg})
-		g.Expect(k8sClient.Status().Update(ctx, js)).To(Succeed())
+		g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 }
 
@@ -67,7 +67,7 @@ func setJobSetCondition(tj *trainer.TrainJob, typ jobsetv1alpha2.JobSetCondition
 func eventReasons(tj *trainer.TrainJob) func(Gomega) []string {
 	return func(g Gomega) []string {
 		var list eventsv1.EventList
-		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(tj.Namespace))).To(Succeed())
+		g.Expect(fw.Client.List(ctx, &list, client.InNamespace(tj.Namespace))).To(Succeed())
 		var reasons []string
 		for _, e := range list.Items {
 			if e.Regarding.Name == tj.Name {
@@ -87,7 +87,7 @@ var _ = Describe("MPI TrainJob", func() {
 			tj := wrappers.MakeTrainJob("pi", ns.Name).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).
 				Image("mpi-pi:test").Env("NCCL_DEBUG", "INFO").
 				Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}).Obj()
-			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, wantLabel), "the defaulting webhook labels MPI jobs")
 
 			By("creating the JobSet")
@@ -125,7 +125,7 @@ var _ = Describe("MPI TrainJob", func() {
 			By("writing the hostfile")
 			Eventually(func(g Gomega) {
 				var cm corev1.ConfigMap
-				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi-mpi-hostfile"}, &cm)).To(Succeed())
+				g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi-mpi-hostfile"}, &cm)).To(Succeed())
 				g.Expect(cm.Data).To(Equal(map[string]string{"hostfile": hostLine("pi-node-0-0.pi") + hostLine("pi-node-0-1.pi")}))
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 
@@ -150,12 +150,12 @@ var _ = Describe("MPI TrainJob", func() {
 			By("writing no status until the JobSet controller reports on the JobSet")
 			Consistently(func(g Gomega) []metav1.Condition {
 				var got trainer.TrainJob
-				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+				g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
 				return got.Status.Conditions
 			}, framework.ShortWindow, framework.Interval).Should(BeEmpty())
 
 			By("reporting Created once it does")
-			framework.ObserveJobSet(ctx, k8sClient, tj)
+			framework.ObserveJobSet(ctx, fw.Client, tj)
 			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionTrue),
 				HaveField("Reason", trainjob.ReasonJobSetCreated)))
@@ -196,24 +196,24 @@ var _ = Describe("MPI TrainJob", func() {
 
 	It("replaces the SSH keys when the job restarts", func() {
 		tj := wrappers.MakeTrainJob("restart", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var first []byte
 		Eventually(func(g Gomega) { first = getSecret(g, tj).Data["ssh-privatekey"] }, framework.Timeout, framework.Interval).Should(Succeed())
-		framework.ObserveJobSet(ctx, k8sClient, tj)
+		framework.ObserveJobSet(ctx, fw.Client, tj)
 		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
 
 		By("suspending: the keys go and the JobSet is suspended")
-		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
 		Eventually(func(g Gomega) {
 			var s corev1.Secret
-			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "restart-mpi-ssh"}, &s)
+			err := fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "restart-mpi-ssh"}, &s)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secret still exists: %v", err)
 			g.Expect(ptr.Deref(getJobSet(tj)(g).Spec.Suspend, false)).To(BeTrue())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Eventually(condition(tj, trainer.TrainJobSuspended), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
 
 		By("resuming: new keys")
-		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())
 		var second []byte
 		Eventually(func(g Gomega) {
 			second = getSecret(g, tj).Data["ssh-privatekey"]
@@ -227,7 +227,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(func(g Gomega) {
 			js := getJobSet(tj)(g)
 			js.Status.Restarts = 1
-			g.Expect(k8sClient.Status().Update(ctx, js)).To(Succeed())
+			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Eventually(func(g Gomega) {
 			s := getSecret(g, tj)
@@ -246,7 +246,7 @@ var _ = Describe("MPI TrainJob", func() {
 				w.Annotation(mpi.AnnotationKeepSSHKeys, "true")
 			}
 			tj := w.Obj()
-			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
 			setJobSetCondition(tj, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
 			Eventually(condition(tj, trainer.TrainJobComplete), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
@@ -255,7 +255,7 @@ var _ = Describe("MPI TrainJob", func() {
 				return
 			}
 			Eventually(func() bool {
-				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "done-mpi-ssh"}, &corev1.Secret{})
+				err := fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "done-mpi-ssh"}, &corev1.Secret{})
 				return apierrors.IsNotFound(err)
 			}, framework.Timeout, framework.Interval).Should(BeTrue())
 		},
@@ -266,7 +266,7 @@ var _ = Describe("MPI TrainJob", func() {
 	It("names the failing rank, the cause and the fix", func() {
 		tj := wrappers.MakeTrainJob("oom", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).NumProcPerNode(4).
 			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		js := getJobSet(tj)
 		Eventually(js, framework.Timeout, framework.Interval).ShouldNot(BeNil())
 
@@ -278,11 +278,11 @@ var _ = Describe("MPI TrainJob", func() {
 			Spec: container(js(Default), "node"),
 		}
 		pod.Spec.NodeName = "node-a"
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(fw.Client.Create(ctx, pod)).To(Succeed())
 		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}},
 		}}}
-		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		Expect(fw.Client.Status().Update(ctx, pod)).To(Succeed())
 		setJobSetCondition(tj, jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures")
 
 		Eventually(condition(tj, trainer.TrainJobFailed), framework.Timeout, framework.Interval).Should(And(
@@ -295,46 +295,46 @@ var _ = Describe("MPI TrainJob", func() {
 
 	It("creates nothing for a runtime that is not MPI, and says why", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
-		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
-		DeferCleanup(func() { Expect(k8sClient.Delete(ctx, rt)).To(Succeed()) })
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
+		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, rt)).To(Succeed()) })
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef(rt.Name).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Reason", "TrainingRuntimeNotSupported"),
 			HaveField("Message", ContainSubstring("Torus runs MPI runtimes only")),
 		))
 		Consistently(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &jobsetv1alpha2.JobSet{}))
+			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &jobsetv1alpha2.JobSet{}))
 		}, framework.ShortWindow, framework.Interval).Should(BeTrue())
 	})
 
 	It("uses a namespaced TrainingRuntime", func() {
 		rt := wrappers.MakeMPIRuntime("team-mpi", trainer.MPIImplementationMPICH).Namespaced(ns.Name)
-		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		tj := wrappers.MakeTrainJob("local", ns.Name).NamespacedRuntimeRef("team-mpi").NumNodes(3).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(func(g Gomega) {
 			var cm corev1.ConfigMap
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "local-mpi-hostfile"}, &cm)).To(Succeed())
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "local-mpi-hostfile"}, &cm)).To(Succeed())
 			g.Expect(strings.Count(cm.Data["hostfile"], "\n")).To(Equal(3))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 
 	It("fails the job when activeDeadlineSeconds runs out, after a warning", func() {
 		tj := wrappers.MakeTrainJob("slow", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).ActiveDeadlineSeconds(3).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainer.TrainJobFailed), 10*framework.Timeout, framework.Interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Reason", "DeadlineExceeded"),
 			HaveField("Message", ContainSubstring("raise spec.activeDeadlineSeconds")),
 		))
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and so its pods, are removed")
 		Eventually(func(g Gomega) []string {
 			var list eventsv1.EventList
-			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
+			g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
 			var reasons []string
 			for _, e := range list.Items {
 				reasons = append(reasons, e.Reason)
@@ -345,8 +345,8 @@ var _ = Describe("MPI TrainJob", func() {
 
 	It("sends no write when a reconcile has nothing to change", func() {
 		tj := wrappers.MakeTrainJob("steady", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		framework.ObserveJobSet(ctx, k8sClient, tj)
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
 		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
 		// Let the job settle: no writes over a quiet window.
 		var before int
@@ -358,7 +358,7 @@ var _ = Describe("MPI TrainJob", func() {
 		}, framework.Timeout, framework.ShortWindow).Should(BeTrue())
 
 		reconciles := framework.ReconcileCount("trainjob")
-		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json",
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json",
 			[]byte(`{"metadata":{"annotations":{"example.com/touched":"yes"}}}`)))).To(Succeed())
 		Eventually(func() float64 { return framework.ReconcileCount("trainjob") }, framework.Timeout, framework.Interval).
 			Should(BeNumerically(">", reconciles), "the change must trigger a reconcile")

@@ -78,8 +78,8 @@ var _ = Describe("Converted MPIJobs are accepted by the API server and Torus's w
 						what := obj.GetKind() + " " + obj.GetName()
 						if obj.GetKind() == trainer.TrainingRuntimeKind {
 							// The TrainJob's webhook reads its runtime: keep it.
-							Expect(k8sClient.Create(ctx, obj.DeepCopy(), client.DryRunAll)).To(Succeed(), "dry run of %s", what)
-							Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "creating %s", what)
+							Expect(fw.Client.Create(ctx, obj.DeepCopy(), client.DryRunAll)).To(Succeed(), "dry run of %s", what)
+							Expect(fw.Client.Create(ctx, obj)).To(Succeed(), "creating %s", what)
 							continue
 						}
 						Expect(obj.GetKind()).To(Equal(trainer.TrainJobKind))
@@ -87,7 +87,7 @@ var _ = Describe("Converted MPIJobs are accepted by the API server and Torus's w
 						// cache, which sees a new runtime a moment later.
 						Eventually(func(g Gomega) {
 							tj := obj.DeepCopy()
-							g.Expect(k8sClient.Create(ctx, tj, client.DryRunAll)).To(Succeed())
+							g.Expect(fw.Client.Create(ctx, tj, client.DryRunAll)).To(Succeed())
 							// The defaulting webhook recognised an MPI job.
 							g.Expect(tj.GetLabels()).To(HaveKey(mpi.LabelImplementation))
 						}, framework.Timeout, framework.Interval).Should(Succeed(), "dry run of %s", what)
@@ -123,10 +123,10 @@ var _ = Describe("kubectl mpi migrate", Ordered, func() {
 		}
 		Expect(stderr).To(ContainSubstring("migrate: 5 MPIJobs converted"))
 		var jobs trainer.TrainJobList
-		Expect(k8sClient.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
+		Expect(fw.Client.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
 		Expect(jobs.Items).To(BeEmpty())
 		var rts trainer.TrainingRuntimeList
-		Expect(k8sClient.List(ctx, &rts, client.InNamespace(ns.Name))).To(Succeed())
+		Expect(fw.Client.List(ctx, &rts, client.InNamespace(ns.Name))).To(Succeed())
 		Expect(rts.Items).To(BeEmpty())
 	})
 
@@ -138,7 +138,7 @@ var _ = Describe("kubectl mpi migrate", Ordered, func() {
 
 		var js jobsetv1alpha2.JobSet
 		Eventually(func() error {
-			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "tensorflow-mnist"}, &js)
+			return fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "tensorflow-mnist"}, &js)
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(js.Spec.ReplicatedJobs).To(HaveLen(2))
 		node, launcher := js.Spec.ReplicatedJobs[0], js.Spec.ReplicatedJobs[1]
@@ -204,7 +204,7 @@ var _ = Describe("kubectl mpi migrate", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), stderr)
 		Expect(stdout).To(ContainSubstring("trainjob.trainer.kubeflow.org/pi created"))
 		var tj trainer.TrainJob
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi"}, &tj)).To(Succeed())
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi"}, &tj)).To(Succeed())
 		Expect(*tj.Spec.Trainer.NumNodes).To(BeEquivalentTo(2))
 	})
 
@@ -230,7 +230,7 @@ func runMigrate(args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	cmd := app.NewCmd(genericclioptions.NewConfigFlags(false), streams)
-	cmd.SetArgs(append([]string{"migrate", "--kubeconfig", kubeconfig}, args...))
+	cmd.SetArgs(append([]string{"migrate", "--kubeconfig", fw.Kubeconfig}, args...))
 	err = cmd.ExecuteContext(ctx)
 	GinkgoWriter.Printf("kubectl mpi migrate %s\n%s", strings.Join(args, " "), errOut.String())
 	return out.String(), errOut.String(), err

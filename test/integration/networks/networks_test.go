@@ -64,7 +64,7 @@ func node(name string, rdma int64) *corev1.Node {
 }
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
-	return framework.Condition(ctx, k8sClient, tj, typ)
+	return framework.Condition(ctx, fw.Client, tj, typ)
 }
 
 func podSpec(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodTemplateSpec {
@@ -80,19 +80,19 @@ func podSpec(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodTemplateSpec {
 var _ = Describe("MPINetworkProfile", Ordered, func() {
 	var shared *corev1.Namespace
 	BeforeAll(func(sctx SpecContext) {
-		Expect(k8sClient.Create(ctx, node("gpu-node-0", 8))).To(Succeed())
+		Expect(fw.Client.Create(ctx, node("gpu-node-0", 8))).To(Succeed())
 		shared = fw.NewNamespace(sctx, "sriov")
-		Expect(k8sClient.Create(ctx, nad(shared.Name, "ib-sriov", rdmaResource))).To(Succeed())
-		Expect(k8sClient.Create(ctx, profile("ib", torusv1alpha1.NetworkAttachment{Name: "ib-sriov", Namespace: shared.Name, Interface: "ib0", RDMA: true}))).To(Succeed())
+		Expect(fw.Client.Create(ctx, nad(shared.Name, "ib-sriov", rdmaResource))).To(Succeed())
+		Expect(fw.Client.Create(ctx, profile("ib", torusv1alpha1.NetworkAttachment{Name: "ib-sriov", Namespace: shared.Name, Interface: "ib0", RDMA: true}))).To(Succeed())
 	})
 
 	DescribeTable("gives every rank pod its networks, devices, capabilities, /dev/shm and environment",
 		func(sctx SpecContext, runtime string, wantEnv, notEnv []string) {
 			ns := fw.NewNamespace(sctx, "job")
 			tj := wrappers.MakeTrainJob("ibjob", ns.Name).RuntimeRef(runtime).NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
-			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			var js jobsetv1alpha2.JobSet
-			Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+			Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
 
 			worker := podSpec(&js, "node")
 			var nets []nadv1.NetworkSelectionElement
@@ -126,12 +126,12 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 
 	It("uses the profile's resourceName over the NAD's and a NAD in the job's own namespace", func(sctx SpecContext) {
 		ns := fw.NewNamespace(sctx, "local")
-		Expect(k8sClient.Create(ctx, nad(ns.Name, "roce", ""))).To(Succeed())
-		Expect(k8sClient.Create(ctx, profile("roce-override", torusv1alpha1.NetworkAttachment{Name: "roce", ResourceName: rdmaResource, ResourceCount: ptr.To[int32](2)}))).To(Succeed())
+		Expect(fw.Client.Create(ctx, nad(ns.Name, "roce", ""))).To(Succeed())
+		Expect(fw.Client.Create(ctx, profile("roce-override", torusv1alpha1.NetworkAttachment{Name: "roce", ResourceName: rdmaResource, ResourceCount: ptr.To[int32](2)}))).To(Succeed())
 		tj := wrappers.MakeTrainJob("roce", ns.Name).RuntimeRef("torus-openmpi").Annotation(mpi.AnnotationNetworkProfile, "roce-override").Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet
-		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
 		worker := podSpec(&js, "node")
 		Expect(worker.Annotations["k8s.v1.cni.cncf.io/networks"]).To(Equal(fmt.Sprintf(`[{"name":"roce","namespace":"%s"}]`, ns.Name)))
 		Expect(worker.Spec.Containers[0].Resources.Limits).To(HaveKeyWithValue(corev1.ResourceName(rdmaResource), resource.MustParse("2")))
@@ -142,15 +142,15 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			ns := fw.NewNamespace(sctx, "pre")
 			prof := setup(ns.Name)
 			tj := wrappers.MakeTrainJob("blocked", ns.Name).RuntimeRef("torus-mpich").Annotation(mpi.AnnotationNetworkProfile, prof).Obj()
-			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "NetworkNotReady"), HaveField("Message", ContainSubstring(wantMsg))))
 			Consistently(func() bool {
-				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+				return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 			}, framework.ShortWindow, framework.Interval).Should(BeTrue(), "no JobSet while the network is not ready")
 			Eventually(func(g Gomega) []string {
 				var list corev1.EventList
-				g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
+				g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
 				var reasons []string
 				for _, e := range list.Items {
 					reasons = append(reasons, e.Reason)
@@ -161,17 +161,17 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		Entry("a profile that does not exist", func(string) string { return "no-such-profile" },
 			`MPINetworkProfile "no-such-profile" does not exist: create it`),
 		Entry("a missing NetworkAttachmentDefinition", func(ns string) string {
-			Expect(k8sClient.Create(ctx, profile("missing-"+ns, torusv1alpha1.NetworkAttachment{Name: "nope"}))).To(Succeed())
+			Expect(fw.Client.Create(ctx, profile("missing-"+ns, torusv1alpha1.NetworkAttachment{Name: "nope"}))).To(Succeed())
 			return "missing-" + ns
 		}, "/nope of MPINetworkProfile missing-"),
 		Entry("a NAD with no resourceName and no override", func(ns string) string {
-			Expect(k8sClient.Create(ctx, nad(ns, "plain", ""))).To(Succeed())
-			Expect(k8sClient.Create(ctx, profile("plain-"+ns, torusv1alpha1.NetworkAttachment{Name: "plain"}))).To(Succeed())
+			Expect(fw.Client.Create(ctx, nad(ns, "plain", ""))).To(Succeed())
+			Expect(fw.Client.Create(ctx, profile("plain-"+ns, torusv1alpha1.NetworkAttachment{Name: "plain"}))).To(Succeed())
 			return "plain-" + ns
 		}, "has no k8s.v1.cni.cncf.io/resourceName annotation and MPINetworkProfile"),
 		Entry("no node with the device resource", func(ns string) string {
-			Expect(k8sClient.Create(ctx, nad(ns, "hca", "rdma/hca_shared_devices_a"))).To(Succeed())
-			Expect(k8sClient.Create(ctx, profile("hca-"+ns, torusv1alpha1.NetworkAttachment{Name: "hca"}))).To(Succeed())
+			Expect(fw.Client.Create(ctx, nad(ns, "hca", "rdma/hca_shared_devices_a"))).To(Succeed())
+			Expect(fw.Client.Create(ctx, profile("hca-"+ns, torusv1alpha1.NetworkAttachment{Name: "hca"}))).To(Succeed())
 			return "hca-" + ns
 		}, "no node has 1 allocatable rdma/hca_shared_devices_a"),
 	)
@@ -182,8 +182,8 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		BeforeEach(func(sctx SpecContext) {
 			ns = fw.NewNamespace(sctx, "status").Name
 			tj = wrappers.MakeTrainJob("attached", ns).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
-			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-			Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}) }, framework.Timeout, framework.Interval).Should(Succeed())
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+			Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}) }, framework.Timeout, framework.Interval).Should(Succeed())
 		})
 
 		// runningWorker plays kubelet and Multus for one worker.
@@ -198,9 +198,9 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 				},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "x"}}},
 			}
-			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+			Expect(fw.Client.Create(ctx, p)).To(Succeed())
 			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: ptr.To(metav1.NewTime(time.Now()))}
-			Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
 		}
 		complete := func() []nadv1.NetworkStatus {
 			return []nadv1.NetworkStatus{
@@ -239,14 +239,14 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 	It("reports on the profile whether its networks exist", func() {
 		Eventually(func(g Gomega) {
 			var p torusv1alpha1.MPINetworkProfile
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "ib"}, &p)).To(Succeed())
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Name: "ib"}, &p)).To(Succeed())
 			g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, "Ready")).To(BeTrue(), "%v", p.Status)
 			g.Expect(p.Status.Networks).To(ConsistOf(HaveField("ResourceName", rdmaResource)))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
-		Expect(k8sClient.Create(ctx, profile("broken", torusv1alpha1.NetworkAttachment{Name: "nope", Namespace: shared.Name}))).To(Succeed())
+		Expect(fw.Client.Create(ctx, profile("broken", torusv1alpha1.NetworkAttachment{Name: "nope", Namespace: shared.Name}))).To(Succeed())
 		Eventually(func(g Gomega) {
 			var p torusv1alpha1.MPINetworkProfile
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "broken"}, &p)).To(Succeed())
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Name: "broken"}, &p)).To(Succeed())
 			c := meta.FindStatusCondition(p.Status.Conditions, "Ready")
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Message).To(ContainSubstring("does not exist"))
@@ -256,12 +256,12 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 	It("gives a job in an opted-in namespace a NetworkPolicy admitting only its own pods", func(sctx SpecContext) {
 		ns := fw.NewNamespace(sctx, "policy")
 		ns.Annotations = map[string]string{mpi.AnnotationNetworkPolicy: "restricted"}
-		Expect(k8sClient.Update(ctx, ns)).To(Succeed())
+		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
 		tj := wrappers.MakeTrainJob("fenced", ns.Name).RuntimeRef("torus-openmpi").Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(func(g Gomega) {
 			var np networkingv1.NetworkPolicy
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "fenced-mpi"}, &np)).To(Succeed())
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "fenced-mpi"}, &np)).To(Succeed())
 			g.Expect(metav1.IsControlledBy(&np, tj)).To(BeTrue())
 			g.Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{mpi.LabelJobName: "fenced"}))
 			g.Expect(np.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}), "egress (DNS, the launcher's ssh) stays open")

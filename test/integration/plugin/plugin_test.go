@@ -21,7 +21,7 @@ import (
 
 func namespace() string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plugin-"}}
-	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	Expect(fw.Client.Create(ctx, ns)).To(Succeed())
 	return ns.Name
 }
 
@@ -35,14 +35,14 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi created\n"))
 
 		var tj trainer.TrainJob
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &tj)).To(Succeed())
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &tj)).To(Succeed())
 		Expect(tj.Spec.RuntimeRef.Name).To(Equal("torus-intelmpi"))
 		Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, "Intel"))
 		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationTopology, "cloud.provider.com/topology-rack"))
 
 		// The operator creates the JobSet, the JobSet controller (played
 		// here) takes it up; without kubelets no pod runs.
-		framework.ObserveJobSet(ctx, k8sClient, &tj)
+		framework.ObserveJobSet(ctx, fw.Client, &tj)
 		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
 			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+<none>\s+`))
 		r = kubectlMPI("", "-n", ns, "describe", "pi")
@@ -60,7 +60,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		r = kubectlMPI("", "-n", ns, "rerun", "pi", "--workers", "4")
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi-2 created\n"))
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-2"}, &tj)).To(Succeed())
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-2"}, &tj)).To(Succeed())
 		Expect(*tj.Spec.Trainer.NumNodes).To(Equal(int32(4)))
 		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationRerunOf, "pi"))
 
@@ -73,7 +73,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		ns := namespace()
 		r := kubectlMPI("", "-n", ns, "run", "ib", "--image", "img", "--network", "no-such-profile", "--", "mpirun", "./a")
 		Expect(r.Err).NotTo(HaveOccurred())
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ib"}, &trainer.TrainJob{})).To(Succeed())
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ib"}, &trainer.TrainJob{})).To(Succeed())
 		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
 			Should(MatchRegexp(`(?m)^ib\s+Blocked\s+`))
 		r = kubectlMPI("", "-n", ns, "describe", "ib")
@@ -88,7 +88,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).To(ContainSubstring("torus-mpi.io/mpi-implementation: OpenMPI"))
 		var list trainer.TrainJobList
-		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(BeEmpty())
 	})
 
@@ -104,9 +104,9 @@ var _ = Describe("kubectl mpi against the API server", func() {
 				}}},
 			}},
 		}}
-		Expect(k8sClient.Create(ctx, cq)).To(Succeed())
+		Expect(fw.Client.Create(ctx, cq)).To(Succeed())
 		lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns}, Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(ns)}}
-		Expect(k8sClient.Create(ctx, lq)).To(Succeed())
+		Expect(fw.Client.Create(ctx, lq)).To(Succeed())
 
 		r := kubectlMPI("", "-n", ns, "run", "big", "--image", "img", "--queue", "team", "--workers", "8", "--cpu", "4")
 		Expect(r.Code).To(Equal(1))
@@ -148,7 +148,7 @@ spec:
 		Expect(r.Err).To(MatchError(ContainSubstring(path + ":9: TrainJob reserved: ")))
 		Expect(r.Err).To(MatchError(ContainSubstring("spec.trainer.env[0].name: Forbidden: HYDRA_HOST_FILE is set by Torus")))
 		var list trainer.TrainJobList
-		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		Expect(list.Items).To(BeEmpty())
 
 		r = kubectlMPI(good, "-n", ns, "run", "-f", "-", "-o", "name")

@@ -22,12 +22,12 @@ var _ = Describe("Admission", Ordered, func() {
 	var ns *corev1.Namespace
 	BeforeAll(func(sctx SpecContext) {
 		ns = fw.NewNamespace(sctx, "admission")
-		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-openmpi", trainer.MPIImplementationOpenMPI).Obj())).To(Succeed())
+		Expect(fw.Client.Create(ctx, wrappers.MakeMPIRuntime("wh-openmpi", trainer.MPIImplementationOpenMPI).Obj())).To(Succeed())
 	})
 
 	DescribeTable("rejects TrainJobs a data scientist must fix, saying how",
 		func(tj func(ns string) *trainer.TrainJob, wantMsgs ...string) {
-			err := k8sClient.Create(ctx, tj(ns.Name))
+			err := fw.Client.Create(ctx, tj(ns.Name))
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 			for _, m := range wantMsgs {
 				Expect(err.Error()).To(ContainSubstring(m))
@@ -55,7 +55,7 @@ var _ = Describe("Admission", Ordered, func() {
 
 	DescribeTable("rejects MPI runtimes Torus cannot run, saying how",
 		func(rt *trainer.ClusterTrainingRuntime, wantMsgs ...string) {
-			err := k8sClient.Create(ctx, rt)
+			err := fw.Client.Create(ctx, rt)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 			for _, m := range wantMsgs {
 				Expect(err.Error()).To(ContainSubstring(m))
@@ -74,37 +74,37 @@ var _ = Describe("Admission", Ordered, func() {
 	It("rejects a runtime whose node job has no node container", func() {
 		rt := wrappers.MakeMPIRuntime("nocontainer", "Intel").Obj()
 		rt.Spec.Template.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0].Name = "worker"
-		err := k8sClient.Create(ctx, rt)
+		err := fw.Client.Create(ctx, rt)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 		Expect(err.Error()).To(ContainSubstring(`replicated job "node" needs a container named "node"`))
 	})
 
 	It("admits Intel MPI and MPICH runtimes, which upstream's enum refuses", func() {
-		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-intel", "Intel").Obj())).To(Succeed())
-		Expect(k8sClient.Create(ctx, wrappers.MakeMPIRuntime("wh-mpich", "MPICH").Obj())).To(Succeed())
+		Expect(fw.Client.Create(ctx, wrappers.MakeMPIRuntime("wh-intel", "Intel").Obj())).To(Succeed())
+		Expect(fw.Client.Create(ctx, wrappers.MakeMPIRuntime("wh-mpich", "MPICH").Obj())).To(Succeed())
 	})
 
 	It("leaves TrainJobs of other runtimes alone", func() {
 		rt := wrappers.MakeMPIRuntime("wh-torch", "OpenMPI").NotMPI().Obj()
-		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef("wh-torch").Env("OMPI_MCA_orte_default_hostfile", "x").Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Expect(tj.Labels).NotTo(HaveKey(mpi.LabelImplementation))
 	})
 
 	It("leaves TrainJobs managed by another controller alone", func() {
 		tj := wrappers.MakeTrainJob("multikueue", ns.Name).RuntimeRef("no-such-runtime").Obj()
 		tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 	})
 
 	It("lets status and metadata updates through once the runtime is gone", func() {
 		rt := wrappers.MakeMPIRuntime("wh-gone", "OpenMPI").Obj()
-		Expect(k8sClient.Create(ctx, rt)).To(Succeed())
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		tj := wrappers.MakeTrainJob("orphan", ns.Name).RuntimeRef("wh-gone").Obj()
-		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Expect(k8sClient.Delete(ctx, rt)).To(Succeed())
-		Expect(k8sClient.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Expect(fw.Client.Delete(ctx, rt)).To(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
 	})
 })
 
@@ -121,12 +121,12 @@ var _ = Describe("Samples", func() {
 					if dir == "trainjobs" {
 						obj.SetNamespace(ns.Name)
 					}
-					Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
+					Expect(fw.Client.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
 				}
 			}
 		}
 		var jobs trainer.TrainJobList
-		Expect(k8sClient.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
+		Expect(fw.Client.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
 		Expect(jobs.Items).To(HaveLen(4))
 		for _, tj := range jobs.Items {
 			Expect(tj.Labels).To(HaveKey(mpi.LabelImplementation), tj.Name)
@@ -137,14 +137,14 @@ var _ = Describe("Samples", func() {
 var _ = Describe("Network samples", func() {
 	It("are accepted by the API server", func() {
 		for _, name := range []string{"mpi-networks", "team-a"} {
-			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))).To(Succeed())
+			Expect(client.IgnoreAlreadyExists(fw.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))).To(Succeed())
 		}
 		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "networks", "*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(files).To(HaveLen(3))
 		for _, f := range files {
 			for _, obj := range framework.ReadObjects(f) {
-				Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
+				Expect(fw.Client.Create(ctx, obj)).To(Succeed(), "creating %s from %s", obj.GetName(), f)
 			}
 		}
 	})
