@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -39,6 +40,7 @@ type Options struct {
 	Burst                   int
 	ClusterDomain           string
 	MaxConcurrentReconciles int
+	JobSetReportTimeout     time.Duration
 	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
 	// jobs instead of its JobSet integration.
 	KueueTrainJobIntegration bool
@@ -63,6 +65,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
+	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
+		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
 		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
 			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
@@ -113,6 +117,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := controller.SetupControllers(mgr, controller.Options{
 		ClusterDomain:            o.ClusterDomain,
 		MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
+		JobSetReportTimeout:      o.JobSetReportTimeout,
 		KueueTrainJobIntegration: o.KueueTrainJobIntegration,
 	}); err != nil {
 		return nil, err

@@ -39,24 +39,25 @@ func BuildHostfileConfigMap(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMa
 // when the hostfile differs.
 func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error {
 	desired := BuildHostfileConfigMap(s.tj, s.job)
-	job := client.ObjectKeyFromObject(s.tj)
 	var existing corev1.ConfigMap
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(desired), &existing)
 	if apierrors.IsNotFound(err) {
-		if r.creations.pending(childConfigMap, job, 0, s.now) {
+		if r.creations.pending(childConfigMap, s.tj, 0, s.now) {
 			s.awaitCache = true
 			return nil
 		}
+		// Expected before the request: the watch event may come first.
+		r.creations.created(childConfigMap, s.tj, 0, s.now)
 		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
 			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
 		}
-		r.creations.created(childConfigMap, job, 0, s.now)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("getting hostfile ConfigMap: %w", err)
 	}
-	r.creations.seen(childConfigMap, job)
+	r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
 	if maps.Equal(existing.Data, desired.Data) {
 		return nil
 	}
@@ -108,17 +109,18 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	desired.Annotations[mpi.AnnotationSpecHash] = hash
 
 	existing := s.jobSet
-	job := client.ObjectKeyFromObject(s.tj)
 	if existing == nil {
-		if r.creations.pending(childJobSet, job, 0, s.now) {
+		if r.creations.pending(childJobSet, s.tj, 0, s.now) {
 			// Created by an earlier reconcile; its watch event comes.
 			s.awaitCache = true
 			return nil
 		}
+		r.creations.created(childJobSet, s.tj, 0, s.now)
 		if err := r.client.Create(ctx, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil
 			}
+			r.creations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
 			if rejected(err) {
 				// Retrying cannot help; a runtime change brings the job back.
 				s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonJobSetRejected,
@@ -127,7 +129,6 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 			}
 			return fmt.Errorf("creating JobSet: %w", err)
 		}
-		r.creations.created(childJobSet, job, 0, s.now)
 		s.jobSet = desired
 		s.created = true
 		log.V(2).Info("Created JobSet", "jobSet", desired.Name)

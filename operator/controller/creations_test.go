@@ -4,43 +4,95 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/mpi"
 )
 
-func TestCreations(t *testing.T) {
+func trainJob(name string, uid types.UID) *trainer.TrainJob {
+	return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}}
+}
+
+func TestCreationsPending(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	job := client.ObjectKey{Namespace: "ns", Name: "pi"}
-	other := client.ObjectKey{Namespace: "ns", Name: "other"}
+	pi, other, again := trainJob("pi", "uid-1"), trainJob("other", "uid-2"), trainJob("pi", "uid-3")
 	tests := map[string]struct {
 		steps func(c *creations)
 		kind  string
-		job   client.ObjectKey
+		job   *trainer.TrainJob
 		run   int32
 		at    time.Time
 		want  bool
 	}{
-		"keys of another run": {steps: func(c *creations) { c.created(childSecret, job, 0, t0) }, kind: childSecret, job: job, run: 1, at: t0, want: false},
-		"keys of this run":    {steps: func(c *creations) { c.created(childSecret, job, 1, t0) }, kind: childSecret, job: job, run: 1, at: t0, want: true},
-		"nothing created":     {steps: func(*creations) {}, kind: childJobSet, job: job, at: t0, want: false},
-		"created, unseen":     {steps: func(c *creations) { c.created(childJobSet, job, 0, t0) }, kind: childJobSet, job: job, at: t0.Add(time.Second), want: true},
-		"another kind":        {steps: func(c *creations) { c.created(childJobSet, job, 0, t0) }, kind: childSecret, job: job, at: t0, want: false},
-		"another job":         {steps: func(c *creations) { c.created(childJobSet, job, 0, t0) }, kind: childJobSet, job: other, at: t0, want: false},
-		"seen in cache":       {steps: func(c *creations) { c.created(childSecret, job, 0, t0); c.seen(childSecret, job) }, kind: childSecret, job: job, at: t0, want: false},
-		"past the TTL":        {steps: func(c *creations) { c.created(childConfigMap, job, 0, t0) }, kind: childConfigMap, job: job, at: t0.Add(creationTTL + time.Second), want: false},
-		"job gone":            {steps: func(c *creations) { c.created(childConfigMap, job, 0, t0); c.forget(job) }, kind: childConfigMap, job: job, at: t0, want: false},
-		"created again": {steps: func(c *creations) {
-			c.created(childSecret, job, 0, t0)
-			c.seen(childSecret, job)
-			c.created(childSecret, job, 0, t0)
-		}, kind: childSecret, job: job, at: t0, want: true},
-		"at the TTL still": {steps: func(c *creations) { c.created(childJobSet, job, 0, t0) }, kind: childJobSet, job: job, at: t0.Add(creationTTL), want: true},
+		"nothing created":       {steps: func(*creations) {}, kind: childJobSet, job: pi, at: t0},
+		"created, unseen":       {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(time.Second), want: true},
+		"another kind":          {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childSecret, job: pi, at: t0},
+		"another job":           {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: other, at: t0},
+		"a namesake made again": {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: again, at: t0},
+		"seen in cache": {steps: func(c *creations) {
+			c.created(childSecret, pi, 0, t0)
+			c.seen(childSecret, client.ObjectKeyFromObject(pi))
+		}, kind: childSecret, job: pi, at: t0},
+		"past the TTL":        {steps: func(c *creations) { c.created(childConfigMap, pi, 0, t0) }, kind: childConfigMap, job: pi, at: t0.Add(creationTTL + time.Second)},
+		"at the TTL still":    {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(creationTTL), want: true},
+		"job gone":            {steps: func(c *creations) { c.created(childConfigMap, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childConfigMap, job: pi, at: t0},
+		"keys of another run": {steps: func(c *creations) { c.created(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
+		"keys of this run":    {steps: func(c *creations) { c.created(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
+		"keys of any run":     {steps: func(c *creations) { c.created(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var c creations
 			tc.steps(&c)
 			if got := c.pending(tc.kind, tc.job, tc.run, tc.at); got != tc.want {
-				t.Errorf("pending(%s, %s) = %t, want %t", tc.kind, tc.job, got, tc.want)
+				t.Errorf("pending(%s, %s, run %d) = %t, want %t", tc.kind, tc.job.Name, tc.run, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreationsObserved(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	pi := trainJob("pi", "uid-1")
+	secret := func(owner *trainer.TrainJob, run string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: mpi.SSHSecretName("pi"),
+			Annotations:     map[string]string{mpi.AnnotationJobSetRestarts: run},
+			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(owner)},
+		}}
+	}
+	tests := map[string]struct {
+		created bool
+		run     int32
+		obj     client.Object
+		want    bool
+	}{
+		"keys it made":                {created: true, obj: secret(pi, "0"), want: true},
+		"keys nobody waits for":       {obj: secret(pi, "0")},
+		"keys of another run":         {created: true, run: 1, obj: secret(pi, "0")},
+		"keys of a namesake job":      {created: true, obj: secret(trainJob("pi", "uid-9"), "0")},
+		"keys without a TrainJob":     {created: true, obj: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-mpi-ssh"}}},
+		"a ConfigMap of the same job": {created: true, obj: &corev1.ConfigMap{ObjectMeta: secret(pi, "0").ObjectMeta}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var c creations
+			if tc.created {
+				c.created(childSecret, pi, tc.run, t0)
+			}
+			kind := childSecret
+			if _, ok := tc.obj.(*corev1.ConfigMap); ok {
+				kind = childConfigMap
+			}
+			if got := c.observed(kind, tc.obj, 0); got != tc.want {
+				t.Errorf("observed = %t, want %t", got, tc.want)
+			}
+			if tc.want && c.pending(childSecret, pi, tc.run, t0) {
+				t.Error("still pending after it was observed")
 			}
 		})
 	}

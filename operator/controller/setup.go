@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -19,9 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -34,6 +33,10 @@ import (
 // change reaches the jobs waiting for it.
 const runtimeRefKey = "spec.runtimeRef"
 
+// DefaultJobSetReportTimeout is long against the JobSet controller's usual
+// milliseconds, so that a slow or busy one is not reported as missing.
+const DefaultJobSetReportTimeout = 2 * time.Minute
+
 // Options configure the controllers.
 type Options struct {
 	// ClusterDomain is the cluster's DNS domain, for Hydra's search path.
@@ -45,6 +48,10 @@ type Options struct {
 	KueueTrainJobIntegration bool
 	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
 	MaxConcurrentReconciles int
+	// JobSetReportTimeout is how long a JobSet may go without its
+	// controller's first status before its TrainJob reports
+	// Created=Unknown; zero means DefaultJobSetReportTimeout.
+	JobSetReportTimeout time.Duration
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
@@ -107,6 +114,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if opts.MaxConcurrentReconciles == 0 {
 		opts.MaxConcurrentReconciles = 10
 	}
+	if opts.JobSetReportTimeout == 0 {
+		opts.JobSetReportTimeout = DefaultJobSetReportTimeout
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -129,6 +139,8 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		clock:    opts.Clock,
 		metrics:  opts.Metrics,
 		build:    mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
+
+		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}
 	kueueServed, err := served(mgr, kueue.SchemeGroupVersion.WithKind("Workload"))
 	if err != nil {
@@ -152,24 +164,16 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	return b.
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
-		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(childChanged)).
-		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(childChanged)).
-		Owns(&corev1.ConfigMap{}, builder.WithPredicates(childChanged)).
-		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(childChanged)).
+		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet))).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(r.expectedCreate(childSecret))).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(r.expectedCreate(childConfigMap))).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(r)
 }
-
-// childChanged passes the events of a job's children that may call for
-// work: updates (the JobSet's status above all) and deletions. A child
-// appearing does not: Torus created it in the reconcile that needed it, or,
-// after a restart, the TrainJob's own event brings the job. Each appearing
-// child used to cost a reconcile that found nothing to do, three per job
-// (hack/bench, N=1000).
-var childChanged = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 
 // served reports whether the API server serves a kind; Torus runs without
 // Kueue, and then has no workloads to watch.

@@ -57,18 +57,18 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			r.creations.seen(childSecret, job)
 			return false, nil
 		}
-		if r.creations.pending(childSecret, job, restarts, s.now) {
+		if r.creations.pending(childSecret, s.tj, restarts, s.now) {
 			// The cache still shows the keys this run's replaced.
 			s.awaitCache = true
 			return false, nil
 		}
 		// The Secret is immutable: new keys mean a new object.
-		if err := r.deleteSSHSecret(ctx, s); err != nil {
+		if gone, err := r.deleteSSHSecret(ctx, s); err != nil || !gone {
 			return false, err
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case r.creations.pending(childSecret, job, restarts, s.now):
+	case r.creations.pending(childSecret, s.tj, restarts, s.now):
 		s.awaitCache = true
 		return false, nil
 	}
@@ -76,14 +76,15 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
+	r.creations.created(childSecret, s.tj, restarts, s.now)
 	if err := r.client.Create(ctx, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// A stale cache; the next reconcile sees it.
 			return false, nil
 		}
+		r.creations.seen(childSecret, job)
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
-	r.creations.created(childSecret, job, restarts, s.now)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
 		// New keys for a resumed or restarted run; the first run's are
@@ -104,29 +105,36 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// deleteSSHSecret removes the job's keys, if any. It asks the cache first,
-// so that reconciling a suspended job sends no request.
-func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) error {
-	if exists, err := r.sshSecretExists(ctx, s.tj); err != nil || !exists {
-		return err
+// deleteSSHSecret removes the job's keys, if any, and reports whether they
+// are gone. It asks the cache first, so that reconciling a suspended job
+// sends no request, and deletes only the Secret the cache shows (a UID
+// precondition): a cache that lags must not take newer keys with it. Keys
+// created but not cached yet are deleted by name.
+func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (bool, error) {
+	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}
+	cached := secretMetadata()
+	var pre client.Preconditions
+	switch err := r.client.Get(ctx, key, cached); {
+	case err == nil:
+		pre.UID = ptr.To(cached.UID)
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("getting SSH secret: %w", err)
+	case !r.creations.pending(childSecret, s.tj, anyRun, s.now):
+		return true, nil
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}}
-	if err := r.client.Delete(ctx, secret, client.Preconditions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("deleting SSH secret: %w", err)
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("Deleted SSH keys", "secret", secret.Name)
-	s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysDeleted, "Deleted SSH keys in Secret %s", secret.Name)
-	return nil
-}
-
-// sshSecretExists asks the cache, so that a no-op reconcile sends nothing.
-func (r *TrainJobReconciler) sshSecretExists(ctx context.Context, tj *trainer.TrainJob) (bool, error) {
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.SSHSecretName(tj.Name)}, secretMetadata())
-	if apierrors.IsNotFound(err) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	switch err := r.client.Delete(ctx, secret, pre); {
+	case apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err):
+		// Other keys than the cache shows: it is behind.
+		s.awaitCache = true
 		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting SSH secret: %w", err)
+	default:
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleted SSH keys", "secret", secret.Name)
+		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysDeleted, "Deleted SSH keys in Secret %s", secret.Name)
 	}
-	return err == nil, err
+	r.creations.seen(childSecret, client.ObjectKeyFromObject(s.tj))
+	return true, nil
 }

@@ -40,13 +40,29 @@ func finished(tj *trainer.TrainJob) bool {
 // syncStatus derives the TrainJob's status from its JobSet and pods.
 func (r *TrainJobReconciler) syncStatus(s *scope) {
 	tj, js := s.tj, s.jobSet
-	if js == nil || !jobSetObserved(js) {
-		// Nothing has happened to report yet. The JobSet controller writes
-		// the JobSet's first status moments after it exists, and its watch
-		// event brings the job back: reporting then takes one status write
-		// instead of two, and Created=True also says the JobSet controller
-		// took the job up. (hack/bench: the status patch was the API
-		// server's costliest request per job; see bench/notes.md.)
+	if js == nil {
+		return
+	}
+	// Suspended follows the TrainJob's spec; activeDeadlineSeconds counts
+	// from its last transition.
+	suspended := ptr.Deref(tj.Spec.Suspend, false)
+	if suspended {
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainjob.ReasonSuspended, "TrainJob is suspended; its pods are removed and its SSH keys deleted until it resumes") {
+			s.event(corev1.EventTypeNormal, trainjob.ReasonSuspended, "Suspended")
+		}
+	} else if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended) != nil {
+		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, trainjob.ReasonResumed, "TrainJob is resumed") {
+			s.event(corev1.EventTypeNormal, trainjob.ReasonResumed, "Resumed")
+		}
+	}
+	if !jobSetObserved(js) {
+		// The JobSet controller writes the JobSet's first status moments
+		// after it exists, and its watch event brings the job back:
+		// reporting then takes one status write instead of two, and
+		// Created=True also says the JobSet controller took the job up.
+		// (hack/bench: the status patch was the API server's costliest
+		// request per job; see bench/notes.md.)
+		r.awaitJobSetReport(s)
 		return
 	}
 	placement := s.job.Placement()
@@ -58,17 +74,6 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 			"Created JobSet %s with a launcher and %d workers; its SSH keys are in Secret %s while it runs",
 			js.Name, s.job.Workers, mpi.SSHSecretName(tj.Name))
 		r.metrics.Created.WithLabelValues(tj.Namespace).Inc()
-	}
-
-	suspended := ptr.Deref(tj.Spec.Suspend, false)
-	if suspended {
-		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainjob.ReasonSuspended, "TrainJob is suspended; its pods are removed and its SSH keys deleted until it resumes") {
-			s.event(corev1.EventTypeNormal, trainjob.ReasonSuspended, "Suspended")
-		}
-	} else if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended) != nil {
-		if s.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, trainjob.ReasonResumed, "TrainJob is resumed") {
-			s.event(corev1.EventTypeNormal, trainjob.ReasonResumed, "Resumed")
-		}
 	}
 
 	tj.Status.JobsStatus = jobsStatus(js)
@@ -106,6 +111,29 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		} else {
 			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, msg)
 		}
+	}
+}
+
+// awaitJobSetReport handles a JobSet its controller has not reported on
+// yet. A Created=False left from before the JobSet existed becomes Unknown,
+// and past the report timeout Created=Unknown says what to check: a JobSet
+// controller that is missing, or fails on the JobSet (it writes no status
+// when its reconcile errs), would otherwise leave the job without a word.
+func (r *TrainJobReconciler) awaitJobSetReport(s *scope) {
+	js := s.jobSet
+	waited := s.now.Sub(js.CreationTimestamp.Time)
+	if waited < r.jobSetReportTimeout {
+		if c := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionFalse {
+			s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetPending,
+				fmt.Sprintf("Created JobSet %s; waiting for the JobSet controller to start it", js.Name))
+		}
+		s.recheck = r.jobSetReportTimeout - waited
+		return
+	}
+	msg := fmt.Sprintf("JobSet %s exists, but the JobSet controller has not reported on it in %s: check that it runs (kubectl mpi doctor) and the JobSet's events (kubectl describe jobset %s -n %s)",
+		js.Name, r.jobSetReportTimeout, js.Name, js.Namespace)
+	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetNotReported, msg) {
+		s.event(corev1.EventTypeWarning, trainjob.ReasonJobSetNotReported, "%s", msg)
 	}
 }
 

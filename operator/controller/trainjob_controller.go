@@ -45,6 +45,9 @@ type TrainJobReconciler struct {
 	statusWritten sync.Map
 	// creations are children created but not yet in the cache.
 	creations creations
+	// jobSetReportTimeout is how long a JobSet may go without its
+	// controller's first status before the job says so.
+	jobSetReportTimeout time.Duration
 }
 
 // scope is the state of one reconcile.
@@ -63,6 +66,8 @@ type scope struct {
 	// awaitCache is set when a child this reconciler created is not in the
 	// cache yet (see creations).
 	awaitCache bool
+	// recheck is when to look again though no event may come.
+	recheck time.Duration
 }
 
 type queuedEvent struct {
@@ -149,6 +154,12 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		r.metrics.ReconcileErrors.WithLabelValues(tj.Namespace).Inc()
 		return ctrl.Result{}, err
+	}
+	if s.awaitCache {
+		requeue = minPositive(requeue, creationTTL)
+	}
+	if s.recheck > 0 {
+		requeue = minPositive(requeue, s.recheck)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -237,7 +248,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		return 0, err
 	}
 	if s.willBeSuspended(desired) {
-		if err := r.deleteSSHSecret(ctx, s); err != nil {
+		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
 			return 0, err
 		}
 	}
@@ -268,9 +279,6 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		// a grace period, with no event to wake us.
 		requeue = minPositive(requeue, networkStatusGracePeriod/3)
 	}
-	if s.awaitCache {
-		requeue = minPositive(requeue, creationTTL)
-	}
 	return requeue, nil
 }
 
@@ -290,7 +298,8 @@ func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
 	if s.tj.Annotations[mpi.AnnotationKeepSSHKeys] == "true" {
 		return nil
 	}
-	return r.deleteSSHSecret(ctx, s)
+	_, err := r.deleteSSHSecret(ctx, s)
+	return err
 }
 
 // writeStatus sends one status patch, only when the status changed.

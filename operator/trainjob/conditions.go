@@ -4,8 +4,9 @@ package trainjob
 // Complete and Failed.
 const (
 	// ConditionCreated is True once the job's JobSet exists and the JobSet
-	// controller reports on it (its first status); False says why
-	// Torus will not create it.
+	// controller reports on it (its first status); False says why Torus
+	// will not create it; Unknown that the JobSet exists but its controller
+	// has not reported yet.
 	ConditionCreated = "Created"
 	// ConditionRunning is True while the launcher and every worker run.
 	ConditionRunning = "Running"
@@ -18,6 +19,8 @@ const (
 	ReasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
 	ReasonInvalidJob          = "InvalidMPIJob"
 	ReasonJobSetRejected      = "JobSetRejected"
+	ReasonJobSetPending       = "JobSetPending"
+	ReasonJobSetNotReported   = "JobSetNotReported"
 	ReasonRunning             = "Running"
 	ReasonPending             = "Pending"
 	ReasonSuspended           = "Suspended"

@@ -61,6 +61,10 @@ func StateOf(tj *trainer.TrainJob) State {
 	if c := meta.FindStatusCondition(conds, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionFalse {
 		return from(PhaseBlocked, c)
 	}
+	if c := meta.FindStatusCondition(conds, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionUnknown {
+		// The JobSet exists; its controller has not started it yet.
+		return from(PhaseCreating, c)
+	}
 	if c := meta.FindStatusCondition(conds, trainjob.ConditionAdmitted); c != nil && c.Status == metav1.ConditionFalse {
 		return from(PhaseQueued, c)
 	}

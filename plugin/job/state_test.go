@@ -21,6 +21,10 @@ func TestStateOf(t *testing.T) {
 		conds []metav1.Condition
 		want  State
 	}{
+		"JobSet not started": {
+			conds: []metav1.Condition{cond(trainjob.ConditionCreated, metav1.ConditionUnknown, "JobSetNotReported", "JobSet pi exists, but", 1)},
+			want:  State{Phase: PhaseCreating, Since: t0.Add(time.Second), Reason: "JobSetNotReported", Message: "JobSet pi exists, but"},
+		},
 		"nothing yet": {want: State{Phase: PhaseCreating, Since: t0, Message: "Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"}},
 		"queued by Kueue": {
 			conds: []metav1.Condition{

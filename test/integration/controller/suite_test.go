@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,9 +13,14 @@ import (
 )
 
 var (
-	fw  = framework.Suite(controller.Options{}, framework.SampleRuntimes)
+	// The JobSet controller does not run here: specs play its part
+	// (framework.ObserveJobSet), or, with a short timeout, see Torus
+	// report its silence.
+	fw  = framework.Suite(controller.Options{JobSetReportTimeout: jobSetReportTimeout}, framework.SampleRuntimes)
 	ctx = context.Background()
 )
+
+const jobSetReportTimeout = 4 * time.Second
 
 func TestController(t *testing.T) {
 	RegisterFailHandler(Fail)

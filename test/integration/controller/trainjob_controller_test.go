@@ -293,6 +293,48 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(eventReasons(tj)(Default)).NotTo(ContainElement("SSHKeysCreated"), "the first run's keys are named in JobSetCreated")
 	})
 
+	It("says what to check when the JobSet controller does not report on the JobSet", func() {
+		tj := wrappers.MakeTrainJob("silent", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionUnknown),
+			HaveField("Reason", trainjob.ReasonJobSetNotReported),
+			HaveField("Message", ContainSubstring("the JobSet controller has not reported on it in "+jobSetReportTimeout.String())),
+			HaveField("Message", ContainSubstring("kubectl mpi doctor")),
+		))
+		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElement(trainjob.ReasonJobSetNotReported))
+
+		By("reporting Created once it does")
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(
+			HaveField("Status", metav1.ConditionTrue))
+	})
+
+	It("reports a job created suspended before the JobSet controller reports, and keeps no keys", func() {
+		tj := wrappers.MakeTrainJob("held", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		tj.Spec.Suspend = ptr.To(true)
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, trainer.TrainJobSuspended), framework.Timeout, framework.Interval).Should(
+			HaveField("Status", metav1.ConditionTrue), "activeDeadlineSeconds counts from the resume, so the suspension is recorded at once")
+		Consistently(func() bool {
+			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "held-mpi-ssh"}, &corev1.Secret{}))
+		}, framework.ShortWindow, framework.Interval).Should(BeTrue())
+	})
+
+	It("deletes the keys of a job suspended right after it was created", func() {
+		tj := wrappers.MakeTrainJob("quick", ns.Name).RuntimeRef("torus-mpich").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "quick-mpi-ssh"}, &corev1.Secret{}))
+		}, framework.Timeout, framework.Interval).Should(BeTrue())
+
+		By("resuming at once: new keys without waiting for the cache")
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())
+		Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
 	It("creates nothing for a runtime that is not MPI, and says why", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
 		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
