@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
@@ -48,8 +50,12 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 			s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineExceeded, "%s", msg)
 			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
 		}
-		if s.jobSet != nil {
-			if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		// A JobSet just created may not be cached yet; finished jobs are
+		// not reconciled again, so delete it by name then.
+		ours := s.jobSet != nil && metav1.IsControlledBy(s.jobSet, s.tj)
+		if ours || (s.jobSet == nil && r.creations.pending(childJobSet, s.tj, 0, s.now)) {
+			js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}}
+			if err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 				return 0, true, fmt.Errorf("deleting JobSet after deadline: %w", err)
 			}
 		}
