@@ -307,7 +307,14 @@ func (rep *report) goals(p func(string, ...any)) {
 	p("\n## Goals (issue 8), at N=%d\n\n| goal | measured | met |\n| --- | --- | --- |\n", n)
 	if u != nil {
 		r := u.Total.Seconds() / t.Total.Seconds()
-		p("| throughput at least 3× upstream's, both at their defaults | %.2f× (%s against %s) | %s |\n", r, secs(t.Total), secs(u.Total), met(r >= 3))
+		note := ""
+		if f != nil {
+			// Upstream at its defaults is bound by its client rate limit,
+			// the floor and Torus by the API server's CPU: on a slow run
+			// the floor itself may not reach 3× upstream.
+			note = fmt.Sprintf("; the floor itself: %.2f×", u.Total.Seconds()/f.Total.Seconds())
+		}
+		p("| throughput at least 3× upstream's, both at their defaults | %.2f× (%s against %s%s) | %s |\n", r, secs(t.Total), secs(u.Total), note, met(r >= 3))
 	}
 	if f != nil {
 		r := t.Total.Seconds() / f.Total.Seconds()
