@@ -7,6 +7,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,4 +53,20 @@ func ObserveJobSet(ctx context.Context, c client.Client, tj *trainer.TrainJob) {
 		}
 		g.Expect(c.Status().Update(ctx, &js)).To(gomega.Succeed())
 	}, Timeout, Interval).Should(gomega.Succeed())
+}
+
+// EventReasons polls the reasons of the events about an object, for
+// Eventually.
+func EventReasons(ctx context.Context, c client.Client, obj client.Object) func(gomega.Gomega) []string {
+	return func(g gomega.Gomega) []string {
+		var list eventsv1.EventList
+		g.Expect(c.List(ctx, &list, client.InNamespace(obj.GetNamespace()))).To(gomega.Succeed())
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == obj.GetName() {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/crypto/ssh"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,19 +62,9 @@ func setJobSetCondition(tj *trainer.TrainJob, typ jobsetv1alpha2.JobSetCondition
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 }
 
-// eventReasons lists the reasons of the events about a TrainJob.
+// eventReasons polls the reasons of the events about a TrainJob.
 func eventReasons(tj *trainer.TrainJob) func(Gomega) []string {
-	return func(g Gomega) []string {
-		var list eventsv1.EventList
-		g.Expect(fw.Client.List(ctx, &list, client.InNamespace(tj.Namespace))).To(Succeed())
-		var reasons []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == tj.Name {
-				reasons = append(reasons, e.Reason)
-			}
-		}
-		return reasons
-	}
+	return framework.EventReasons(ctx, fw.Client, tj)
 }
 
 var _ = Describe("MPI TrainJob", func() {
@@ -374,15 +363,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and so its pods, are removed")
-		Eventually(func(g Gomega) []string {
-			var list eventsv1.EventList
-			g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
-			var reasons []string
-			for _, e := range list.Items {
-				reasons = append(reasons, e.Reason)
-			}
-			return reasons
-		}, framework.Timeout, framework.Interval).Should(ContainElements("DeadlineApproaching", "DeadlineExceeded"))
+		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElements("DeadlineApproaching", "DeadlineExceeded"))
 	})
 
 	It("sends no write when a reconcile has nothing to change", func() {

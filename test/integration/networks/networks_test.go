@@ -148,15 +148,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			Consistently(func() bool {
 				return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 			}, framework.ShortWindow, framework.Interval).Should(BeTrue(), "no JobSet while the network is not ready")
-			Eventually(func(g Gomega) []string {
-				var list corev1.EventList
-				g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns.Name))).To(Succeed())
-				var reasons []string
-				for _, e := range list.Items {
-					reasons = append(reasons, e.Reason)
-				}
-				return reasons
-			}, framework.Timeout, framework.Interval).Should(ContainElement("NetworkNotReady"))
+			Eventually(framework.EventReasons(ctx, fw.Client, tj), framework.Timeout, framework.Interval).Should(ContainElement("NetworkNotReady"))
 		},
 		Entry("a profile that does not exist", func(string) string { return "no-such-profile" },
 			`MPINetworkProfile "no-such-profile" does not exist: create it`),
