@@ -29,7 +29,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
 	"github.com/torus-mpi/torus/operator/mpi"
@@ -321,34 +320,9 @@ func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition 
 // for it in ns, both named after ns.
 func newQueue(ns string) string {
 	GinkgoHelper()
-	flavor := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "default-flavor"}}
-	if err := k8sClient.Create(ctx, flavor); err != nil && !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	cq := &kueue.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: ns},
-		Spec: kueue.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{},
-			ResourceGroups: []kueue.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{
-					Name: "default-flavor",
-					Resources: []kueue.ResourceQuota{
-						{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("64")},
-						{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("256Gi")},
-					},
-				}},
-			}},
-		},
-	}
-	Expect(k8sClient.Create(ctx, cq)).To(Succeed())
-	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, cq))).To(Succeed()) })
-	lq := &kueue.LocalQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
-		Spec:       kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)},
-	}
-	Expect(k8sClient.Create(ctx, lq)).To(Succeed())
-	return lq.Name
+	return framework.NewQueue(ctx, k8sClient, ns, corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+	})
 }
 
 // withFlags replaces or adds --name=value flags in args.
