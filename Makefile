@@ -64,7 +64,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit fuzz krew-check integration wire-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
+test: lint verify-generate testbin unit fuzz krew-check integration wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -77,6 +77,10 @@ integration: testbin ## Integration tests on a real kube-apiserver and etcd (env
 .PHONY: wire-test
 wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v
+
+.PHONY: cluster-test
+cluster-test: build testbin ## The local cluster's start-up: up under port pressure, dead components named, nothing left by down.
+	$(GO) test -count=1 -timeout 10m ./test/cluster/ -ginkgo.v
 
 .PHONY: e2e
 e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).

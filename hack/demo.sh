@@ -10,10 +10,28 @@ export KUBECONFIG=$root/.cluster/kubeconfig
 kubectl=$root/.testbin/bin/kubectl
 kubectl_mpi=$root/bin/kubectl-mpi
 job=${DEMO_JOB:-pi-demo}
+cluster=$root/bin/torus-cluster
+go build -o "$cluster" ./hack/cluster
 
-if ! go run ./hack/cluster status -dir "$root/.cluster" >/dev/null 2>&1; then
-  go run ./hack/cluster up -dir "$root/.cluster" -testbin "$root/.testbin/bin" -operator "$root/bin/torus-operator"
+# A cluster with a dead component is stopped and started afresh.
+if ! "$cluster" status -dir "$root/.cluster" >/dev/null 2>&1; then
+  "$cluster" down -dir "$root/.cluster" >/dev/null
+  "$cluster" up -dir "$root/.cluster" -testbin "$root/.testbin/bin" -operator "$root/bin/torus-operator"
 fi
+
+# dead: when a component of the cluster has died, say which with the end of
+# its log, and what kubectl mpi makes of the job.
+dead() {
+  local status
+  if status=$("$cluster" status -dir "$root/.cluster" 2>&1); then
+    return 1
+  fi
+  echo "== The local cluster is broken:"
+  echo "$status"
+  echo "== kubectl mpi describe $job"
+  $kubectl_mpi describe "$job" || true
+  return 0
+}
 
 echo "== A Kueue queue with 8 GPUs"
 $kubectl apply -f - <<'YAML'
@@ -61,6 +79,7 @@ message() { # type
 }
 last=""
 start=$SECONDS
+checked=0
 while (( SECONDS - start < 180 )); do
   conds=$(conditions True)
   case " $conds " in
@@ -84,6 +103,10 @@ while (( SECONDS - start < 180 )); do
     last=$now
   fi
   if [[ $now == Complete || $now == Failed ]]; then break; fi
+  if (( SECONDS - start >= checked + 2 )); then
+    checked=$((SECONDS - start))
+    if dead; then exit 1; fi
+  fi
   sleep 0.5
 done
 

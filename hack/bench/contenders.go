@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 // contender is one controller configuration measured, or the floor: the
@@ -53,14 +55,14 @@ type binaries struct {
 
 // running is a started contender.
 type running struct {
-	proc *proc
+	proc *supervisor.Process
 	// pprof is Torus's pprof address, when asked for.
 	pprof string
 }
 
 func (r *running) stop() {
 	if r != nil && r.proc != nil {
-		r.proc.stop()
+		r.proc.Stop()
 	}
 }
 
@@ -72,59 +74,65 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 	if err := cp.writeKubeconfig(kubeconfig, proxy.URL); err != nil {
 		return nil, err
 	}
-	env := []string{"KUBECONFIG=" + kubeconfig}
-	health := freePort()
-	var argv []string
 	r := &running{}
+	comp := supervisor.Component{
+		Name: c.Name, Timeout: 90 * time.Second,
+		// The health endpoint is the first port.
+		Ready: func(ctx context.Context, p []int) error {
+			return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[0]), nil, "")
+		},
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig}
 	switch c.Kind {
 	case kindTorus:
-		argv = []string{
-			bins.operator,
-			"--enable-webhooks=false",
-			"--leader-election-namespace=" + nsSystem,
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()),
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		}
-		if c.QPS > 0 {
-			argv = append(argv, fmt.Sprintf("--kube-api-qps=%g", c.QPS), "--kube-api-burst="+strconv.Itoa(c.Burst))
-		}
+		comp.Ports = 2 // health, metrics
 		if pprof {
-			r.pprof = fmt.Sprintf("127.0.0.1:%d", freePort())
-			argv = append(argv, "--pprof-bind-address="+r.pprof)
+			comp.Ports = 3
 		}
-		argv = append(argv, extra...)
+		comp.Command = func(_ context.Context, p []int) (supervisor.Spec, error) {
+			argv := []string{
+				bins.operator,
+				"--enable-webhooks=false",
+				"--leader-election-namespace=" + nsSystem,
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[0]),
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
+			}
+			if c.QPS > 0 {
+				argv = append(argv, fmt.Sprintf("--kube-api-qps=%g", c.QPS), "--kube-api-burst="+strconv.Itoa(c.Burst))
+			}
+			if pprof {
+				r.pprof = fmt.Sprintf("127.0.0.1:%d", p[2])
+				argv = append(argv, "--pprof-bind-address="+r.pprof)
+			}
+			return supervisor.Spec{Argv: append(argv, extra...), Env: env}, nil
+		}
 	case kindUpstream:
-		cfg, err := upstreamConfig(bins.upstreamConfig, c, health, cp, dir)
-		if err != nil {
-			return nil, err
+		comp.Ports = 4 // health, metrics, webhook, status server
+		comp.Command = func(_ context.Context, p []int) (supervisor.Spec, error) {
+			cfg, err := upstreamConfig(bins.upstreamConfig, c, p, dir)
+			if err != nil {
+				return supervisor.Spec{}, err
+			}
+			// Upstream reads its webhook certificate from
+			// $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's
+			// default); a private TMPDIR gives it one without touching /tmp.
+			tmp := filepath.Join(dir, "upstream-tmp")
+			if err := cp.ca.ServingCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "trainer-webhook"); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{
+				Argv: []string{filepath.Join(bins.testbin, "trainer-controller-manager"), "--config=" + cfg},
+				Env:  append(env, "TMPDIR="+tmp),
+			}, nil
 		}
-		argv = []string{filepath.Join(bins.testbin, "trainer-controller-manager"), "--config=" + cfg}
-		// Upstream reads its webhook certificate from
-		// $TMPDIR/k8s-webhook-server/serving-certs (controller-runtime's
-		// default); a private TMPDIR gives it one without touching /tmp.
-		tmp := filepath.Join(dir, "upstream-tmp")
-		if err := cp.ca.ServingCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs"), "trainer-webhook"); err != nil {
-			return nil, err
-		}
-		env = append(env, "TMPDIR="+tmp)
 	default:
 		return nil, fmt.Errorf("contender %s: no controller to start", c.Name)
 	}
-	p, err := startProc(filepath.Join(dir, "logs", c.Name+".log"), env, argv...)
+	p, _, err := cp.sup.Run(ctx, comp)
 	if err != nil {
-		return nil, err
-	}
-	r.proc = p
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", health)
-	if err := waitFor(ctx, 90*time.Second, func(ctx context.Context) error {
-		if p.exited() {
-			return fmt.Errorf("%s exited; see %s", c.Name, p.log)
-		}
-		return httpGet(ctx, nil, url)
-	}); err != nil {
-		p.stop()
 		return nil, fmt.Errorf("%s not ready: %w", c.Name, err)
 	}
+	r.proc = p
 	return r, nil
 }
 
@@ -134,7 +142,8 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 // certificate management off (it manages a Secret and webhook
 // configurations for an in-cluster Service; the certificate is provided).
 // Client QPS and burst change only for the equal-rate run.
-func upstreamConfig(shipped string, c contender, health int, cp *controlPlane, dir string) (string, error) {
+// ports: health, metrics, webhook, status server.
+func upstreamConfig(shipped string, c contender, ports []int, dir string) (string, error) {
 	data, err := os.ReadFile(shipped)
 	if err != nil {
 		return "", err
@@ -151,13 +160,13 @@ func upstreamConfig(shipped string, c contender, health int, cp *controlPlane, d
 		}
 		return m
 	}
-	section("health")["healthProbeBindAddress"] = fmt.Sprintf("127.0.0.1:%d", health)
-	section("metrics")["bindAddress"] = fmt.Sprintf("127.0.0.1:%d", freePort())
+	section("health")["healthProbeBindAddress"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	section("metrics")["bindAddress"] = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	section("webhook")["host"] = "127.0.0.1"
-	section("webhook")["port"] = freePort()
+	section("webhook")["port"] = ports[2]
 	section("leaderElection")["resourceNamespace"] = nsSystem
 	section("certManagement")["enable"] = false
-	section("statusServer")["port"] = freePort()
+	section("statusServer")["port"] = ports[3]
 	if c.QPS > 0 {
 		section("clientConnection")["qps"] = c.QPS
 		section("clientConnection")["burst"] = c.Burst

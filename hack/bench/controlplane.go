@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
 )
@@ -44,8 +42,9 @@ type controlPlane struct {
 	dir     string
 	ca      *controlplane.Authority
 	apiPort int
-	etcd    *proc
-	api     *proc
+	sup     *supervisor.Supervisor
+	etcd    *supervisor.Process
+	api     *supervisor.Process
 	// config talks to the API server directly, without a rate limit: the
 	// benchmark's own requests are never counted against a contender.
 	config *rest.Config
@@ -72,28 +71,44 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 	if cp.ca, err = controlplane.NewAuthority(filepath.Join(dir, "pki"), "torus-bench-ca"); err != nil {
 		return nil, fmt.Errorf("making certificates: %w", err)
 	}
-	etcdPort, peerPort, apiPort := freePort(), freePort(), freePort()
+	ports, err := supervisor.NewPorts()
+	if err != nil {
+		return nil, err
+	}
+	cp.sup = &supervisor.Supervisor{Ports: ports, LogDir: filepath.Join(dir, "logs"), Logf: logf}
+	var etcdPorts []int
+	cp.etcd, etcdPorts, err = cp.sup.Run(ctx, supervisor.Component{
+		Name: "etcd", Ports: 2, Timeout: 30 * time.Second,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			data := filepath.Join(dir, "etcd")
+			if err := os.RemoveAll(data); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: controlplane.EtcdArgs(filepath.Join(testbin, "etcd"), "bench", data, p[0], p[1])}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", p[0]), nil, "")
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var apiPorts []int
+	cp.api, apiPorts, err = cp.sup.Run(ctx, supervisor.Component{
+		Name: "kube-apiserver", Ports: 1,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPorts[0], p[0])
+			return supervisor.Spec{Argv: argv}, err
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return supervisor.HTTPGet(ctx, fmt.Sprintf("https://127.0.0.1:%d/readyz", p[0]), cp.ca.CertPool(), "")
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	apiPort := apiPorts[0]
 	cp.apiPort = apiPort
-	cp.etcd, err = startProc(filepath.Join(dir, "logs", "etcd.log"), nil,
-		controlplane.EtcdArgs(filepath.Join(testbin, "etcd"), "bench", filepath.Join(dir, "etcd"), etcdPort, peerPort)...)
-	if err != nil {
-		return nil, err
-	}
-	etcdHealth := fmt.Sprintf("http://127.0.0.1:%d/health", etcdPort)
-	if err := waitFor(ctx, 30*time.Second, func(ctx context.Context) error { return httpGet(ctx, nil, etcdHealth) }); err != nil {
-		return nil, fmt.Errorf("etcd: %w", err)
-	}
-	argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPort, apiPort)
-	if err != nil {
-		return nil, err
-	}
-	if cp.api, err = startProc(filepath.Join(dir, "logs", "kube-apiserver.log"), nil, argv...); err != nil {
-		return nil, err
-	}
-	readyz := fmt.Sprintf("https://127.0.0.1:%d/readyz", apiPort)
-	if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error { return httpGet(ctx, cp.ca.CertPool(), readyz) }); err != nil {
-		return nil, fmt.Errorf("kube-apiserver: %w (log: %s)", err, cp.api.log)
-	}
 	cp.config = cp.ca.AdminConfig(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
 	// No client-side rate limit for the benchmark's own requests.
 	cp.config.QPS, cp.config.Burst = -1, 0
@@ -135,7 +150,7 @@ func (cp *controlPlane) install(ctx context.Context, crds crdSources) error {
 			}
 		}
 	}
-	if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) error { return cp.established(ctx, names) }); err != nil {
+	if err := supervisor.Poll(ctx, 60*time.Second, func(ctx context.Context) error { return cp.established(ctx, names) }); err != nil {
 		return err
 	}
 	for _, ns := range []string{nsBench, nsWarmup, nsBig, nsSystem} {
@@ -149,7 +164,7 @@ func (cp *controlPlane) install(ctx context.Context, crds crdSources) error {
 	}
 	// A CRD that was just established may still refuse its kind for a
 	// moment on the API server's discovery path.
-	return waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+	return supervisor.Poll(ctx, 30*time.Second, func(ctx context.Context) error {
 		err := cp.client.Create(ctx, rt.DeepCopy())
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -184,10 +199,10 @@ func (cp *controlPlane) writeKubeconfig(path, server string) error {
 // stop ends the API server, then etcd, and drops etcd's data.
 func (cp *controlPlane) stop() {
 	if cp.api != nil {
-		cp.api.stop()
+		cp.api.Stop()
 	}
 	if cp.etcd != nil {
-		cp.etcd.stop()
+		cp.etcd.Stop()
 	}
 	_ = os.RemoveAll(filepath.Join(cp.dir, "etcd"))
 }
@@ -197,51 +212,6 @@ func (cp *controlPlane) stop() {
 func (cp *controlPlane) servingCert(name string) (string, error) {
 	dir := filepath.Join(cp.dir, "pki", name)
 	return dir, cp.ca.ServingCert(dir, name)
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("no free port on 127.0.0.1: %v", err))
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// httpGet succeeds on a 200; pool verifies HTTPS servers.
-func httpGet(ctx context.Context, pool *x509.CertPool, url string) error {
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
-}
-
-// waitFor polls check every 100ms until it succeeds or timeout passes.
-func waitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %s: %w", timeout, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // fetchProfile saves a CPU profile of the API server (its --profiling is

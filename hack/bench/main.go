@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
@@ -389,7 +390,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 			return err
 		}
 		if err := warm.wait(ctx, 2*time.Minute); err != nil {
-			return fmt.Errorf("warm-up job: %w (log: %s)", err, ctrl.proc.log)
+			return fmt.Errorf("warm-up job: %w (log: %s)", err, ctrl.proc.Log)
 		}
 		proxy.quiet(ctx, quietWindow, 30*time.Second)
 	}
@@ -511,10 +512,10 @@ func usageOf(r *running) usage {
 	return usageOfProc(r.proc)
 }
 
-func usageOfProc(p *proc) usage {
-	u, err := readUsage(p.pid())
+func usageOfProc(p *supervisor.Process) usage {
+	u, err := readUsage(p.PID())
 	if err != nil {
-		logf("reading /proc of pid %d: %v", p.pid(), err)
+		logf("reading /proc of pid %d: %v", p.PID(), err)
 	}
 	return u
 }

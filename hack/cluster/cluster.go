@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -20,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/controlplane"
+	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/scheme"
 )
 
@@ -35,42 +30,15 @@ type cluster struct {
 	operator string
 	nodes    int
 
-	ports  ports
+	sup *supervisor.Supervisor
+	// ports of each component, kept in ports.json for whoever debugs.
+	ports  map[string][]int
 	ca     *controlplane.Authority
 	config *rest.Config
 	client client.Client
 }
 
-// ports are allocated free on 127.0.0.1 at start and kept in ports.json.
-type ports struct {
-	Etcd, EtcdPeer, APIServer, Kwok         int
-	JobSetWebhook, JobSetHealth             int
-	KueueWebhook, KueueHealth, KueueMetrics int
-	TorusWebhook, TorusHealth, TorusMetrics int
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (c *cluster) allocatePorts() error {
-	for _, p := range []*int{
-		&c.ports.Etcd, &c.ports.EtcdPeer, &c.ports.APIServer, &c.ports.Kwok,
-		&c.ports.JobSetWebhook, &c.ports.JobSetHealth,
-		&c.ports.KueueWebhook, &c.ports.KueueHealth, &c.ports.KueueMetrics,
-		&c.ports.TorusWebhook, &c.ports.TorusHealth, &c.ports.TorusMetrics,
-	} {
-		port, err := freePort()
-		if err != nil {
-			return fmt.Errorf("allocating a port: %w", err)
-		}
-		*p = port
-	}
+func (c *cluster) writePorts() error {
 	data, err := json.MarshalIndent(c.ports, "", "  ")
 	if err != nil {
 		return err
@@ -100,10 +68,15 @@ func (c *cluster) up(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.allocatePorts(); err != nil {
+	ports, err := supervisor.NewPorts()
+	if err != nil {
 		return err
 	}
-	var err error
+	c.ports = map[string][]int{}
+	c.sup = &supervisor.Supervisor{
+		Ports: ports, LogDir: filepath.Join(c.dir, "logs"), PIDDir: filepath.Join(c.dir, "pids"),
+		Detach: true, Logf: c.logf,
+	}
 	if c.ca, err = controlplane.NewAuthority(filepath.Join(c.dir, "pki"), "torus-local-ca"); err != nil {
 		return fmt.Errorf("making certificates: %w", err)
 	}
@@ -128,6 +101,33 @@ func (c *cluster) up(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
+	// Each component was ready when it started; one that died since (a
+	// late bind, a crash once its informers synced) fails "up" here.
+	return c.allAlive()
+}
+
+// expected lists the components this cluster runs, in start order.
+func (c *cluster) expected() []string {
+	var out []string
+	for _, name := range startOrder {
+		// A cluster started with -operator "" runs no operator.
+		if name == "torus-operator" && c.operator == "" {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// allAlive fails with the name and log of the first component that is
+// not running.
+func (c *cluster) allAlive() error {
+	running := c.running()
+	for _, name := range c.expected() {
+		if _, ok := running[name]; !ok {
+			return fmt.Errorf("%s is not running; last lines of %s:\n%s", name, c.logFile(name), supervisor.Tail(c.logFile(name), 15))
+		}
+	}
 	return nil
 }
 
@@ -143,35 +143,34 @@ func (c *cluster) down() {
 	c.logf("down")
 }
 
+// status prints each component's state; a component that died shows the
+// end of its log. It fails unless every component runs.
 func (c *cluster) status() error {
+	pids := c.pids()
 	running := c.running()
-	names := make([]string, 0, len(running))
-	for n := range running {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	expected := 0
-	for _, name := range startOrder {
-		// A cluster started with -operator "" runs no operator.
-		if name == "torus-operator" && c.operator == "" {
-			continue
+	var dead []string
+	for _, name := range c.expected() {
+		pid, started := pids[name]
+		switch _, alive := running[name]; {
+		case alive:
+			fmt.Printf("%-24s running, pid %d\n", name, pid)
+		case started:
+			dead = append(dead, name)
+			fmt.Printf("%-24s DEAD (pid %d exited); last lines of %s:\n%s\n", name, pid, c.logFile(name), supervisor.Tail(c.logFile(name), 10))
+		default:
+			dead = append(dead, name)
+			fmt.Printf("%-24s not started\n", name)
 		}
-		expected++
-		state := "stopped"
-		if pid, ok := running[name]; ok {
-			state = "running, pid " + strconv.Itoa(pid)
-		}
-		fmt.Printf("%-24s %s\n", name, state)
 	}
-	if len(running) < expected {
-		return fmt.Errorf("%d of %d components running", len(running), expected)
+	if len(dead) > 0 {
+		return fmt.Errorf("%d of %d components not running: %s", len(dead), len(c.expected()), strings.Join(dead, ", "))
 	}
 	return nil
 }
 
 // writeKubeconfig writes the admin kubeconfig and builds a client from it.
-func (c *cluster) writeKubeconfig() error {
-	server := fmt.Sprintf("https://127.0.0.1:%d", c.ports.APIServer)
+func (c *cluster) writeKubeconfig(apiPort int) error {
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	if err := clientcmd.WriteToFile(*c.ca.AdminKubeconfig("torus-local", server), c.kubeconfig()); err != nil {
 		return err
 	}
@@ -195,27 +194,11 @@ func (c *cluster) servingCert(name string) (string, error) {
 	return dir, c.ca.ServingCert(dir, name)
 }
 
-// httpGet checks a health endpoint: 200 means ready.
+// httpGet checks a health endpoint: 200 means ready. HTTPS servers are
+// verified with the local CA and get the admin's token.
 func (c *cluster) httpGet(ctx context.Context, url string) error {
-	var pool *x509.CertPool
-	if c.ca != nil {
-		pool = c.ca.CertPool()
+	if strings.HasPrefix(url, "https://") {
+		return supervisor.HTTPGet(ctx, url, c.ca.CertPool(), c.ca.AdminToken)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	if strings.HasPrefix(url, "https://") && c.ca != nil {
-		req.Header.Set("Authorization", "Bearer "+c.ca.AdminToken)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
+	return supervisor.HTTPGet(ctx, url, nil, "")
 }

@@ -15,55 +15,93 @@ import (
 
 	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 func (c *cluster) startEtcd(ctx context.Context) error {
-	argv := controlplane.EtcdArgs(c.bin("etcd"), "torus", filepath.Join(c.dir, "etcd"), c.ports.Etcd, c.ports.EtcdPeer)
-	if err := c.start(process{name: "etcd", argv: argv}); err != nil {
-		return err
-	}
-	return c.waitFor(ctx, "etcd", 30*time.Second, func(ctx context.Context) error {
-		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", c.ports.Etcd))
+	_, err := c.run(ctx, supervisor.Component{
+		Name: "etcd", Ports: 2, Timeout: 30 * time.Second,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			// A retry starts on an empty data directory: a half-started
+			// member's would name the old peer port.
+			dataDir := filepath.Join(c.dir, "etcd")
+			if err := os.RemoveAll(dataDir); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: controlplane.EtcdArgs(c.bin("etcd"), "torus", dataDir, p[0], p[1])}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", p[0]))
+		},
 	})
+	return err
 }
 
 func (c *cluster) startAPIServer(ctx context.Context) error {
-	argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, c.ports.Etcd, c.ports.APIServer,
-		"--allow-privileged=true",
-		// kwok's kubelet endpoint, for logs, exec and metrics through the API.
-		"--kubelet-preferred-address-types=InternalIP")
+	etcd := c.ports["etcd"][0]
+	ports, err := c.run(ctx, supervisor.Component{
+		Name: "kube-apiserver", Ports: 1,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, etcd, p[0],
+				"--allow-privileged=true",
+				// kwok's kubelet endpoint, for logs, exec and metrics through the API.
+				"--kubelet-preferred-address-types=InternalIP")
+			return supervisor.Spec{Argv: argv}, err
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return c.httpGet(ctx, fmt.Sprintf("https://127.0.0.1:%d/readyz", p[0]))
+		},
+	})
 	if err != nil {
 		return err
 	}
-	if err := c.start(process{name: "kube-apiserver", argv: argv}); err != nil {
-		return err
-	}
-	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", c.ports.APIServer)
-	if err := c.waitFor(ctx, "kube-apiserver", 60*time.Second, func(ctx context.Context) error { return c.httpGet(ctx, url) }); err != nil {
-		return err
-	}
-	return c.writeKubeconfig()
+	return c.writeKubeconfig(ports[0])
 }
 
-func (c *cluster) startControllers(context.Context) error {
-	if err := c.start(process{name: "kube-controller-manager", argv: []string{
-		c.bin("kube-controller-manager"), "--kubeconfig=" + c.kubeconfig(),
-		"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
-		"--secure-port=0", "--leader-elect=false",
-		"--service-account-private-key-file=" + filepath.Join(c.ca.Dir, "sa.key"),
-		"--root-ca-file=" + c.ca.CAFile,
-		// kwok pods never run a kubelet: evict nothing for lost heartbeats.
-		"--node-monitor-grace-period=1h",
-		// The defaults (20 QPS, 5 Job workers) make hundreds of pods queue
-		// for tens of seconds behind the client rate limiter.
-		"--kube-api-qps=300", "--kube-api-burst=600", "--concurrent-job-syncs=20",
-	}}); err != nil {
-		return err
+// startControllers starts kube-controller-manager and kube-scheduler, each
+// serving /healthz on a port of its own with a certificate of the local CA
+// (always allowed without credentials), which is their readiness check.
+func (c *cluster) startControllers(ctx context.Context) error {
+	for _, comp := range []struct {
+		name  string
+		flags []string
+	}{
+		{"kube-controller-manager", []string{
+			"--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+			"--service-account-private-key-file=" + filepath.Join(c.ca.Dir, "sa.key"),
+			"--root-ca-file=" + c.ca.CAFile,
+			// kwok pods never run a kubelet: evict nothing for lost heartbeats.
+			"--node-monitor-grace-period=1h",
+			// The defaults (20 QPS, 5 Job workers) make hundreds of pods
+			// queue for tens of seconds behind the client rate limiter.
+			"--kube-api-qps=300", "--kube-api-burst=600", "--concurrent-job-syncs=20",
+		}},
+		{"kube-scheduler", []string{"--kube-api-qps=300", "--kube-api-burst=600"}},
+	} {
+		serving, err := c.servingCert(comp.name)
+		if err != nil {
+			return err
+		}
+		if _, err := c.run(ctx, supervisor.Component{
+			Name: comp.name, Ports: 1,
+			Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+				return supervisor.Spec{Argv: append([]string{
+					c.bin(comp.name), "--kubeconfig=" + c.kubeconfig(),
+					"--authentication-kubeconfig=" + c.kubeconfig(), "--authorization-kubeconfig=" + c.kubeconfig(),
+					"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(p[0]),
+					"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
+					"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
+					"--leader-elect=false",
+				}, comp.flags...)}, nil
+			},
+			Ready: func(ctx context.Context, p []int) error {
+				return supervisor.HTTPGet(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", p[0]), c.ca.CertPool(), "")
+			},
+		}); err != nil {
+			return err
+		}
 	}
-	return c.start(process{name: "kube-scheduler", argv: []string{
-		c.bin("kube-scheduler"), "--kubeconfig=" + c.kubeconfig(), "--secure-port=0", "--leader-elect=false",
-		"--kube-api-qps=300", "--kube-api-burst=600",
-	}})
+	return nil
 }
 
 func (c *cluster) installCRDs(ctx context.Context) error {
@@ -167,18 +205,22 @@ func (c *cluster) startKwok(ctx context.Context) error {
 			return fmt.Errorf("creating node: %w", err)
 		}
 	}
-	if err := c.start(process{name: "kwok", argv: []string{
-		c.bin("kwok"), "--kubeconfig=" + c.kubeconfig(), "--config=" + configFile,
-		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(c.ports.Kwok),
-		"--server-address=127.0.0.1:" + strconv.Itoa(c.ports.Kwok),
-		"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
-		"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
-		"--cidr=10.244.0.0/16",
-	}}); err != nil {
-		return err
-	}
-	return c.waitNodesReady(ctx)
+	_, err = c.run(ctx, supervisor.Component{
+		Name: "kwok", Ports: 1,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			return supervisor.Spec{Argv: []string{
+				c.bin("kwok"), "--kubeconfig=" + c.kubeconfig(), "--config=" + configFile,
+				"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+				"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(p[0]),
+				"--server-address=127.0.0.1:" + strconv.Itoa(p[0]),
+				"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
+				"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
+				"--cidr=10.244.0.0/16",
+			}}, nil
+		},
+		Ready: c.nodesReady,
+	})
+	return err
 }
 
 func kwokNode(i int) *corev1.Node {
@@ -214,7 +256,10 @@ func (c *cluster) startJobSet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+	_, err = c.run(ctx, supervisor.Component{
+		Name: "jobset", Ports: 2,
+		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
+			cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
 kind: Configuration
 leaderElection:
   leaderElect: false
@@ -231,21 +276,25 @@ health:
 clientConnection:
   qps: 500
   burst: 500
-`, c.ports.JobSetWebhook, certs, c.ports.JobSetHealth)
-	cfgFile := filepath.Join(c.dir, "config", "jobset.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	if err := c.installWebhooks(ctx, "jobset", c.ports.JobSetWebhook, "sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml"); err != nil {
-		return err
-	}
-	if err := c.start(process{name: "jobset", argv: []string{c.bin("jobset-controller"), "--config=" + cfgFile},
-		env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
-		return err
-	}
-	return c.waitFor(ctx, "jobset", 60*time.Second, func(ctx context.Context) error {
-		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.JobSetHealth))
+`, p[0], certs, p[1])
+			cfgFile := filepath.Join(c.dir, "config", "jobset.yaml")
+			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+				return supervisor.Spec{}, err
+			}
+			if err := c.installWebhooks(ctx, "jobset", p[0], "sigs.k8s.io/jobset", "config/components/webhook/manifests.yaml"); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: []string{c.bin("jobset-controller"), "--config=" + cfgFile},
+				Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[1])); err != nil {
+				return err
+			}
+			return c.jobSetAdmitted(ctx)
+		},
 	})
+	return err
 }
 
 func (c *cluster) startKueue(ctx context.Context) error {
@@ -256,7 +305,14 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	if err := c.ensureNamespace(ctx, "kueue-system"); err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+	// Kueue reads its metrics certificate from a fixed path,
+	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
+	// over an overlay of /etc, so the machine's /etc stays untouched.
+	overlay := filepath.Join(c.dir, "kueue-etc")
+	_, err = c.run(ctx, supervisor.Component{
+		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
+		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
+			cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
 leaderElection:
@@ -282,39 +338,45 @@ integrations:
   - jobset.x-k8s.io/jobset
 featureGates:
   VisibilityOnDemand: false
-`, c.ports.KueueWebhook, certs, c.ports.KueueMetrics, c.ports.KueueHealth)
-	cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	if err := c.installWebhooks(ctx, "kueue", c.ports.KueueWebhook, "sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml"); err != nil {
-		return err
-	}
-	// Kueue reads its metrics certificate from a fixed path,
-	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
-	// over an overlay of /etc, so the machine's /etc stays untouched.
-	overlay := filepath.Join(c.dir, "kueue-etc")
-	for _, d := range []string{"upper", "work"} {
-		if err := os.MkdirAll(filepath.Join(overlay, d), 0o755); err != nil {
-			return err
-		}
-	}
-	script := fmt.Sprintf(`set -e
+`, p[0], certs, p[1], p[2])
+			cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
+			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+				return supervisor.Spec{}, err
+			}
+			if err := c.installWebhooks(ctx, "kueue", p[0], "sigs.k8s.io/kueue", "config/components/webhook/manifests.yaml"); err != nil {
+				return supervisor.Spec{}, err
+			}
+			// A fresh overlay each attempt: a dead attempt's work
+			// directory cannot be reused.
+			if err := os.RemoveAll(overlay); err != nil {
+				return supervisor.Spec{}, err
+			}
+			for _, d := range []string{"upper", "work"} {
+				if err := os.MkdirAll(filepath.Join(overlay, d), 0o755); err != nil {
+					return supervisor.Spec{}, err
+				}
+			}
+			script := fmt.Sprintf(`set -e
 mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc
 mkdir -p /etc/kueue/metrics/certs
 cp %[2]s/tls.crt %[2]s/tls.key /etc/kueue/metrics/certs/
 exec %[3]s --config=%[4]s
 `, overlay, certs, c.bin("kueue"), cfgFile)
-	argv := []string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}
-	if os.Geteuid() != 0 {
-		argv = append([]string{"unshare", "--user", "--map-root-user"}, argv[1:]...)
-	}
-	if err := c.start(process{name: "kueue", argv: argv, env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
-		return err
-	}
-	return c.waitFor(ctx, "kueue", 90*time.Second, func(ctx context.Context) error {
-		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.KueueHealth))
+			argv := []string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}
+			if os.Geteuid() != 0 {
+				argv = append([]string{"unshare", "--user", "--map-root-user"}, argv[1:]...)
+			}
+			return supervisor.Spec{Argv: argv, Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[2])); err != nil {
+				return err
+			}
+			// Kueue's JobSet webhook now sits in the same path.
+			return c.jobSetAdmitted(ctx)
+		},
 	})
+	return err
 }
 
 func (c *cluster) startOperator(ctx context.Context) error {
@@ -329,19 +391,30 @@ func (c *cluster) startOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.installWebhooksFile(ctx, "torus", c.ports.TorusWebhook, filepath.Join(root, "kustomize", "webhook", "manifests.yaml")); err != nil {
-		return err
-	}
-	if err := c.start(process{name: "torus-operator", argv: []string{
-		c.operator,
-		"--webhook-port=" + strconv.Itoa(c.ports.TorusWebhook), "--webhook-cert-dir=" + certs,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", c.ports.TorusMetrics),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", c.ports.TorusHealth),
-		"--leader-elect=true", "--leader-election-namespace=torus-system",
-	}, env: []string{"KUBECONFIG=" + c.kubeconfig()}}); err != nil {
-		return err
-	}
-	return c.waitFor(ctx, "torus-operator", 60*time.Second, func(ctx context.Context) error {
-		return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.ports.TorusHealth))
+	webhooks := filepath.Join(root, "kustomize", "webhook", "manifests.yaml")
+	_, err = c.run(ctx, supervisor.Component{
+		Name: "torus-operator", Ports: 3,
+		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
+			if err := c.installWebhooksFile(ctx, "torus", p[0], webhooks); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: []string{
+				c.operator,
+				"--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
+				"--leader-elect=true", "--leader-election-namespace=torus-system",
+			}, Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[2])); err != nil {
+				return err
+			}
+			if err := c.trainJobAdmitted(ctx); err != nil {
+				return err
+			}
+			return c.operatorLeads(ctx)
+		},
 	})
+	return err
 }

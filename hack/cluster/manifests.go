@@ -44,27 +44,6 @@ func (c *cluster) waitEstablished(ctx context.Context, names []string) error {
 	})
 }
 
-func (c *cluster) waitNodesReady(ctx context.Context) error {
-	return c.waitFor(ctx, "kwok", 60*time.Second, func(ctx context.Context) error {
-		var nodes corev1.NodeList
-		if err := c.client.List(ctx, &nodes); err != nil {
-			return err
-		}
-		ready := 0
-		for _, n := range nodes.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		if ready < c.nodes {
-			return fmt.Errorf("%d of %d nodes ready", ready, c.nodes)
-		}
-		return nil
-	})
-}
-
 func (c *cluster) ensureNamespace(ctx context.Context, name string) error {
 	err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if apierrors.IsAlreadyExists(err) {

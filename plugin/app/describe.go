@@ -55,5 +55,6 @@ func (o *DescribeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return describe.Write(o.Out, describe.Gather(ctx, c, tj), o.clock.Now())
+	now := o.clock.Now()
+	return describe.Write(o.Out, describe.Gather(ctx, c, tj, now), now)
 }

@@ -44,7 +44,8 @@ kubectl mpi migrate converts) are all checked by the API server (CRD schema, Tor
 server-side dry run before any is created; errors name the file, the document and the field.
 
 --wait exits 0 when the job completes and 3 when it fails, printing why; --follow streams the logs of all
-pods until the job ends and exits the same way. --timeout bounds both (exit 4).`
+pods until the job ends and exits the same way. --timeout bounds both (exit 4). Both stop at once (exit 1)
+when the Torus operator is not running (its leader lease is stale), since the job cannot progress.`
 
 const runExample = `  # 4 workers, 2 ranks each, Open MPI 4
   kubectl mpi run pi --image mpioperator/mpi-pi:openmpi --workers 4 --slots-per-worker 2 -- mpirun -n 8 /home/mpiuser/pi
@@ -84,7 +85,7 @@ type RunOptions struct {
 	printer printers.ResourcePrinter
 	client  client.WithWatch
 	kube    kubernetes.Interface
-	clock   clock.PassiveClock
+	clock   clock.WithTicker
 }
 
 // NewRunOptions returns run's defaults.

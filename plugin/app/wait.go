@@ -40,7 +40,8 @@ func newWaitCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 		Short: "Wait for a job to complete, fail or run",
 		Long: `Wait for a job to reach a condition. Exit codes: 0 when it does; 3 when the job ended in a way that
 rules it out (it failed while waiting for Complete or Running, or completed while waiting for Failed; the
-failure is printed); 4 when --timeout passed first; 1 when the job does not exist or was deleted.
+failure is printed); 4 when --timeout passed first; 1 when the job does not exist or was deleted, and at
+once when the Torus operator is not running (its leader lease is stale), since the job cannot progress.
 A job that completed counts as having run (Running).`,
 		Example:           waitExample,
 		Args:              exactArgs(1, "one job name"),

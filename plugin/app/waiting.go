@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -18,28 +19,52 @@ import (
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/logs"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
+// operatorCheckInterval is how often a wait re-reads the operator's lease:
+// often enough that a dead operator ends the wait within seconds of the
+// lease going stale, rarely enough to cost the API server nothing.
+const operatorCheckInterval = 10 * time.Second
+
 // waiter waits for jobs and turns how the wait ended into exit codes.
 type waiter struct {
-	client  client.WithWatch
-	errOut  io.Writer
-	clock   clock.PassiveClock
+	client client.WithWatch
+	errOut io.Writer
+	// clock dates the progress line and ticks the operator checks.
+	clock   clock.WithTicker
 	timeout time.Duration
 	// quiet: no progress line (logs are being followed on the terminal).
 	quiet bool
+	// operator says whether the Torus operator runs; nil reads its lease
+	// through client. Tests replace it.
+	operator func(context.Context) operatorstatus.Status
 }
+
+// operatorDownError ends a wait whose job cannot progress.
+type operatorDownError struct{ status operatorstatus.Status }
+
+func (e *operatorDownError) Error() string { return e.status.Message() }
 
 // waitFor waits until a job reaches cond. It returns nil when it did, an
 // ExitJobFailed error when the job ended otherwise, ExitTimeout when the
-// timeout passed.
+// timeout passed, and a plain error (exit 1) at once when the operator is
+// known not to run: no job moves on without it, so waiting longer would
+// only hide why.
 func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.Condition) (*trainer.TrainJob, error) {
 	if w.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, w.timeout)
 		defer cancel()
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	var watchdog sync.WaitGroup
+	defer watchdog.Wait()
+	defer stop(nil)
+	seen := make(chan struct{})
+	var seenOnce sync.Once
+	watchdog.Go(func() { w.watchOperator(ctx, seen, stop) })
 	var progress *cmdutil.Progress
 	var report func(*trainer.TrainJob)
 	if !w.quiet {
@@ -58,12 +83,18 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 	tj, err := wait.For(ctx, w.client, namespace, name, func(tj *trainer.TrainJob) bool {
 		var done bool
 		outcome, done = wait.Check(cond, tj)
+		if !done {
+			seenOnce.Do(func() { close(seen) })
+		}
 		return done
 	}, report)
 	if progress != nil {
 		progress.Done()
 	}
+	var down *operatorDownError
 	switch {
+	case err != nil && errors.As(context.Cause(ctx), &down):
+		return tj, cmdutil.WithCode(cmdutil.ExitFailure, fmt.Errorf("MPI job %s cannot progress: %s; %s", name, down.status.Message(), down.status.Fix()))
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("timed out after %s waiting for MPI job %s to be %s", w.timeout, name, cond)
 		if tj != nil {
@@ -89,6 +120,38 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 		}
 	}
 	return tj, nil
+}
+
+// watchOperator checks the operator once the job has been read and found
+// short of the condition (a job that already reached it needs no
+// operator), then every operatorCheckInterval, and stops the wait when the
+// operator is known not to run. An unknown state (the lease may not be
+// read, or there is none) lets the wait go on.
+func (w *waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop context.CancelCauseFunc) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-seen:
+	}
+	check := w.operator
+	if check == nil {
+		check = func(ctx context.Context) operatorstatus.Status {
+			return operatorstatus.Check(ctx, w.client, w.clock.Now())
+		}
+	}
+	tick := w.clock.NewTicker(operatorCheckInterval)
+	defer tick.Stop()
+	for {
+		if st := check(ctx); st.Down() && ctx.Err() == nil {
+			stop(&operatorDownError{status: st})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
 }
 
 // followJob streams a job's logs while waiting for it to end, and then

@@ -24,6 +24,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/plugin/printers"
 )
 
@@ -37,11 +38,19 @@ type Data struct {
 	Events []corev1.Event
 	// Problems are what could not be read (permissions), said at the end.
 	Problems []string
+	// Operator is whether the Torus operator runs, for a job that is not
+	// finished (zero, unknown, for one that is): a job waiting on a dead
+	// operator is told from one waiting on a slow one.
+	Operator operatorstatus.Status
 }
 
-// Gather reads a job's runtime, pods and events.
-func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob) *Data {
+// Gather reads a job's runtime, pods and events, and for a job that has
+// not finished whether the operator runs; now dates the operator's lease.
+func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) *Data {
 	d := &Data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
+	if !job.Finished(tj) {
+		d.Operator = operatorstatus.Check(ctx, c, now)
+	}
 	if d.Info.RuntimeErr != nil {
 		d.Problems = append(d.Problems, "runtime: "+d.Info.RuntimeErr.Error())
 	}
@@ -113,7 +122,16 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		} else {
 			field("Reason", "%s", st.Message)
 		}
-	case job.PhaseQueued, job.PhasePending, job.PhaseBlocked, job.PhaseCreating, job.PhaseSuspended:
+	case job.PhaseCreating:
+		// Without the operator a new job never gets its JobSet: say so
+		// rather than that it waits for the operator.
+		if d.Operator.Down() {
+			field("Waiting", "%s", d.Operator.Message())
+			field("Fix", "%s", d.Operator.Fix())
+		} else if st.Message != "" {
+			field("Waiting", "%s", st.Message)
+		}
+	case job.PhaseQueued, job.PhasePending, job.PhaseBlocked, job.PhaseSuspended:
 		if st.Message != "" {
 			field("Waiting", "%s", st.Message)
 		}
@@ -125,6 +143,12 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		if st.Message != "" {
 			field("Status", "%s", st.Message)
 		}
+	}
+	// Any job that has not finished needs the operator to move on (to be
+	// admitted, started, marked Complete or Failed, deleted).
+	if st.Phase != job.PhaseCreating && !job.Finished(tj) && d.Operator.Down() {
+		field("Warning", "the job cannot progress: %s", d.Operator.Message())
+		field("Fix", "%s", d.Operator.Fix())
 	}
 
 	impl := string(d.Info.Implementation())

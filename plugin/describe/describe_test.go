@@ -2,10 +2,12 @@ package describe
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -110,6 +113,63 @@ func TestPendingSaysWhy(t *testing.T) {
 		if !strings.Contains(first, want) {
 			t.Errorf("the first lines lack %q:\n%s", want, first)
 		}
+	}
+}
+
+// A job that waits on an operator known not to run says so, with where to
+// look; when the operator's state is unknown the job reads as before.
+func TestOperatorNotRunning(t *testing.T) {
+	down := operatorstatus.Status{Known: true, Namespace: "torus-system", Holder: "torus-0_abc",
+		LastRenewal: t0.Add(-3 * time.Minute), LeaseDuration: 15 * time.Second, Age: 3 * time.Minute}
+	unknown := operatorstatus.Status{Err: errors.New("forbidden")}
+	const fix = "Fix: check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"
+	pending := []metav1.Condition{{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(t0)}}
+	complete := []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "Completed", Message: "done", LastTransitionTime: metav1.NewTime(t0)}}
+	tc := map[string]struct {
+		conditions []metav1.Condition
+		operator   operatorstatus.Status
+		// wantLines follow State:, in order.
+		wantLines []string
+	}{
+		"creating, operator down": {
+			operator:  down,
+			wantLines: []string{"Waiting: the Torus operator is not running (last lease renewal 3m ago in namespace torus-system)", fix},
+		},
+		"creating, operator unknown": {
+			operator:  unknown,
+			wantLines: []string{"Waiting: Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"},
+		},
+		"pending, operator down": {
+			conditions: pending,
+			operator:   down,
+			wantLines:  []string{"Warning: the job cannot progress: the Torus operator is not running (last lease renewal 3m ago in namespace torus-system)", fix},
+		},
+		"complete, operator down": {
+			conditions: complete,
+			operator:   down,
+			wantLines:  []string{"Status: done"},
+		},
+	}
+	for name, tc := range tc {
+		t.Run(name, func(t *testing.T) {
+			d := failedJob()
+			d.Info.TrainJob.Status.Conditions = tc.conditions
+			d.Pods, d.Events, d.Operator = nil, nil, tc.operator
+			var out bytes.Buffer
+			if err := Write(&out, d, t0.Add(30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(squash(out.String()), "\n")
+			var got []string
+			for i, l := range lines {
+				if strings.HasPrefix(l, "State:") {
+					got = lines[i+1 : i+1+len(tc.wantLines)]
+				}
+			}
+			if diff := cmp.Diff(tc.wantLines, got); diff != "" {
+				t.Errorf("the lines after State: (-want,+got):\n%s\nin:\n%s", diff, out.String())
+			}
+		})
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +29,7 @@ import (
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
 // Status of a check.
@@ -51,7 +51,7 @@ type Result struct {
 }
 
 // LeaseName is the operator's leader-election lease.
-const LeaseName = "torus-operator.torus-mpi.io"
+const LeaseName = operatorstatus.LeaseName
 
 // Doctor runs the checks.
 type Doctor struct {
@@ -203,50 +203,21 @@ func (d *Doctor) apis() []Result {
 }
 
 // operator checks the operator's leader-election lease: a replica that
-// renews it is running and reconciling.
+// renews it is running and reconciling. It comes first among Torus's
+// checks: without the operator no job gets pods, whatever else is right.
 func (d *Doctor) operator(ctx context.Context) Result {
 	r := Result{Check: "Torus operator"}
-	var leases coordinationv1.LeaseList
-	err := d.Client.List(ctx, &leases)
-	if apierrors.IsForbidden(err) {
-		// Users usually may not list leases cluster-wide; look where the
-		// operator normally runs.
-		var l coordinationv1.Lease
-		if gerr := d.Client.Get(ctx, client.ObjectKey{Namespace: "torus-system", Name: LeaseName}, &l); gerr == nil {
-			leases.Items, err = []coordinationv1.Lease{l}, nil
-		}
+	st := operatorstatus.Check(ctx, d.Client, d.Now())
+	switch {
+	case st.Running:
+		r.Status = Pass
+		r.Message = fmt.Sprintf("running: %s leads (lease %s/%s renewed %s ago)", st.Holder, st.Namespace, LeaseName, st.Age.Round(time.Second))
+	case st.Known, st.NeverRan:
+		r.Status, r.Message, r.Fix = Fail, st.Message(), st.Fix()
+	default:
+		r.Status, r.Message = Warn, "cannot read the operator's leader lease: "+firstLine(st.Err)
+		r.Fix = st.Fix()
 	}
-	if err != nil {
-		r.Status, r.Message = Warn, "cannot read the operator's leader lease: "+firstLine(err)
-		r.Fix = "ask your cluster admin to run kubectl mpi doctor, or to check the operator's pods"
-		return r
-	}
-	var lease *coordinationv1.Lease
-	for i := range leases.Items {
-		if leases.Items[i].Name == LeaseName {
-			lease = &leases.Items[i]
-		}
-	}
-	if lease == nil {
-		r.Status, r.Message = Fail, "no operator has ever run: there is no leader lease "+LeaseName
-		r.Fix = "install the Torus operator (OperatorHub, or kustomize/); MPI TrainJobs stay without pods until it runs"
-		return r
-	}
-	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-	renewed := time.Time{}
-	if lease.Spec.RenewTime != nil {
-		renewed = lease.Spec.RenewTime.Time
-	}
-	dur := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15)) * time.Second
-	age := d.Now().Sub(renewed)
-	if holder == "" || age > 2*dur {
-		r.Status = Fail
-		r.Message = fmt.Sprintf("no operator replica leads: lease %s/%s last renewed %s ago", lease.Namespace, LeaseName, age.Round(time.Second))
-		r.Fix = fmt.Sprintf("check the operator's pods and logs in namespace %s (kubectl -n %s get pods)", lease.Namespace, lease.Namespace)
-		return r
-	}
-	r.Status = Pass
-	r.Message = fmt.Sprintf("running: %s leads (lease %s/%s renewed %s ago)", holder, lease.Namespace, LeaseName, age.Round(time.Second))
 	return r
 }
 

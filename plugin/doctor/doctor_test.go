@@ -54,7 +54,9 @@ func TestDoctor(t *testing.T) {
 	d := &Doctor{Client: c, Discovery: kube.Discovery(), Namespace: "ns", Now: func() time.Time { return now }}
 	got := map[string]Status{}
 	msgs := map[string]string{}
+	var order []string
 	for _, r := range d.Run(context.Background()) {
+		order = append(order, r.Check)
 		got[r.Check] = r.Status
 		msgs[r.Check] = r.Message
 		if r.Status != Pass && r.Fix == "" {
@@ -76,6 +78,12 @@ func TestDoctor(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("statuses (-want,+got):\n%s", diff)
 	}
+	// Without the operator nothing else matters: it is the first of
+	// Torus's own checks, right after the API server and the APIs.
+	wantOrder := []string{"API server", "Trainer CRDs", "Torus CRDs", "JobSet", "Kueue", "Torus operator", "Torus webhooks"}
+	if diff := cmp.Diff(wantOrder, order[:min(len(order), len(wantOrder))]); diff != "" {
+		t.Errorf("order of the checks (-want,+got):\n%s", diff)
+	}
 	for check, want := range map[string]string{
 		"Torus operator": "running: torus-0 leads (lease torus-system/torus-operator.torus-mpi.io renewed 3s ago)",
 		"MPI runtimes":   "missing torus-openmpi5 (--mpi openmpi5), torus-intelmpi (--mpi intel), torus-mpich (--mpi mpich)",
@@ -90,7 +98,10 @@ func TestDoctor(t *testing.T) {
 
 	// A lease nobody renews: the operator is down.
 	d.Now = func() time.Time { return now.Add(time.Hour) }
-	if r := d.operator(context.Background()); r.Status != Fail {
-		t.Errorf("stale lease: %+v, want a failure", r)
+	wantStale := Result{Check: "Torus operator", Status: Fail,
+		Message: "the Torus operator is not running (last lease renewal 60m ago in namespace torus-system)",
+		Fix:     "check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"}
+	if diff := cmp.Diff(wantStale, d.operator(context.Background())); diff != "" {
+		t.Errorf("stale lease (-want,+got):\n%s", diff)
 	}
 }

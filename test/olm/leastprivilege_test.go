@@ -1,13 +1,13 @@
 package olm
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
@@ -31,6 +31,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
+	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
@@ -49,8 +50,7 @@ var sampleRuntimes = []string{"torus-openmpi", "torus-openmpi5", "torus-intelmpi
 func leastPrivilege() {
 	var (
 		csv      *operatorsv1alpha1.ClusterServiceVersion
-		operator *background
-		health   int
+		operator *supervisor.Process
 		metrics  int
 		saUser   string
 	)
@@ -102,60 +102,62 @@ func leastPrivilege() {
 		kubeconfig := filepath.Join(workDir, "operator.kubeconfig")
 		Expect(clientcmd.WriteToFile(*kc, kubeconfig)).To(Succeed())
 
-		By("registering the CSV's webhooks at the operator on 127.0.0.1")
-		webhookPort := freePort()
+		By("running the operator binary as that ServiceAccount, with the CSV's arguments and webhooks, on 127.0.0.1")
 		certDir := filepath.Join(workDir, "webhook-certs")
 		ca := servingCert(certDir)
 		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: lpNamespace + "-mutating"}}
 		validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: lpNamespace + "-validating"}}
-		for _, w := range csv.Spec.WebhookDefinitions {
-			url := fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, *w.WebhookPath)
-			cc := admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
-			switch w.Type {
-			case operatorsv1alpha1.MutatingAdmissionWebhook:
-				h := w.GetMutatingWebhook(lpNamespace, nil, ca)
-				h.ClientConfig = cc
-				mutating.Webhooks = append(mutating.Webhooks, h)
-			case operatorsv1alpha1.ValidatingAdmissionWebhook:
-				h := w.GetValidatingWebhook(lpNamespace, nil, ca)
-				h.ClientConfig = cc
-				validating.Webhooks = append(validating.Webhooks, h)
-			}
-		}
-		Expect(k8sClient.Create(ctx, mutating)).To(Succeed())
-		Expect(k8sClient.Create(ctx, validating)).To(Succeed())
 		DeferCleanup(func() {
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, mutating))).To(Succeed())
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, validating))).To(Succeed())
 		})
-
-		By("running the operator binary as that ServiceAccount, with the CSV's arguments")
-		health, metrics = freePort(), freePort()
-		args := withFlags(strategy.DeploymentSpecs[0].Spec.Template.Spec.Containers[0].Args, map[string]string{
-			// The pod's own ports, moved to free loopback ports on this machine.
-			"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", health),
-			"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", metrics),
-			"--webhook-port":              fmt.Sprint(webhookPort),
-			"--webhook-cert-dir":          certDir,
-			// In a pod this is read from the ServiceAccount's mount.
-			"--leader-election-namespace": lpNamespace,
+		var ports []int
+		operator, ports = runComponent(supervisor.Component{
+			Name: "torus-operator", Ports: 3, // webhook, health, metrics
+			Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
+				// The CSV's webhooks, pointed at this attempt's port.
+				mutating.Webhooks, validating.Webhooks = nil, nil
+				for _, w := range csv.Spec.WebhookDefinitions {
+					url := fmt.Sprintf("https://127.0.0.1:%d%s", p[0], *w.WebhookPath)
+					cc := admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
+					switch w.Type {
+					case operatorsv1alpha1.MutatingAdmissionWebhook:
+						h := w.GetMutatingWebhook(lpNamespace, nil, ca)
+						h.ClientConfig = cc
+						mutating.Webhooks = append(mutating.Webhooks, h)
+					case operatorsv1alpha1.ValidatingAdmissionWebhook:
+						h := w.GetValidatingWebhook(lpNamespace, nil, ca)
+						h.ClientConfig = cc
+						validating.Webhooks = append(validating.Webhooks, h)
+					}
+				}
+				for _, o := range []client.Object{mutating, validating} {
+					// A restart on other ports replaces the first attempt's.
+					if err := client.IgnoreNotFound(k8sClient.Delete(ctx, o)); err != nil {
+						return supervisor.Spec{}, err
+					}
+					o.SetResourceVersion("")
+					if err := k8sClient.Create(ctx, o); err != nil {
+						return supervisor.Spec{}, err
+					}
+				}
+				args := withFlags(strategy.DeploymentSpecs[0].Spec.Template.Spec.Containers[0].Args, map[string]string{
+					// The pod's own ports, moved to loopback ports on this machine.
+					"--webhook-port":              fmt.Sprint(p[0]),
+					"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", p[1]),
+					"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", p[2]),
+					"--webhook-cert-dir":          certDir,
+					// In a pod this is read from the ServiceAccount's mount.
+					"--leader-election-namespace": lpNamespace,
+				})
+				return supervisor.Spec{Argv: append([]string{filepath.Join(workDir, "torus-operator")}, args...),
+					Env: []string{"KUBECONFIG=" + kubeconfig}}, nil
+			},
+			Ready: func(ctx context.Context, p []int) error {
+				return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[1]), nil, "")
+			},
 		})
-		operator = start("torus-operator", []string{"KUBECONFIG=" + kubeconfig},
-			append([]string{filepath.Join(workDir, "torus-operator")}, args...)...)
-		Eventually(func() error {
-			if !operator.running() {
-				StopTrying("the operator exited; see " + operator.log).Now()
-			}
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("readyz: %s", resp.Status)
-			}
-			return nil
-		}, time.Minute, interval).Should(Succeed())
+		metrics = ports[2]
 	})
 
 	It("holds no wildcard and no Secret access beyond what it needs", func() {
@@ -284,8 +286,8 @@ func leastPrivilege() {
 	})
 
 	It("was never refused a request", func() {
-		Expect(operator.running()).To(BeTrue(), "the operator exited; see %s", operator.log)
-		Expect(operator.logLines("forbidden", "is not allowed")).To(BeEmpty(),
+		Expect(operator.Exited()).To(BeFalse(), "the operator exited; see %s", operator.Log)
+		Expect(logLines(operator, "forbidden", "is not allowed")).To(BeEmpty(),
 			"the operator lacked a permission; fix the kubebuilder:rbac markers and run make generate bundle")
 	})
 }

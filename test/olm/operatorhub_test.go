@@ -1,6 +1,7 @@
 package olm
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 const (
@@ -79,9 +81,15 @@ func operatorHub() {
 		torusCSV, brokenCSV = buildCatalog(catalogDir)
 
 		By("serving it on 127.0.0.1 only")
-		port := freePort()
-		server := start("catalog-server", nil, filepath.Join(testbin, "catalog-server"),
-			"-catalog", catalogDir, "-listen", fmt.Sprintf("127.0.0.1:%d", port))
+		server, ports := runComponent(supervisor.Component{
+			Name: "catalog-server", Ports: 1,
+			Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+				return supervisor.Spec{Argv: []string{filepath.Join(testbin, "catalog-server"),
+					"-catalog", catalogDir, "-listen", fmt.Sprintf("127.0.0.1:%d", p[0])}}, nil
+			},
+			Ready: func(context.Context, []int) error { return nil }, // listening is enough: OLM reports READY below
+		})
+		port := ports[0]
 		cs := &operatorsv1alpha1.CatalogSource{
 			ObjectMeta: metav1.ObjectMeta{Name: catalogName, Namespace: olmNamespace},
 			Spec: operatorsv1alpha1.CatalogSourceSpec{
@@ -98,9 +106,9 @@ func operatorHub() {
 			return cs.Status.GRPCConnectionState.LastObservedState
 		}, timeout, interval).Should(Equal("READY"))
 
-		for _, b := range []*background{olm, catalogOp, server} {
-			Expect(b.running()).To(BeTrue(), "%s exited; see %s", b.name, b.log)
-			loopbackOnly(b)
+		for _, p := range []*supervisor.Process{olm, catalogOp, server} {
+			Expect(p.Exited()).To(BeFalse(), "%s exited; see %s", p.Name, p.Log)
+			loopbackOnly(p)
 		}
 	})
 

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -78,6 +79,9 @@ var _ = BeforeSuite(func() {
 	workDir, err = os.MkdirTemp("", "torus-olm-test-")
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("work directory (logs, catalog, certificates): %s\n", workDir)
+	ports, err := supervisor.NewPorts()
+	Expect(err).NotTo(HaveOccurred())
+	sup = &supervisor.Supervisor{Ports: ports, LogDir: workDir, Logf: GinkgoWriter.Printf}
 	// Keep the logs of a failed run for whoever investigates; a passing
 	// run leaves nothing behind.
 	DeferCleanup(func() {

@@ -5,17 +5,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -165,7 +170,59 @@ spec:
 		Expect(r.Code).To(Equal(1))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Trainer CRDs`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Torus webhooks\s+answering`))
-		Expect(r.Stdout).To(MatchRegexp(`(?m)^FAIL\s+Torus operator\s+no operator has ever run`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^FAIL\s+Torus operator\s+no Torus operator has ever run in this cluster`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+MPI runtimes\s+MPI runtimes: torus-intelmpi, torus-mpich, torus-openmpi, torus-openmpi5`))
+	})
+
+	// The manager of this suite runs without leader election, so no lease
+	// says whether it runs; the spec writes the lease a dead operator
+	// leaves behind. Its job is MultiKueue's (spec.managedBy), which the
+	// manager leaves alone as a dead operator would: it stays Creating.
+	It("says the operator is not running, and stops waiting at once", func() {
+		ns := namespace()
+		system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorstatus.DefaultNamespace}}
+		if err := fw.Client.Create(ctx, system); !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: operatorstatus.LeaseName, Namespace: operatorstatus.DefaultNamespace},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To("torus-operator-5d8c7b9f4-x2x7q_0b5f"),
+				LeaseDurationSeconds: ptr.To[int32](15),
+				AcquireTime:          ptr.To(metav1.NewMicroTime(time.Now().Add(-time.Hour))),
+				RenewTime:            ptr.To(metav1.NewMicroTime(time.Now().Add(-3 * time.Minute))),
+			},
+		}
+		Expect(fw.Client.Create(ctx, lease)).To(Succeed())
+		// The other specs run without a lease, as the suite starts.
+		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, lease)).To(Succeed()) })
+
+		tj := mpi.NewTrainJob("pi-demo", ns)
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "torus-openmpi", APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.ClusterTrainingRuntimeKind)}
+		tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+
+		const notRunning = `the Torus operator is not running \(last lease renewal 3m\d*s? ago in namespace torus-system\)`
+		r := kubectlMPI("", "-n", ns, "describe", "pi-demo")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(MatchRegexp(`State:\s+Creating for`))
+		Expect(r.Stdout).To(MatchRegexp(`Waiting:\s+` + notRunning))
+		Expect(r.Stdout).To(MatchRegexp(`Fix:\s+check its pods and logs: kubectl -n torus-system get pods`))
+		Expect(r.Stdout).NotTo(ContainSubstring("Waiting for the Torus operator to create"))
+
+		start := time.Now()
+		r = kubectlMPI("", "-n", ns, "wait", "pi-demo", "--for=condition=Complete", "--timeout", "1m")
+		Expect(time.Since(start)).To(BeNumerically("<", 10*time.Second), "the wait must end at once, not at its timeout")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Err).To(MatchError(MatchRegexp(`^MPI job pi-demo cannot progress: ` + notRunning + `; check its pods and logs: kubectl -n torus-system get pods`)))
+
+		// A replica renews the lease: the job waits for it as usual.
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)).To(Succeed())
+		lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		Expect(fw.Client.Update(ctx, lease)).To(Succeed())
+		r = kubectlMPI("", "-n", ns, "describe", "pi-demo")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(MatchRegexp(`Waiting:\s+Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it`))
+		Expect(r.Stdout).NotTo(ContainSubstring("not running"))
 	})
 })

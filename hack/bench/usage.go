@@ -3,68 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
-
-// proc is a process the benchmark started: it is stopped by its own PID
-// (and process group), never by name.
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
-
-func startProc(logPath string, env []string, argv ...string) (*proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	// A group of its own, so that stopping it reaches nothing else.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
-	}
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after 10 seconds.
-func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
-	}
-}
 
 // usage is what /proc says about a process: CPU seconds (user+system) and
 // peak resident memory (VmHWM).
