@@ -78,8 +78,13 @@ integration: testbin ## Integration tests on a real kube-apiserver and etcd (env
 wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v
 
+.PHONY: node-deps
+node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins (root), and the kubelet from pinned modules.
+	hack/node/install.sh
+	hack/testbin/build.sh node
+
 .PHONY: cluster-test
-cluster-test: build testbin ## The local cluster's start-up: up under port pressure, dead components named, nothing left by down.
+cluster-test: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
 	$(GO) test -count=1 -timeout 10m ./test/cluster/ -ginkgo.v
 
 .PHONY: e2e

@@ -20,7 +20,7 @@ import (
 
 // startOrder is the order components start in; they stop in reverse.
 var startOrder = []string{
-	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kwok",
 	"jobset", "kueue", "torus-operator",
 }
 
@@ -29,6 +29,8 @@ type cluster struct {
 	testbin  string
 	operator string
 	nodes    int
+	// realNode: also a kubelet and containerd on this machine (root).
+	realNode bool
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.
@@ -89,10 +91,15 @@ func (c *cluster) up(ctx context.Context) error {
 		{"kube-apiserver", c.startAPIServer},
 		{"controller-manager and scheduler", c.startControllers},
 		{"CRDs", c.installCRDs},
+	}
+	if c.realNode {
+		steps = append(steps, step{"real node", c.startRealNode})
+	}
+	steps = append(steps, []step{
 		{"kwok and nodes", c.startKwok},
 		{"JobSet", c.startJobSet},
 		{"Kueue", c.startKueue},
-	}
+	}...)
 	if c.operator != "" {
 		steps = append(steps, step{"Torus operator", c.startOperator})
 	}
@@ -114,9 +121,22 @@ func (c *cluster) expected() []string {
 		if name == "torus-operator" && c.operator == "" {
 			continue
 		}
+		if (name == "containerd" || name == "kubelet") && !c.hasRealNode() {
+			continue
+		}
 		out = append(out, name)
 	}
 	return out
+}
+
+// hasRealNode: this cluster was started with a real node (-real-node
+// then, node.json since, for status and down).
+func (c *cluster) hasRealNode() bool {
+	if c.realNode {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(c.dir, "node.json"))
+	return err == nil
 }
 
 // allAlive fails with the name and log of the first component that is
@@ -133,6 +153,9 @@ func (c *cluster) allAlive() error {
 
 func (c *cluster) down() {
 	c.stopAll()
+	if err := c.cleanRealNode(); err != nil {
+		c.logf("cleaning up after the real node: %v", err)
+	}
 	// Keep the logs of the last run for whoever investigates a failure.
 	entries, _ := os.ReadDir(c.dir)
 	for _, e := range entries {

@@ -19,7 +19,7 @@ import (
 )
 
 func (c *cluster) startEtcd(ctx context.Context) error {
-	_, err := c.run(ctx, supervisor.Component{
+	_, _, err := c.run(ctx, supervisor.Component{
 		Name: "etcd", Ports: 2, Timeout: 30 * time.Second,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 			// A retry starts on an empty data directory: a half-started
@@ -39,7 +39,7 @@ func (c *cluster) startEtcd(ctx context.Context) error {
 
 func (c *cluster) startAPIServer(ctx context.Context) error {
 	etcd := c.ports["etcd"][0]
-	ports, err := c.run(ctx, supervisor.Component{
+	_, ports, err := c.run(ctx, supervisor.Component{
 		Name: "kube-apiserver", Ports: 1,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 			argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, etcd, p[0],
@@ -82,7 +82,7 @@ func (c *cluster) startControllers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.run(ctx, supervisor.Component{
+		if _, _, err := c.run(ctx, supervisor.Component{
 			Name: comp.name, Ports: 1,
 			Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 				return supervisor.Spec{Argv: append([]string{
@@ -205,7 +205,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 			return fmt.Errorf("creating node: %w", err)
 		}
 	}
-	_, err = c.run(ctx, supervisor.Component{
+	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "kwok", Ports: 1,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 			return supervisor.Spec{Argv: []string{
@@ -256,7 +256,7 @@ func (c *cluster) startJobSet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.run(ctx, supervisor.Component{
+	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "jobset", Ports: 2,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
 			cfg := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
@@ -309,7 +309,7 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
 	// over an overlay of /etc, so the machine's /etc stays untouched.
 	overlay := filepath.Join(c.dir, "kueue-etc")
-	_, err = c.run(ctx, supervisor.Component{
+	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
 			cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -392,7 +392,7 @@ func (c *cluster) startOperator(ctx context.Context) error {
 		return err
 	}
 	webhooks := filepath.Join(root, "kustomize", "webhook", "manifests.yaml")
-	_, err = c.run(ctx, supervisor.Component{
+	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "torus-operator", Ports: 3,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
 			if err := c.installWebhooksFile(ctx, "torus", p[0], webhooks); err != nil {

@@ -28,6 +28,7 @@ func main() {
 	fs.StringVar(&c.testbin, "testbin", ".testbin/bin", "directory of the control-plane binaries (make testbin)")
 	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
+	fs.BoolVar(&c.realNode, "real-node", false, "also run a real node (kubelet + containerd, root) on which pods really run")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status")
 		fs.PrintDefaults()

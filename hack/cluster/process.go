@@ -15,14 +15,14 @@ import (
 // run starts a component through the supervisor (ports outside the
 // ephemeral range, ready and listening before it counts, restarted on
 // other ports when a bind fails), records its ports, and returns them.
-func (c *cluster) run(ctx context.Context, comp supervisor.Component) ([]int, error) {
+func (c *cluster) run(ctx context.Context, comp supervisor.Component) (*supervisor.Process, []int, error) {
 	p, ports, err := c.sup.Run(ctx, comp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.ports[comp.Name] = ports
 	c.logf("started %-24s pid %-7d ports %v", comp.Name, p.PID(), ports)
-	return ports, c.writePorts()
+	return p, ports, c.writePorts()
 }
 
 // running lists the components whose PID file names a live process.

@@ -39,6 +39,11 @@ func APIServerArgs(bin string, a *Authority, etcdPort, securePort int, extra ...
 	if err != nil {
 		return nil, err
 	}
+	// Its identity towards kubelets (logs, exec, metrics of real nodes).
+	kubeletClient := filepath.Join(a.Dir, "kubelet-client")
+	if err := a.ClientCert(kubeletClient, "kube-apiserver-kubelet-client", "system:masters"); err != nil {
+		return nil, err
+	}
 	return append([]string{
 		bin,
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
@@ -54,6 +59,8 @@ func APIServerArgs(bin string, a *Authority, etcdPort, securePort int, extra ...
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--endpoint-reconciler-type=none",
 		"--authorization-mode=RBAC",
+		"--kubelet-client-certificate=" + filepath.Join(kubeletClient, "tls.crt"),
+		"--kubelet-client-key=" + filepath.Join(kubeletClient, "tls.key"),
 	}, extra...), nil
 }
 

@@ -93,31 +93,43 @@ func (a *Authority) CertPool() *x509.CertPool {
 	return pool
 }
 
+// ClientCert writes tls.crt and tls.key into dir: a client certificate
+// for user cn in groups orgs.
+func (a *Authority) ClientCert(dir, cn string, orgs ...string) error {
+	return a.issue(dir, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
 // ServingCert writes tls.crt and tls.key, the layout controller-runtime's
 // webhook server reads, into dir: a certificate for a server on 127.0.0.1
 // and localhost, and the extra DNS names given.
 func (a *Authority) ServingCert(dir, name string, dnsNames ...string) error {
+	return a.issue(dir, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    append([]string{"localhost"}, dnsNames...),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	})
+}
+
+// issue signs tmpl (given a serial and validity here) with a new key and
+// writes tls.crt and tls.key into dir.
+func (a *Authority) issue(dir string, tmpl *x509.Certificate) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62)); err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     append([]string{"localhost"}, dnsNames...),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(validity)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {
-		return fmt.Errorf("signing a certificate for %s: %w", name, err)
+		return fmt.Errorf("signing a certificate for %s: %w", tmpl.Subject.CommonName, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {

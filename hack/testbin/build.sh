@@ -8,6 +8,7 @@
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
+#   hack/testbin/build.sh node         # kubelet, for a real node beside the kwok nodes
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +51,7 @@ expand() { # groups of components
       # Not part of "cluster": OLM's module graph is large (about 3 minutes
       # cold) and only test/olm needs it.
       olm) echo olm-operator catalog-operator opm catalog-server ;;
+      node) echo kubelet ;;
       *) echo "$c" ;;
     esac
   done
@@ -59,7 +61,7 @@ for component in $(expand "$@"); do
   case "$component" in
     etcd)
       build etcd etcd go.etcd.io/etcd/server/v3 "$(modversion etcd go.etcd.io/etcd/server/v3)" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet)
       v=$(modversion kube k8s.io/kubernetes)
       build "$component" kube "k8s.io/kubernetes/cmd/$component" "$v" "$(kube_ldflags "$v")" ;;
     kwok)

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/hack/images"
+	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/hack/supervisor"
+)
+
+// The real node: a kubelet and containerd (runc, the CNI bridge plugin)
+// beside the kwok nodes, so that pods really run. Both share a private
+// mount and PID namespace: every path the kubelet or containerd hard-codes
+// (/run/containerd, /run/netns, /var/lib/cni, /var/log/containers,
+// /var/lib/kubelet) is a tmpfs there, and stopping containerd (that
+// namespace's first process) ends every shim and container with it. What
+// the host still sees — the pod bridge, cgroups, sysctls the kubelet sets,
+// directories made for those mounts — is recorded and undone by down.
+const (
+	realNodeName = "real-node-0"
+	// bridgeName and podSubnet: pods talk to each other on a bridge the
+	// cluster creates, with no route off it (ip_forward stays as it is).
+	// The host's address on it, nodeIP, is the kubelet's: the kubelet
+	// refuses a loopback node IP, and the API server reaches it there
+	// (logs, exec) without leaving the machine.
+	bridgeName = "torus0"
+	podSubnet  = "10.234.0.0/24"
+	nodeIP     = "10.234.0.1"
+	// Images of the node's store, imported from archives built here.
+	pauseImage = "registry.torus.local/pause:1"
+	tinyImage  = "registry.torus.local/tiny:1"
+	// RealNodeTaint keeps the real node for pods that ask for it.
+	realNodeTaint = "torus-mpi.io/real-node"
+)
+
+// hostPaths are mounted over with tmpfs in the node's mount namespace.
+var hostPaths = []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", "/var/lib/kubelet"}
+
+// kernelTunables are the sysctls the kubelet sets at start
+// (protectKernelDefaults false); down puts back what they were.
+var kernelTunables = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// nodeTraces is what the node leaves on the host, kept in node.json for
+// down.
+type nodeTraces struct {
+	CreatedDirs []string          `json:"createdDirs"`
+	Sysctls     map[string]string `json:"sysctls"`
+}
+
+func (c *cluster) nodeDir(parts ...string) string {
+	return filepath.Join(append([]string{c.dir, "node"}, parts...)...)
+}
+
+func (c *cluster) startRealNode(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return errors.New("the real node needs root (containerd, runc, mounts, cgroups)")
+	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return fmt.Errorf("%s is missing: run hack/node/install.sh (Debian's containerd, runc, containernetworking-plugins)", b)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		return errors.New("/usr/lib/cni/bridge is missing: run hack/node/install.sh")
+	}
+	if err := c.recordTraces(); err != nil {
+		return err
+	}
+	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "images"} {
+		if err := os.MkdirAll(c.nodeDir(d), 0o755); err != nil {
+			return err
+		}
+	}
+	// The bridge is made here, with the node's address, rather than by the
+	// CNI plugin: its isGateway would also turn on ip_forward.
+	for _, args := range [][]string{
+		{"link", "add", bridgeName, "type", "bridge"},
+		{"addr", "add", nodeIP + "/24", "dev", bridgeName},
+		{"link", "set", bridgeName, "up"},
+	} {
+		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	archive, err := c.buildImages(ctx)
+	if err != nil {
+		return fmt.Errorf("building the node's images: %w", err)
+	}
+	containerd, err := c.startContainerd(ctx)
+	if err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "-n", "k8s.io",
+		"images", "import", "--no-unpack=false", archive).CombinedOutput(); err != nil {
+		return fmt.Errorf("importing %s: %w: %s", archive, err, out)
+	}
+	return c.startKubelet(ctx, containerd)
+}
+
+// recordTraces notes which of hostPaths exist and the kernel tunables'
+// values before the node starts.
+func (c *cluster) recordTraces() error {
+	t := nodeTraces{Sysctls: map[string]string{}}
+	for _, p := range hostPaths {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			// Record the topmost directory the node will create.
+			top := p
+			for parent := filepath.Dir(top); parent != "/"; parent = filepath.Dir(parent) {
+				if _, err := os.Stat(parent); err == nil {
+					break
+				}
+				top = parent
+			}
+			t.CreatedDirs = append(t.CreatedDirs, top)
+		}
+	}
+	for _, s := range kernelTunables {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", s))
+		if err != nil {
+			return fmt.Errorf("reading sysctl %s: %w", s, err)
+		}
+		t.Sysctls[s] = strings.TrimSpace(string(v))
+	}
+	data, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.dir, "node.json"), data, 0o644)
+}
+
+// buildImages builds the tiny static binary and writes the pause and tiny
+// images to one archive.
+func (c *cluster) buildImages(ctx context.Context) (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	bin := c.nodeDir("images", "tiny")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./hack/images/tiny")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building hack/images/tiny: %w: %s", err, out)
+	}
+	archive := c.nodeDir("images", "images.tar")
+	return archive, images.Write(archive,
+		images.Image{Tag: pauseImage, Files: []images.File{{Path: "/pause", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/pause"}},
+		images.Image{Tag: tinyImage, Files: []images.File{{Path: "/usr/bin/tiny", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/usr/bin/tiny"}},
+	)
+}
+
+func (c *cluster) startContainerd(ctx context.Context) (*supervisor.Process, error) {
+	cni := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "torus",
+  "plugins": [{
+    "type": "bridge", "bridge": %q, "isGateway": false, "ipMasq": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
+  }]
+}
+`, bridgeName, podSubnet, nodeIP, c.nodeDir("cni", "ipam"))
+	if err := os.WriteFile(c.nodeDir("cni", "net.d", "10-torus.conflist"), []byte(cni), 0o644); err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # Root here lacks CAP_SYS_RESOURCE: without this every sandbox fails
+  # with "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+`, c.nodeDir("containerd", "root"), c.nodeDir("containerd", "state"), c.nodeDir("containerd.sock"),
+		c.nodeDir("containerd.sock.ttrpc"), pauseImage, c.nodeDir("cni", "net.d"))
+	cfgFile := c.nodeDir("containerd.toml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	var mounts strings.Builder
+	for _, p := range hostPaths {
+		fmt.Fprintf(&mounts, "mkdir -p %[1]s && mount -t tmpfs -o mode=0755 tmpfs %[1]s\n", p)
+	}
+	// sh is the namespace's first process: it reaps, and when containerd
+	// ends it exits, which ends every process of the namespace.
+	script := "set -e\n" + mounts.String() + fmt.Sprintf(`containerd --config %s &
+pid=$!
+trap 'kill -TERM $pid' TERM INT
+wait $pid || true
+wait $pid || true
+`, cfgFile)
+	p, _, err := c.run(ctx, supervisor.Component{
+		Name: "containerd", Timeout: 60 * time.Second,
+		Command: func(context.Context, []int) (supervisor.Spec, error) {
+			return supervisor.Spec{Argv: []string{"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+				"/bin/sh", "-c", script}}, nil
+		},
+		Ready: func(ctx context.Context, _ []int) error {
+			out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "version").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("ctr version: %w: %s", err, out)
+			}
+			return nil
+		},
+	})
+	return p, err
+}
+
+// nsInit is the first process of the node's PID namespace: unshare's
+// child.
+func nsInit(unshare int) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", unshare, unshare))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("unshare (pid %d) has children %q, want one", unshare, f)
+	}
+	return strconv.Atoi(f[0])
+}
+
+func (c *cluster) startKubelet(ctx context.Context, containerd *supervisor.Process) error {
+	target, err := nsInit(containerd.PID())
+	if err != nil {
+		return fmt.Errorf("finding the node's namespaces: %w", err)
+	}
+	serving, err := c.servingCert("kubelet")
+	if err != nil {
+		return err
+	}
+	resolv := c.nodeDir("resolv.conf")
+	// Pods get no name server of the machine's: cluster DNS comes later.
+	if err := os.WriteFile(resolv, []byte("options ndots:5\n"), 0o644); err != nil {
+		return err
+	}
+	_, _, err = c.run(ctx, supervisor.Component{
+		Name: "kubelet", Ports: 2, Timeout: 90 * time.Second, // server, healthz
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+resolvConf: %s
+clusterDomain: cluster.local
+registerWithTaints:
+- {key: %s, value: "true", effect: NoSchedule}
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%%
+  imagefs.available: 1%%
+  nodefs.inodesFree: 1%%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+`, nodeIP, p[0], p[1], filepath.Join(serving, "tls.crt"), filepath.Join(serving, "tls.key"), c.ca.CAFile,
+				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, realNodeTaint)
+			cfgFile := c.nodeDir("kubelet.yaml")
+			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: []string{
+				"nsenter", "--target", strconv.Itoa(target), "--mount", "--pid", "--",
+				c.bin("kubelet"), "--config=" + cfgFile, "--kubeconfig=" + c.kubeconfig(),
+				"--root-dir=" + c.nodeDir("kubelet"), "--hostname-override=" + realNodeName,
+				"--node-ip=" + nodeIP, "--node-labels=" + realNodeTaint + "=true",
+			}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", p[1])); err != nil {
+				return err
+			}
+			var node corev1.Node
+			if err := c.client.Get(ctx, client.ObjectKey{Name: realNodeName}, &node); err != nil {
+				return err
+			}
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("node %s not Ready", realNodeName)
+		},
+	})
+	return err
+}
+
+// cleanRealNode undoes what the node left on the host once its processes
+// are gone: the pod bridge, the kubelet's and runc's cgroups, the sysctls
+// the kubelet changed, the directories made for its mounts.
+func (c *cluster) cleanRealNode() error {
+	data, err := os.ReadFile(filepath.Join(c.dir, "node.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no real node ran
+	}
+	if err != nil {
+		return err
+	}
+	var t nodeTraces
+	if err := json.Unmarshal(data, &t); err != nil {
+		return fmt.Errorf("reading node.json: %w", err)
+	}
+	var errs []error
+	if _, err := os.Stat(filepath.Join("/sys/class/net", bridgeName)); err == nil {
+		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting bridge %s: %w: %s", bridgeName, err, out))
+		}
+	}
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	hierarchies = append(hierarchies, "/sys/fs/cgroup")
+	for _, h := range hierarchies {
+		if err := removeCgroup(filepath.Join(h, "kubepods")); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for s, v := range t.Sysctls {
+		if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restoring sysctl %s: %w", s, err))
+		}
+	}
+	// Only if still empty: another program may have put something there
+	// since (ip netns add, for one).
+	for _, d := range t.CreatedDirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s, made for the node's mounts: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup removes a cgroup directory tree, children first (cgroup
+// directories are removed with rmdir, never by deleting their files).
+func removeCgroup(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeCgroup(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing cgroup %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Command tiny is the whole of the local node's smallest images: the pod
+// sandbox ("pause": wait for SIGTERM) and a test container that can print,
+// name its host, sleep and exit with a code, so tests see what a real
+// kubelet and runtime do with it. Static, no libc, no shell.
+//
+//	tiny [pause]        wait for SIGTERM or SIGINT, exit 0
+//	tiny echo WORDS...  print the words
+//	tiny hostname       print the host name
+//	tiny sleep SECONDS  sleep, then exit 0
+//	tiny exit CODE      exit with CODE
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		args = []string{"pause"}
+	}
+	switch args[0] {
+	case "pause":
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+	case "echo":
+		fmt.Println(strings.Join(args[1:], " "))
+	case "hostname":
+		h, err := os.Hostname()
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(h)
+	case "sleep":
+		s, err := strconv.ParseFloat(arg(args), 64)
+		if err != nil {
+			fail(err)
+		}
+		time.Sleep(time.Duration(s * float64(time.Second)))
+	case "exit":
+		code, err := strconv.Atoi(arg(args))
+		if err != nil {
+			fail(err)
+		}
+		os.Exit(code)
+	default:
+		fail(fmt.Errorf("unknown command %q: pause, echo, hostname, sleep or exit", args[0]))
+	}
+}
+
+func arg(args []string) string {
+	if len(args) < 2 {
+		fail(fmt.Errorf("%s needs an argument", args[0]))
+	}
+	return args[1]
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "tiny:", err)
+	os.Exit(2)
+}

@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// hostState is what a real node could leave behind on the machine.
+type hostState struct {
+	Links   []string
+	Mounts  []string
+	Cgroups []string
+	Sysctls map[string]string
+	Paths   map[string]bool
+}
+
+func snapshotHost() hostState {
+	GinkgoHelper()
+	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	Expect(err).NotTo(HaveOccurred())
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		// "3: torus0: <BROADCAST,...> ..." -> the name.
+		if f := strings.Fields(l); len(f) > 1 {
+			s.Links = append(s.Links, strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	Expect(err).NotTo(HaveOccurred())
+	for _, m := range strings.Split(strings.TrimSpace(string(mounts)), "\n") {
+		s.Mounts = append(s.Mounts, m)
+	}
+	cgroups, err := filepath.Glob("/sys/fs/cgroup/*/kubepods*")
+	Expect(err).NotTo(HaveOccurred())
+	s.Cgroups = cgroups
+	for _, k := range []string{
+		"net/ipv4/ip_forward", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+	} {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		Expect(err).NotTo(HaveOccurred())
+		s.Sysctls[k] = strings.TrimSpace(string(v))
+	}
+	for _, p := range []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", "/var/log/pods", "/var/lib/kubelet"} {
+		_, err := os.Stat(p)
+		s.Paths[p] = err == nil
+	}
+	sort.Strings(s.Links)
+	sort.Strings(s.Mounts)
+	return s
+}
+
+// kubectl runs the pinned kubectl against the cluster in dir and returns
+// its combined output and exit code.
+func kubectl(dir string, args ...string) (string, int) {
+	GinkgoHelper()
+	cmd := exec.Command(filepath.Join(testbin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("$ kubectl %s\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		exit, ok := err.(*exec.ExitError)
+		Expect(ok).To(BeTrue(), "running kubectl: %v", err)
+		return string(out), exit.ExitCode()
+	}
+	return string(out), 0
+}
+
+const realNodePods = `
+apiVersion: v1
+kind: Pod
+metadata: {name: hostname, namespace: default}
+spec:
+  restartPolicy: Never
+  nodeSelector: {torus-mpi.io/real-node: "true"}
+  tolerations: [{key: torus-mpi.io/real-node, operator: Exists}]
+  containers:
+  - {name: main, image: registry.torus.local/tiny:1, imagePullPolicy: Never, args: [hostname]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sleeper, namespace: default}
+spec:
+  nodeSelector: {torus-mpi.io/real-node: "true"}
+  tolerations: [{key: torus-mpi.io/real-node, operator: Exists}]
+  containers:
+  - {name: main, image: registry.torus.local/tiny:1, imagePullPolicy: Never, args: [pause]}
+`
+
+var _ = Describe("hack/cluster with a real node", Ordered, func() {
+	var dir string
+	var before hostState
+
+	BeforeAll(func() {
+		if os.Geteuid() != 0 {
+			Skip("the real node needs root")
+		}
+		_, err := os.Stat(filepath.Join(testbin, "kubelet"))
+		Expect(err).NotTo(HaveOccurred(), "kubelet is missing: run hack/testbin/build.sh node")
+		dir = filepath.Join(GinkgoT().TempDir(), "cluster")
+		before = snapshotHost()
+		DeferCleanup(func() { clusterCmd(dir, "down") })
+	})
+
+	It("runs pods in real containers, with logs and exec through the kubelet", func() {
+		out, code := clusterCmd(dir, "up", "-operator", operator, "-real-node")
+		Expect(code).To(Equal(0), "cluster up -real-node failed:\n%s", out)
+		out, code = clusterCmd(dir, "status")
+		Expect(code).To(Equal(0), out)
+		Expect(out).To(MatchRegexp(`kubelet\s+running`))
+
+		manifest := filepath.Join(dir, "pods.yaml")
+		Expect(os.WriteFile(manifest, []byte(realNodePods), 0o644)).To(Succeed())
+		_, code = kubectl(dir, "apply", "-f", manifest)
+		Expect(code).To(Equal(0))
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "pod", "hostname", "-o", "jsonpath={.status.phase}")
+			return out
+		}, time.Minute, time.Second).Should(Equal("Succeeded"))
+		_, code = kubectl(dir, "wait", "pod/sleeper", "--for=condition=Ready", "--timeout=60s")
+		Expect(code).To(Equal(0))
+
+		By("the container's own output, read from the kubelet")
+		out, code = kubectl(dir, "logs", "hostname")
+		Expect(code).To(Equal(0))
+		Expect(strings.TrimSpace(out)).To(Equal("hostname"), "a pod's host name is its name")
+
+		By("exec runs in the container and passes its exit code through")
+		out, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "echo", "from", "the", "container")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("from the container\n"))
+		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "exit", "7")
+		Expect(code).To(Equal(7))
+
+		By("pod addresses on the cluster's bridge")
+		out, _ = kubectl(dir, "get", "pod", "sleeper", "-o", "jsonpath={.status.podIP}")
+		Expect(out).To(HavePrefix("10.234.0."))
+	})
+
+	It("leaves no trace on the machine after down", func() {
+		out, code := clusterCmd(dir, "down")
+		Expect(code).To(Equal(0), out)
+		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
+		after := snapshotHost()
+		Expect(after.Links).To(Equal(before.Links), "network links")
+		Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
+		Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
+		Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
+		Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
+		ps, err := exec.Command("ps", "-eo", "args").Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
+	})
+})
