@@ -20,7 +20,7 @@ import (
 
 // startOrder is the order components start in; they stop in reverse.
 var startOrder = []string{
-	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet", "kwok",
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "coredns", "kubelet", "kwok",
 	"jobset", "kueue", "torus-operator",
 }
 
@@ -103,6 +103,11 @@ func (c *cluster) up(ctx context.Context) error {
 	if c.operator != "" {
 		steps = append(steps, step{"Torus operator", c.startOperator})
 	}
+	if c.realNode {
+		// Created through the Trainer API, so after the CRDs are served
+		// (and validated by the operator's webhook when it runs).
+		steps = append(steps, step{"runtimes for the real node", c.installLocalRuntimes})
+	}
 	for _, s := range steps {
 		if err := s.run(ctx); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -121,7 +126,7 @@ func (c *cluster) expected() []string {
 		if name == "torus-operator" && c.operator == "" {
 			continue
 		}
-		if (name == "containerd" || name == "kubelet") && !c.hasRealNode() {
+		if (name == "containerd" || name == "coredns" || name == "kubelet") && !c.hasRealNode() {
 			continue
 		}
 		out = append(out, name)

@@ -18,6 +18,7 @@ import (
 	"github.com/torus-mpi/torus/hack/images"
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/samples"
 )
 
 // The real node: a kubelet and containerd (runc, the CNI bridge plugin)
@@ -41,6 +42,9 @@ const (
 	// Images of the node's store, imported from archives built here.
 	pauseImage = "registry.torus.local/pause:1"
 	tinyImage  = "registry.torus.local/tiny:1"
+	// MPIImage: Debian bookworm with Open MPI 4, MPICH, OpenSSH, mpi4py
+	// and /opt/torus/pi.py, user mpiuser (1000).
+	mpiImage = "registry.torus.local/mpi:1"
 	// RealNodeTaint keeps the real node for pods that ask for it.
 	realNodeTaint = "torus-mpi.io/real-node"
 )
@@ -105,9 +109,20 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "-n", "k8s.io",
-		"images", "import", "--no-unpack=false", archive).CombinedOutput(); err != nil {
-		return fmt.Errorf("importing %s: %w: %s", archive, err, out)
+	mpiArchive, err := c.mpiImageArchive(ctx)
+	if err != nil {
+		return fmt.Errorf("the MPI image: %w", err)
+	}
+	for _, a := range []string{archive, mpiArchive} {
+		start := time.Now()
+		if out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "-n", "k8s.io",
+			"images", "import", a).CombinedOutput(); err != nil {
+			return fmt.Errorf("importing %s: %w: %s", a, err, out)
+		}
+		c.logf("imported %s in %.1fs", filepath.Base(a), time.Since(start).Seconds())
+	}
+	if err := c.startCoreDNS(ctx); err != nil {
+		return err
 	}
 	return c.startKubelet(ctx, containerd)
 }
@@ -162,6 +177,70 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 		images.Image{Tag: pauseImage, Files: []images.File{{Path: "/pause", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/pause"}},
 		images.Image{Tag: tinyImage, Files: []images.File{{Path: "/usr/bin/tiny", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/usr/bin/tiny"}},
 	)
+}
+
+// mpiImageArchive returns the MPI image as a docker archive, built from
+// the root filesystem hack/images/mpi/build.sh makes; both are cached
+// outside the clone, keyed by what they are built from.
+func (c *cluster) mpiImageArchive(ctx context.Context) (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "images", "mpi", "build.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
+	}
+	rootfs := strings.TrimSpace(string(out))
+	archive := strings.Replace(rootfs, "mpi-rootfs-", "mpi-image-", 1)
+	if _, err := os.Stat(archive); err == nil {
+		return archive, nil
+	}
+	start := time.Now()
+	tmp := archive + ".tmp"
+	if err := images.Write(tmp, images.Image{Tag: mpiImage, Layers: []string{rootfs}, User: "1000:1000",
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}); err != nil {
+		return "", err
+	}
+	c.logf("wrote the MPI image in %.1fs", time.Since(start).Seconds())
+	return archive, os.Rename(tmp, archive)
+}
+
+// startCoreDNS serves the cluster's names to the real node's pods on the
+// node's address: services, and pods by hostname and subdomain (the
+// names of an MPI job's hostfile). Names beyond cluster.local get no
+// answer: nothing is forwarded off the machine.
+func (c *cluster) startCoreDNS(ctx context.Context) error {
+	_, _, err := c.run(ctx, supervisor.Component{
+		Name: "coredns", Ports: 1, // readiness
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			corefile := fmt.Sprintf(`cluster.local:53 {
+    bind %[1]s
+    errors
+    ready 127.0.0.1:%[2]d
+    kubernetes cluster.local {
+        kubeconfig %[3]s torus-local
+        pods insecure
+    }
+}
+.:53 {
+    bind %[1]s
+    errors
+}
+`, nodeIP, p[0], c.kubeconfig())
+			path := c.nodeDir("Corefile")
+			if err := os.WriteFile(path, []byte(corefile), 0o644); err != nil {
+				return supervisor.Spec{}, err
+			}
+			return supervisor.Spec{Argv: []string{c.bin("coredns"), "-conf", path}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/ready", p[0]))
+		},
+	})
+	return err
 }
 
 func (c *cluster) startContainerd(ctx context.Context) (*supervisor.Process, error) {
@@ -261,7 +340,7 @@ func (c *cluster) startKubelet(ctx context.Context, containerd *supervisor.Proce
 		return err
 	}
 	resolv := c.nodeDir("resolv.conf")
-	// Pods get no name server of the machine's: cluster DNS comes later.
+	// Pods get the cluster's DNS (clusterDNS), never the machine's.
 	if err := os.WriteFile(resolv, []byte("options ndots:5\n"), 0o644); err != nil {
 		return err
 	}
@@ -290,6 +369,7 @@ containerRuntimeEndpoint: unix://%s
 podLogsDir: %s
 resolvConf: %s
 clusterDomain: cluster.local
+clusterDNS: [%s]
 registerWithTaints:
 - {key: %s, value: "true", effect: NoSchedule}
 evictionHard:
@@ -301,7 +381,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 `, nodeIP, p[0], p[1], filepath.Join(serving, "tls.crt"), filepath.Join(serving, "tls.key"), c.ca.CAFile,
-				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, realNodeTaint)
+				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, nodeIP, realNodeTaint)
 			cfgFile := c.nodeDir("kubelet.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err
@@ -394,6 +474,37 @@ func removeCgroup(dir string) error {
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// localRuntimes are the sample runtimes installed for the real node, as
+// <name>-local: on the MPI image built here, never pulled, on the real
+// node (its label and taint).
+var localRuntimes = []string{"torus-openmpi", "torus-mpich"}
+
+// installLocalRuntimes creates the -local runtimes: the shipped samples
+// with only image, pull policy and placement changed, so that a real job
+// runs exactly what users apply.
+func (c *cluster) installLocalRuntimes(ctx context.Context) error {
+	for _, name := range localRuntimes {
+		rt, err := samples.Runtime(name)
+		if err != nil {
+			return err
+		}
+		rt.Name = name + "-local"
+		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+			pod := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+			pod.NodeSelector = map[string]string{realNodeTaint: "true"}
+			pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: realNodeTaint, Operator: corev1.TolerationOpExists})
+			for j := range pod.Containers {
+				pod.Containers[j].Image = mpiImage
+				pod.Containers[j].ImagePullPolicy = corev1.PullNever
+			}
+		}
+		if err := c.client.Create(ctx, rt); err != nil {
+			return fmt.Errorf("creating runtime %s: %w", rt.Name, err)
+		}
 	}
 	return nil
 }

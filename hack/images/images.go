@@ -7,6 +7,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
@@ -31,8 +32,12 @@ type File struct {
 // Image is one image of an archive.
 type Image struct {
 	// Tag names it in the node's image store, e.g. registry.torus.local/pause:1.
-	Tag        string
+	Tag string
+	// Layers are uncompressed tarballs (a root filesystem), bottom first;
+	// Files make one more layer on top.
+	Layers     []string
 	Files      []File
+	Env        []string
 	Entrypoint []string
 	// User runs the entrypoint, as uid[:gid]; empty is root.
 	User string
@@ -46,11 +51,22 @@ func Write(out string, imgs ...Image) error {
 		if err != nil {
 			return fmt.Errorf("image tag %q: %w", im.Tag, err)
 		}
-		layer, err := layerOf(im.Files)
-		if err != nil {
-			return fmt.Errorf("image %s: %w", im.Tag, err)
+		var layers []v1.Layer
+		for _, l := range im.Layers {
+			layer, err := tarball.LayerFromFile(l, tarball.WithCompressionLevel(gzip.BestSpeed))
+			if err != nil {
+				return fmt.Errorf("image %s: layer %s: %w", im.Tag, l, err)
+			}
+			layers = append(layers, layer)
 		}
-		img, err := mutate.AppendLayers(empty.Image, layer)
+		if len(im.Files) > 0 {
+			layer, err := layerOf(im.Files)
+			if err != nil {
+				return fmt.Errorf("image %s: %w", im.Tag, err)
+			}
+			layers = append(layers, layer)
+		}
+		img, err := mutate.AppendLayers(empty.Image, layers...)
 		if err != nil {
 			return err
 		}
@@ -62,6 +78,7 @@ func Write(out string, imgs ...Image) error {
 		cfg.OS, cfg.Architecture = "linux", "amd64"
 		cfg.Config.Entrypoint = im.Entrypoint
 		cfg.Config.User = im.User
+		cfg.Config.Env = im.Env
 		if img, err = mutate.ConfigFile(img, cfg); err != nil {
 			return err
 		}

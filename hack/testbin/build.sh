@@ -8,7 +8,7 @@
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
-#   hack/testbin/build.sh node         # kubelet, for a real node beside the kwok nodes
+#   hack/testbin/build.sh node         # kubelet and CoreDNS, for a real node beside the kwok nodes
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,7 +51,7 @@ expand() { # groups of components
       # Not part of "cluster": OLM's module graph is large (about 3 minutes
       # cold) and only test/olm needs it.
       olm) echo olm-operator catalog-operator opm catalog-server ;;
-      node) echo kubelet ;;
+      node) echo kubelet coredns ;;
       *) echo "$c" ;;
     esac
   done
@@ -90,6 +90,8 @@ for component in $(expand "$@"); do
       build catalog-server olm ./catalog-server \
         "$(modversion olm github.com/operator-framework/operator-registry)-$(sha256sum "$here/olm/catalog-server/main.go" | cut -c1-12)" "" \
         "netgo osusergo containers_image_openpgp" ;;
+    coredns)
+      build coredns coredns github.com/coredns/coredns "$(modversion coredns github.com/coredns/coredns)" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

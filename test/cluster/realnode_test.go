@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,9 +139,39 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "exit", "7")
 		Expect(code).To(Equal(7))
 
-		By("pod addresses on the cluster's bridge")
+		By("pod addresses on the cluster's bridge, and the cluster's DNS")
 		out, _ = kubectl(dir, "get", "pod", "sleeper", "-o", "jsonpath={.status.podIP}")
 		Expect(out).To(HavePrefix("10.234.0."))
+		out, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "kubernetes.default")
+		Expect(code).To(Equal(0))
+		Expect(strings.TrimSpace(out)).To(Equal("10.96.0.1"))
+		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "example.com")
+		Expect(code).NotTo(Equal(0), "a name beyond the cluster was answered: DNS must not forward off the machine")
+	})
+
+	It("runs an Open MPI job through Torus in real containers: real sshd on the workers, real mpirun in the launcher", func() {
+		By("the runtime for the real node: the sample Open MPI runtime on the MPI image built here")
+		out, code := kubectl(dir, "get", "clustertrainingruntime", "torus-openmpi-local", "-o", "jsonpath={.spec.template.spec.replicatedJobs[*].template.spec.template.spec.containers[0].image}")
+		Expect(code).To(Equal(0))
+		Expect(out).To(Equal("registry.torus.local/mpi:1 registry.torus.local/mpi:1"))
+
+		By("kubectl mpi run --wait: 2 workers x 2 slots, pi from 4 ranks")
+		cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+			"run", "pi-real", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
+			"--workers", "2", "--slots-per-worker", "2", "--wait", "--timeout", "3m",
+			"--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
+		runOut, err := cmd.CombinedOutput()
+		GinkgoWriter.Printf("$ kubectl mpi run pi-real ...\n%s", runOut)
+		if err != nil {
+			describe, _ := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "describe", "pi-real").CombinedOutput()
+			Fail(fmt.Sprintf("the job did not complete: %v\n%s\n%s", err, runOut, describe))
+		}
+		logs, err := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "logs", "pi-real").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(logs))
+		GinkgoWriter.Printf("$ kubectl mpi logs pi-real\n%s", logs)
+		Expect(string(logs)).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
+		Expect(string(logs)).To(MatchRegexp(`ranks 0,1 on pi-real-node-0-0`))
+		Expect(string(logs)).To(MatchRegexp(`ranks 2,3 on pi-real-node-0-1`))
 	})
 
 	It("leaves no trace on the machine after down", func() {

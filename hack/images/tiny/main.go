@@ -8,10 +8,12 @@
 //	tiny hostname       print the host name
 //	tiny sleep SECONDS  sleep, then exit 0
 //	tiny exit CODE      exit with CODE
+//	tiny lookup NAME    print NAME's addresses, from the pod's DNS
 package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -44,6 +46,12 @@ func main() {
 			fail(err)
 		}
 		time.Sleep(time.Duration(s * float64(time.Second)))
+	case "lookup":
+		addrs, err := net.LookupHost(arg(args))
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(strings.Join(addrs, " "))
 	case "exit":
 		code, err := strconv.Atoi(arg(args))
 		if err != nil {
@@ -51,7 +59,7 @@ func main() {
 		}
 		os.Exit(code)
 	default:
-		fail(fmt.Errorf("unknown command %q: pause, echo, hostname, sleep or exit", args[0]))
+		fail(fmt.Errorf("unknown command %q: pause, echo, hostname, sleep, exit or lookup", args[0]))
 	}
 }
 
