@@ -2,14 +2,21 @@
 # Builds the local cluster's MPI image root filesystem from Debian's
 # packages (bookworm: Open MPI 4.1, MPICH 4.0, OpenSSH 9.2, mpi4py) with
 # mmdebstrap, as a tarball for hack/images to wrap. Cached outside the
-# clone, keyed by this script and pi.py (the package list lives here), so
+# clone, keyed by the recipe below (suite, packages, hooks) and pi.py, so
 # a second cluster start does not rebuild it. Prints the tarball's path.
 #
 #   hack/images/mpi/build.sh [cache dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
-key=$(cat "$here/build.sh" "$here/pi.py" | sha256sum | cut -c1-16)
+suite=bookworm
+packages=openssh-server,openssh-client,openmpi-bin,mpich,python3-mpi4py,hostname,procps
+hooks=(
+  'chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser'
+  'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"'
+  'rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"'
+)
+key=$( { echo "$suite $packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py"; } | sha256sum | cut -c1-16)
 out=$cache/mpi-rootfs-$key.tar
 if [[ -s $out ]]; then
   echo "$out"
@@ -18,20 +25,22 @@ fi
 mkdir -p "$cache"
 if ! command -v mmdebstrap >/dev/null; then
   echo "mpi image: installing mmdebstrap" >&2
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap=1.3.5-7 >/dev/null
 fi
-packages=openssh-server,openssh-client,openmpi-bin,mpich,python3-mpi4py,hostname,procps
-echo "mpi image: building with mmdebstrap (bookworm, minbase + $packages)" >&2
+echo "mpi image: building with mmdebstrap ($suite, minbase + $packages)" >&2
 start=$SECONDS
 # mmdebstrap writes a tarball only to a name ending in .tar.
 tmp=$cache/.mpi-rootfs-$key.$$.tar
 trap 'rm -f "$tmp"' EXIT
 # The mirror is the machine's own apt source, read from stdin.
-mmdebstrap --quiet --variant=minbase --include="$packages" \
-  --customize-hook='chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser' \
-  --customize-hook='mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"' \
-  --customize-hook='rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"' \
-  bookworm "$tmp" - < /etc/apt/sources.list.d/debian.sources >&2
+args=()
+for h in "${hooks[@]}"; do args+=(--customize-hook="$h"); done
+mmdebstrap --quiet --variant=minbase --include="$packages" "${args[@]}" \
+  "$suite" "$tmp" - < /etc/apt/sources.list.d/debian.sources >&2
 mv "$tmp" "$out"
+# One recipe at a time: older root filesystems and the images made from
+# them go.
+find "$cache" -maxdepth 1 \( -name 'mpi-rootfs-*.tar' -o -name 'mpi-image-*.tar' \) ! -name "*-$key.tar" -delete
 echo "mpi image: built in $((SECONDS - start))s: $out" >&2
 echo "$out"
