@@ -9,7 +9,6 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,6 +16,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
 // Readiness checks beyond a component's health endpoint: what a user
@@ -78,15 +78,11 @@ func (c *cluster) trainJobAdmitted(ctx context.Context) error {
 	return fmt.Errorf("Torus's webhook did not answer a dry-run TrainJob: %w", err)
 }
 
-// operatorLeads: the operator holds its leader lease, so it reconciles.
+// operatorLeads: the operator holds its leader lease, so it reconciles;
+// read the way kubectl mpi reads it.
 func (c *cluster) operatorLeads(ctx context.Context) error {
-	var lease coordinationv1.Lease
-	if err := c.client.Get(ctx, client.ObjectKey{Namespace: "torus-system", Name: "torus-operator.torus-mpi.io"}, &lease); err != nil {
-		return fmt.Errorf("the operator has not taken its leader lease: %w", err)
-	}
-	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" || lease.Spec.RenewTime == nil ||
-		time.Since(lease.Spec.RenewTime.Time) > time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 15))*time.Second {
-		return errors.New("the operator does not hold its leader lease")
+	if st := operatorstatus.Check(ctx, c.client, time.Now()); !st.Running {
+		return errors.New(st.Message())
 	}
 	return nil
 }
