@@ -108,6 +108,8 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 		}
 	case kindUpstream:
 		comp.Ports = 4 // health, metrics, webhook, status server
+		// The status server runs only with the TrainJobStatus feature.
+		comp.Optional = 1
 		comp.Command = func(_ context.Context, p []int) (supervisor.Spec, error) {
 			cfg, err := upstreamConfig(bins.upstreamConfig, c, p, dir)
 			if err != nil {

@@ -16,6 +16,9 @@ type Component struct {
 	// Ports is how many ports the component binds; Command and Ready get
 	// them in that order.
 	Ports int
+	// Optional is how many of the last ports the component may leave
+	// unbound: servers it starts only with a feature enabled.
+	Optional int
 	// Command returns the process to run on these ports. It may write
 	// files or objects that name them (configuration, webhook
 	// configurations): it is called again with new ports on a restart.
@@ -131,7 +134,7 @@ func (s *Supervisor) waitReady(ctx context.Context, c Component, p *Process, por
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last error
+	var last, lastFound error
 	for {
 		if p.Exited() {
 			bind := len(ports) > 0 && logContains(p.Log, bindFailure)
@@ -142,7 +145,7 @@ func (s *Supervisor) waitReady(ctx context.Context, c Component, p *Process, por
 			if err != nil {
 				return fmt.Errorf("%s: reading its listening sockets: %w", c.Name, err)
 			}
-			if missing := missingPorts(addrs, ports); len(missing) > 0 {
+			if missing := missingPorts(addrs, ports[:len(ports)-c.Optional]); len(missing) > 0 {
 				last = fmt.Errorf("ready, but not listening on port(s) %v it was given", missing)
 			}
 		}
@@ -153,12 +156,17 @@ func (s *Supervisor) waitReady(ctx context.Context, c Component, p *Process, por
 		if last == nil {
 			return nil
 		}
+		// The check cut short by the deadline says nothing: report what
+		// the one before it found.
+		if ctx.Err() == nil || lastFound == nil {
+			lastFound = last
+		}
 		select {
 		case <-ctx.Done():
 			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
 				return err
 			}
-			return fail(fmt.Sprintf("not ready after %s: %v", timeout, last), false)
+			return fail(fmt.Sprintf("not ready after %s: %v", timeout, lastFound), false)
 		case <-p.Done():
 		case <-tick.C:
 		}

@@ -304,3 +304,23 @@ func TestTail(t *testing.T) {
 		})
 	}
 }
+
+func TestRunLetsOptionalPortsStayUnbound(t *testing.T) {
+	lo, hi := testRange(t, 4)
+	s := &Supervisor{Ports: NewPortsInRange(lo, hi), LogDir: t.TempDir()}
+	p, ports, err := s.Run(context.Background(), Component{
+		Name: "upstream", Ports: 2, Optional: 1,
+		// Serves on the first port only, as a server behind a feature
+		// gate leaves the second unbound.
+		Command: func(_ context.Context, ports []int) (Spec, error) { return childSpec("serve", ports[:1]), nil },
+		Ready:   func(ctx context.Context, ports []int) error { return serving(ctx, ports[:1]) },
+		Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	defer p.Stop()
+	if len(ports) != 2 {
+		t.Errorf("ports = %v, want two", ports)
+	}
+}
