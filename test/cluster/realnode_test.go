@@ -174,6 +174,47 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(string(logs)).To(MatchRegexp(`ranks 2,3 on pi-real-node-0-1`))
 	})
 
+	It("reaches a running job's ranks through the kubelet: exec-rank with exit codes, logs", func() {
+		mpi := func(args ...string) (string, int) {
+			GinkgoHelper()
+			cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
+			out, err := cmd.CombinedOutput()
+			GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
+			if err != nil {
+				exit, ok := err.(*exec.ExitError)
+				Expect(ok).To(BeTrue(), "running kubectl mpi: %v", err)
+				return string(out), exit.ExitCode()
+			}
+			return string(out), 0
+		}
+		// The launcher holds the job open until it is deleted.
+		_, code := mpi("run", "held", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
+			"--workers", "2", "--slots-per-worker", "2", "--", "sleep", "600")
+		Expect(code).To(Equal(0))
+		DeferCleanup(func() { mpi("delete", "held", "--wait") })
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "trainjob", "held", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
+			return out
+		}, 2*time.Minute, time.Second).Should(Equal("True"))
+
+		By("rank 3 lives on worker-1: its own host name, answered from its container")
+		out, code := mpi("exec-rank", "held", "3", "-q", "--", "hostname")
+		Expect(code).To(Equal(0))
+		Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
+		By("the command's exit code passes through")
+		_, code = mpi("exec-rank", "held", "0", "-q", "--", "sh", "-c", "exit 3")
+		Expect(code).To(Equal(3))
+		By("every worker at once")
+		out, code = mpi("exec-rank", "held", "--all", "--", "hostname")
+		Expect(code).To(Equal(0))
+		Expect(out).To(ContainSubstring("[worker-0] held-node-0-0"))
+		Expect(out).To(ContainSubstring("[worker-1] held-node-0-1"))
+		By("sshd's own words in the workers' logs")
+		out, code = mpi("logs", "held")
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`\[worker-0\] Server listening on .* port 2222`))
+	})
+
 	It("leaves no trace on the machine after down", func() {
 		out, code := clusterCmd(dir, "down")
 		Expect(code).To(Equal(0), out)
