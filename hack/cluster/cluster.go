@@ -64,6 +64,11 @@ func (c *cluster) up(ctx context.Context) error {
 			return fmt.Errorf("%s is missing: run `make build`", c.operator)
 		}
 	}
+	// A real node of an earlier run that was not cleaned up (a killed
+	// `up`): undo it before its record goes with the directory.
+	if err := c.cleanRealNode(); err != nil {
+		return fmt.Errorf("cleaning up an earlier real node (record in %s): %w", filepath.Join(c.dir, "node.json"), err)
+	}
 	_ = os.RemoveAll(c.dir)
 	for _, d := range []string{"logs", "pids", "config", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
@@ -158,13 +163,16 @@ func (c *cluster) allAlive() error {
 
 func (c *cluster) down() {
 	c.stopAll()
+	keep := map[string]bool{"logs": true}
 	if err := c.cleanRealNode(); err != nil {
 		c.logf("cleaning up after the real node: %v", err)
+		// Its record stays, for the next down or up to try again.
+		keep["node.json"] = true
 	}
 	// Keep the logs of the last run for whoever investigates a failure.
 	entries, _ := os.ReadDir(c.dir)
 	for _, e := range entries {
-		if e.Name() != "logs" {
+		if !keep[e.Name()] {
 			_ = os.RemoveAll(filepath.Join(c.dir, e.Name()))
 		}
 	}

@@ -59,6 +59,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "cluster up failed:", err)
 			fmt.Fprintln(os.Stderr, "stopping what was started; logs stay in", filepath.Join(c.dir, "logs"))
 			c.stopAll()
+			if err := c.cleanRealNode(); err != nil {
+				fmt.Fprintln(os.Stderr, "cleaning up after the real node:", err)
+			}
 			os.Exit(1)
 		}
 		c.logf("up in %.1fs; export KUBECONFIG=%s", time.Since(start).Seconds(), filepath.Join(c.dir, "kubeconfig"))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +84,9 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return errors.New("/usr/lib/cni/bridge is missing: run hack/node/install.sh")
 	}
+	if err := bridgeFiltered(ctx); err != nil {
+		return err
+	}
 	if err := c.recordTraces(); err != nil {
 		return err
 	}
@@ -125,6 +130,27 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 		return err
 	}
 	return c.startKubelet(ctx, containerd)
+}
+
+// bridgeFiltered fails when the host would drop traffic between pods on
+// the bridge: with br_netfilter on (Docker turns it on), bridged packets
+// go through iptables' FORWARD chain, whose policy such hosts set to DROP.
+func bridgeFiltered(ctx context.Context) error {
+	v, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+	if err != nil || strings.TrimSpace(string(v)) != "1" {
+		return nil // br_netfilter not loaded, or not filtering
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return nil // no rules can have been set with it
+	}
+	out, err := exec.CommandContext(ctx, "iptables", "-S", "FORWARD").Output()
+	if err != nil {
+		return fmt.Errorf("reading iptables' FORWARD policy: %w", err)
+	}
+	if strings.Contains(string(out), "-P FORWARD DROP") {
+		return errors.New("the host drops forwarded packets (iptables -P FORWARD DROP) and filters bridged ones (net.bridge.bridge-nf-call-iptables=1): pods on the real node could not reach each other; set net.bridge.bridge-nf-call-iptables=0, or run without -real-node")
+	}
+	return nil
 }
 
 // recordTraces notes which of hostPaths exist and the kernel tunables'
@@ -194,14 +220,18 @@ func (c *cluster) mpiImageArchive(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
 	}
 	rootfs := strings.TrimSpace(string(out))
-	archive := strings.Replace(rootfs, "mpi-rootfs-", "mpi-image-", 1)
+	img := images.Image{Tag: mpiImage, Layers: []string{rootfs}, User: "1000:1000",
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}
+	// Keyed by the root filesystem's recipe and by this configuration.
+	cfg := sha256.Sum256([]byte(fmt.Sprint(img.Tag, img.User, img.Env)))
+	archive := strings.Replace(strings.TrimSuffix(rootfs, ".tar"), "mpi-rootfs-", "mpi-image-", 1) + "-" + hex.EncodeToString(cfg[:4]) + ".tar"
 	if _, err := os.Stat(archive); err == nil {
 		return archive, nil
 	}
 	start := time.Now()
-	tmp := archive + ".tmp"
-	if err := images.Write(tmp, images.Image{Tag: mpiImage, Layers: []string{rootfs}, User: "1000:1000",
-		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}); err != nil {
+	tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())
+	defer os.Remove(tmp)
+	if err := images.Write(tmp, img); err != nil {
 		return "", err
 	}
 	c.logf("wrote the MPI image in %.1fs", time.Since(start).Seconds())
@@ -289,7 +319,8 @@ state = %q
 	}
 	var mounts strings.Builder
 	for _, p := range hostPaths {
-		fmt.Fprintf(&mounts, "mkdir -p %[1]s && mount -t tmpfs -o mode=0755 tmpfs %[1]s\n", p)
+		// One command a line: set -e does not stop at a failed left side of &&.
+		fmt.Fprintf(&mounts, "mkdir -p %[1]s\nmount -t tmpfs -o mode=0755 tmpfs %[1]s\n", p)
 	}
 	// sh is the namespace's first process: it reaps, and when containerd
 	// ends it exits, which ends every process of the namespace.
@@ -452,7 +483,10 @@ func (c *cluster) cleanRealNode() error {
 			errs = append(errs, fmt.Errorf("removing %s, made for the node's mounts: %w", d, err))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return os.Remove(filepath.Join(c.dir, "node.json"))
 }
 
 // removeCgroup removes a cgroup directory tree, children first (cgroup

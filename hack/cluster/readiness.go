@@ -30,6 +30,9 @@ func (c *cluster) nodesReady(ctx context.Context, _ []int) error {
 	}
 	ready := 0
 	for _, n := range nodes.Items {
+		if n.Annotations["kwok.x-k8s.io/node"] != "fake" {
+			continue // the real node
+		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
 				ready++

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"runtime"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -75,7 +76,8 @@ func Write(out string, imgs ...Image) error {
 			return err
 		}
 		cfg = cfg.DeepCopy()
-		cfg.OS, cfg.Architecture = "linux", "amd64"
+		// The binaries and root filesystems are built for this machine.
+		cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
 		cfg.Config.Entrypoint = im.Entrypoint
 		cfg.Config.User = im.User
 		cfg.Config.Env = im.Env

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the local cluster's real node runs, from Debian's packages,
-# at pinned versions: containerd, runc and the CNI plugins. The kubelet is
+# at least the versions measured: containerd, runc and the CNI plugins. The kubelet is
 # built from pinned modules (hack/testbin/build.sh node). Root only; a
 # no-op when the pinned versions are installed already.
 set -euo pipefail
 
+# Minimum versions, as measured: Debian keeps only a suite's newest point
+# release, so an exact pin would break at its next security update.
 packages=(
   containerd=1.6.20~ds1-1+deb12u3
   runc=1.1.5+ds1-1+deb12u1
@@ -13,9 +15,10 @@ packages=(
 
 missing=()
 for p in "${packages[@]}"; do
-  name=${p%%=*} version=${p#*=}
-  if [[ "$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true)" != "$version" ]]; then
-    missing+=("$p")
+  name=${p%%=*} min=${p#*=}
+  have=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true)
+  if [[ -z $have ]] || ! dpkg --compare-versions "$have" ge "$min"; then
+    missing+=("$name")
   fi
 done
 if (( ${#missing[@]} == 0 )); then
@@ -30,6 +33,16 @@ fi
 echo "node: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# --no-install-recommends: no service is started (containerd runs only as
-# the local cluster's, with its own paths).
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+for p in "${packages[@]}"; do
+  name=${p%%=*} min=${p#*=}
+  if ! dpkg --compare-versions "$(dpkg-query -W -f='${Version}' "$name")" ge "$min"; then
+    echo "node: $name is older than $min" >&2
+    exit 1
+  fi
+done
+# Where systemd runs, the package's own containerd service is not ours:
+# the real node runs its own, with its own paths.
+if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+  systemctl disable --now containerd.service >/dev/null 2>&1 || true
+fi

@@ -75,6 +75,9 @@ const bindFailure = "address already in use"
 // time is stopped, and the error says why with the end of its log; one
 // that could not bind is started again on other ports.
 func (s *Supervisor) Run(ctx context.Context, c Component) (*Process, []int, error) {
+	if c.Optional < 0 || c.Optional > c.Ports {
+		return nil, nil, fmt.Errorf("%s: %d optional ports of %d", c.Name, c.Optional, c.Ports)
+	}
 	attempts := s.Attempts
 	if attempts == 0 {
 		attempts = 3

@@ -43,6 +43,9 @@ func Listeners(pgid int) ([]string, error) {
 	var out []string
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		data, err := os.ReadFile(table)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // IPv6 disabled
+		}
 		if err != nil {
 			return nil, err
 		}

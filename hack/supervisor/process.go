@@ -100,38 +100,54 @@ func (p *Process) ExitError() error {
 	return p.err
 }
 
-// Stop sends SIGTERM to the process group, then SIGKILL after StopGrace,
-// and returns once the process has exited.
+// Stop stops the process group (see StopPID) and returns once the
+// process has exited.
 func (p *Process) Stop() {
-	if p.Exited() {
-		return
-	}
-	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(StopGrace):
-		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
-		<-p.done
-	}
+	StopPID(p.PID())
+	<-p.done
 }
 
-// StopPID stops a process group that another run started (a PID file's):
-// SIGTERM, then SIGKILL after StopGrace. It returns once pid is gone.
-func StopPID(pid int) {
-	if !Alive(pid) {
+// StopPID stops a process group by its leader's PID: SIGTERM, then
+// SIGKILL after StopGrace. It returns once no process of the group is
+// left: a wrapper (nsenter, unshare) may exit before what it runs.
+func StopPID(pgid int) {
+	if !groupAlive(pgid) {
 		return
 	}
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(StopGrace)
-	for Alive(pid) && time.Now().Before(deadline) {
+	for groupAlive(pgid) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if Alive(pid) {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		for i := 0; Alive(pid) && i < 100; i++ {
+	if groupAlive(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		for i := 0; groupAlive(pgid) && i < 100; i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// groupAlive reports whether any process of the group is left that is
+// not a zombie.
+func groupAlive(pgid int) bool {
+	if pgid <= 0 || syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// Fields after the name: state, ppid, pgrp.
+		if f, err := procStat(pid); err == nil && len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }
 
 // Alive reports whether pid runs; a zombie counts as gone.

@@ -33,6 +33,17 @@ func clusterCmd(dir, verb string, flags ...string) (string, int) {
 	return string(out), 0
 }
 
+// brokenOperator is an operator that exits at once, as the one of issue 13
+// did when another process had taken its metrics port.
+func brokenOperator() string {
+	GinkgoHelper()
+	broken := filepath.Join(GinkgoT().TempDir(), "torus-operator")
+	Expect(os.WriteFile(broken, []byte("#!/bin/sh\n"+
+		`echo '{"level":"error","msg":"Operator stopped","error":"failed to start metrics server: listen tcp 127.0.0.1:41703: bind: address in use by a test"}'`+
+		"\nexit 1\n"), 0o755)).To(Succeed())
+	return broken
+}
+
 func readPIDs(dir string) map[string]int {
 	GinkgoHelper()
 	files, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
@@ -74,8 +85,10 @@ var _ = Describe("hack/cluster", Ordered, func() {
 	BeforeAll(func() {
 		dir = filepath.Join(GinkgoT().TempDir(), "cluster")
 		DeferCleanup(func() {
+			// Read before down, which removes the PID files.
+			pids := readPIDs(dir)
 			clusterCmd(dir, "down")
-			for name, pid := range readPIDs(dir) {
+			for name, pid := range pids {
 				Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived cluster down", name, pid)
 			}
 		})
@@ -137,11 +150,7 @@ var _ = Describe("hack/cluster", Ordered, func() {
 		}
 
 		By("an operator that exits at once, as the one of issue 13 did")
-		broken := filepath.Join(GinkgoT().TempDir(), "torus-operator")
-		Expect(os.WriteFile(broken, []byte("#!/bin/sh\n"+
-			`echo '{"level":"error","msg":"Operator stopped","error":"failed to start metrics server: listen tcp 127.0.0.1:41703: bind: address in use by a test"}'`+
-			"\nexit 1\n"), 0o755)).To(Succeed())
-		out, code = clusterCmd(dir, "up", "-operator", broken)
+		out, code = clusterCmd(dir, "up", "-operator", brokenOperator())
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up")
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up (exit status 1)"))
 		Expect(out).To(ContainSubstring("failed to start metrics server"))

@@ -229,4 +229,17 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
 	})
+
+	It("leaves no trace either when a start with a real node fails", func() {
+		out, code := clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
+		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
+		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
+		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the real node was started before the operator failed")
+		after := snapshotHost()
+		Expect(after.Links).To(Equal(before.Links), "network links")
+		Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
+		Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
+		Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
+		Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
+	})
 })

@@ -16,7 +16,14 @@ hooks=(
   'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"'
   'rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"'
 )
-key=$( { echo "$suite $packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py"; } | sha256sum | cut -c1-16)
+# The packages come from the machine's own apt sources (read from stdin by
+# mmdebstrap), so they are part of the recipe too.
+sources=/etc/apt/sources.list.d/debian.sources
+if [[ ! -f $sources ]]; then
+  echo "mpi image: $sources is missing: the image is built from a Debian bookworm machine's apt sources" >&2
+  exit 1
+fi
+key=$( { echo "$suite $packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$sources"; } | sha256sum | cut -c1-16)
 out=$cache/mpi-rootfs-$key.tar
 if [[ -s $out ]]; then
   echo "$out"
@@ -37,10 +44,10 @@ trap 'rm -f "$tmp"' EXIT
 args=()
 for h in "${hooks[@]}"; do args+=(--customize-hook="$h"); done
 mmdebstrap --quiet --variant=minbase --include="$packages" "${args[@]}" \
-  "$suite" "$tmp" - < /etc/apt/sources.list.d/debian.sources >&2
+  "$suite" "$tmp" - < "$sources" >&2
 mv "$tmp" "$out"
 # One recipe at a time: older root filesystems and the images made from
 # them go.
-find "$cache" -maxdepth 1 \( -name 'mpi-rootfs-*.tar' -o -name 'mpi-image-*.tar' \) ! -name "*-$key.tar" -delete
+find "$cache" -maxdepth 1 \( -name 'mpi-rootfs-*.tar' -o -name 'mpi-image-*.tar' \) ! -name "*-$key*.tar" -delete
 echo "mpi image: built in $((SECONDS - start))s: $out" >&2
 echo "$out"
