@@ -16,21 +16,26 @@ import (
 	"github.com/onsi/gomega/gexec"
 )
 
-// clusterCmd runs hack/cluster with a verb on dir and returns its
-// combined output and exit code.
-func clusterCmd(dir, verb string, flags ...string) (string, int) {
+// run runs a command to completion and returns its combined output and
+// exit code; the spec's log shows both.
+func run(name string, args ...string) (string, int) {
 	GinkgoHelper()
-	args := append([]string{verb, "-dir", dir, "-testbin", testbin}, flags...)
-	cmd := exec.Command(clusterBin, args...)
+	cmd := exec.Command(name, args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
-	GinkgoWriter.Printf("$ cluster %s\n%s", strings.Join(args, " "), out)
+	GinkgoWriter.Printf("$ %s %s\n%s", filepath.Base(name), strings.Join(args, " "), out)
 	if err != nil {
 		exit, ok := err.(*exec.ExitError)
-		Expect(ok).To(BeTrue(), "running cluster %s: %v", verb, err)
+		Expect(ok).To(BeTrue(), "running %s: %v", name, err)
 		return string(out), exit.ExitCode()
 	}
 	return string(out), 0
+}
+
+// clusterCmd runs hack/cluster with a verb on dir.
+func clusterCmd(dir, verb string, flags ...string) (string, int) {
+	GinkgoHelper()
+	return run(clusterBin, append([]string{verb, "-dir", dir, "-testbin", testbin}, flags...)...)
 }
 
 // brokenOperator is an operator that exits at once, as the one of issue 13

@@ -58,19 +58,27 @@ func snapshotHost() hostState {
 	return s
 }
 
-// kubectl runs the pinned kubectl against the cluster in dir and returns
-// its combined output and exit code.
+// kubectl runs the pinned kubectl against the cluster in dir.
 func kubectl(dir string, args ...string) (string, int) {
 	GinkgoHelper()
-	cmd := exec.Command(filepath.Join(testbin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
-	out, err := cmd.CombinedOutput()
-	GinkgoWriter.Printf("$ kubectl %s\n%s", strings.Join(args, " "), out)
-	if err != nil {
-		exit, ok := err.(*exec.ExitError)
-		Expect(ok).To(BeTrue(), "running kubectl: %v", err)
-		return string(out), exit.ExitCode()
-	}
-	return string(out), 0
+	return run(filepath.Join(testbin, "kubectl"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
+}
+
+// kubectlMPI runs this tree's kubectl-mpi against the cluster in dir.
+func kubectlMPI(dir string, args ...string) (string, int) {
+	GinkgoHelper()
+	return run(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
+}
+
+// expectNoTrace fails unless the machine is as before the real node ran.
+func expectNoTrace(before hostState) {
+	GinkgoHelper()
+	after := snapshotHost()
+	Expect(after.Links).To(Equal(before.Links), "network links")
+	Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
+	Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
+	Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
+	Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
 }
 
 const realNodePods = `
@@ -156,61 +164,45 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(out).To(Equal("registry.torus.local/mpi:1 registry.torus.local/mpi:1"))
 
 		By("kubectl mpi run --wait: 2 workers x 2 slots, pi from 4 ranks")
-		cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"),
-			"run", "pi-real", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
+		runOut, code := kubectlMPI(dir, "run", "pi-real", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
 			"--workers", "2", "--slots-per-worker", "2", "--wait", "--timeout", "3m",
 			"--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
-		runOut, err := cmd.CombinedOutput()
-		GinkgoWriter.Printf("$ kubectl mpi run pi-real ...\n%s", runOut)
-		if err != nil {
-			describe, _ := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "describe", "pi-real").CombinedOutput()
-			Fail(fmt.Sprintf("the job did not complete: %v\n%s\n%s", err, runOut, describe))
+		if code != 0 {
+			describe, _ := kubectlMPI(dir, "describe", "pi-real")
+			Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, runOut, describe))
 		}
-		logs, err := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "logs", "pi-real").CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(logs))
-		GinkgoWriter.Printf("$ kubectl mpi logs pi-real\n%s", logs)
-		Expect(string(logs)).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
-		Expect(string(logs)).To(MatchRegexp(`ranks 0,1 on pi-real-node-0-0`))
-		Expect(string(logs)).To(MatchRegexp(`ranks 2,3 on pi-real-node-0-1`))
+		logs, code := kubectlMPI(dir, "logs", "pi-real")
+		Expect(code).To(Equal(0), logs)
+		Expect(logs).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
+		Expect(logs).To(MatchRegexp(`ranks 0,1 on pi-real-node-0-0`))
+		Expect(logs).To(MatchRegexp(`ranks 2,3 on pi-real-node-0-1`))
 	})
 
 	It("reaches a running job's ranks through the kubelet: exec-rank with exit codes, logs", func() {
-		mpi := func(args ...string) (string, int) {
-			GinkgoHelper()
-			cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
-			out, err := cmd.CombinedOutput()
-			GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
-			if err != nil {
-				exit, ok := err.(*exec.ExitError)
-				Expect(ok).To(BeTrue(), "running kubectl mpi: %v", err)
-				return string(out), exit.ExitCode()
-			}
-			return string(out), 0
-		}
 		// The launcher holds the job open until it is deleted.
-		_, code := mpi("run", "held", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
+		_, code := kubectlMPI(dir, "run", "held", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
 			"--workers", "2", "--slots-per-worker", "2", "--", "sleep", "600")
 		Expect(code).To(Equal(0))
-		DeferCleanup(func() { mpi("delete", "held", "--wait") })
+		DeferCleanup(func() { kubectlMPI(dir, "delete", "held", "--wait") })
 		Eventually(func() string {
 			out, _ := kubectl(dir, "get", "trainjob", "held", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
 			return out
 		}, 2*time.Minute, time.Second).Should(Equal("True"))
 
 		By("rank 3 lives on worker-1: its own host name, answered from its container")
-		out, code := mpi("exec-rank", "held", "3", "-q", "--", "hostname")
+		out, code := kubectlMPI(dir, "exec-rank", "held", "3", "-q", "--", "hostname")
 		Expect(code).To(Equal(0))
 		Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
 		By("the command's exit code passes through")
-		_, code = mpi("exec-rank", "held", "0", "-q", "--", "sh", "-c", "exit 3")
+		_, code = kubectlMPI(dir, "exec-rank", "held", "0", "-q", "--", "sh", "-c", "exit 3")
 		Expect(code).To(Equal(3))
 		By("every worker at once")
-		out, code = mpi("exec-rank", "held", "--all", "--", "hostname")
+		out, code = kubectlMPI(dir, "exec-rank", "held", "--all", "--", "hostname")
 		Expect(code).To(Equal(0))
 		Expect(out).To(ContainSubstring("[worker-0] held-node-0-0"))
 		Expect(out).To(ContainSubstring("[worker-1] held-node-0-1"))
 		By("sshd's own words in the workers' logs")
-		out, code = mpi("logs", "held")
+		out, code = kubectlMPI(dir, "logs", "held")
 		Expect(code).To(Equal(0))
 		Expect(out).To(MatchRegexp(`\[worker-0\] Server listening on .* port 2222`))
 	})
@@ -219,12 +211,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		out, code := clusterCmd(dir, "down")
 		Expect(code).To(Equal(0), out)
 		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
-		after := snapshotHost()
-		Expect(after.Links).To(Equal(before.Links), "network links")
-		Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
-		Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
-		Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
-		Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
+		expectNoTrace(before)
 		ps, err := exec.Command("ps", "-eo", "args").Output()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
@@ -235,11 +222,6 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
 		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the real node was started before the operator failed")
-		after := snapshotHost()
-		Expect(after.Links).To(Equal(before.Links), "network links")
-		Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
-		Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
-		Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
-		Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
+		expectNoTrace(before)
 	})
 })
