@@ -44,10 +44,10 @@ const (
 	// Images of the node's store, imported from archives built here.
 	pauseImage = "registry.torus.local/pause:1"
 	tinyImage  = "registry.torus.local/tiny:1"
-	// MPIImage: Debian bookworm with Open MPI 4, MPICH, OpenSSH, mpi4py
+	// mpiImage: Debian bookworm with Open MPI 4, MPICH, OpenSSH, mpi4py
 	// and /opt/torus/pi.py, user mpiuser (1000).
 	mpiImage = "registry.torus.local/mpi:1"
-	// RealNodeTaint keeps the real node for pods that ask for it.
+	// realNodeTaint keeps the real node for pods that ask for it.
 	realNodeTaint = "torus-mpi.io/real-node"
 )
 
