@@ -172,5 +172,8 @@ cluster-status: ## Show which local cluster components run.
 ##@ Run
 
 .PHONY: demo
-demo: build testbin ## Run the main job on a local default (see README).
+demo: build testbin ## Run the main job on a local default (see README): on a real node where one can run (root), else on kwok nodes.
+	@if [ "$$(id -u)" = 0 ] && [ "$${DEMO_NODE:-auto}" != kwok ]; then \
+	  $(MAKE) --no-print-directory node-deps || echo "make demo: the real node's dependencies did not install; the demo says why it runs without one"; \
+	fi
 	hack/demo.sh

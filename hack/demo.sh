@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # make demo: the main job on a local default. Starts the local cluster
-# (unless it runs already), creates a Kueue queue with 8 GPUs, submits an
-# Open MPI job of 2 workers x 4 GPUs with `kubectl mpi run`, follows it to
-# the end and shows it with `kubectl mpi describe`.
+# (unless it runs already) and creates a Kueue queue. Where a real node can
+# run (root; hack/cluster node-check), it submits an Open MPI job of 2
+# workers x 2 ranks to it with `kubectl mpi run`: real sshd on the workers,
+# real mpirun in the launcher, pi computed by 4 ranks and read back with
+# `kubectl mpi logs`, `kubectl mpi exec-rank` answering from a rank's
+# container. Elsewhere it says why, and runs a job of 2 workers x 4 GPUs on
+# the simulated (kwok) GPU nodes. Either way it follows the job to the end
+# and shows it with `kubectl mpi describe`.
+#
+#   DEMO_NODE=real|kwok  force one (default: real where it can run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -13,10 +20,25 @@ job=${DEMO_JOB:-pi-demo}
 cluster=$root/bin/torus-cluster
 go build -o "$cluster" ./hack/cluster
 
-# A cluster with a dead component is stopped and started afresh.
-if ! "$cluster" status -dir "$root/.cluster" >/dev/null 2>&1; then
+node=${DEMO_NODE:-auto}
+if [[ $node == auto ]]; then
+  if why=$("$cluster" node-check -testbin "$root/.testbin/bin" 2>&1); then
+    node=real
+  else
+    node=kwok
+    echo "== No real node on this machine: ${why#cluster: }"
+    echo "   The job runs on simulated (kwok) nodes instead."
+  fi
+fi
+up_flags=()
+[[ $node == real ]] && up_flags=(-real-node)
+
+# A cluster with a dead component, or without the real node the demo
+# needs, is stopped and started afresh.
+if ! status=$("$cluster" status -dir "$root/.cluster" 2>&1) ||
+  { [[ $node == real ]] && ! grep -q '^kubelet ' <<<"$status"; }; then
   "$cluster" down -dir "$root/.cluster" >/dev/null
-  "$cluster" up -dir "$root/.cluster" -testbin "$root/.testbin/bin" -operator "$root/bin/torus-operator"
+  "$cluster" up -dir "$root/.cluster" -testbin "$root/.testbin/bin" -operator "$root/bin/torus-operator" "${up_flags[@]}"
 fi
 
 # dead: when a component of the cluster has died, say which with the end of
@@ -63,12 +85,38 @@ metadata:
 spec:
   clusterQueue: demo
 YAML
-$kubectl apply -f samples/runtimes/torus-openmpi.yaml
-
-echo "== kubectl mpi run $job: Open MPI, 2 workers x 4 GPUs, queue 'default'"
 $kubectl_mpi delete "$job" --wait >/dev/null 2>&1 || true
-$kubectl_mpi run "$job" --image mpioperator/mpi-pi:openmpi --workers 2 --gpus 4 --cpu 2 --memory 4Gi \
-  --queue default -- mpirun -n 8 /home/mpiuser/pi
+if [[ $node == real ]]; then
+  # torus-openmpi-local: the shipped torus-openmpi runtime on the Open MPI
+  # image built here (hack/images/mpi), on the real node. The launcher
+  # holds the job open once pi is computed until the demo has reached a
+  # rank with exec-rank, then releases it.
+  echo "== kubectl mpi run $job: Open MPI 4 on the real node, 2 workers x 2 ranks, queue 'default'"
+  $kubectl_mpi run "$job" --runtime torus-openmpi-local --workers 2 --slots-per-worker 2 --cpu 500m --memory 512Mi \
+    --queue default -- sh -c 'mpirun -n 4 python3 /opt/torus/pi.py && until [ -e /tmp/release ]; do sleep 0.2; done'
+else
+  $kubectl apply -f samples/runtimes/torus-openmpi.yaml
+  echo "== kubectl mpi run $job: Open MPI, 2 workers x 4 GPUs on simulated nodes, queue 'default'"
+  $kubectl_mpi run "$job" --image mpioperator/mpi-pi:openmpi --workers 2 --gpus 4 --cpu 2 --memory 4Gi \
+    --queue default -- mpirun -n 8 /home/mpiuser/pi
+fi
+
+# computed: on the real node, once the launcher has printed pi, show it
+# from the logs, reach rank 1 in its container, and release the launcher.
+shown=""
+computed() {
+  [[ $node == real && -z $shown ]] || return 0
+  $kubectl_mpi logs "$job" --launcher 2>/dev/null | grep -q 'pi is' || return 0
+  shown=1
+  echo "== kubectl mpi logs $job --launcher: the ranks' result"
+  $kubectl_mpi logs "$job" --launcher
+  echo "== kubectl mpi exec-rank $job 1 -- hostname: rank 1's container"
+  $kubectl_mpi exec-rank "$job" 1 -- hostname
+  local launcher
+  launcher=$($kubectl get pods -l "jobset.sigs.k8s.io/jobset-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher" \
+    --field-selector status.phase=Running -o name)
+  $kubectl exec "$launcher" -c node -- touch /tmp/release
+}
 
 # jsonpath, unlike go-template, prints nothing for a status not yet written.
 conditions() { # status: the types of the conditions with that status
@@ -102,6 +150,7 @@ while (( SECONDS - start < 180 )); do
     fi
     last=$now
   fi
+  if [[ $now == Running ]]; then computed; fi
   if [[ $now == Complete || $now == Failed ]]; then break; fi
   if (( SECONDS - start >= checked + 2 )); then
     checked=$((SECONDS - start))

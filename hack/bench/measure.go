@@ -289,7 +289,7 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	secret, err := torus.BuildSSHSecret(tj, job, 0)
+	secret, err := torus.BuildSSHSecret(tj, job, 0, nil)
 	if err != nil {
 		return err
 	}

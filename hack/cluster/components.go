@@ -45,7 +45,10 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 			argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, etcd, p[0],
 				"--allow-privileged=true",
 				// kwok's kubelet endpoint, for logs, exec and metrics through the API.
-				"--kubelet-preferred-address-types=InternalIP")
+				"--kubelet-preferred-address-types=InternalIP",
+				// Pods that ask for GPUs tolerate the GPU nodes' taint, as
+				// on clouds that taint their GPU nodes (see gpuTaint).
+				"--enable-admission-plugins=ExtendedResourceToleration")
 			return supervisor.Spec{Argv: argv}, err
 		},
 		Ready: func(ctx context.Context, p []int) error {
@@ -201,7 +204,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 		return err
 	}
 	for i := range c.nodes {
-		if err := c.client.Create(ctx, kwokNode(i)); err != nil {
+		if err := c.client.Create(ctx, kwokNode(i, c.realNode)); err != nil {
 			return fmt.Errorf("creating node: %w", err)
 		}
 	}
@@ -223,7 +226,17 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	return err
 }
 
-func kwokNode(i int) *corev1.Node {
+// gpuTaint keeps the kwok nodes, which simulate GPU nodes, for pods that
+// ask for GPUs when a real node runs beside them: everything else lands
+// on the real node and really runs. The ExtendedResourceToleration
+// admission plugin gives a pod that requests nvidia.com/gpu a toleration
+// for a taint of that key; a many-node test that asks for no GPUs
+// tolerates it itself. Without a real node, kwok nodes are the only ones
+// and carry no taint.
+var gpuTaint = corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+
+// kwokNode is a simulated GPU node; tainted when a real node runs too.
+func kwokNode(i int, tainted bool) *corev1.Node {
 	name := fmt.Sprintf("kwok-node-%d", i)
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(nodeCPU),
@@ -235,7 +248,7 @@ func kwokNode(i int) *corev1.Node {
 		"openshift.io/mlnxib":       resource.MustParse("8"),
 		"rdma/hca_shared_devices_a": resource.MustParse("100"),
 	}
-	return &corev1.Node{
+	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
@@ -249,6 +262,10 @@ func kwokNode(i int) *corev1.Node {
 		},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
+	if tainted {
+		node.Spec.Taints = []corev1.Taint{gpuTaint}
+	}
+	return node
 }
 
 func (c *cluster) startJobSet(ctx context.Context) error {

@@ -8,6 +8,7 @@
 //	cluster up     # start it; the kubeconfig is .cluster/kubeconfig
 //	cluster down   # stop every process and remove the state
 //	cluster status # which components run
+//	cluster node-check # whether a real node (-real-node) can run here, and if not why
 package main
 
 import (
@@ -30,7 +31,7 @@ func main() {
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
 	fs.BoolVar(&c.realNode, "real-node", false, "also run a real node (kubelet + containerd, root) on which pods really run")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status")
+		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -69,6 +70,8 @@ func main() {
 		c.down()
 	case "status":
 		err = c.status()
+	case "node-check":
+		err = c.nodeCheck(ctx)
 	default:
 		fs.Usage()
 		os.Exit(2)

@@ -44,11 +44,15 @@ const (
 	// Images of the node's store, imported from archives built here.
 	pauseImage = "registry.torus.local/pause:1"
 	tinyImage  = "registry.torus.local/tiny:1"
-	// mpiImage: Debian bookworm with Open MPI 4, MPICH, OpenSSH, mpi4py
-	// and /opt/torus/pi.py, user mpiuser (1000).
-	mpiImage = "registry.torus.local/mpi:1"
-	// realNodeTaint keeps the real node for pods that ask for it.
-	realNodeTaint = "torus-mpi.io/real-node"
+	// mpiImage: Debian bookworm with Open MPI 4, OpenSSH, mpi4py and
+	// /opt/torus/pi.py; mpiTrixieImage: Debian trixie with MPICH 4.2,
+	// Open MPI 5 and /opt/torus/pi-mpich, pi-openmpi5. Both run as
+	// mpiuser (1000). See hack/images/mpi/build.sh.
+	mpiImage       = "registry.torus.local/mpi:1"
+	mpiTrixieImage = "registry.torus.local/mpi-trixie:1"
+	// realNodeLabel marks the real node, for pods that must run there
+	// (images only its store has).
+	realNodeLabel = "torus-mpi.io/real-node"
 )
 
 // hostPaths are mounted over with tmpfs in the node's mount namespace.
@@ -72,19 +76,29 @@ func (c *cluster) nodeDir(parts ...string) string {
 	return filepath.Join(append([]string{c.dir, "node"}, parts...)...)
 }
 
-func (c *cluster) startRealNode(ctx context.Context) error {
+// nodeCheck says why a real node cannot run on this machine, if it
+// cannot: what it needs that is missing, or a host that would drop its
+// pods' traffic.
+func (c *cluster) nodeCheck(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the real node needs root (containerd, runc, mounts, cgroups)")
 	}
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
 		if _, err := exec.LookPath(b); err != nil {
-			return fmt.Errorf("%s is missing: run hack/node/install.sh (Debian's containerd, runc, containernetworking-plugins)", b)
+			return fmt.Errorf("%s is missing: run make node-deps (Debian's containerd, runc, containernetworking-plugins)", b)
 		}
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		return errors.New("/usr/lib/cni/bridge is missing: run hack/node/install.sh")
+		return errors.New("/usr/lib/cni/bridge is missing: run make node-deps")
 	}
-	if err := bridgeFiltered(ctx); err != nil {
+	if _, err := os.Stat(c.bin("kubelet")); err != nil {
+		return fmt.Errorf("%s is missing: run make node-deps", c.bin("kubelet"))
+	}
+	return bridgeFiltered(ctx)
+}
+
+func (c *cluster) startRealNode(ctx context.Context) error {
+	if err := c.nodeCheck(ctx); err != nil {
 		return err
 	}
 	if err := c.recordTraces(); err != nil {
@@ -114,11 +128,15 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mpiArchive, err := c.mpiImageArchive(ctx)
-	if err != nil {
-		return fmt.Errorf("the MPI image: %w", err)
+	archives := []string{archive}
+	for _, img := range []struct{ suite, tag string }{{"bookworm", mpiImage}, {"trixie", mpiTrixieImage}} {
+		a, err := c.mpiImageArchive(ctx, img.suite, img.tag)
+		if err != nil {
+			return fmt.Errorf("the MPI image %s: %w", img.tag, err)
+		}
+		archives = append(archives, a)
 	}
-	for _, a := range []string{archive, mpiArchive} {
+	for _, a := range archives {
 		start := time.Now()
 		if out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "-n", "k8s.io",
 			"images", "import", a).CombinedOutput(); err != nil {
@@ -205,22 +223,22 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 	)
 }
 
-// mpiImageArchive returns the MPI image as a docker archive, built from
-// the root filesystem hack/images/mpi/build.sh makes; both are cached
-// outside the clone, keyed by what they are built from.
-func (c *cluster) mpiImageArchive(ctx context.Context) (string, error) {
+// mpiImageArchive returns an MPI image as a docker archive, built from
+// the root filesystem hack/images/mpi/build.sh makes of a Debian suite;
+// both are cached outside the clone, keyed by what they are built from.
+func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string) (string, error) {
 	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "images", "mpi", "build.sh"))
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "images", "mpi", "build.sh"), suite)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
 	}
 	rootfs := strings.TrimSpace(string(out))
-	img := images.Image{Tag: mpiImage, Layers: []string{rootfs}, User: "1000:1000",
+	img := images.Image{Tag: tag, Layers: []string{rootfs}, User: "1000:1000",
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}
 	// Keyed by the root filesystem's recipe and by this configuration.
 	cfg := sha256.Sum256([]byte(fmt.Sprint(img.Tag, img.User, img.Env)))
@@ -401,8 +419,6 @@ podLogsDir: %s
 resolvConf: %s
 clusterDomain: cluster.local
 clusterDNS: [%s]
-registerWithTaints:
-- {key: %s, value: "true", effect: NoSchedule}
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 1%%
@@ -412,7 +428,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 `, nodeIP, p[0], p[1], filepath.Join(serving, "tls.crt"), filepath.Join(serving, "tls.key"), c.ca.CAFile,
-				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, nodeIP, realNodeTaint)
+				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, nodeIP)
 			cfgFile := c.nodeDir("kubelet.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err
@@ -421,7 +437,7 @@ serializeImagePulls: false
 				"nsenter", "--target", strconv.Itoa(target), "--mount", "--pid", "--",
 				c.bin("kubelet"), "--config=" + cfgFile, "--kubeconfig=" + c.kubeconfig(),
 				"--root-dir=" + c.nodeDir("kubelet"), "--hostname-override=" + realNodeName,
-				"--node-ip=" + nodeIP, "--node-labels=" + realNodeTaint + "=true",
+				"--node-ip=" + nodeIP, "--node-labels=" + realNodeLabel + "=true",
 			}}, nil
 		},
 		Ready: func(ctx context.Context, p []int) error {
@@ -513,26 +529,30 @@ func removeCgroup(dir string) error {
 }
 
 // localRuntimes are the sample runtimes installed for the real node, as
-// <name>-local: on the MPI image built here, never pulled, on the real
-// node (its label and taint).
-var localRuntimes = []string{"torus-openmpi", "torus-mpich"}
+// <name>-local, with the MPI image built here that has their
+// implementation: never pulled, on the real node (the only one whose
+// store has it).
+var localRuntimes = []struct{ name, image string }{
+	{"torus-openmpi", mpiImage},
+	{"torus-mpich", mpiTrixieImage},
+	{"torus-openmpi5", mpiTrixieImage},
+}
 
 // installLocalRuntimes creates the -local runtimes: the shipped samples
 // with only image, pull policy and placement changed, so that a real job
 // runs exactly what users apply.
 func (c *cluster) installLocalRuntimes(ctx context.Context) error {
-	for _, name := range localRuntimes {
-		rt, err := samples.Runtime(name)
+	for _, local := range localRuntimes {
+		rt, err := samples.Runtime(local.name)
 		if err != nil {
 			return err
 		}
-		rt.Name = name + "-local"
+		rt.Name = local.name + "-local"
 		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
 			pod := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
-			pod.NodeSelector = map[string]string{realNodeTaint: "true"}
-			pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: realNodeTaint, Operator: corev1.TolerationOpExists})
+			pod.NodeSelector = map[string]string{realNodeLabel: "true"}
 			for j := range pod.Containers {
-				pod.Containers[j].Image = mpiImage
+				pod.Containers[j].Image = local.image
 				pod.Containers[j].ImagePullPolicy = corev1.PullNever
 			}
 		}

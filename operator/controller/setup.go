@@ -134,11 +134,12 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	r := &TrainJobReconciler{
-		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorder("torus-operator"),
-		clock:    opts.Clock,
-		metrics:  opts.Metrics,
-		build:    mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("torus-operator"),
+		clock:     opts.Clock,
+		metrics:   opts.Metrics,
+		build:     mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,10 +19,18 @@ import (
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
-// BuildSSHSecret makes a job's SSH Secret with fresh keys. restarts is the
-// JobSet restart count the keys are for.
-func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32) (*corev1.Secret, error) {
-	keys, err := mpi.GenerateSSHKeys(rand.Reader, "torus-mpi "+tj.Namespace+"/"+tj.Name)
+// BuildSSHSecret makes a job's SSH Secret for a JobSet restart count:
+// current keys for that run (fresh when nil) and fresh keys for the next
+// (see mpi.SSHSecretData).
+func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys) (*corev1.Secret, error) {
+	comment := "torus-mpi " + tj.Namespace + "/" + tj.Name
+	if current == nil {
+		var err error
+		if current, err = mpi.GenerateSSHKeys(rand.Reader, comment); err != nil {
+			return nil, err
+		}
+	}
+	next, err := mpi.GenerateSSHKeys(rand.Reader, comment)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +44,7 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32) (*corev1
 		},
 		Type:      corev1.SecretTypeSSHAuth,
 		Immutable: ptr.To(true),
-		Data:      mpi.SSHSecretData(tj.Name, keys, job.SSH),
+		Data:      mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH),
 	}, nil
 }
 
@@ -48,8 +57,10 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		restarts = s.jobSet.Status.Restarts
 	}
 	job := client.ObjectKeyFromObject(s.tj)
+	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}
 	existing := secretMetadata()
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}, existing)
+	err := r.client.Get(ctx, key, existing)
+	var current *mpi.SSHKeys
 	switch {
 	case err == nil:
 		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
@@ -62,6 +73,18 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			s.awaitCache = true
 			return false, nil
 		}
+		// The new run's keys are the ones the old Secret holds for it:
+		// its pods may have mounted either Secret (mpi.SSHSecretData).
+		// Read past the cache, which keeps Secrets' metadata only.
+		var old corev1.Secret
+		if err := r.apiReader.Get(ctx, key, &old); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("reading SSH secret: %w", err)
+		}
+		if next, ok := mpi.NextSSHKeys(old.Data); ok {
+			// Kept until the new Secret exists: the old one may be gone
+			// before the create succeeds (a finalizer, a refused create).
+			r.carriedKeys.Store(job, carried{uid: s.tj.UID, run: restarts, keys: next})
+		}
 		// The Secret is immutable: new keys mean a new object.
 		if gone, err := r.deleteSSHSecret(ctx, s); err != nil || !gone {
 			return false, err
@@ -72,19 +95,27 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		s.awaitCache = true
 		return false, nil
 	}
-	secret, err := BuildSSHSecret(s.tj, s.job, restarts)
+	if c, ok := r.carriedKeys.Load(job); ok {
+		if c := c.(carried); c.uid == s.tj.UID && c.run == restarts {
+			current = c.keys
+		}
+	}
+	secret, err := BuildSSHSecret(s.tj, s.job, restarts, current)
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
 	r.creations.created(childSecret, s.tj, restarts, s.now)
 	if err := r.client.Create(ctx, secret); err != nil {
+		// Nothing was created to wait for.
+		r.creations.seen(childSecret, job)
 		if apierrors.IsAlreadyExists(err) {
-			// A stale cache; the next reconcile sees it.
+			// A stale cache, or the Secret replaced is still being
+			// deleted (a finalizer): its events bring the job back.
 			return false, nil
 		}
-		r.creations.seen(childSecret, job)
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
+	r.carriedKeys.Delete(job)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
 		// New keys for a resumed or restarted run; the first run's are
@@ -92,6 +123,17 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
 	}
 	return true, nil
+}
+
+// carried are the keys a restarted run takes, read from the Secret it
+// replaces. They live in memory only: an operator that dies between
+// deleting the old Secret and creating the new one makes fresh keys, and
+// pods of that run that had mounted the old Secret fail to connect (the
+// launcher's ssh says why; the JobSet's failure policy decides).
+type carried struct {
+	uid  types.UID
+	run  int32
+	keys *mpi.SSHKeys
 }
 
 // secretMetadata is how Torus reads its Secrets: what it decides needs only

@@ -28,11 +28,14 @@ import (
 // TrainJobReconciler turns MPI TrainJobs into JobSets with per-job SSH keys
 // and a hostfile, and reports their progress on the TrainJob.
 type TrainJobReconciler struct {
-	client   client.Client
-	recorder events.EventRecorder
-	clock    clock.PassiveClock
-	metrics  *Metrics
-	build    mpi.BuildOptions
+	client client.Client
+	// apiReader reads past the cache: for the SSH Secret's keys, which the
+	// cache does not keep.
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	metrics   *Metrics
+	build     mpi.BuildOptions
 	// kueue is true when Kueue's Workload API is served, so waiting jobs
 	// can say why they wait.
 	kueue bool
@@ -45,6 +48,10 @@ type TrainJobReconciler struct {
 	statusWritten sync.Map
 	// creations are children created but not yet in the cache.
 	creations creations
+	// carriedKeys maps a TrainJob to the keys a restarted run takes
+	// (carriedKeys), between deleting the old SSH Secret and creating the
+	// new one.
+	carriedKeys sync.Map
 	// jobSetReportTimeout is how long a JobSet may go without its
 	// controller's first status before the job says so.
 	jobSetReportTimeout time.Duration
@@ -119,6 +126,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if apierrors.IsNotFound(err) {
 			r.statusWritten.Delete(req.NamespacedName)
 			r.creations.forget(req.NamespacedName)
+			r.carriedKeys.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

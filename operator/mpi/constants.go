@@ -94,7 +94,18 @@ const (
 	SSHHostPublicKey  = "ssh_host_ed25519_key.pub"
 	SSHClientConfig   = "config"
 	SSHDaemonConfig   = "sshd_config"
+	// SSHRun is the JobSet restart count the keys are for; SSHNextPrefix
+	// prefixes the keys of the run after it (see SSHSecretData).
+	SSHRun        = "run"
+	SSHNextPrefix = "next-"
 )
+
+// LabelJobSetRestartAttempt is JobSet's label on every pod of a run: the
+// JobSet's restart count when the pod's Job was created.
+const LabelJobSetRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
+
+// EnvRestartAttempt hands the init container its pod's run.
+const EnvRestartAttempt = "TORUS_MPI_RESTART_ATTEMPT"
 
 // File names the keys get in the pod's SSH directory.
 const (

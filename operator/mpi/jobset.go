@@ -327,6 +327,9 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
 		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path)},
+		Env: []corev1.EnvVar{{Name: EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']"},
+		}}},
 		// Same user as the main container, so the files are its own.
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{

@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -61,18 +62,45 @@ type SSHSettings struct {
 }
 
 // SSHSecretData is the content of a job's SSH Secret: the keys and the
-// configuration ssh and sshd read, all generated together so that they agree.
-func SSHSecretData(trainJob string, keys *SSHKeys, s SSHSettings) map[string][]byte {
-	return map[string][]byte{
-		SSHPrivateKey:     keys.ClientPrivate,
-		SSHPublicKey:      keys.ClientPublic,
-		SSHAuthorizedKeys: keys.ClientPublic,
-		SSHHostKey:        keys.HostPrivate,
-		SSHHostPublicKey:  keys.HostPublic,
-		SSHKnownHosts:     []byte(KnownHosts(trainJob, s.Port, keys.HostPublic)),
-		SSHClientConfig:   []byte(ClientConfig(s)),
-		SSHDaemonConfig:   []byte(SSHDConfig(s)),
+// configuration ssh and sshd read, all generated together so that they
+// agree. It holds two generations of keys: current for the JobSet runs up
+// to run, next for any later one. A JobSet restart creates the new run's
+// pods at once, while Torus replaces the (immutable) Secret only after it
+// sees the restart, so some of those pods may mount the Secret made for
+// the run before and others the new one. Each pod takes the generation
+// for its own run (its restart-attempt label, see SSHSetupScript), and
+// the new Secret's current keys are the old one's next: every pod of a run
+// gets the same keys whichever Secret it mounted.
+func SSHSecretData(trainJob string, run int32, current, next *SSHKeys, s SSHSettings) map[string][]byte {
+	data := map[string][]byte{
+		SSHClientConfig: []byte(ClientConfig(s)),
+		SSHDaemonConfig: []byte(SSHDConfig(s)),
+		SSHRun:          []byte(strconv.Itoa(int(run))),
 	}
+	for prefix, keys := range map[string]*SSHKeys{"": current, SSHNextPrefix: next} {
+		data[prefix+SSHPrivateKey] = keys.ClientPrivate
+		data[prefix+SSHPublicKey] = keys.ClientPublic
+		data[prefix+SSHAuthorizedKeys] = keys.ClientPublic
+		data[prefix+SSHHostKey] = keys.HostPrivate
+		data[prefix+SSHHostPublicKey] = keys.HostPublic
+		data[prefix+SSHKnownHosts] = []byte(KnownHosts(trainJob, s.Port, keys.HostPublic))
+	}
+	return data
+}
+
+// NextSSHKeys reads the next generation of keys from a job's SSH Secret
+// data, if it has one.
+func NextSSHKeys(data map[string][]byte) (*SSHKeys, bool) {
+	k := &SSHKeys{
+		ClientPrivate: data[SSHNextPrefix+SSHPrivateKey],
+		ClientPublic:  data[SSHNextPrefix+SSHPublicKey],
+		HostPrivate:   data[SSHNextPrefix+SSHHostKey],
+		HostPublic:    data[SSHNextPrefix+SSHHostPublicKey],
+	}
+	if len(k.ClientPrivate) == 0 || len(k.ClientPublic) == 0 || len(k.HostPrivate) == 0 || len(k.HostPublic) == 0 {
+		return nil, false
+	}
+	return k, true
 }
 
 // KnownHostsPatterns are the host patterns of a job's pods in known_hosts:
@@ -140,15 +168,17 @@ PrintMotd no
 var sshFiles = []struct {
 	key, file string
 	mode      string
+	// keyed files come in two generations (SSHSecretData).
+	keyed bool
 }{
-	{SSHPrivateKey, SSHPrivateKeyFile, "0600"},
-	{SSHPublicKey, SSHPublicKeyFile, "0644"},
-	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600"},
-	{SSHKnownHosts, SSHKnownHosts, "0644"},
-	{SSHClientConfig, SSHClientConfig, "0600"},
-	{SSHHostKey, SSHHostKey, "0600"},
-	{SSHHostPublicKey, SSHHostPublicKey, "0644"},
-	{SSHDaemonConfig, SSHDaemonConfig, "0600"},
+	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true},
+	{SSHPublicKey, SSHPublicKeyFile, "0644", true},
+	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600", true},
+	{SSHKnownHosts, SSHKnownHosts, "0644", true},
+	{SSHClientConfig, SSHClientConfig, "0600", false},
+	{SSHHostKey, SSHHostKey, "0600", true},
+	{SSHHostPublicKey, SSHHostPublicKey, "0644", true},
+	{SSHDaemonConfig, SSHDaemonConfig, "0600", false},
 }
 
 // SSHFileModes lists, per file name in the SSH directory, the mode the init
@@ -165,13 +195,20 @@ func SSHFileModes() map[string]string {
 // into the pod's SSH directory so that every file is owned by the user the
 // pod runs as, with the modes ssh and sshd demand (0600 for private keys).
 // Secret volumes cannot do that: their files belong to root, and fsGroup
-// makes them group-readable, which ssh refuses for the owner.
+// makes them group-readable, which ssh refuses for the owner. A pod of a
+// later JobSet run than the Secret's current keys are for takes the next
+// ones (SSHSecretData); its run comes from EnvRestartAttempt.
 func SSHSetupScript(sshPath string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "d=%s\nmkdir -p \"$d\"\n", sshPath)
+	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat %s/%s)\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHSecretMountPath, SSHRun, SSHNextPrefix)
 	for _, f := range sshFiles {
-		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, f.key, f.file, f.mode, f.file)
+		key := f.key
+		if f.keyed {
+			key = "${k}" + key
+		}
+		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, key, f.file, f.mode, f.file)
 	}
 	// The directory may be an emptyDir the user does not own; chmod only
 	// where allowed.

@@ -1,9 +1,11 @@
 package mpi
 
 import (
+	"bytes"
 	"crypto/rand"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +121,79 @@ func BenchmarkGenerateSSHKeys(b *testing.B) {
 		if _, err := GenerateSSHKeys(rand.Reader, "bench"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The init script, run by a real sh on a Secret written out as the kubelet
+// would: a pod takes the keys of its own JobSet run, so that pods of one
+// run agree whichever of two successive Secrets they mounted.
+func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
+	gen := func() *SSHKeys {
+		k, err := GenerateSSHKeys(rand.Reader, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k1, k2, k3 := gen(), gen(), gen()
+	settings := SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222}
+	// The Secret made for run 0, and its replacement after one restart.
+	run0 := SSHSecretData("job", 0, k1, k2, settings)
+	run1 := SSHSecretData("job", 1, k2, k3, settings)
+	if next, ok := NextSSHKeys(run0); !ok || !bytes.Equal(next.ClientPrivate, k2.ClientPrivate) {
+		t.Fatalf("NextSSHKeys of run 0's Secret: %v, want run 1's keys", ok)
+	}
+	cases := []struct {
+		name    string
+		secret  map[string][]byte
+		attempt string // unset when empty
+		want    *SSHKeys
+	}{
+		{"no restart label: the current keys", run0, "", k1},
+		{"run 0 on run 0's Secret", run0, "0", k1},
+		{"run 1 on run 0's Secret: the next keys", run0, "1", k2},
+		{"run 1 on run 1's Secret: the same keys", run1, "1", k2},
+		{"run 2 on run 1's Secret", run1, "2", k3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mount, sshDir := filepath.Join(dir, "secret"), filepath.Join(dir, "ssh")
+			if err := os.Mkdir(mount, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.secret {
+				if err := os.WriteFile(filepath.Join(mount, k), v, 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}
+			script := strings.ReplaceAll(SSHSetupScript(sshDir), SSHSecretMountPath, mount)
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			if tc.attempt != "" {
+				cmd.Env = append(cmd.Env, EnvRestartAttempt+"="+tc.attempt)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("script: %v: %s", err, out)
+			}
+			for file, want := range map[string][]byte{
+				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, SSHAuthorizedKeys: tc.want.ClientPublic,
+			} {
+				got, err := os.ReadFile(filepath.Join(sshDir, file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s is not the keys of the pod's run", file)
+				}
+			}
+			known, err := os.ReadFile(filepath.Join(sshDir, SSHKnownHosts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(known, bytes.TrimSpace(tc.want.HostPublic)) {
+				t.Errorf("known_hosts does not trust the run's host key")
+			}
+		})
 	}
 }

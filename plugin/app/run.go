@@ -211,8 +211,10 @@ func (o *RunOptions) Validate() error {
 	if o.name == "" {
 		return cmdutil.UsageError("run needs a job name: kubectl mpi run NAME --image IMAGE -- COMMAND (or -f FILE)")
 	}
-	if o.Job.Image == "" && !o.rerun {
-		return cmdutil.UsageError("--image is required: the container image of the launcher and the workers")
+	// A runtime named on purpose brings its image; the default runtimes'
+	// images are samples, never the user's program.
+	if o.Job.Image == "" && o.Job.Runtime == "" && !o.rerun {
+		return cmdutil.UsageError("--image is required: the container image of the launcher and the workers (or --runtime, to run the image of that runtime)")
 	}
 	return nil
 }

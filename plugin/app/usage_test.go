@@ -64,7 +64,7 @@ func TestUsageErrors(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"run"}, "run needs a job name: kubectl mpi run NAME --image IMAGE -- COMMAND (or -f FILE)"},
-		{[]string{"run", "pi"}, "--image is required: the container image of the launcher and the workers"},
+		{[]string{"run", "pi"}, "--image is required: the container image of the launcher and the workers (or --runtime, to run the image of that runtime)"},
 		{[]string{"run", "pi", "extra", "--image", "x"}, `run takes one job name (got ["pi" "extra"]); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi`},
 		{[]string{"run", "pi", "--image", "x", "--dry-run=maybe"}, `--dry-run="maybe": use none, client or server`},
 		{[]string{"run", "pi", "--image", "x", "--timeout", "5s"}, "--timeout bounds --wait and --follow: add one of them"},

@@ -168,7 +168,7 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 			field("Image", "%s", *t.Image)
 		}
 		if cmd := append(append([]string{}, t.Command...), t.Args...); len(cmd) > 0 {
-			field("Command", "%s", strings.Join(cmd, " "))
+			field("Command", "%s", shellJoin(cmd))
 		}
 		if r := t.ResourcesPerNode; r != nil {
 			field("Per worker", "%s", resources(r))
@@ -421,4 +421,25 @@ func podState(p *corev1.Pod) (state string, restarts int32, reason string) {
 		}
 	}
 	return state, restarts, reason
+}
+
+// shellJoin writes a command line as a shell would read it back: words
+// with spaces or shell characters in single quotes.
+func shellJoin(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		plain := w != ""
+		for _, r := range w {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_@%+=:,./-", r)) {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			out[i] = w
+		} else {
+			out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -186,3 +186,19 @@ func squash(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+func TestShellJoin(t *testing.T) {
+	cases := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"mpirun", "-n", "4", "/opt/torus/pi.py"}, "mpirun -n 4 /opt/torus/pi.py"},
+		{[]string{"sh", "-c", "mpirun ./pi && sleep 1"}, "sh -c 'mpirun ./pi && sleep 1'"},
+		{[]string{"echo", "it's", ""}, `echo 'it'\''s' ''`},
+	}
+	for _, tc := range cases {
+		if got := shellJoin(tc.words); got != tc.want {
+			t.Errorf("shellJoin(%q) = %s, want %s", tc.words, got, tc.want)
+		}
+	}
+}

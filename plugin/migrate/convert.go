@@ -331,7 +331,7 @@ func (c *converter) convertTemplate(rt kubeflow.MPIReplicaType) corev1.PodTempla
 		c.checkLauncherCommand(main, mp)
 	} else {
 		c.workerRunsSSHD = rewriteWorkerCommand(main, c.sshPath, mp, &c.r)
-		if c.workerRunsSSHD && main.ReadinessProbe != nil {
+		if c.workerRunsSSHD && (main.StartupProbe != nil || main.ReadinessProbe != nil) {
 			ensureSSHDProbe(main, mp, &c.r)
 		}
 	}

@@ -256,12 +256,12 @@ func TestConvertMappings(t *testing.T) {
 			mutate: func(j *kubeflow.MPIJob) { j.Spec.SSHAuthMountPath = "/home/u/.ssh" },
 			got: func(t *testing.T, r *Result) any {
 				c := worker(t, r).Spec.Containers[0]
-				return []any{c.Command, c.Args, c.ReadinessProbe.TCPSocket.Port.IntValue()}
+				return []any{c.Command, c.Args, c.StartupProbe.TCPSocket.Port.IntValue()}
 			},
 			want: []any{[]string{"/usr/sbin/sshd"}, []string{"-De", "-f", "/home/u/.ssh/sshd_config"}, 2222},
 			wantLevels: map[string]Level{
-				"spec.mpiReplicaSpecs[Worker].template.spec.containers[0].command":        LevelChange,
-				"spec.mpiReplicaSpecs[Worker].template.spec.containers[0].readinessProbe": LevelChange,
+				"spec.mpiReplicaSpecs[Worker].template.spec.containers[0].command":      LevelChange,
+				"spec.mpiReplicaSpecs[Worker].template.spec.containers[0].startupProbe": LevelChange,
 			},
 		},
 		{

@@ -124,17 +124,17 @@ func (c *converter) reuseBlockers(rt *trainer.ClusterTrainingRuntime) (blockers 
 	if !slices.Equal(got, want) {
 		blockers = append(blockers, fmt.Sprintf("the worker command %q (it runs %q)", strings.Join(got, " "), strings.Join(want, " ")))
 	}
+	probePath := mainContainerPath(kubeflow.MPIReplicaTypeWorker).Child("startupProbe")
+	mine, shipped := sshdProbe(wc), sshdProbe(shippedWorker)
 	switch {
-	case wc.ReadinessProbe == nil && shippedWorker.ReadinessProbe != nil:
-		changes = append(changes, pendingChange{mainContainerPath(kubeflow.MPIReplicaTypeWorker).Child("readinessProbe"),
-			fmt.Sprintf("none set: %s's workers are Ready once sshd answers", rt.Name)})
-	case !equality.Semantic.DeepEqual(wc.ReadinessProbe, shippedWorker.ReadinessProbe):
-		if sameTCPProbe(wc.ReadinessProbe, shippedWorker.ReadinessProbe) {
-			changes = append(changes, pendingChange{mainContainerPath(kubeflow.MPIReplicaTypeWorker).Child("readinessProbe"),
-				fmt.Sprintf("replaced by %s's probe on the same port, with its timings", rt.Name)})
-		} else {
-			blockers = append(blockers, "the worker readinessProbe")
-		}
+	case mine == nil && shipped != nil:
+		changes = append(changes, pendingChange{probePath, fmt.Sprintf("none set: %s's workers are Ready once sshd answers", rt.Name)})
+	case equality.Semantic.DeepEqual(wc.StartupProbe, shippedWorker.StartupProbe) &&
+		equality.Semantic.DeepEqual(wc.ReadinessProbe, shippedWorker.ReadinessProbe):
+	case sameTCPProbe(mine, shipped):
+		changes = append(changes, pendingChange{probePath, fmt.Sprintf("replaced by %s's probe on the same port, with its timings", rt.Name)})
+	default:
+		blockers = append(blockers, "the worker's startupProbe and readinessProbe")
 	}
 
 	for _, side := range []struct {
@@ -184,14 +184,23 @@ func mainContainer(ps *corev1.PodSpec) *corev1.Container {
 	return nil
 }
 
+// sshdProbe is the probe that makes a worker Ready once sshd answers: its
+// startup probe, else its readiness probe.
+func sshdProbe(c *corev1.Container) *corev1.Probe {
+	if c.StartupProbe != nil {
+		return c.StartupProbe
+	}
+	return c.ReadinessProbe
+}
+
 func sameTCPProbe(a, b *corev1.Probe) bool {
 	return a != nil && b != nil && a.TCPSocket != nil && b.TCPSocket != nil && a.TCPSocket.Port == b.TCPSocket.Port
 }
 
 // residual is what of a pod template the TrainJob's fields do not set:
 // the node container's image, environment and (launcher) command, the
-// workers' resources; restart policy, worker command and readiness probe
-// are compared on their own.
+// workers' resources; restart policy, worker command and probes are
+// compared on their own.
 func residual(pt corev1.PodTemplateSpec, launcher bool) corev1.PodTemplateSpec {
 	pt = *pt.DeepCopy()
 	pt.Spec.RestartPolicy = ""
@@ -199,7 +208,7 @@ func residual(pt corev1.PodTemplateSpec, launcher bool) corev1.PodTemplateSpec {
 		c.Image, c.Env, c.Command, c.Args = "", nil, nil, nil
 		if !launcher {
 			c.Resources = corev1.ResourceRequirements{}
-			c.ReadinessProbe = nil
+			c.StartupProbe, c.ReadinessProbe = nil, nil
 		}
 	}
 	return pt

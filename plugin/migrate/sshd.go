@@ -148,19 +148,27 @@ func rewriteWorkerCommand(c *corev1.Container, sshPath string, p fieldPath, r *r
 }
 
 // ensureSSHDProbe makes a worker Ready only once sshd accepts connections,
-// so that the launcher, which starts when workers are Ready, finds them.
+// so that the launcher, which starts when workers are Ready, finds them. It
+// adds a startup probe, which stops once sshd answers: sshd logs every
+// probe's connection, which a readiness probe would repeat all along.
 func ensureSSHDProbe(c *corev1.Container, p fieldPath, r *reporter) {
 	port := intstr.FromInt32(mpi.DefaultSSHPort)
-	switch pr := c.ReadinessProbe; {
-	case pr == nil:
-		c.ReadinessProbe = &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}},
-			InitialDelaySeconds: 2,
-			PeriodSeconds:       2,
+	if c.StartupProbe == nil && c.ReadinessProbe == nil {
+		c.StartupProbe = &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}},
+			PeriodSeconds:    1,
+			FailureThreshold: 120,
 		}
-		r.change(p.Child("readinessProbe"), "added a TCP probe on sshd's port %d: the launcher starts once workers are Ready, and Ready then means sshd answers", mpi.DefaultSSHPort)
-	case pr.TCPSocket != nil && pr.TCPSocket.Port.Type == intstr.Int && pr.TCPSocket.Port.IntVal != mpi.DefaultSSHPort:
-		r.warn(p.Child("readinessProbe", "tcpSocket", "port"), "port %d changed to %d, where Torus's sshd listens", pr.TCPSocket.Port.IntVal, mpi.DefaultSSHPort)
-		pr.TCPSocket.Port = port
+		r.change(p.Child("startupProbe"), "added a TCP startup probe on sshd's port %d: the launcher starts once workers are Ready, and Ready then means sshd answers", mpi.DefaultSSHPort)
+		return
+	}
+	for _, probe := range []struct {
+		name string
+		pr   *corev1.Probe
+	}{{"startupProbe", c.StartupProbe}, {"readinessProbe", c.ReadinessProbe}} {
+		if pr := probe.pr; pr != nil && pr.TCPSocket != nil && pr.TCPSocket.Port.Type == intstr.Int && pr.TCPSocket.Port.IntVal != mpi.DefaultSSHPort {
+			r.warn(p.Child(probe.name, "tcpSocket", "port"), "port %d changed to %d, where Torus's sshd listens", pr.TCPSocket.Port.IntVal, mpi.DefaultSSHPort)
+			pr.TCPSocket.Port = port
+		}
 	}
 }

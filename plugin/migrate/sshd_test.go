@@ -103,26 +103,27 @@ func TestEnsureSSHDProbe(t *testing.T) {
 	}
 	exec := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
 	cases := []struct {
-		name      string
-		probe     *corev1.Probe
-		wantProbe *corev1.Probe
-		wantLevel []Level
+		name                   string
+		startup, readiness     *corev1.Probe
+		wantStartup, wantReady *corev1.Probe
+		wantLevel              []Level
 	}{
-		{"none: a TCP probe on 2222", nil, &corev1.Probe{ProbeHandler: tcp(2222).ProbeHandler, InitialDelaySeconds: 2, PeriodSeconds: 2}, []Level{LevelChange}},
-		{"port 22: moved to 2222", tcp(22), tcp(2222), []Level{LevelWarning}},
-		{"2222 already", tcp(2222), tcp(2222), nil},
-		{"an exec probe stays", exec, exec, nil},
+		{"none: a TCP startup probe on 2222", nil, nil, &corev1.Probe{ProbeHandler: tcp(2222).ProbeHandler, PeriodSeconds: 1, FailureThreshold: 120}, nil, []Level{LevelChange}},
+		{"readiness on port 22: moved to 2222", nil, tcp(22), nil, tcp(2222), []Level{LevelWarning}},
+		{"startup on port 22: moved to 2222", tcp(22), nil, tcp(2222), nil, []Level{LevelWarning}},
+		{"readiness on 2222 already", nil, tcp(2222), nil, tcp(2222), nil},
+		{"an exec probe stays", nil, exec, nil, exec, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &corev1.Container{ReadinessProbe: tc.probe.DeepCopy()}
+			c := &corev1.Container{StartupProbe: tc.startup.DeepCopy(), ReadinessProbe: tc.readiness.DeepCopy()}
 			var r reporter
 			ensureSSHDProbe(c, newPath("c"), &r)
 			var levels []Level
 			for _, f := range r.findings {
 				levels = append(levels, f.Level)
 			}
-			if diff := cmp.Diff([]any{tc.wantProbe, tc.wantLevel}, []any{c.ReadinessProbe, levels}); diff != "" {
+			if diff := cmp.Diff([]any{tc.wantStartup, tc.wantReady, tc.wantLevel}, []any{c.StartupProbe, c.ReadinessProbe, levels}); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
 			}
 		})

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,8 +86,6 @@ kind: Pod
 metadata: {name: hostname, namespace: default}
 spec:
   restartPolicy: Never
-  nodeSelector: {torus-mpi.io/real-node: "true"}
-  tolerations: [{key: torus-mpi.io/real-node, operator: Exists}]
   containers:
   - {name: main, image: registry.torus.local/tiny:1, imagePullPolicy: Never, args: [hostname]}
 ---
@@ -96,10 +93,19 @@ apiVersion: v1
 kind: Pod
 metadata: {name: sleeper, namespace: default}
 spec:
-  nodeSelector: {torus-mpi.io/real-node: "true"}
-  tolerations: [{key: torus-mpi.io/real-node, operator: Exists}]
   containers:
   - {name: main, image: registry.torus.local/tiny:1, imagePullPolicy: Never, args: [pause]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gpu, namespace: default}
+spec:
+  containers:
+  - name: main
+    image: registry.torus.local/tiny:1
+    imagePullPolicy: Never
+    args: [pause]
+    resources: {limits: {nvidia.com/gpu: "1"}}
 `
 
 var _ = Describe("hack/cluster with a real node", Ordered, func() {
@@ -135,6 +141,14 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		_, code = kubectl(dir, "wait", "pod/sleeper", "--for=condition=Ready", "--timeout=60s")
 		Expect(code).To(Equal(0))
 
+		By("pods that ask for no GPUs land on the real node, those that do on the simulated GPU nodes")
+		out, _ = kubectl(dir, "get", "pod", "hostname", "-o", "jsonpath={.spec.nodeName}")
+		Expect(out).To(Equal("real-node-0"))
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "pod", "gpu", "-o", "jsonpath={.spec.nodeName}")
+			return out
+		}, time.Minute, time.Second).Should(HavePrefix("kwok-node-"))
+
 		By("the container's own output, read from the kubelet")
 		out, code = kubectl(dir, "logs", "hostname")
 		Expect(code).To(Equal(0))
@@ -155,56 +169,6 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(strings.TrimSpace(out)).To(Equal("10.96.0.1"))
 		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "example.com")
 		Expect(code).NotTo(Equal(0), "a name beyond the cluster was answered: DNS must not forward off the machine")
-	})
-
-	It("runs an Open MPI job through Torus in real containers: real sshd on the workers, real mpirun in the launcher", func() {
-		By("the runtime for the real node: the sample Open MPI runtime on the MPI image built here")
-		out, code := kubectl(dir, "get", "clustertrainingruntime", "torus-openmpi-local", "-o", "jsonpath={.spec.template.spec.replicatedJobs[*].template.spec.template.spec.containers[0].image}")
-		Expect(code).To(Equal(0))
-		Expect(out).To(Equal("registry.torus.local/mpi:1 registry.torus.local/mpi:1"))
-
-		By("kubectl mpi run --wait: 2 workers x 2 slots, pi from 4 ranks")
-		runOut, code := kubectlMPI(dir, "run", "pi-real", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
-			"--workers", "2", "--slots-per-worker", "2", "--wait", "--timeout", "3m",
-			"--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
-		if code != 0 {
-			describe, _ := kubectlMPI(dir, "describe", "pi-real")
-			Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, runOut, describe))
-		}
-		logs, code := kubectlMPI(dir, "logs", "pi-real")
-		Expect(code).To(Equal(0), logs)
-		Expect(logs).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
-		Expect(logs).To(MatchRegexp(`ranks 0,1 on pi-real-node-0-0`))
-		Expect(logs).To(MatchRegexp(`ranks 2,3 on pi-real-node-0-1`))
-	})
-
-	It("reaches a running job's ranks through the kubelet: exec-rank with exit codes, logs", func() {
-		// The launcher holds the job open until it is deleted.
-		_, code := kubectlMPI(dir, "run", "held", "--runtime", "torus-openmpi-local", "--image", "registry.torus.local/mpi:1",
-			"--workers", "2", "--slots-per-worker", "2", "--", "sleep", "600")
-		Expect(code).To(Equal(0))
-		DeferCleanup(func() { kubectlMPI(dir, "delete", "held", "--wait") })
-		Eventually(func() string {
-			out, _ := kubectl(dir, "get", "trainjob", "held", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
-			return out
-		}, 2*time.Minute, time.Second).Should(Equal("True"))
-
-		By("rank 3 lives on worker-1: its own host name, answered from its container")
-		out, code := kubectlMPI(dir, "exec-rank", "held", "3", "-q", "--", "hostname")
-		Expect(code).To(Equal(0))
-		Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
-		By("the command's exit code passes through")
-		_, code = kubectlMPI(dir, "exec-rank", "held", "0", "-q", "--", "sh", "-c", "exit 3")
-		Expect(code).To(Equal(3))
-		By("every worker at once")
-		out, code = kubectlMPI(dir, "exec-rank", "held", "--all", "--", "hostname")
-		Expect(code).To(Equal(0))
-		Expect(out).To(ContainSubstring("[worker-0] held-node-0-0"))
-		Expect(out).To(ContainSubstring("[worker-1] held-node-0-1"))
-		By("sshd's own words in the workers' logs")
-		out, code = kubectlMPI(dir, "logs", "held")
-		Expect(code).To(Equal(0))
-		Expect(out).To(MatchRegexp(`\[worker-0\] Server listening on .* port 2222`))
 	})
 
 	It("leaves no trace on the machine after down", func() {

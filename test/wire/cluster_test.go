@@ -131,7 +131,8 @@ func (c *cluster) addPod(ctx context.Context, spec *corev1.PodSpec, replicatedJo
 		return nil, err
 	}
 	p := &pod{hostname: hostname, address: addr, netns: ns, dir: filepath.Join(c.dir, hostname),
-		spec: spec, tc: c.tc, hidden: []string{sandbox.jobs, "/etc/netns"}}
+		spec: spec, tc: c.tc, hidden: []string{sandbox.jobs, "/etc/netns"},
+		labels: map[string]string{mpi.LabelJobSetRestartAttempt: "0"}}
 	for _, ctr := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
 		for _, path := range mountPoints(&ctr) {
 			if err := sandbox.machine.mkdirAll(path); err != nil {

@@ -74,16 +74,19 @@ func (c *cluster) kill(p *pod) {
 	delete(c.procs, p)
 }
 
-// waitReady probes a worker as its readiness probe says, from the
-// launcher's network namespace.
+// waitReady probes a worker as its startup (or readiness) probe says,
+// from the launcher's network namespace.
 func (c *cluster) waitReady(ctx context.Context, p *pod) error {
 	ctr, err := mainContainer(p.spec)
 	if err != nil {
 		return err
 	}
-	probe := ctr.ReadinessProbe
+	probe := ctr.StartupProbe
+	if probe == nil {
+		probe = ctr.ReadinessProbe
+	}
 	if probe == nil || probe.TCPSocket == nil {
-		return fmt.Errorf("container %s of %s has no TCP readiness probe to wait for", ctr.Name, p.hostname)
+		return fmt.Errorf("container %s of %s has no TCP startup or readiness probe to wait for", ctr.Name, p.hostname)
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {

@@ -19,7 +19,10 @@ type pod struct {
 	netns    string
 	dir      string
 	spec     *corev1.PodSpec
-	tc       *toolchain
+	// labels are the pod's, as JobSet labels a first run's pods; the
+	// downward API reads them.
+	labels map[string]string
+	tc     *toolchain
 	// hidden are directories a pod's processes must not see: where every
 	// pod's volumes are kept, so that no pod reads another's keys.
 	hidden []string
@@ -61,19 +64,37 @@ func (p *pod) env(ctr *corev1.Container) ([]string, error) {
 	names := []string{"PATH", "HOME", "HOSTNAME"}
 	values := map[string]string{"PATH": p.tc.imagePath(), "HOME": podHome, "HOSTNAME": p.hostname}
 	for _, e := range ctr.Env {
+		value := e.Value
 		if e.ValueFrom != nil {
-			return nil, fmt.Errorf("container %s: variable %s comes from %v, which the wire test does not resolve", ctr.Name, e.Name, e.ValueFrom)
+			label, ok := labelField(e.ValueFrom)
+			if !ok {
+				return nil, fmt.Errorf("container %s: variable %s comes from %v, which the wire test does not resolve", ctr.Name, e.Name, e.ValueFrom)
+			}
+			value = p.labels[label] // "" for a missing label, as the kubelet gives
 		}
 		if _, ok := values[e.Name]; !ok {
 			names = append(names, e.Name)
 		}
-		values[e.Name] = e.Value
+		values[e.Name] = value
 	}
 	env := make([]string, 0, len(names))
 	for _, n := range names {
 		env = append(env, n+"="+values[n])
 	}
 	return env, nil
+}
+
+// labelField reads the label a downward API field reference names
+// (metadata.labels['KEY']).
+func labelField(src *corev1.EnvVarSource) (string, bool) {
+	if src.FieldRef == nil {
+		return "", false
+	}
+	path := src.FieldRef.FieldPath
+	if !strings.HasPrefix(path, "metadata.labels['") || !strings.HasSuffix(path, "']") {
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']"), true
 }
 
 // argv is the command line that runs process in container ctr of the pod,

@@ -1,30 +1,60 @@
 #!/usr/bin/env bash
-# Builds the local cluster's MPI image root filesystem from Debian's
-# packages (bookworm: Open MPI 4.1, MPICH 4.0, OpenSSH 9.2, mpi4py) with
-# mmdebstrap, as a tarball for hack/images to wrap. Cached outside the
-# clone, keyed by the recipe below (suite, packages, hooks) and pi.py, so
-# a second cluster start does not rebuild it. Prints the tarball's path.
+# Builds a root filesystem of the local cluster's MPI images from Debian's
+# packages with mmdebstrap, as a tarball for hack/images to wrap:
 #
-#   hack/images/mpi/build.sh [cache dir]
+#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py; /opt/torus/pi.py
+#   trixie    MPICH 4.2, Open MPI 5.0, OpenSSH 10.0; /opt/torus/pi-mpich and
+#             /opt/torus/pi-openmpi5, pi.c compiled in the image, whose
+#             compiler is then removed
+#
+# MPICH comes from trixie: bookworm's MPICH 4.0.2 hangs in MPI_Finalize in
+# about one run of three between two pods (its UCX's tcp transport spins in
+# uct_tcp_iface_progress under PMPI_Finalize), which 4.2.1 does not.
+#
+# Cached outside the clone, keyed by the recipe below (suite, packages,
+# hooks, mirror) and the programs, so a second cluster start does not
+# rebuild it. Prints the tarball's path.
+#
+#   hack/images/mpi/build.sh bookworm|trixie [cache dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
-suite=bookworm
-packages=openssh-server,openssh-client,openmpi-bin,mpich,python3-mpi4py,hostname,procps
-hooks=(
-  'chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser'
-  'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"'
-  'rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"'
-)
-# The packages come from the machine's own apt sources (read from stdin by
-# mmdebstrap), so they are part of the recipe too.
+suite=${1:?usage: build.sh bookworm|trixie [cache dir]}
+cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
+
+# The packages come from the machine's own apt sources (Debian's mirror).
 sources=/etc/apt/sources.list.d/debian.sources
 if [[ ! -f $sources ]]; then
-  echo "mpi image: $sources is missing: the image is built from a Debian bookworm machine's apt sources" >&2
+  echo "mpi image: $sources is missing: the images are built from a Debian machine's apt sources" >&2
   exit 1
 fi
-key=$( { echo "$suite $packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$sources"; } | sha256sum | cut -c1-16)
-out=$cache/mpi-rootfs-$key.tar
+mirror=$(awk '/^URIs:/ {print $2; exit}' "$sources")
+
+hooks=('chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser')
+build_packages=
+case $suite in
+bookworm)
+  packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,hostname,procps
+  hooks+=('mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"')
+  ;;
+trixie)
+  packages=openssh-server,openssh-client,mpich,openmpi-bin,hostname,procps
+  build_packages=gcc,libc6-dev,libmpich-dev,libopenmpi-dev
+  hooks+=(
+    'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.c "$1/opt/torus/pi.c"'
+    'chroot "$1" mpicc.mpich -O2 -Wall -o /opt/torus/pi-mpich /opt/torus/pi.c -lm'
+    'chroot "$1" mpicc.openmpi -O2 -Wall -o /opt/torus/pi-openmpi5 /opt/torus/pi.c -lm'
+    'chroot "$1" apt-get purge -qq -y --auto-remove '"${build_packages//,/ }"' >/dev/null'
+  )
+  ;;
+*)
+  echo "mpi image: unknown suite $suite (bookworm or trixie)" >&2
+  exit 2
+  ;;
+esac
+hooks+=('rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"')
+
+key=$( { echo "$suite $mirror $packages $build_packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$here/pi.c"; } | sha256sum | cut -c1-16)
+out=$cache/mpi-rootfs-$suite-$key.tar
 if [[ -s $out ]]; then
   echo "$out"
   exit 0
@@ -38,16 +68,16 @@ fi
 echo "mpi image: building with mmdebstrap ($suite, minbase + $packages)" >&2
 start=$SECONDS
 # mmdebstrap writes a tarball only to a name ending in .tar.
-tmp=$cache/.mpi-rootfs-$key.$$.tar
+tmp=$cache/.mpi-rootfs-$suite-$key.$$.tar
 trap 'rm -f "$tmp"' EXIT
-# The mirror is the machine's own apt source, read from stdin.
 args=()
 for h in "${hooks[@]}"; do args+=(--customize-hook="$h"); done
-mmdebstrap --quiet --variant=minbase --include="$packages" "${args[@]}" \
-  "$suite" "$tmp" - < "$sources" >&2
+include=$packages${build_packages:+,$build_packages}
+mmdebstrap --quiet --variant=minbase --include="$include" "${args[@]}" \
+  "$suite" "$tmp" "deb $mirror $suite main" >&2
 mv "$tmp" "$out"
-# One recipe at a time: older root filesystems and the images made from
-# them go.
-find "$cache" -maxdepth 1 \( -name 'mpi-rootfs-*.tar' -o -name 'mpi-image-*.tar' \) ! -name "*-$key*.tar" -delete
+# One recipe a suite at a time: older root filesystems and the images made
+# from them go.
+find "$cache" -maxdepth 1 \( -name "mpi-rootfs-$suite-*.tar" -o -name "mpi-image-$suite-*.tar" -o -name 'mpi-rootfs-????????????????.tar' -o -name 'mpi-image-????????????????-*.tar' \) ! -name "*-$key*.tar" -delete
 echo "mpi image: built in $((SECONDS - start))s: $out" >&2
 echo "$out"

@@ -1,0 +1,287 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// realQueue is a Kueue queue for the real node's jobs: every job of this
+// tier is admitted by Kueue as a whole before its pods exist.
+const realQueue = `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: real}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: real}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: real
+      resources:
+      - {name: cpu, nominalQuota: "8"}
+      - {name: memory, nominalQuota: 16Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: real, namespace: default}
+spec: {clusterQueue: real}
+`
+
+// piResult is what pi.py and pi.c print on rank 0 when their allreduce is
+// right (they exit 1 otherwise).
+const piResult = `pi is 3\.14159265\d+ from 4 ranks`
+
+var _ = Describe("MPI jobs on the real node", Ordered, func() {
+	var dir string
+	var before hostState
+
+	BeforeAll(func() {
+		if os.Geteuid() != 0 {
+			Skip("the real node needs root")
+		}
+		dir = filepath.Join(GinkgoT().TempDir(), "cluster")
+		before = snapshotHost()
+		DeferCleanup(func() {
+			clusterCmd(dir, "down")
+			expectNoTrace(before)
+		})
+		out, code := clusterCmd(dir, "up", "-operator", operator, "-real-node")
+		Expect(code).To(Equal(0), "cluster up -real-node failed:\n%s", out)
+		queue := filepath.Join(dir, "queue.yaml")
+		Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
+		out, code = kubectl(dir, "apply", "-f", queue)
+		Expect(code).To(Equal(0), out)
+	})
+
+	// runToComplete runs a job of 2 workers x 2 ranks through the queue
+	// and waits for it to complete, failing with its description if not.
+	runToComplete := func(name, runtime string, command ...string) {
+		GinkgoHelper()
+		args := append([]string{"run", name, "--runtime", runtime, "--workers", "2", "--slots-per-worker", "2",
+			"--cpu", "500m", "--memory", "512Mi", "--queue", "real", "--wait", "--timeout", "3m", "--"}, command...)
+		out, code := kubectlMPI(dir, args...)
+		if code != 0 {
+			describe, _ := kubectlMPI(dir, "describe", name)
+			Fail(fmt.Sprintf("job %s did not complete (exit %d):\n%s\n%s", name, code, out, describe))
+		}
+	}
+
+	DescribeTable("runs a job to Complete through Kueue: real sshd on the workers, real mpirun in the launcher, host keys checked",
+		func(name, runtime string, command ...string) {
+			runToComplete(name, runtime, command...)
+			logs, code := kubectlMPI(dir, "logs", name, "--launcher")
+			Expect(code).To(Equal(0), logs)
+			Expect(logs).To(MatchRegexp(piResult))
+			Expect(logs).To(MatchRegexp(`ranks 0,1 on %s-node-0-0`, name))
+			Expect(logs).To(MatchRegexp(`ranks 2,3 on %s-node-0-1`, name))
+			out, _ := kubectl(dir, "get", "workloads", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Admitted\")].status}")
+			Expect(out).To(ContainSubstring("True"), "Kueue admitted no workload")
+		},
+		Entry("Open MPI 4 (Debian bookworm, mpi4py)", "ompi4", "torus-openmpi-local", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000"),
+		Entry("MPICH 4.2 (Debian trixie, Hydra)", "mpich", "torus-mpich-local", "mpiexec.mpich", "-n", "4", "/opt/torus/pi-mpich", "200000"),
+		Entry("Open MPI 5 (Debian trixie, PRRTE)", "ompi5", "torus-openmpi5-local", "mpirun", "-n", "4", "/opt/torus/pi-openmpi5", "200000"),
+	)
+
+	It("follows every rank's logs with logs -f until the job ends", func() {
+		_, code := kubectlMPI(dir, "run", "follow", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+			"--queue", "real", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
+		Expect(code).To(Equal(0))
+		// Started before any pod exists: it waits for them, and ends by
+		// itself when the launcher does.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "logs", "follow", "-f")
+		out, err := cmd.Output()
+		GinkgoWriter.Printf("$ kubectl mpi logs follow -f\n%s", out)
+		Expect(ctx.Err()).NotTo(HaveOccurred(), "logs -f did not end with the job")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(out)).To(MatchRegexp(`\[launcher\] ` + piResult))
+		Expect(string(out)).To(MatchRegexp(`\[worker-1\] Accepted publickey for mpiuser`))
+	})
+
+	It("reaches a running job's ranks through the kubelet: exec-rank with exit codes, top, strict host keys", func() {
+		// The launcher holds the job open until it is deleted.
+		_, code := kubectlMPI(dir, "run", "held", "--runtime", "torus-openmpi-local",
+			"--workers", "2", "--slots-per-worker", "2", "--", "sleep", "600")
+		Expect(code).To(Equal(0))
+		DeferCleanup(func() { kubectlMPI(dir, "delete", "held", "--wait") })
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "trainjob", "held", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
+			return out
+		}, 2*time.Minute, time.Second).Should(Equal("True"))
+
+		By("rank 3 lives on worker-1: its own host name, answered from its container")
+		out, code := kubectlMPI(dir, "exec-rank", "held", "3", "-q", "--", "hostname")
+		Expect(code).To(Equal(0))
+		Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
+		By("the command's exit code passes through")
+		_, code = kubectlMPI(dir, "exec-rank", "held", "0", "-q", "--", "sh", "-c", "exit 3")
+		Expect(code).To(Equal(3))
+		By("every worker at once")
+		out, code = kubectlMPI(dir, "exec-rank", "held", "--all", "--", "hostname")
+		Expect(code).To(Equal(0))
+		Expect(out).To(ContainSubstring("[worker-0] held-node-0-0"))
+		Expect(out).To(ContainSubstring("[worker-1] held-node-0-1"))
+
+		By("the launcher's ssh checks host keys: its effective configuration for a worker")
+		launcher, code := kubectl(dir, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=held,jobset.sigs.k8s.io/replicatedjob-name=launcher", "-o", "name")
+		Expect(code).To(Equal(0))
+		out, code = kubectl(dir, "exec", strings.TrimSpace(launcher), "-c", "node", "--", "ssh", "-G", "held-node-0-1.held")
+		Expect(code).To(Equal(0), out)
+		Expect(out).To(ContainSubstring("stricthostkeychecking true"))
+		By("and reaches the worker with it, for real")
+		out, code = kubectl(dir, "exec", strings.TrimSpace(launcher), "-c", "node", "--", "ssh", "held-node-0-1.held", "hostname")
+		Expect(code).To(Equal(0), out)
+		Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
+
+		By("top: real CPU and memory from the node's kubelet")
+		out, code = kubectlMPI(dir, "top", "held")
+		Expect(code).To(Equal(0), out)
+		Expect(out).To(MatchRegexp(`(?m)^\s*worker-1\s.*\d+Mi`))
+		Expect(out).To(MatchRegexp(`(?m)^\s*launcher\s.*\d+Mi`))
+
+		By("sshd's own words in the workers' logs, not repeated by probes")
+		out, code = kubectlMPI(dir, "logs", "held", "--worker", "0")
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`Server listening on .* port 2222`))
+		Expect(strings.Count(out, "Connection closed by")).To(BeNumerically("<=", 3), "sshd logs a connection per probe:\n%s", out)
+	})
+
+	It("rotates the keys when the JobSet restarts, and a run whose pods mounted different Secrets still connects", func() {
+		// The race: a JobSet restart creates the new run's pods at once,
+		// while Torus replaces the Secret only once it sees the restart.
+		// Here it is forced: a finalizer keeps the old Secret across the
+		// restart, so the new workers mount it, and the launcher, held
+		// back until the workers are Ready, mounts the new one.
+		By("a runtime whose JobSet restarts once; the second run's workers are Ready only when the test says")
+		rt := localRuntime(dir, "torus-openmpi-local")
+		js := &rt.Spec.Template.Spec
+		js.FailurePolicy = &jobsetv1alpha2.FailurePolicy{MaxRestarts: 1}
+		attempt := corev1.EnvVar{Name: "RESTART_ATTEMPT", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}}}
+		for i := range js.ReplicatedJobs {
+			c := &js.ReplicatedJobs[i].Template.Spec.Template.Spec.Containers[0]
+			c.Env = append(c.Env, attempt)
+			if js.ReplicatedJobs[i].Name == "node" {
+				c.StartupProbe = &corev1.Probe{
+					ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c",
+						`test "$RESTART_ATTEMPT" = 0 || test -e /tmp/ready`}}},
+					PeriodSeconds: 1, FailureThreshold: 600,
+				}
+			}
+		}
+		apply(dir, &trainer.TrainingRuntime{
+			TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+			ObjectMeta: metav1.ObjectMeta{Name: "restart-once", Namespace: "default", Labels: rt.Labels},
+			Spec:       rt.Spec,
+		})
+		// The first run computes, then fails when the test says.
+		_, code := kubectlMPI(dir, "run", "rotate", "--runtime", "TrainingRuntime/restart-once", "--workers", "2", "--slots-per-worker", "2",
+			"--", "sh", "-c", `mpirun -n 4 python3 /opt/torus/pi.py 20000 && if [ "$RESTART_ATTEMPT" = 0 ]; then until [ -e /tmp/fail ]; do sleep 0.2; done; exit 1; fi`)
+		Expect(code).To(Equal(0))
+		DeferCleanup(func() { kubectlMPI(dir, "delete", "rotate") })
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "trainjob", "rotate", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
+			return out
+		}, 2*time.Minute, time.Second).Should(Equal("True"))
+
+		By("the old Secret held by a finalizer across the restart: the new workers mount it")
+		hold := func(finalizers string) {
+			out, code := kubectl(dir, "patch", "secret", "rotate-mpi-ssh", "--type", "merge", "-p", `{"metadata":{"finalizers":`+finalizers+`}}`)
+			Expect(code).To(Equal(0), out)
+		}
+		hold(`["torus-mpi.io/test-hold"]`)
+		DeferCleanup(func() {
+			kubectl(dir, "patch", "secret", "rotate-mpi-ssh", "--type", "merge", "-p", `{"metadata":{"finalizers":null}}`)
+		})
+		nextKeys := secretKey(dir, "rotate-mpi-ssh", "next-authorized_keys")
+		launcher, _ := kubectl(dir, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=rotate,jobset.sigs.k8s.io/replicatedjob-name=launcher", "-o", "name")
+		out, code := kubectl(dir, "exec", strings.TrimSpace(launcher), "-c", "node", "--", "touch", "/tmp/fail")
+		Expect(code).To(Equal(0), out)
+		workers := "jobset.sigs.k8s.io/jobset-name=rotate,jobset.sigs.k8s.io/replicatedjob-name=node,jobset.sigs.k8s.io/restart-attempt=1"
+		var names []string
+		Eventually(func() []string {
+			out, _ := kubectl(dir, "get", "pods", "-l", workers, "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+			names = strings.Fields(out)
+			return names
+		}, 2*time.Minute, time.Second).Should(HaveLen(2))
+		for _, w := range names {
+			mounted, code := kubectl(dir, "exec", w, "-c", "node", "--", "cat", "/home/mpiuser/.ssh/authorized_keys")
+			Expect(code).To(Equal(0), mounted)
+			Expect(mounted).To(Equal(nextKeys), "worker %s of the restarted run did not take the old Secret's keys for its run", w)
+		}
+
+		By("the old Secret let go: Torus replaces it with the run's own, whose current keys are those")
+		hold("null")
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "secret", "rotate-mpi-ssh", "-o", "jsonpath={.data.run}")
+			return out
+		}, time.Minute, time.Second).Should(Equal(base64.StdEncoding.EncodeToString([]byte("1"))))
+		Expect(secretKey(dir, "rotate-mpi-ssh", "authorized_keys")).To(Equal(nextKeys))
+
+		By("the workers Ready: the launcher starts on the new Secret and reaches them")
+		for _, w := range names {
+			out, code := kubectl(dir, "exec", w, "-c", "node", "--", "touch", "/tmp/ready")
+			Expect(code).To(Equal(0), out)
+		}
+		out, code = kubectlMPI(dir, "wait", "rotate", "--timeout", "3m")
+		if code != 0 {
+			describe, _ := kubectlMPI(dir, "describe", "rotate")
+			logs, _ := kubectlMPI(dir, "logs", "rotate", "--launcher")
+			Fail(fmt.Sprintf("the restarted job did not complete (exit %d):\n%s\n%s\n%s", code, out, describe, logs))
+		}
+		out, _ = kubectl(dir, "get", "jobset", "rotate", "-o", "jsonpath={.status.restarts}")
+		Expect(out).To(Equal("1"), "the JobSet did not restart")
+		logs, _ := kubectlMPI(dir, "logs", "rotate", "--launcher")
+		Expect(logs).To(MatchRegexp(`pi is 3\.14159\d+ from 4 ranks`))
+	})
+})
+
+// secretKey reads one key of a Secret, decoded.
+func secretKey(dir, secret, key string) string {
+	GinkgoHelper()
+	out, code := kubectl(dir, "get", "secret", secret, "-o", "jsonpath={.data."+strings.ReplaceAll(key, ".", "\\.")+"}")
+	Expect(code).To(Equal(0), out)
+	data, err := base64.StdEncoding.DecodeString(out)
+	Expect(err).NotTo(HaveOccurred())
+	return string(data)
+}
+
+// localRuntime reads a ClusterTrainingRuntime of the cluster in dir.
+func localRuntime(dir, name string) *trainer.ClusterTrainingRuntime {
+	GinkgoHelper()
+	out, code := kubectl(dir, "get", "clustertrainingruntime", name, "-o", "json")
+	Expect(code).To(Equal(0), out)
+	var rt trainer.ClusterTrainingRuntime
+	Expect(json.Unmarshal([]byte(out), &rt)).To(Succeed())
+	return &rt
+}
+
+// apply writes an object to a file and applies it with kubectl.
+func apply(dir string, obj any) {
+	GinkgoHelper()
+	data, err := json.Marshal(obj)
+	Expect(err).NotTo(HaveOccurred())
+	f := filepath.Join(dir, fmt.Sprintf("object-%d.json", time.Now().UnixNano()))
+	Expect(os.WriteFile(f, data, 0o644)).To(Succeed())
+	out, code := kubectl(dir, "apply", "-f", f)
+	Expect(code).To(Equal(0), out)
+}
