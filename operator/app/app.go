@@ -41,6 +41,7 @@ type Options struct {
 	ClusterDomain           string
 	MaxConcurrentReconciles int
 	JobSetReportTimeout     time.Duration
+	MaxNodes                int32
 	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
 	// jobs instead of its JobSet integration.
 	KueueTrainJobIntegration bool
@@ -65,6 +66,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
+	fs.Int32Var(&o.MaxNodes, "max-nodes", mpi.DefaultMaxNodes, fmt.Sprintf(
+		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in a ConfigMap).", mpi.AbsoluteMaxNodes))
 	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
 		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
@@ -110,6 +113,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.EnableWebhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
 	}
+	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
+		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -119,6 +125,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
 		JobSetReportTimeout:      o.JobSetReportTimeout,
 		KueueTrainJobIntegration: o.KueueTrainJobIntegration,
+		MaxNodes:                 o.MaxNodes,
 	}); err != nil {
 		return nil, err
 	}
@@ -126,7 +133,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
 	if o.EnableWebhooks {
-		if err := toruswebhook.SetupWebhooks(mgr); err != nil {
+		if err := toruswebhook.SetupWebhooks(mgr, o.MaxNodes); err != nil {
 			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {

@@ -52,6 +52,9 @@ type Options struct {
 	// controller's first status before its TrainJob reports
 	// Created=Unknown; zero means DefaultJobSetReportTimeout.
 	JobSetReportTimeout time.Duration
+	// MaxNodes is the largest numNodes a job may have (zero:
+	// mpi.DefaultMaxNodes); larger jobs get Created=False.
+	MaxNodes int32
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
@@ -120,6 +123,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.MaxNodes == 0 {
+		opts.MaxNodes = mpi.DefaultMaxNodes
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 		if err := opts.Metrics.Register(); err != nil {
@@ -139,6 +145,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		recorder:  mgr.GetEventRecorder("torus-operator"),
 		clock:     opts.Clock,
 		metrics:   opts.Metrics,
+		maxNodes:  opts.MaxNodes,
 		build:     mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,

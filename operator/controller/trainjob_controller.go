@@ -36,6 +36,8 @@ type TrainJobReconciler struct {
 	clock     clock.PassiveClock
 	metrics   *Metrics
 	build     mpi.BuildOptions
+	// maxNodes is the largest numNodes a job may have.
+	maxNodes int32
 	// kueue is true when Kueue's Workload API is served, so waiting jobs
 	// can say why they wait.
 	kueue bool
@@ -190,6 +192,12 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 	job, err := mpi.ResolveJob(s.tj, rt)
 	if err != nil {
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
+		return 0, nil
+	}
+	// Again here: the webhook may have been bypassed (not installed, or
+	// failurePolicy Ignore) or configured otherwise.
+	if err := job.CheckSize(r.maxNodes); err != nil {
+		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonJobTooLarge, err.Error())
 		return 0, nil
 	}
 	s.job = job

@@ -75,6 +75,9 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 			job.SlotsPerHost = int32(gpus)
 		}
 	}
+	if err := checkBounds(job); err != nil {
+		return nil, err
+	}
 	job.Workers = job.NumNodes
 	if job.LauncherRunsRanks {
 		job.Workers = max(job.NumNodes-1, 1)

@@ -18,6 +18,7 @@ const (
 	ReasonRuntimeNotFound     = "RuntimeNotFound"
 	ReasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
 	ReasonInvalidJob          = "InvalidMPIJob"
+	ReasonJobTooLarge         = "JobTooLarge"
 	ReasonJobSetRejected      = "JobSetRejected"
 	ReasonJobSetPending       = "JobSetPending"
 	ReasonJobSetNotReported   = "JobSetNotReported"

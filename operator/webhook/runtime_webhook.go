@@ -74,8 +74,14 @@ func validateMPIRuntime(rt *mpi.Runtime, path *field.Path) field.ErrorList {
 	if policy.NumNodes != nil && *policy.NumNodes < 1 {
 		errs = append(errs, field.Invalid(mlPath.Child("numNodes"), *policy.NumNodes, "must be at least 1"))
 	}
+	if policy.NumNodes != nil && *policy.NumNodes > mpi.AbsoluteMaxNodes {
+		errs = append(errs, field.Invalid(mlPath.Child("numNodes"), *policy.NumNodes, fmt.Sprintf("must be at most %d", mpi.AbsoluteMaxNodes)))
+	}
 	if n := policy.MPI.NumProcPerNode; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(mlPath.Child("mpi", "numProcPerNode"), *n, "must be at least 1: it is the number of MPI ranks (slots) on each node"))
+	}
+	if n := policy.MPI.NumProcPerNode; n != nil && *n > mpi.MaxSlotsPerNode {
+		errs = append(errs, field.Invalid(mlPath.Child("mpi", "numProcPerNode"), *n, fmt.Sprintf("must be at most %d ranks (slots) on a node", mpi.MaxSlotsPerNode)))
 	}
 	if _, err := mpi.ResolveImplementation(ptr.Deref(policy.MPI.MPIImplementation, ""), rt.Annotations); err != nil {
 		errs = append(errs, field.Invalid(mlPath.Child("mpi", "mpiImplementation"), ptr.Deref(policy.MPI.MPIImplementation, ""), err.Error()))

@@ -27,6 +27,8 @@ import (
 // TrainJobs of other runtimes pass through untouched.
 type TrainJobWebhook struct {
 	client client.Reader
+	// maxNodes is the largest numNodes the operator runs (--max-nodes).
+	maxNodes int32
 }
 
 // +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.torus-mpi.io,admissionReviewVersions=v1
@@ -84,7 +86,7 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 	if !rt.IsMPI() {
 		return nil, nil
 	}
-	errs := validateTrainJob(tj, rt)
+	errs := validateTrainJob(tj, rt, w.maxNodes)
 	return nil, invalid(tj, errs)
 }
 
@@ -96,7 +98,7 @@ func invalid(tj *trainer.TrainJob, errs field.ErrorList) error {
 }
 
 // validateTrainJob checks an MPI TrainJob against its runtime.
-func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
+func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) field.ErrorList {
 	var errs field.ErrorList
 	trainerPath := field.NewPath("spec", "trainer")
 	if t := tj.Spec.Trainer; t != nil {
@@ -104,9 +106,17 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 			errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *t.NumNodes,
 				"must be at least 1: it is the number of MPI nodes (pods running ranks); with kubectl mpi run, set --workers"))
 		}
+		if t.NumNodes != nil && *t.NumNodes > maxNodes {
+			errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *t.NumNodes,
+				fmt.Sprintf("must be at most %d, the nodes this Torus operator runs a job (its --max-nodes): use fewer nodes, or more slots per node (--slots-per-worker)", maxNodes)))
+		}
 		if t.NumProcPerNode != nil && *t.NumProcPerNode < 1 {
 			errs = append(errs, field.Invalid(trainerPath.Child("numProcPerNode"), *t.NumProcPerNode,
 				"must be at least 1: it is the number of MPI ranks (slots) on each node; with kubectl mpi run, set --slots-per-worker"))
+		}
+		if t.NumProcPerNode != nil && *t.NumProcPerNode > mpi.MaxSlotsPerNode {
+			errs = append(errs, field.Invalid(trainerPath.Child("numProcPerNode"), *t.NumProcPerNode,
+				fmt.Sprintf("must be at most %d ranks (slots) on a node", mpi.MaxSlotsPerNode)))
 		}
 		for i, e := range t.Env {
 			if mpi.ReservedEnvNames.Has(e.Name) {
@@ -121,8 +131,15 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 		return errs
 	}
 	job, err := mpi.ResolveJob(tj, rt)
+	if sizeErr := (*mpi.SizeError)(nil); errors.As(err, &sizeErr) {
+		// Sizes the job did not set come from its runtime.
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), tj.Spec.RuntimeRef.Name, "the runtime's "+sizeErr.Error())}
+	}
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations"), tj.Annotations, err.Error())}
+	}
+	if err := job.CheckSize(maxNodes); err != nil {
+		return field.ErrorList{field.Invalid(trainerPath.Child("numNodes"), job.NumNodes, err.Error())}
 	}
 	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name,
@@ -132,14 +149,18 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 	return errs
 }
 
-// SetupWebhooks registers Torus's webhooks with a manager.
-func SetupWebhooks(mgr ctrl.Manager) error {
+// SetupWebhooks registers Torus's webhooks with a manager; maxNodes is the
+// largest numNodes the operator runs (zero: mpi.DefaultMaxNodes).
+func SetupWebhooks(mgr ctrl.Manager, maxNodes int32) error {
+	if maxNodes == 0 {
+		maxNodes = mpi.DefaultMaxNodes
+	}
 	// Read runtimes from the API server, not the cache: a runtime created
 	// just before its TrainJob (one kubectl apply) may not be cached yet.
 	reader := mgr.GetAPIReader()
 	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&TrainJobWebhook{client: reader}).
-		WithValidator(&TrainJobWebhook{client: reader}).
+		WithDefaulter(&TrainJobWebhook{client: reader, maxNodes: maxNodes}).
+		WithValidator(&TrainJobWebhook{client: reader, maxNodes: maxNodes}).
 		Complete(); err != nil {
 		return fmt.Errorf("registering TrainJob webhooks: %w", err)
 	}

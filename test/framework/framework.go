@@ -121,7 +121,7 @@ func (f *Framework) StartManager(opts controller.Options) {
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	gomega.Expect(controller.SetupControllers(mgr, opts)).To(gomega.Succeed())
-	gomega.Expect(toruswebhook.SetupWebhooks(mgr)).To(gomega.Succeed())
+	gomega.Expect(toruswebhook.SetupWebhooks(mgr, opts.MaxNodes)).To(gomega.Succeed())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

@@ -1,12 +1,14 @@
 package controller_test
 
 import (
+	"math"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -322,6 +324,37 @@ var _ = Describe("MPI TrainJob", func() {
 		By("resuming at once: new keys without waiting for the cache")
 		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())
 		Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("refuses jobs too large to run even when the webhook was bypassed, and keeps running the others", Serial, func() {
+		// As when the webhook is not installed, or fails open.
+		var hook admissionregistrationv1.ValidatingWebhookConfiguration
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Name: "validating-webhook-configuration"}, &hook)).To(Succeed())
+		Expect(fw.Client.Delete(ctx, &hook)).To(Succeed())
+		DeferCleanup(func() {
+			hook.ResourceVersion, hook.UID = "", ""
+			Expect(fw.Client.Create(ctx, &hook)).To(Succeed())
+		})
+		for _, tc := range []struct {
+			name, reason, message string
+			nodes                 int32
+		}{
+			{"huge", "InvalidMPIJob", "numNodes is 2147483647: Torus runs at most 65536 nodes a job", math.MaxInt32},
+			{"large", "JobTooLarge", "numNodes is 20000, more than the 16384 nodes this Torus operator runs (its --max-nodes)", 20000},
+		} {
+			tj := wrappers.MakeTrainJob(tc.name, ns.Name).RuntimeRef("torus-openmpi").NumNodes(tc.nodes).Obj()
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+				HaveField("Status", metav1.ConditionFalse),
+				HaveField("Reason", tc.reason),
+				HaveField("Message", ContainSubstring(tc.message)),
+			))
+			Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.HostfileConfigMapName(tc.name)}, &corev1.ConfigMap{}))).To(BeTrue())
+		}
+		By("the operator still runs other jobs")
+		tj := wrappers.MakeTrainJob("small", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(getJobSet(tj), framework.Timeout, framework.Interval).ShouldNot(BeNil())
 	})
 
 	It("creates nothing for a runtime that is not MPI, and says why", func() {

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -36,6 +37,15 @@ var _ = Describe("Admission", Ordered, func() {
 		Entry("numNodes < 1", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("zero", ns).RuntimeRef("wh-openmpi").NumNodes(0).Obj()
 		}, "spec.trainer.numNodes: Invalid value: 0: must be at least 1", "--workers"),
+		Entry("numNodes MaxInt32, which overflowed the operator's placement", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("huge", ns).RuntimeRef("wh-openmpi").NumNodes(math.MaxInt32).Obj()
+		}, "spec.trainer.numNodes: Invalid value: 2147483647: must be at most 16384, the nodes this Torus operator runs a job (its --max-nodes)"),
+		Entry("numProcPerNode MaxInt32", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("hugeslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(math.MaxInt32).Obj()
+		}, "spec.trainer.numProcPerNode: Invalid value: 2147483647: must be at most 4096 ranks (slots) on a node"),
+		Entry("a hostfile larger than a ConfigMap holds", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob(strings.Repeat("h", 38), ns).RuntimeRef("wh-openmpi").NumNodes(16384).Obj()
+		}, "spec.trainer.numNodes", "more than the 1044480 a ConfigMap holds: use at most"),
 		Entry("numProcPerNode < 1", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("noslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(0).Obj()
 		}, "spec.trainer.numProcPerNode: Invalid value: 0: must be at least 1", "--slots-per-worker"),
