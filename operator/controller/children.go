@@ -48,7 +48,18 @@ func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error
 		}
 		// Expected before the request: the watch event may come first.
 		r.creations.created(childConfigMap, s.tj, 0, s.now)
-		if err := r.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.client.Create(ctx, desired)
+		if apierrors.IsAlreadyExists(err) {
+			// Nothing created; the name may be taken by a ConfigMap the
+			// cache does not hold (it lacks Torus's label).
+			r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
+			if err := r.checkControlledLive(ctx, "ConfigMap", corev1.SchemeGroupVersion.WithKind("ConfigMap"), client.ObjectKeyFromObject(desired), s.tj); err != nil {
+				return err
+			}
+			s.awaitCache = true
+			return nil
+		}
+		if err != nil {
 			r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
 			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
 		}
@@ -58,6 +69,9 @@ func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error
 		return fmt.Errorf("getting hostfile ConfigMap: %w", err)
 	}
 	r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
+	if err := checkControlled("ConfigMap", &existing, s.tj); err != nil {
+		return err
+	}
 	if maps.Equal(existing.Data, desired.Data) {
 		return nil
 	}
@@ -134,8 +148,8 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		log.V(2).Info("Created JobSet", "jobSet", desired.Name)
 		return nil
 	}
-	if !metav1.IsControlledBy(existing, s.tj) {
-		return fmt.Errorf("JobSet %s exists and is not owned by this TrainJob: delete it or rename the TrainJob", existing.Name)
+	if err := checkControlled("JobSet", existing, s.tj); err != nil {
+		return err
 	}
 
 	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)

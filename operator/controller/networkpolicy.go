@@ -61,7 +61,7 @@ func (r *TrainJobReconciler) ensureNetworkPolicy(ctx context.Context, s *scope, 
 	var existing networkingv1.NetworkPolicy
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: NetworkPolicyName(s.tj.Name)}, &existing)
 	if err == nil {
-		return nil
+		return checkControlled("NetworkPolicy", &existing, s.tj)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting NetworkPolicy: %w", err)

@@ -63,6 +63,9 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	var current *mpi.SSHKeys
 	switch {
 	case err == nil:
+		if err := checkControlled("Secret", existing, s.tj); err != nil {
+			return false, err
+		}
 		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
 		if int32(made) >= restarts {
 			r.creations.seen(childSecret, job)
@@ -109,8 +112,13 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		// Nothing was created to wait for.
 		r.creations.seen(childSecret, job)
 		if apierrors.IsAlreadyExists(err) {
-			// A stale cache, or the Secret replaced is still being
-			// deleted (a finalizer): its events bring the job back.
+			// A stale cache, the Secret replaced still being deleted (a
+			// finalizer), or a Secret the cache does not hold (it lacks
+			// Torus's label), which must not be used.
+			if err := r.checkControlledLive(ctx, "Secret", corev1.SchemeGroupVersion.WithKind("Secret"), key, s.tj); err != nil {
+				return false, err
+			}
+			s.awaitCache = true
 			return false, nil
 		}
 		return false, fmt.Errorf("creating SSH secret: %w", err)
@@ -157,6 +165,8 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 	cached := secretMetadata()
 	var pre client.Preconditions
 	switch err := r.client.Get(ctx, key, cached); {
+	case err == nil && !metav1.IsControlledBy(cached, s.tj):
+		return true, nil // not this job's keys: never delete another's Secret
 	case err == nil:
 		pre.UID = ptr.To(cached.UID)
 	case !apierrors.IsNotFound(err):

@@ -246,21 +246,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Dura
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
 		return 0, nil
 	}
-	if err := r.ensureHostfile(ctx, s); err != nil {
-		return 0, err
-	}
-	// Keys exist only while the job may run: none while it waits suspended
-	// (for Kueue or the user), new ones each time it starts again. They are
-	// made before the JobSet may start pods that mount them.
-	if !s.willBeSuspended(desired) {
-		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
-			return 0, err
+	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
+		if s.handleConflict(err) {
+			return 0, nil
 		}
-	}
-	if err := r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj)); err != nil {
-		return 0, err
-	}
-	if err := r.ensureNetworkPolicy(ctx, s, rt); err != nil {
 		return 0, err
 	}
 	if s.willBeSuspended(desired) {
@@ -306,6 +295,26 @@ func minPositive(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// ensureChildren creates or updates the job's children, in the order its
+// pods need them.
+func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *mpi.Runtime, desired *jobsetv1alpha2.JobSet) error {
+	if err := r.ensureHostfile(ctx, s); err != nil {
+		return err
+	}
+	// Keys exist only while the job may run: none while it waits suspended
+	// (for Kueue or the user), new ones each time it starts again. They are
+	// made before the JobSet may start pods that mount them.
+	if !s.willBeSuspended(desired) {
+		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
+			return err
+		}
+	}
+	if err := r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj)); err != nil {
+		return err
+	}
+	return r.ensureNetworkPolicy(ctx, s, rt)
 }
 
 // finish cleans up after a job ended: its SSH keys go unless the user asked

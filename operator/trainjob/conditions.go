@@ -19,6 +19,7 @@ const (
 	ReasonRuntimeNotSupported = "TrainingRuntimeNotSupported"
 	ReasonInvalidJob          = "InvalidMPIJob"
 	ReasonJobTooLarge         = "JobTooLarge"
+	ReasonChildConflict       = "ChildConflict"
 	ReasonJobSetRejected      = "JobSetRejected"
 	ReasonJobSetPending       = "JobSetPending"
 	ReasonJobSetNotReported   = "JobSetNotReported"

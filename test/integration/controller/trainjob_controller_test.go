@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -356,6 +357,50 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(getJobSet(tj), framework.Timeout, framework.Interval).ShouldNot(BeNil())
 	})
+
+	DescribeTable("never uses a child made in advance by someone else, and says so",
+		func(squat func(ns string) client.Object, labelled bool) {
+			obj := squat(ns.Name)
+			if labelled {
+				obj.SetLabels(map[string]string{mpi.LabelJobName: "squat"})
+			}
+			Expect(fw.Client.Create(ctx, obj)).To(Succeed())
+			tj := wrappers.MakeTrainJob("squat", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+				HaveField("Status", metav1.ConditionFalse),
+				HaveField("Reason", "ChildConflict"),
+				HaveField("Message", ContainSubstring(fmt.Sprintf("%s %s exists and is not this TrainJob's", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName()))),
+				HaveField("Message", ContainSubstring("delete it, or give the TrainJob another name")),
+			))
+			Consistently(func() bool {
+				return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
+			}, framework.ShortWindow, framework.Interval).Should(BeTrue(), "a JobSet was created whose pods would mount another's object")
+			Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed(), "Torus deleted an object that is not its own")
+
+			if labelled {
+				By("the object in the way deleted: the job starts at its next look (it owns nothing whose events would say so)")
+				Expect(fw.Client.Delete(ctx, obj)).To(Succeed())
+				Eventually(getJobSet(tj), 3*framework.Timeout, framework.Interval).ShouldNot(BeNil())
+			}
+		},
+		Entry("an SSH Secret without Torus's label (not in its cache)", func(ns string) client.Object {
+			return &corev1.Secret{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-ssh", Namespace: ns},
+				Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")}}
+		}, false),
+		Entry("an SSH Secret with Torus's label", func(ns string) client.Object {
+			return &corev1.Secret{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-ssh", Namespace: ns},
+				Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")}}
+		}, true),
+		Entry("a hostfile ConfigMap without Torus's label", func(ns string) client.Object {
+			return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-hostfile", Namespace: ns},
+				Data: map[string]string{"hostfile": "attacker.example.com slots=64\n"}}
+		}, false),
+		Entry("a hostfile ConfigMap with Torus's label", func(ns string) client.Object {
+			return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-hostfile", Namespace: ns},
+				Data: map[string]string{"hostfile": "attacker.example.com slots=64\n"}}
+		}, true),
+	)
 
 	It("creates nothing for a runtime that is not MPI, and says why", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+// conflictRecheck is how often a job whose child name is taken looks
+// again: the object in the way may be one the cache does not hold (it
+// lacks Torus's label), so no event says when it goes.
+const conflictRecheck = 10 * time.Second
+
+// childConflict says a child's name is taken by an object the TrainJob
+// does not control. Torus never uses such an object: a Secret or hostfile
+// made in advance by someone else would choose the job's keys or hosts.
+type childConflict struct {
+	kind, name string
+	tj         *trainer.TrainJob
+}
+
+func (c *childConflict) Error() string {
+	return fmt.Sprintf("%s %s exists and is not this TrainJob's (no controller reference to TrainJob %s with UID %s), so Torus will not use it: delete it, or give the TrainJob another name",
+		c.kind, c.name, c.tj.Name, c.tj.UID)
+}
+
+// checkControlled returns a childConflict unless obj is controlled by the
+// TrainJob.
+func checkControlled(kind string, obj metav1.Object, tj *trainer.TrainJob) error {
+	if metav1.IsControlledBy(obj, tj) {
+		return nil
+	}
+	return &childConflict{kind: kind, name: obj.GetName(), tj: tj}
+}
+
+// checkControlledLive reads an object's metadata from the API server, past
+// the cache (which holds only objects with Torus's label), after a create
+// found its name taken. It returns a childConflict unless the TrainJob
+// controls the object; when it does, the cache is only behind.
+func (r *TrainJobReconciler) checkControlledLive(ctx context.Context, kind string, gvk schema.GroupVersionKind, key client.ObjectKey, tj *trainer.TrainJob) error {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	if err := r.apiReader.Get(ctx, key, m); err != nil {
+		return fmt.Errorf("reading %s %s: %w", kind, key.Name, client.IgnoreNotFound(err))
+	}
+	return checkControlled(kind, m, tj)
+}
+
+// handleConflict reports a childConflict on the job (Created=False) and
+// reports whether err was one.
+func (s *scope) handleConflict(err error) bool {
+	var c *childConflict
+	if !errors.As(err, &c) {
+		return false
+	}
+	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonChildConflict, c.Error()) {
+		s.event(corev1.EventTypeWarning, trainjob.ReasonChildConflict, "%s", c.Error())
+	}
+	s.recheck = minPositive(s.recheck, conflictRecheck)
+	return true
+}
