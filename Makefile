@@ -35,9 +35,9 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/torus-operator and bin/kubectl-mpi.
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/torus-operator ./operator/cmd/torus-operator
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mpi ./plugin/cmd/kubectl-mpi
+build: ## Build bin/torus-operator and bin/kubectl-mpi, static as they ship (the operator image holds only its binary).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/torus-operator ./operator/cmd/torus-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mpi ./plugin/cmd/kubectl-mpi
 
 .PHONY: testbin
 testbin: ## Build control-plane binaries from pinned modules into .testbin/bin (TESTBIN_COMPONENTS selects).

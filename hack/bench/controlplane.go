@@ -97,7 +97,7 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 	cp.api, apiPorts, err = cp.sup.Run(ctx, supervisor.Component{
 		Name: "kube-apiserver", Ports: 1,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
-			argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPorts[0], p[0])
+			argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPorts[0], p[0], "")
 			return supervisor.Spec{Argv: argv}, err
 		},
 		Ready: func(ctx context.Context, p []int) error {

@@ -31,6 +31,11 @@ type cluster struct {
 	nodes    int
 	// realNode: also a kubelet and containerd on this machine (root).
 	realNode bool
+	// operatorImage is the operator binary the real node gets as the
+	// bundle's operator image; operatorImageDefault says it is the
+	// -operator binary, imported only when it can be (static).
+	operatorImage        string
+	operatorImageDefault bool
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.
@@ -91,12 +96,16 @@ func (c *cluster) up(ctx context.Context) error {
 		name string
 		run  func(context.Context) error
 	}
-	steps := []step{
+	var steps []step
+	if c.realNode {
+		steps = append(steps, step{"the real node's network", c.prepareRealNode})
+	}
+	steps = append(steps, []step{
 		{"etcd", c.startEtcd},
 		{"kube-apiserver", c.startAPIServer},
 		{"controller-manager and scheduler", c.startControllers},
 		{"CRDs", c.installCRDs},
-	}
+	}...)
 	if c.realNode {
 		steps = append(steps, step{"real node", c.startRealNode})
 	}
@@ -137,6 +146,15 @@ func (c *cluster) expected() []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// apiAddress is where the API server listens: the real node's address when
+// there is one, so that its pods reach it too, else 127.0.0.1.
+func (c *cluster) apiAddress() string {
+	if c.realNode {
+		return nodeIP
+	}
+	return "127.0.0.1"
 }
 
 // hasRealNode: this cluster was started with a real node (-real-node
@@ -206,7 +224,7 @@ func (c *cluster) status() error {
 
 // writeKubeconfig writes the admin kubeconfig and builds a client from it.
 func (c *cluster) writeKubeconfig(apiPort int) error {
-	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	server := fmt.Sprintf("https://%s:%d", c.apiAddress(), apiPort)
 	if err := clientcmd.WriteToFile(*c.ca.AdminKubeconfig("torus-local", server), c.kubeconfig()); err != nil {
 		return err
 	}

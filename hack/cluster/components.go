@@ -42,17 +42,25 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 	_, ports, err := c.run(ctx, supervisor.Component{
 		Name: "kube-apiserver", Ports: 1,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
-			argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, etcd, p[0],
+			flags := []string{
 				"--allow-privileged=true",
 				// kwok's kubelet endpoint, for logs, exec and metrics through the API.
 				"--kubelet-preferred-address-types=InternalIP",
 				// Pods that ask for GPUs tolerate the GPU nodes' taint, as
 				// on clouds that taint their GPU nodes (see gpuTaint).
-				"--enable-admission-plugins=ExtendedResourceToleration")
+				"--enable-admission-plugins=ExtendedResourceToleration",
+			}
+			if c.realNode {
+				// Webhooks served by pods (an operator installed by OLM)
+				// are called at their endpoints: there is no kube-proxy
+				// behind Service addresses.
+				flags = append(flags, "--enable-aggregator-routing=true")
+			}
+			argv, err := controlplane.APIServerArgs(c.bin("kube-apiserver"), c.ca, etcd, p[0], c.apiAddress(), flags...)
 			return supervisor.Spec{Argv: argv}, err
 		},
 		Ready: func(ctx context.Context, p []int) error {
-			return c.httpGet(ctx, fmt.Sprintf("https://127.0.0.1:%d/readyz", p[0]))
+			return c.httpGet(ctx, fmt.Sprintf("https://%s:%d/readyz", c.apiAddress(), p[0]))
 		},
 	})
 	if err != nil {

@@ -30,6 +30,7 @@ func main() {
 	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
 	fs.BoolVar(&c.realNode, "real-node", false, "also run a real node (kubelet + containerd, root) on which pods really run")
+	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check")
 		fs.PrintDefaults()
@@ -44,6 +45,12 @@ func main() {
 	if c.dir, err = filepath.Abs(c.dir); err == nil {
 		if c.testbin, err = filepath.Abs(c.testbin); err == nil && c.operator != "" {
 			c.operator, err = filepath.Abs(c.operator)
+		}
+		if err == nil && c.operatorImage == "" {
+			c.operatorImage, c.operatorImageDefault = c.operator, true
+		}
+		if err == nil && c.operatorImage != "" {
+			c.operatorImage, err = filepath.Abs(c.operatorImage)
 		}
 	}
 	if err != nil {

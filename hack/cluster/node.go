@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/images"
@@ -97,17 +99,16 @@ func (c *cluster) nodeCheck(ctx context.Context) error {
 	return bridgeFiltered(ctx)
 }
 
-func (c *cluster) startRealNode(ctx context.Context) error {
+// prepareRealNode makes the node's network before the control plane
+// starts: the API server listens on the node's address, where pods reach
+// it (there is no kube-proxy to take them from the kubernetes Service's
+// address to 127.0.0.1).
+func (c *cluster) prepareRealNode(ctx context.Context) error {
 	if err := c.nodeCheck(ctx); err != nil {
 		return err
 	}
 	if err := c.recordTraces(); err != nil {
 		return err
-	}
-	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "images"} {
-		if err := os.MkdirAll(c.nodeDir(d), 0o755); err != nil {
-			return err
-		}
 	}
 	// The bridge is made here, with the node's address, rather than by the
 	// CNI plugin: its isGateway would also turn on ip_forward.
@@ -120,6 +121,15 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	return nil
+}
+
+func (c *cluster) startRealNode(ctx context.Context) error {
+	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "images"} {
+		if err := os.MkdirAll(c.nodeDir(d), 0o755); err != nil {
+			return err
+		}
+	}
 	archive, err := c.buildImages(ctx)
 	if err != nil {
 		return fmt.Errorf("building the node's images: %w", err)
@@ -129,6 +139,17 @@ func (c *cluster) startRealNode(ctx context.Context) error {
 		return err
 	}
 	archives := []string{archive}
+	if c.operatorImage != "" {
+		a, err := c.operatorImageArchive()
+		switch {
+		case err != nil && c.operatorImageDefault:
+			c.logf("no operator image on the node: %v", err)
+		case err != nil:
+			return fmt.Errorf("the operator image: %w", err)
+		default:
+			archives = append(archives, a)
+		}
+	}
 	for _, img := range []struct{ suite, tag string }{{"bookworm", mpiImage}, {"trixie", mpiTrixieImage}} {
 		a, err := c.mpiImageArchive(ctx, img.suite, img.tag)
 		if err != nil {
@@ -221,6 +242,104 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 		images.Image{Tag: pauseImage, Files: []images.File{{Path: "/pause", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/pause"}},
 		images.Image{Tag: tinyImage, Files: []images.File{{Path: "/usr/bin/tiny", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/usr/bin/tiny"}},
 	)
+}
+
+// operatorImageArchive wraps the operator binary as the image the bundle's
+// CSV deploys (its tag read from the CSV), the way the release image holds
+// it: the static binary alone, run as a non-root user. Cached outside the
+// clone, keyed by the binary and the tag.
+func (c *cluster) operatorImageArchive() (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	tag, err := csvImage(filepath.Join(root, "bundle", "manifests", "torus-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if err := checkStatic(c.operatorImage); err != nil {
+		return "", err
+	}
+	bin, err := os.ReadFile(c.operatorImage)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(append(bin, tag...))
+	cache, err := imageCache()
+	if err != nil {
+		return "", err
+	}
+	archive := filepath.Join(cache, "operator-"+hex.EncodeToString(sum[:8])+".tar")
+	if _, err := os.Stat(archive); err == nil {
+		return archive, nil
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())
+	defer os.Remove(tmp)
+	if err := images.Write(tmp, images.Image{Tag: tag,
+		Files: []images.File{
+			{Path: "/torus-operator", Source: c.operatorImage, Mode: 0o755},
+			{Path: "/licenses/LICENSE", Source: filepath.Join(root, "LICENSE"), Mode: 0o644},
+		},
+		Entrypoint: []string{"/torus-operator"}, User: "65532:65532"}); err != nil {
+		return "", err
+	}
+	// One operator image at a time: earlier builds go.
+	old, _ := filepath.Glob(filepath.Join(cache, "operator-*.tar"))
+	for _, o := range old {
+		_ = os.Remove(o)
+	}
+	return archive, os.Rename(tmp, archive)
+}
+
+// checkStatic refuses a binary that needs a dynamic loader: the image
+// holds nothing else, and its container would fail with "exec: no such
+// file or directory".
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is linked dynamically; the operator image holds only the binary: build it with CGO_ENABLED=0 (make build does)", path)
+		}
+	}
+	return nil
+}
+
+// csvImage reads the image a CSV's first deployment runs.
+func csvImage(path string) (string, error) {
+	objs, err := repo.ReadObjects(path)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		deployments, _, _ := unstructured.NestedSlice(o.Object, "spec", "install", "spec", "deployments")
+		for _, d := range deployments {
+			containers, _, _ := unstructured.NestedSlice(d.(map[string]any), "spec", "template", "spec", "containers")
+			for _, ctr := range containers {
+				if image, _ := ctr.(map[string]any)["image"].(string); image != "" {
+					return image, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("%s names no deployment image", path)
+}
+
+// imageCache is where images built here are kept between clusters.
+func imageCache() (string, error) {
+	dir := os.Getenv("XDG_CACHE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, ".cache")
+	}
+	dir = filepath.Join(dir, "torus", "images")
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // mpiImageArchive returns an MPI image as a docker archive, built from

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 
 	"k8s.io/client-go/rest"
@@ -23,12 +24,17 @@ func EtcdArgs(bin, name, dataDir string, clientPort, peerPort int) []string {
 	}
 }
 
-// APIServerArgs is kube-apiserver's command line on 127.0.0.1:securePort
-// with etcd on etcdPort: certificates from a (written here), RBAC, the
-// admin's static token and service-account tokens. extra flags follow.
-func APIServerArgs(bin string, a *Authority, etcdPort, securePort int, extra ...string) ([]string, error) {
+// APIServerArgs is kube-apiserver's command line on bindAddress:securePort
+// (127.0.0.1 when empty) with etcd on etcdPort: certificates from a
+// (written here), RBAC, the admin's static token and service-account
+// tokens. extra flags follow.
+func APIServerArgs(bin string, a *Authority, etcdPort, securePort int, bindAddress string, extra ...string) ([]string, error) {
+	if bindAddress == "" {
+		bindAddress = "127.0.0.1"
+	}
 	serving := filepath.Join(a.Dir, "kube-apiserver")
-	if err := a.ServingCert(serving, "kube-apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc"); err != nil {
+	if err := a.ServingCertFor(serving, "kube-apiserver", []net.IP{net.ParseIP(bindAddress)},
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc"); err != nil {
 		return nil, err
 	}
 	saKey, saPub, err := a.ServiceAccountKey()
@@ -47,7 +53,7 @@ func APIServerArgs(bin string, a *Authority, etcdPort, securePort int, extra ...
 	return append([]string{
 		bin,
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address=" + bindAddress, "--advertise-address=" + bindAddress,
 		fmt.Sprintf("--secure-port=%d", securePort),
 		"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
 		"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),

@@ -107,12 +107,17 @@ func (a *Authority) ClientCert(dir, cn string, orgs ...string) error {
 // webhook server reads, into dir: a certificate for a server on 127.0.0.1
 // and localhost, and the extra DNS names given.
 func (a *Authority) ServingCert(dir, name string, dnsNames ...string) error {
+	return a.ServingCertFor(dir, name, nil, dnsNames...)
+}
+
+// ServingCertFor is ServingCert valid also for the addresses ips.
+func (a *Authority) ServingCertFor(dir, name string, ips []net.IP, dnsNames ...string) error {
 	return a.issue(dir, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:    append([]string{"localhost"}, dnsNames...),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
 	})
 }
 

@@ -76,7 +76,8 @@ func writeYAML(path string, obj any) {
 // writeJobSetBundle writes a registry+v1 bundle that provides JobSet: its
 // CRD from the pinned module and a controller Deployment, which on this
 // cluster runs on a kwok node (the real JobSet controller already runs as a
-// process of the local cluster).
+// process of the local cluster), also when a real node runs beside them:
+// its image is not in the real node's store.
 func writeJobSetBundle(dir string) {
 	GinkgoHelper()
 	crdFile := filepath.Join(framework.ModuleDir("sigs.k8s.io/jobset"), "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml")
@@ -124,6 +125,8 @@ func writeJobSetBundle(dir string) {
 								"spec": map[string]any{
 									"serviceAccountName": "jobset-controller-manager",
 									"securityContext":    map[string]any{"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
+									"nodeSelector":       map[string]any{"type": "kwok"},
+									"tolerations":        []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
 									"containers": []any{map[string]any{
 										"name":  "manager",
 										"image": "registry.k8s.io/jobset/jobset:v0.12.0",

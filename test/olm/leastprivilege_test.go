@@ -205,12 +205,18 @@ func leastPrivilege() {
 			var rt trainer.ClusterTrainingRuntime
 			framework.DecodeFile(filepath.Join(root, "samples", "runtimes", name+".yaml"), &rt)
 			for i := range rt.Spec.Template.Spec.ReplicatedJobs {
-				if rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
+				rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+				if rj.Name == mpi.LauncherJob {
 					if rj.Template.Spec.Template.Annotations == nil {
 						rj.Template.Spec.Template.Annotations = map[string]string{}
 					}
 					rj.Template.Spec.Template.Annotations["torus-mpi.io/kwok-run-duration"] = launcherRun
 				}
+				// kwok plays these jobs' pods (their images are not in a
+				// real node's store), also beside a real node.
+				pod := &rj.Template.Spec.Template.Spec
+				pod.NodeSelector = map[string]string{"type": "kwok"}
+				pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 			}
 			Expect(k8sClient.Create(ctx, &rt)).To(Succeed(), "runtime %s", name)
 		}

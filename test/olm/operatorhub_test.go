@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
@@ -20,6 +23,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
@@ -201,6 +205,14 @@ func operatorHub() {
 		var pods corev1.PodList
 		Expect(k8sClient.List(ctx, &pods, client.InNamespace(installNS), client.MatchingLabels{"app.kubernetes.io/name": "torus"})).To(Succeed())
 		Expect(pods.Items).To(ContainElement(HaveField("Status.Phase", corev1.PodRunning)))
+		if realNode {
+			By("the pod on the real node, from the image of this tree's binary, Ready")
+			Expect(pods.Items).To(HaveLen(1))
+			pod := pods.Items[0]
+			Expect(pod.Spec.NodeName).To(Equal("real-node-0"))
+			Expect(pod.Status.ContainerStatuses).To(ConsistOf(And(
+				HaveField("Ready", true), HaveField("Image", bundleCSV().Spec.RelatedImages[0].Image))))
+		}
 
 		By("the webhook Service, its certificate Secret and every webhook of the CSV")
 		var svc corev1.Service
@@ -229,6 +241,37 @@ func operatorHub() {
 			want[w.GenerateName] = *w.WebhookPath
 		}
 		Expect(hooks).To(Equal(want))
+	})
+
+	It("serves its webhooks from its pod and runs a job to Complete on real pods", func() {
+		if !realNode {
+			Skip("no real node on this machine: the operator's pod only runs on a kwok node")
+		}
+		kubectlMPI := func(args ...string) (string, error) {
+			cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(clusterDir, "kubeconfig")}, args...)...)
+			out, err := cmd.CombinedOutput()
+			GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
+			return string(out), err
+		}
+		By("a bad job refused by the webhook the pod serves, with its reason")
+		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
+		err := k8sClient.Create(ctx, tj, client.DryRunAll)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+
+		By("an Open MPI job reconciled by the pod, run to Complete by real sshd and mpirun on the real node")
+		out, err := kubectlMPI("run", "pi-olm", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+			"--wait", "--timeout", "3m", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
+		if err != nil {
+			describe, _ := kubectlMPI("describe", "pi-olm")
+			Fail(fmt.Sprintf("the job did not complete: %v\n%s\n%s", err, out, describe))
+		}
+		out, err = kubectlMPI("logs", "pi-olm", "--launcher")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
+		_, err = kubectlMPI("delete", "pi-olm", "--wait")
+		Expect(err).NotTo(HaveOccurred())
 	})
 
 	It("uninstalls as docs/install.md says, keeping the CRDs and so the users' jobs", func() {
@@ -266,6 +309,17 @@ func subscribe(ns, pkg string) {
 			Channel:                "candidate",
 			InstallPlanApproval:    operatorsv1alpha1.ApprovalAutomatic,
 		},
+	}
+	if realNode {
+		// The local cluster runs no kube-proxy: pods reach the API server
+		// at its own address, which the kubelet's service variables do not
+		// name. OLM passes the Subscription's env to the operator's pod.
+		api, err := url.Parse(adminCfg.Host)
+		Expect(err).NotTo(HaveOccurred())
+		sub.Spec.Config = &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
+			{Name: "KUBERNETES_SERVICE_HOST", Value: api.Hostname()},
+			{Name: "KUBERNETES_SERVICE_PORT", Value: api.Port()},
+		}}
 	}
 	Expect(k8sClient.Create(ctx, sub)).To(Succeed())
 }

@@ -58,6 +58,9 @@ var (
 	k8sClient client.Client
 	clientset kubernetes.Interface
 	s         *runtime.Scheme
+	// realNode: the cluster has a real node, on which OLM's Deployment of
+	// the operator really runs.
+	realNode bool
 )
 
 func TestOLM(t *testing.T) {
@@ -93,11 +96,27 @@ var _ = BeforeSuite(func() {
 	})
 
 	By("building the operator from this tree")
-	run(root, "go", "build", "-o", filepath.Join(workDir, "torus-operator"), "./operator/cmd/torus-operator")
+	// Static, as the release image holds it: a real node runs it from an
+	// image with nothing else in it.
+	build := exec.Command("go", "build", "-o", filepath.Join(workDir, "torus-operator"), "./operator/cmd/torus-operator")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building the operator: %s", out)
 
 	By("starting the local cluster without its operator in " + clusterDir)
 	run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
-	run(root, "go", "run", "./hack/cluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", "")
+	up := []string{"run", "./hack/cluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", ""}
+	// With a real node, the operator OLM installs really runs there, from
+	// an image of this tree's binary.
+	check := exec.Command("go", "run", "./hack/cluster", "node-check", "-testbin", testbin)
+	check.Dir = root
+	if out, err := check.CombinedOutput(); err == nil {
+		realNode = true
+		up = append(up, "-real-node", "-operator-image", filepath.Join(workDir, "torus-operator"))
+	} else {
+		GinkgoWriter.Printf("no real node here (%s): the operator OLM installs runs on a kwok node\n", strings.TrimSpace(string(out)))
+	}
+	run(root, "go", up...)
 	DeferCleanup(func() {
 		run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
 	})
