@@ -2,6 +2,8 @@ package mpi
 
 import (
 	"fmt"
+	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -78,18 +80,34 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	if err := checkBounds(job); err != nil {
 		return nil, err
 	}
+	if err := CheckSSHPath(job.SSH.Path); err != nil {
+		return nil, err
+	}
 	job.Workers = job.NumNodes
 	if job.LauncherRunsRanks {
 		job.Workers = max(job.NumNodes-1, 1)
 	}
 	if port, ok := firstAnnotation(AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
 		p, err := strconv.ParseInt(port, 10, 32)
-		if err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("annotation %s=%q: set it to a port number between 1 and 65535", AnnotationSSHPort, port)
+		if err != nil || p < 1024 || p > 65535 {
+			return nil, fmt.Errorf("annotation %s=%q: set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)", AnnotationSSHPort, port)
 		}
 		job.SSH.Port = int32(p)
 	}
 	return job, nil
+}
+
+// sshPathPattern is what an SSH directory path may hold.
+var sshPathPattern = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+
+// CheckSSHPath refuses an SSH directory (mlPolicy.mpi.sshAuthMountPath)
+// that could not be written as it is into the init script and into ssh's
+// and sshd's configuration files.
+func CheckSSHPath(p string) error {
+	if !sshPathPattern.MatchString(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("mlPolicy.mpi.sshAuthMountPath %q: set it to a clean absolute directory path of letters, digits, '.', '_', '-' and '/', such as %s", p, DefaultSSHPath)
+	}
+	return nil
 }
 
 // Placement lays out the job's ranks on its hosts.

@@ -93,3 +93,44 @@ func TestCheckSize(t *testing.T) {
 		})
 	}
 }
+
+// What reaches scripts and configuration files, and sshd's port, is
+// checked at resolution, for the webhook and the controller alike.
+func TestResolveJobSSHSettings(t *testing.T) {
+	cases := []struct {
+		name, sshPath, port, wantErr string
+	}{
+		{name: "defaults"},
+		{name: "another directory", sshPath: "/home/u/.ssh"},
+		{name: "another port", port: "2022"},
+		{name: "a privileged port", port: "22", wantErr: "set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user"},
+		{name: "not a port", port: "x", wantErr: `annotation torus-mpi.io/ssh-port="x"`},
+		{name: "a newline in the path", sshPath: "/home/u/.ssh\nPermitRootLogin yes", wantErr: "set it to a clean absolute directory path"},
+		{name: "a relative path", sshPath: "home/.ssh", wantErr: "set it to a clean absolute directory path"},
+		{name: "a path with ..", sshPath: "/home/../etc", wantErr: "set it to a clean absolute directory path"},
+		{name: "a shell word", sshPath: "/tmp/$(id)", wantErr: "set it to a clean absolute directory path"},
+		{name: "the root", sshPath: "/", wantErr: "set it to a clean absolute directory path"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI)
+			if tc.sshPath != "" {
+				rt.Spec.MLPolicy.MPI.SSHAuthMountPath = &tc.sshPath
+			}
+			tj := wrappers.MakeTrainJob("j", "ns").RuntimeRef("rt")
+			if tc.port != "" {
+				tj = tj.Annotation(mpi.AnnotationSSHPort, tc.port)
+			}
+			_, err := mpi.ResolveJob(tj.Obj(), rt.Runtime())
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("ResolveJob: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("ResolveJob error = %v, want it to say %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -80,6 +80,11 @@ func validateMPIRuntime(rt *mpi.Runtime, path *field.Path) field.ErrorList {
 	if n := policy.MPI.NumProcPerNode; n != nil && *n < 1 {
 		errs = append(errs, field.Invalid(mlPath.Child("mpi", "numProcPerNode"), *n, "must be at least 1: it is the number of MPI ranks (slots) on each node"))
 	}
+	if p := policy.MPI.SSHAuthMountPath; p != nil {
+		if err := mpi.CheckSSHPath(*p); err != nil {
+			errs = append(errs, field.Invalid(mlPath.Child("mpi", "sshAuthMountPath"), *p, err.Error()))
+		}
+	}
 	if n := policy.MPI.NumProcPerNode; n != nil && *n > mpi.MaxSlotsPerNode {
 		errs = append(errs, field.Invalid(mlPath.Child("mpi", "numProcPerNode"), *n, fmt.Sprintf("must be at most %d ranks (slots) on a node", mpi.MaxSlotsPerNode)))
 	}

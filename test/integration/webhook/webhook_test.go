@@ -79,6 +79,10 @@ var _ = Describe("Admission", Ordered, func() {
 			`spec.mlPolicy.mpi.mpiImplementation: Unsupported value: "MVAPICH"`, `"OpenMPI", "Intel", "MPICH"`),
 		Entry("an unknown Open MPI version", wrappers.MakeMPIRuntime("ompi6", "OpenMPI").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj(),
 			`spec.mlPolicy.mpi.mpiImplementation`, `set it to "4" or "5"`),
+		Entry("an SSH directory that would inject into sshd_config", withSSHPath(wrappers.MakeMPIRuntime("inject", "OpenMPI").Obj(), "/home/u/.ssh\nPermitRootLogin yes"),
+			`spec.mlPolicy.mpi.sshAuthMountPath`, "set it to a clean absolute directory path"),
+		Entry("numNodes above what Torus runs", withNumNodes(wrappers.MakeMPIRuntime("huge", "OpenMPI").Obj(), math.MaxInt32),
+			`spec.mlPolicy.numNodes: Invalid value: 2147483647: must be at most 65536`),
 	)
 
 	It("rejects a runtime whose node job has no node container", func() {
@@ -159,3 +163,13 @@ var _ = Describe("Network samples", func() {
 		}
 	})
 })
+
+func withSSHPath(rt *trainer.ClusterTrainingRuntime, p string) *trainer.ClusterTrainingRuntime {
+	rt.Spec.MLPolicy.MPI.SSHAuthMountPath = &p
+	return rt
+}
+
+func withNumNodes(rt *trainer.ClusterTrainingRuntime, n int32) *trainer.ClusterTrainingRuntime {
+	rt.Spec.MLPolicy.NumNodes = &n
+	return rt
+}
