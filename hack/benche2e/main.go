@@ -1,9 +1,10 @@
 // Command benche2e measures, on the local cluster (make cluster-up), how
 // long MPI jobs take from TrainJob creation until Kueue admitted them and
 // until every pod (launcher and workers) runs: one job of 1, 8 and 64
-// workers, then 50 jobs of 4 workers submitted at once.
+// workers, then 50 jobs of 4 workers submitted at once. With -real-node,
+// real jobs on the cluster's real node instead (realnode.go).
 //
-//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig
+//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-real-node]
 package main
 
 import (
@@ -44,14 +45,15 @@ func main() {
 	// the global one.
 	fs := flag.NewFlagSet("benche2e", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cluster/kubeconfig", "the local cluster's kubeconfig")
+	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
 	_ = fs.Parse(os.Args[1:])
-	if err := run(*kubeconfig); err != nil {
+	if err := run(*kubeconfig, *real); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string) error {
+func run(kubeconfig string, real bool) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -63,6 +65,13 @@ func run(kubeconfig string) error {
 		return err
 	}
 	ns := fmt.Sprintf("bench-%d", time.Now().Unix())
+	if real {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+		defer func() { _ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) }()
+		return runReal(ctx, c, ns)
+	}
 	if err := setup(ctx, c, ns); err != nil {
 		return err
 	}
