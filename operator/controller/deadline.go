@@ -65,8 +65,10 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if s.now.Before(warnAt) {
 		return warnAt.Sub(s.now), false, nil
 	}
-	key := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
-	if _, warned := r.deadlineWarned.LoadOrStore(key, struct{}{}); !warned {
+	// One warning a run: a job resumed from suspension starts a new one.
+	run := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
+	if warned, _ := r.deadlineWarned.Load(client.ObjectKeyFromObject(s.tj)); warned != run {
+		r.deadlineWarned.Store(client.ObjectKeyFromObject(s.tj), run)
 		s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineApproaching,
 			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
 	}

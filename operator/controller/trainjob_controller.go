@@ -41,8 +41,8 @@ type TrainJobReconciler struct {
 	// kueue is true when Kueue's Workload API is served, so waiting jobs
 	// can say why they wait.
 	kueue bool
-	// deadlineWarned remembers which job runs were warned about their
-	// deadline, so that each run gets one warning.
+	// deadlineWarned maps a TrainJob to the run last warned about its
+	// deadline, so that each run gets one warning; it forgets deleted jobs.
 	deadlineWarned sync.Map
 	// statusWritten maps a TrainJob (its namespaced name) to the
 	// resourceVersion its last status patch replaced, until the cache shows
@@ -129,6 +129,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.statusWritten.Delete(req.NamespacedName)
 			r.creations.forget(req.NamespacedName)
 			r.carriedKeys.Delete(req.NamespacedName)
+			r.deadlineWarned.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
