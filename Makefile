@@ -165,8 +165,16 @@ olm-test: build ## OLM install and least-privilege end to end, on a fresh cluste
 ##@ Local cluster
 
 .PHONY: cluster-up
-cluster-up: build testbin ## Start the local cluster (kubeconfig: .cluster/kubeconfig).
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+cluster-up: build testbin ## Start the local cluster (kubeconfig: .cluster/kubeconfig), with a real node where one can run (root; CLUSTER_NODE=kwok for kwok nodes only).
+	@if [ "$$(id -u)" = 0 ] && [ "$${CLUSTER_NODE:-auto}" != kwok ]; then \
+	  $(MAKE) --no-print-directory node-deps || echo "make cluster-up: the real node's dependencies did not install"; \
+	fi
+	@flags=""; \
+	if [ "$${CLUSTER_NODE:-auto}" != kwok ]; then \
+	  if why=$$($(GO) run ./hack/cluster node-check -testbin $(TESTBIN)/bin 2>&1); then flags=-real-node; \
+	  else echo "make cluster-up: no real node here ($$why); kwok nodes only"; fi; \
+	fi; \
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator $$flags
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster; its logs stay in .cluster/logs.
