@@ -328,15 +328,12 @@ func csvImage(path string) (string, error) {
 	return "", fmt.Errorf("%s names no deployment image", path)
 }
 
-// imageCache is where images built here are kept between clusters.
+// imageCache is where images built here are kept between clusters, as
+// hack/images/mpi/build.sh keeps them ($XDG_CACHE_HOME, else ~/.cache).
 func imageCache() (string, error) {
-	dir := os.Getenv("XDG_CACHE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(home, ".cache")
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
 	}
 	dir = filepath.Join(dir, "torus", "images")
 	return dir, os.MkdirAll(dir, 0o755)

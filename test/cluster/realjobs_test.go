@@ -54,11 +54,7 @@ var _ = Describe("MPI jobs on the real node", Ordered, func() {
 	var before hostState
 
 	BeforeAll(func() {
-		if os.Geteuid() != 0 {
-			Skip("the real node needs root")
-		}
-		dir = filepath.Join(GinkgoT().TempDir(), "cluster")
-		before = snapshotHost()
+		dir, before = realNodeDir()
 		DeferCleanup(func() {
 			clusterCmd(dir, "down")
 			expectNoTrace(before)

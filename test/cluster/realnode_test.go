@@ -69,6 +69,16 @@ func kubectlMPI(dir string, args ...string) (string, int) {
 	return run(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
 }
 
+// realNodeDir skips without root, and otherwise gives a cluster directory
+// and the machine's state before a real node runs from it.
+func realNodeDir() (string, hostState) {
+	GinkgoHelper()
+	if os.Geteuid() != 0 {
+		Skip("the real node needs root")
+	}
+	return filepath.Join(GinkgoT().TempDir(), "cluster"), snapshotHost()
+}
+
 // expectNoTrace fails unless the machine is as before the real node ran.
 func expectNoTrace(before hostState) {
 	GinkgoHelper()
@@ -113,13 +123,9 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 	var before hostState
 
 	BeforeAll(func() {
-		if os.Geteuid() != 0 {
-			Skip("the real node needs root")
-		}
+		dir, before = realNodeDir()
 		_, err := os.Stat(filepath.Join(testbin, "kubelet"))
 		Expect(err).NotTo(HaveOccurred(), "kubelet is missing: run hack/testbin/build.sh node")
-		dir = filepath.Join(GinkgoT().TempDir(), "cluster")
-		before = snapshotHost()
 		DeferCleanup(func() { clusterCmd(dir, "down") })
 	})
 
