@@ -71,7 +71,8 @@ unit: ## Unit tests (no API server).
 	$(GO) test -count=1 ./operator/... ./plugin/... ./hack/...
 
 .PHONY: integration
-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest).
+integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
+	hack/testbin/build.sh trainer
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: wire-test

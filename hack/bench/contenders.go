@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 )
 
 // contender is one controller configuration measured, or the floor: the
@@ -138,47 +137,16 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 	return r, nil
 }
 
-// upstreamConfig writes upstream's shipped Configuration with only what a
-// loopback control plane needs changed: addresses on 127.0.0.1, the
-// leader-election namespace (there is no pod namespace to default to), and
-// certificate management off (it manages a Secret and webhook
-// configurations for an in-cluster Service; the certificate is provided).
-// Client QPS and burst change only for the equal-rate run.
+// upstreamConfig writes upstream's shipped Configuration for a loopback
+// run; client QPS and burst change only for the equal-rate run.
 // ports: health, metrics, webhook, status server.
 func upstreamConfig(shipped string, c contender, ports []int, dir string) (string, error) {
-	data, err := os.ReadFile(shipped)
-	if err != nil {
-		return "", err
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return "", fmt.Errorf("parsing %s: %w", shipped, err)
-	}
-	section := func(name string) map[string]any {
-		m, ok := cfg[name].(map[string]any)
-		if !ok {
-			m = map[string]any{}
-			cfg[name] = m
-		}
-		return m
-	}
-	section("health")["healthProbeBindAddress"] = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	section("metrics")["bindAddress"] = fmt.Sprintf("127.0.0.1:%d", ports[1])
-	section("webhook")["host"] = "127.0.0.1"
-	section("webhook")["port"] = ports[2]
-	section("leaderElection")["resourceNamespace"] = nsSystem
-	section("certManagement")["enable"] = false
-	section("statusServer")["port"] = ports[3]
-	if c.QPS > 0 {
-		section("clientConnection")["qps"] = c.QPS
-		section("clientConnection")["burst"] = c.Burst
-	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		return "", err
-	}
 	path := filepath.Join(dir, "upstream-config-"+c.Name+".yaml")
-	return path, os.WriteFile(path, out, 0o644)
+	return path, upstreamtrainer.WriteConfig(shipped, path, upstreamtrainer.Options{
+		HealthPort: ports[0], MetricsPort: ports[1], WebhookPort: ports[2], StatusServerPort: ports[3],
+		LeaderElectionNamespace: nsSystem,
+		QPS:                     c.QPS, Burst: c.Burst,
+	})
 }
 
 // fetchProfile saves a pprof profile from Torus's pprof endpoint.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/samples"
@@ -264,7 +265,7 @@ func prepare(o options) (binaries, crdSources, error) {
 	}
 	// Upstream's own CRDs and configuration, from the very module its
 	// binary was built from.
-	trainerDir, err := repo.ModuleDir("github.com/kubeflow/trainer/v2", "hack/testbin/trainer")
+	trainerDir, err := repo.ModuleDir(upstreamtrainer.Module, "hack/testbin/trainer")
 	if err != nil {
 		return bins, crds, err
 	}
@@ -279,7 +280,7 @@ func prepare(o options) (binaries, crdSources, error) {
 	if crds.torus, err = filepath.Abs(crds.torus); err != nil {
 		return bins, crds, err
 	}
-	bins.upstreamConfig = filepath.Join(trainerDir, "manifests", "base", "manager", "controller_manager_config.yaml")
+	bins.upstreamConfig = upstreamtrainer.ShippedConfig(trainerDir)
 	return bins, crds, nil
 }
 

@@ -354,6 +354,10 @@ func TestLeastPrivilege(t *testing.T) {
 		"wildcard resource": {{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"get"}}},
 		"secret update":     {{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}}},
 		"escalate":          {{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate"}}},
+		"webhook configuration reads beyond one name": {{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"get", "list"},
+			ResourceNames: []string{"validator.trainer.kubeflow.org"}}},
+		"webhook configuration update": {{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingwebhookconfigurations"}, Verbs: []string{"update"},
+			ResourceNames: []string{"validator.trainer.kubeflow.org"}}},
 	} {
 		if len(rbaccheck.Violations(name, rules)) == 0 {
 			t.Errorf("the least-privilege check accepts %s", name)

@@ -20,6 +20,7 @@ import (
 	"github.com/torus-mpi/torus/operator/metricsauth"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
 )
 
@@ -120,7 +121,14 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+	// Upstream Trainer's runtimes, reconciler and webhooks for every
+	// TrainJob that is not MPI: Torus replaces the Trainer controller.
+	others, err := upstream.New(context.Background(), mgr)
+	if err != nil {
+		return nil, err
+	}
 	if err := controller.SetupControllers(mgr, controller.Options{
+		Upstream:                 others,
 		ClusterDomain:            o.ClusterDomain,
 		MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
 		JobSetReportTimeout:      o.JobSetReportTimeout,
@@ -133,7 +141,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
 	if o.EnableWebhooks {
-		if err := toruswebhook.SetupWebhooks(mgr, o.MaxNodes); err != nil {
+		hooks, err := others.Webhooks(mgr)
+		if err != nil {
+			return nil, err
+		}
+		if err := toruswebhook.SetupWebhooks(mgr, o.MaxNodes, hooks); err != nil {
 			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
@@ -154,6 +166,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	mgr, err := NewManager(cfg, o)
 	if err != nil {
+		return err
+	}
+	if err := CheckNoUpstreamTrainer(ctx, mgr.GetAPIReader()); err != nil {
 		return err
 	}
 	ctrl.Log.WithName("setup").Info("Starting Torus operator")

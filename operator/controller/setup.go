@@ -27,6 +27,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/operator/upstream"
 )
 
 // runtimeRefKey indexes TrainJobs by the runtime they refer to, so a runtime
@@ -55,6 +56,9 @@ type Options struct {
 	// MaxNodes is the largest numNodes a job may have (zero:
 	// mpi.DefaultMaxNodes); larger jobs get Created=False.
 	MaxNodes int32
+	// Upstream reconciles the TrainJobs that are not MPI as upstream
+	// Trainer does (upstream.New); nil leaves them Created=False.
+	Upstream *upstream.Framework
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
@@ -79,12 +83,34 @@ func CacheOptions() cache.Options {
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                 {Label: sel},
-			&corev1.Secret{}:              {Label: sel},
+			&corev1.Secret{}:              {Label: sel, Transform: secretCacheTransform},
 			&corev1.ConfigMap{}:           {Label: sel},
 			&networkingv1.NetworkPolicy{}: {Label: sel},
 			&jobsetv1alpha2.JobSet{}:      {Transform: jobSetCacheTransform},
+			// Runtimes keep their managedFields: upstream's framework
+			// snapshots a job's runtime whole, as read from the cache,
+			// and Torus writes the snapshot upstream would.
+			&trainer.ClusterTrainingRuntime{}: {Transform: keep},
+			&trainer.TrainingRuntime{}:        {Transform: keep},
 		},
 	}
+}
+
+func keep(in any) (any, error) { return in, nil }
+
+// secretCacheTransform drops a Secret's data: Torus reads its keys from the
+// API server when it needs them, and upstream's MPI plugin watches Secrets
+// as whole objects, which would otherwise keep every job's private keys in
+// the operator's memory.
+func secretCacheTransform(in any) (any, error) {
+	in, err := cache.TransformStripManagedFields()(in)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := in.(*corev1.Secret); ok {
+		s.Data, s.StringData = nil, nil
+	}
+	return in, nil
 }
 
 // jobSetCacheTransform keeps of a JobSet what Torus reads from the cache:
@@ -162,6 +188,10 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up the MPINetworkProfile controller: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
+	if opts.Upstream != nil {
+		r.upstream = opts.Upstream
+		b = opts.Upstream.Watch(b, mgr)
+	}
 	if kueueServed {
 		r.kueue = true
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {

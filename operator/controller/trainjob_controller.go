@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
@@ -57,6 +58,9 @@ type TrainJobReconciler struct {
 	// jobSetReportTimeout is how long a JobSet may go without its
 	// controller's first status before the job says so.
 	jobSetReportTimeout time.Duration
+	// upstream reconciles the TrainJobs that are not MPI, as upstream
+	// Trainer does; nil leaves them Created=False.
+	upstream reconcile.Reconciler
 }
 
 // scope is the state of one reconcile.
@@ -133,7 +137,20 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !managedByTorus(&tj) || !tj.DeletionTimestamp.IsZero() {
+	if !managedByTorus(&tj) {
+		return ctrl.Result{}, nil
+	}
+	rt, rtErr := trainjob.GetRuntime(ctx, r.client, &tj)
+	if r.upstream != nil {
+		other, err := notMPI(&tj, rt, rtErr)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if other {
+			return r.upstream.Reconcile(ctx, req)
+		}
+	}
+	if !tj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("trainJob", klog.KObj(&tj))
@@ -154,7 +171,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	log.V(3).Info("Reconciling")
 
 	s := &scope{tj: tj.DeepCopy(), now: r.clock.Now()}
-	requeue, err := r.reconcile(ctx, s)
+	requeue, err := r.reconcile(ctx, s, rt, rtErr)
 	if statusErr := r.writeStatus(ctx, &tj, s); statusErr != nil {
 		err = errors.Join(err, statusErr)
 	} else {
@@ -175,8 +192,22 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) (time.Duration, error) {
-	rt, err := trainjob.GetRuntime(ctx, r.client, s.tj)
+// notMPI reports whether a TrainJob is upstream's to reconcile: its runtime
+// has no mlPolicy.mpi. A job whose runtime cannot be found is Torus's when
+// Torus's webhook labelled it an MPI job (its runtime was deleted since),
+// and upstream's otherwise, which reports missing runtimes its own way.
+func notMPI(tj *trainer.TrainJob, rt *mpi.Runtime, err error) (bool, error) {
+	if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
+		_, labelled := tj.Labels[mpi.LabelImplementation]
+		return !labelled, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !rt.IsMPI(), nil
+}
+
+func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Runtime, err error) (time.Duration, error) {
 	if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
 		// The runtime watch brings the job back when the runtime appears.
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonRuntimeNotFound, refErr.Error())

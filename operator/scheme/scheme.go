@@ -1,5 +1,7 @@
 // Package scheme builds the runtime.Scheme Torus's operator and plugin use:
-// Kubernetes, Trainer, JobSet, Kueue, Multus and Torus's own types.
+// Kubernetes, Trainer, JobSet, Kueue, Multus, the PodGroups of the
+// coscheduling and Volcano schedulers (which upstream Trainer's plugins
+// create for jobs that ask for them) and Torus's own types.
 package scheme
 
 import (
@@ -10,6 +12,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 )
@@ -23,5 +27,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(kueuev1beta2.AddToScheme(s))
 	utilruntime.Must(torusv1alpha1.AddToScheme(s))
 	utilruntime.Must(nadv1.AddToScheme(s))
+	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(s))
+	utilruntime.Must(volcanov1beta1.AddToScheme(s))
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -150,29 +151,39 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 }
 
 // SetupWebhooks registers Torus's webhooks with a manager; maxNodes is the
-// largest numNodes the operator runs (zero: mpi.DefaultMaxNodes).
-func SetupWebhooks(mgr ctrl.Manager, maxNodes int32) error {
+// largest numNodes the operator runs (zero: mpi.DefaultMaxNodes). upstream
+// holds upstream Trainer's webhooks by path (upstream.Framework.Webhooks):
+// objects that are not MPI go to them. Without them, Torus admits such
+// objects unchecked.
+func SetupWebhooks(mgr ctrl.Manager, maxNodes int32, upstream map[string]http.Handler) error {
 	if maxNodes == 0 {
 		maxNodes = mpi.DefaultMaxNodes
 	}
 	// Read runtimes from the API server, not the cache: a runtime created
 	// just before its TrainJob (one kubectl apply) may not be cached yet.
 	reader := mgr.GetAPIReader()
-	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&TrainJobWebhook{client: reader, maxNodes: maxNodes}).
-		WithValidator(&TrainJobWebhook{client: reader, maxNodes: maxNodes}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering TrainJob webhooks: %w", err)
+	s := mgr.GetScheme()
+	tjw := &TrainJobWebhook{client: reader, maxNodes: maxNodes}
+	hooks := []struct {
+		path  string
+		torus *admission.Webhook
+		mpi   func(context.Context, admission.Request) (bool, error)
+	}{
+		{"/mutate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithDefaulter[*trainer.TrainJob](s, tjw), trainJobIsMPI(reader)},
+		{"/validate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithValidator[*trainer.TrainJob](s, tjw), trainJobIsMPI(reader)},
+		{"/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime", admission.WithValidator[*trainer.ClusterTrainingRuntime](s, ClusterTrainingRuntimeWebhook{}), runtimeIsMPI},
+		{"/validate-trainer-kubeflow-org-v1alpha1-trainingruntime", admission.WithValidator[*trainer.TrainingRuntime](s, TrainingRuntimeWebhook{}), runtimeIsMPI},
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).
-		WithValidator(&ClusterTrainingRuntimeWebhook{}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering ClusterTrainingRuntime webhook: %w", err)
-	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &trainer.TrainingRuntime{}).
-		WithValidator(&TrainingRuntimeWebhook{}).
-		Complete(); err != nil {
-		return fmt.Errorf("registering TrainingRuntime webhook: %w", err)
+	for _, h := range hooks {
+		r := route{torus: h.torus, mpi: h.mpi}
+		if upstream != nil {
+			u, ok := upstream[h.path].(handler)
+			if !ok {
+				return fmt.Errorf("Kubeflow Trainer has no admission webhook at %s", h.path)
+			}
+			r.upstream = u
+		}
+		mgr.GetWebhookServer().Register(h.path, &admission.Webhook{Handler: r})
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
 )
 
@@ -120,8 +121,13 @@ func (f *Framework) StartManager(opts controller.Options) {
 		}),
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	others, err := upstream.New(context.Background(), mgr)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	opts.Upstream = others
 	gomega.Expect(controller.SetupControllers(mgr, opts)).To(gomega.Succeed())
-	gomega.Expect(toruswebhook.SetupWebhooks(mgr, opts.MaxNodes)).To(gomega.Succeed())
+	hooks, err := others.Webhooks(mgr)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	gomega.Expect(toruswebhook.SetupWebhooks(mgr, opts.MaxNodes, hooks)).To(gomega.Succeed())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -189,3 +195,11 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 // String implements fmt.Stringer for failure messages.
 func (c *WriteCounter) String() string { return fmt.Sprintf("%d writes", c.Count()) }
+
+// WebhookServing is where the API server sends admission requests: the
+// webhook configurations name this host and port, and trust the
+// certificate in certDir (tls.crt, tls.key).
+func (f *Framework) WebhookServing() (host string, port int, certDir string) {
+	wh := f.env.WebhookInstallOptions
+	return wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+}

@@ -38,7 +38,7 @@ func Suite(opts controller.Options, with ...SuiteOption) *Framework {
 			case SampleRuntimes:
 				CreateSampleRuntimes(context.Background(), f.Client)
 			case AdminKubeconfig:
-				f.Kubeconfig = f.writeKubeconfig(ginkgo.GinkgoT().TempDir())
+				f.Kubeconfig = f.WriteKubeconfig(ginkgo.GinkgoT().TempDir())
 			}
 		}
 	})
@@ -46,9 +46,9 @@ func Suite(opts controller.Options, with ...SuiteOption) *Framework {
 	return f
 }
 
-// writeKubeconfig writes the admin's credentials as a kubeconfig file, the
+// WriteKubeconfig writes the admin's credentials as a kubeconfig file, the
 // way kubectl plugins are given a cluster.
-func (f *Framework) writeKubeconfig(dir string) string {
+func (f *Framework) WriteKubeconfig(dir string) string {
 	ginkgo.GinkgoHelper()
 	cfg := f.Config
 	kc := clientcmdapi.NewConfig()

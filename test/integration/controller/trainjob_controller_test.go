@@ -402,20 +402,38 @@ var _ = Describe("MPI TrainJob", func() {
 		}, true),
 	)
 
-	It("creates nothing for a runtime that is not MPI, and says why", func() {
+	It("hands a TrainJob whose runtime is not MPI to upstream Trainer's framework, and admits it by upstream's rules", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
 		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, rt)).To(Succeed()) })
+
+		// Upstream's torch plugin reserves the PET_ variables torchrun reads.
+		bad := wrappers.MakeTrainJob("torch-env", ns.Name).RuntimeRef(rt.Name).Obj()
+		bad.Spec.Trainer = &trainer.Trainer{Env: []corev1.EnvVar{{Name: "PET_NNODES", Value: "3"}}}
+		err := fw.Client.Create(ctx, bad)
+		Expect(err).To(MatchError(ContainSubstring("spec.trainer.env: Invalid value")))
+		Expect(err).To(MatchError(ContainSubstring("must not have reserved envs, invalid envs configured: [PET_NNODES]")))
+
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef(rt.Name).Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
-			HaveField("Status", metav1.ConditionFalse),
-			HaveField("Reason", "TrainingRuntimeNotSupported"),
-			HaveField("Message", ContainSubstring("Torus runs MPI runtimes only")),
-		))
-		Consistently(func() bool {
-			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &jobsetv1alpha2.JobSet{}))
-		}, framework.ShortWindow, framework.Interval).Should(BeTrue())
+		var js jobsetv1alpha2.JobSet
+		Eventually(func() error {
+			return fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &js)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(metav1.IsControlledBy(&js, tj)).To(BeTrue())
+		Expect(js.Labels).NotTo(HaveKey(mpi.LabelJobName), "built by upstream's plugins, not Torus's")
+		Expect(js.ManagedFields).To(ContainElement(HaveField("Manager", "trainer")))
+		// Upstream's own state: the runtime as the job started with it.
+		var snapshot corev1.ConfigMap
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch-runtime-snapshot"}, &snapshot)).To(Succeed())
+		Expect(snapshot.Data).To(HaveKey("runtime"))
+		// None of Torus's conditions or children.
+		Consistently(func(g Gomega) {
+			var got trainer.TrainJob
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+			g.Expect(meta.FindStatusCondition(got.Status.Conditions, trainjob.ConditionCreated)).To(BeNil())
+			g.Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName("torch")}, &corev1.Secret{}))).To(BeTrue())
+		}, framework.ShortWindow, framework.Interval).Should(Succeed())
 	})
 
 	It("uses a namespaced TrainingRuntime", func() {
