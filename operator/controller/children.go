@@ -113,6 +113,25 @@ func specHash(js *jobsetv1alpha2.JobSet) (string, error) {
 // Torus may suspend it for the user but never resumes it.
 func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired *jobsetv1alpha2.JobSet, queued bool) error {
 	log := ctrl.LoggerFrom(ctx)
+	existing := s.jobSet
+	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)
+	if existing != nil {
+		wantSuspend = ptr.Deref(s.tj.Spec.Suspend, false)
+		// Torus lifts only its own suspension. A queued job's JobSet is
+		// Kueue's to resume when it admits it; so is one Kueue suspended
+		// although the TrainJob names no queue (a default LocalQueue,
+		// manageJobsWithoutQueueName).
+		if ptr.Deref(existing.Spec.Suspend, false) && (queued || existing.Annotations[mpi.AnnotationSuspendedByTorus] != "true") {
+			wantSuspend = true
+		}
+		desired.Spec.Suspend = ptr.To(wantSuspend)
+	}
+	if ptr.Deref(s.tj.Spec.Suspend, false) {
+		if desired.Annotations == nil {
+			desired.Annotations = map[string]string{}
+		}
+		desired.Annotations[mpi.AnnotationSuspendedByTorus] = "true"
+	}
 	hash, err := specHash(desired)
 	if err != nil {
 		return fmt.Errorf("hashing JobSet: %w", err)
@@ -122,7 +141,6 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	}
 	desired.Annotations[mpi.AnnotationSpecHash] = hash
 
-	existing := s.jobSet
 	if existing == nil {
 		if r.creations.pending(childJobSet, s.tj, 0, s.now) {
 			// Created by an earlier reconcile; its watch event comes.
@@ -152,12 +170,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		return err
 	}
 
-	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)
 	isSuspended := ptr.Deref(existing.Spec.Suspend, false)
-	if queued {
-		wantSuspend = ptr.Deref(s.tj.Spec.Suspend, false) || isSuspended
-		desired.Spec.Suspend = ptr.To(wantSuspend)
-	}
 	sameSpec := existing.Annotations[mpi.AnnotationSpecHash] == hash
 	switch {
 	case sameSpec && wantSuspend == isSuspended:

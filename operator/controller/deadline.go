@@ -23,12 +23,25 @@ import (
 const deadlineWarnFraction = 0.8
 
 // lastStart is when the job last started running: its last resume, or its
-// creation when it was never suspended.
-func lastStart(tj *trainer.TrainJob) time.Time {
+// creation when it was never suspended. A job Kueue queues through its
+// JobSet starts when Kueue admits it, so that time waiting in the queue
+// does not count (queued reports it has not started yet).
+func lastStart(tj *trainer.TrainJob, viaKueue bool) (start time.Time, queued bool) {
+	start = tj.CreationTimestamp.Time
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
-		return c.LastTransitionTime.Time
+		start = c.LastTransitionTime.Time
 	}
-	return tj.CreationTimestamp.Time
+	if !viaKueue {
+		return start, false
+	}
+	c := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionAdmitted)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}, true
+	}
+	if c.LastTransitionTime.After(start) {
+		start = c.LastTransitionTime.Time
+	}
+	return start, false
 }
 
 // checkDeadline enforces spec.activeDeadlineSeconds. It returns done=true
@@ -39,7 +52,11 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if ads <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
 		return 0, false, nil
 	}
-	start := lastStart(s.tj)
+	start, queued := lastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	if queued {
+		// The admission's status write brings the job back.
+		return 0, false, nil
+	}
 	limit := time.Duration(ads) * time.Second
 	deadline := start.Add(limit)
 	if !s.now.Before(deadline) {

@@ -37,6 +37,11 @@ const (
 	// AnnotationSpecHash records the hash of the desired state an owned object
 	// was written from, so an unchanged desired state costs no write.
 	AnnotationSpecHash = Domain + "spec-hash"
+	// AnnotationSuspendedByTorus marks a JobSet Torus suspended because its
+	// TrainJob was suspended. Torus resumes only JobSets so marked: one
+	// suspended by anyone else (Kueue, which holds the JobSets it manages
+	// until it admits them) is theirs to resume.
+	AnnotationSuspendedByTorus = Domain + "suspended-by-trainjob"
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"
@@ -111,4 +116,12 @@ const EnvRestartAttempt = "TORUS_MPI_RESTART_ATTEMPT"
 const (
 	SSHPrivateKeyFile = "id_ed25519"
 	SSHPublicKeyFile  = "id_ed25519.pub"
+	// UpstreamPrivateKeyFile and UpstreamPublicKeyFile are the names
+	// upstream Trainer's MPI runtime images (DeepSpeed, MLX, built on
+	// mpi-operator's base image) expect: their sshd runs with
+	// "HostKey <ssh dir>/id_rsa", the job's one key pair serving as user
+	// key and host key. OpenSSH reads a key's type from its content, so the
+	// job's ed25519 key serves under these names too.
+	UpstreamPrivateKeyFile = "id_rsa"
+	UpstreamPublicKeyFile  = "id_rsa.pub"
 )

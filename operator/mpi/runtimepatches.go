@@ -3,26 +3,27 @@ package mpi
 import (
 	"fmt"
 	"maps"
+	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
-// applyRuntimePatches applies the runtimePatches Kueue's TrainJob
-// integration writes on admission (manager kueue.x-k8s.io/manager): pod
-// labels, annotations, node selectors, tolerations and scheduling gates of
-// the replicated jobs it names. Other managers' patches are not Torus's to
-// interpret.
+// applyRuntimePatches applies a TrainJob's runtimePatches, of any manager
+// (Kueue's TrainJob integration writes them on admission), in order: the
+// JobSet's, the Jobs' and the pods' labels and annotations, and the pods'
+// node selectors, tolerations and scheduling gates, in the replicated jobs
+// they name. The webhook refuses patches of anything else for MPI jobs.
 func applyRuntimePatches(js *jobsetv1alpha2.JobSet, tj *trainer.TrainJob) error {
 	for _, p := range tj.Spec.RuntimePatches {
-		if p.Manager != KueueManager || p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil {
+		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil {
 			continue
 		}
 		tmpl := p.TrainingRuntimeSpec.Template
 		if tmpl.Metadata != nil {
-			js.Labels = mergeMaps(js.Labels, tmpl.Metadata.Labels)
-			js.Annotations = mergeMaps(js.Annotations, tmpl.Metadata.Annotations)
+			js.Labels = mergeMetadata(js.Labels, tmpl.Metadata.Labels)
+			js.Annotations = mergeMetadata(js.Annotations, tmpl.Metadata.Annotations)
 		}
 		if tmpl.Spec == nil {
 			continue
@@ -32,14 +33,21 @@ func applyRuntimePatches(js *jobsetv1alpha2.JobSet, tj *trainer.TrainJob) error 
 			if rj == nil {
 				return fmt.Errorf("runtimePatches from %s name replicated job %q, which the runtime does not have", p.Manager, rp.Name)
 			}
-			if rp.Template == nil || rp.Template.Spec == nil || rp.Template.Spec.Template == nil {
+			if rp.Template == nil {
+				continue
+			}
+			if m := rp.Template.Metadata; m != nil {
+				rj.Template.Labels = mergeMetadata(rj.Template.Labels, m.Labels)
+				rj.Template.Annotations = mergeMetadata(rj.Template.Annotations, m.Annotations)
+			}
+			if rp.Template.Spec == nil || rp.Template.Spec.Template == nil {
 				continue
 			}
 			pt := rp.Template.Spec.Template
 			pod := &rj.Template.Spec.Template
 			if pt.Metadata != nil {
-				pod.Labels = mergeMaps(pod.Labels, pt.Metadata.Labels)
-				pod.Annotations = mergeMaps(pod.Annotations, pt.Metadata.Annotations)
+				pod.Labels = mergeMetadata(pod.Labels, pt.Metadata.Labels)
+				pod.Annotations = mergeMetadata(pod.Annotations, pt.Metadata.Annotations)
 			}
 			if ps := pt.Spec; ps != nil {
 				pod.Spec.NodeSelector = mergeMaps(pod.Spec.NodeSelector, ps.NodeSelector)
@@ -58,6 +66,23 @@ func findReplicatedJob(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.R
 		}
 	}
 	return nil
+}
+
+// mergeMetadata merges a patch's labels or annotations, except Torus's
+// own: a patch (anyone who may update the TrainJob can write one) must not
+// move pods into another job's selection, NetworkPolicy or status. The
+// webhook refuses such patches; this holds when it was bypassed.
+func mergeMetadata(dst, src map[string]string) map[string]string {
+	for k, v := range src {
+		if strings.HasPrefix(k, Domain) {
+			continue
+		}
+		if dst == nil {
+			dst = map[string]string{}
+		}
+		dst[k] = v
+	}
+	return dst
 }
 
 func mergeMaps(dst, src map[string]string) map[string]string {

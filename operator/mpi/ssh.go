@@ -83,7 +83,7 @@ func SSHSecretData(trainJob string, run int32, current, next *SSHKeys, s SSHSett
 		data[prefix+SSHAuthorizedKeys] = keys.ClientPublic
 		data[prefix+SSHHostKey] = keys.HostPrivate
 		data[prefix+SSHHostPublicKey] = keys.HostPublic
-		data[prefix+SSHKnownHosts] = []byte(KnownHosts(trainJob, s.Port, keys.HostPublic))
+		data[prefix+SSHKnownHosts] = []byte(KnownHosts(trainJob, s.Port, keys.HostPublic, keys.ClientPublic))
 	}
 	return data
 }
@@ -119,9 +119,17 @@ func KnownHostsPatterns(trainJob string, port int32) []string {
 	return patterns
 }
 
-// KnownHosts trusts the job's host key for the job's host names only.
-func KnownHosts(trainJob string, port int32, hostPublic []byte) string {
-	return strings.Join(KnownHostsPatterns(trainJob, port), ",") + " " + string(hostPublic)
+// KnownHosts trusts the job's keys as host keys, for the job's host names
+// only: its host key, which Torus's sshd configuration serves, and its user
+// key, which upstream's MPI images serve as host key (see
+// UpstreamPrivateKeyFile). Both are the job's own and secret to its pods.
+func KnownHosts(trainJob string, port int32, hostPublic, clientPublic []byte) string {
+	patterns := strings.Join(KnownHostsPatterns(trainJob, port), ",")
+	var b strings.Builder
+	for _, key := range [][]byte{hostPublic, clientPublic} {
+		b.WriteString(patterns + " " + strings.TrimSpace(string(key)) + "\n")
+	}
+	return b.String()
 }
 
 // ClientConfig is the ssh client configuration MPI launchers use (passed
@@ -173,6 +181,8 @@ var sshFiles = []struct {
 }{
 	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true},
 	{SSHPublicKey, SSHPublicKeyFile, "0644", true},
+	{SSHPrivateKey, UpstreamPrivateKeyFile, "0600", true},
+	{SSHPublicKey, UpstreamPublicKeyFile, "0644", true},
 	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600", true},
 	{SSHKnownHosts, SSHKnownHosts, "0644", true},
 	{SSHClientConfig, SSHClientConfig, "0600", false},

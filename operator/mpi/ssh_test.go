@@ -55,7 +55,7 @@ func TestKnownHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(file, []byte(KnownHosts("pi", 2222, keys.HostPublic)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(KnownHosts("pi", 2222, keys.HostPublic, keys.ClientPublic)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	check, err := knownhosts.New(file)
@@ -64,6 +64,8 @@ func TestKnownHosts(t *testing.T) {
 	}
 	hostKey, _, _, _, _ := ssh.ParseAuthorizedKey(keys.HostPublic)
 	otherKey, _, _, _, _ := ssh.ParseAuthorizedKey(other.HostPublic)
+	userKey, _, _, _, _ := ssh.ParseAuthorizedKey(keys.ClientPublic)
+	otherUserKey, _, _, _, _ := ssh.ParseAuthorizedKey(other.ClientPublic)
 	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 2222}
 	cases := map[string]struct {
 		host    string
@@ -75,8 +77,11 @@ func TestKnownHosts(t *testing.T) {
 		"worker, short name":      {host: "pi-node-0-12:2222", key: hostKey},
 		"launcher as a node":      {host: "pi-launcher-0-0.pi:2222", key: hostKey},
 		"another job's key":       {host: "pi-node-0-3.pi:2222", key: otherKey, wantErr: true},
-		"another host":            {host: "db-0.pi:2222", key: hostKey, wantErr: true},
-		"another port":            {host: "pi-node-0-3.pi:22", key: hostKey, wantErr: true},
+		// Upstream's images serve the user key as host key (id_rsa).
+		"the job's user key, served by upstream's sshd": {host: "pi-node-0-3.pi:2222", key: userKey},
+		"another job's user key":                        {host: "pi-node-0-3.pi:2222", key: otherUserKey, wantErr: true},
+		"another host":                                  {host: "db-0.pi:2222", key: hostKey, wantErr: true},
+		"another port":                                  {host: "pi-node-0-3.pi:22", key: hostKey, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -91,6 +91,7 @@ func validateMPIRuntime(rt *mpi.Runtime, path *field.Path) field.ErrorList {
 	if _, err := mpi.ResolveImplementation(ptr.Deref(policy.MPI.MPIImplementation, ""), rt.Annotations); err != nil {
 		errs = append(errs, field.Invalid(mlPath.Child("mpi", "mpiImplementation"), ptr.Deref(policy.MPI.MPIImplementation, ""), err.Error()))
 	}
+	errs = append(errs, validateUnsupportedRuntimeFields(rt, path)...)
 	jobsPath := path.Child("template", "spec", "replicatedJobs")
 	for _, want := range []string{mpi.LauncherJob, mpi.NodeJob} {
 		found := false

@@ -127,6 +127,7 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 			}
 		}
 	}
+	errs = append(errs, validateUnsupportedJobFields(tj)...)
 	errs = append(errs, validateMPIRuntime(rt, field.NewPath("spec", "runtimeRef"))...)
 	if len(errs) > 0 {
 		return errs

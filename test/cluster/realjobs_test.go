@@ -15,8 +15,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
 )
 
 // realQueue is a Kueue queue for the real node's jobs: every job of this
@@ -95,6 +98,63 @@ var _ = Describe("MPI jobs on the real node", Ordered, func() {
 		Entry("MPICH 4.2 (Debian trixie, Hydra)", "mpich", "torus-mpich-local", "mpiexec.mpich", "-n", "4", "/opt/torus/pi-mpich", "200000"),
 		Entry("Open MPI 5 (Debian trixie, PRRTE)", "ompi5", "torus-openmpi5-local", "mpirun", "-n", "4", "/opt/torus/pi-openmpi5", "200000"),
 	)
+
+	It("runs a job on upstream Trainer's deepspeed-distributed runtime as upstream publishes it, images aside", func() {
+		// The runtime from the pinned Trainer module; its workers start
+		// sshd with the configuration the image carries (mpi-operator's
+		// base, "HostKey <ssh dir>/id_rsa"), and Torus serves the job's
+		// keys under the names that configuration expects.
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/trainer/v2").Output()
+		Expect(err).NotTo(HaveOccurred())
+		data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "manifests", "base", "runtimes", "deepspeed_distributed.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var rt trainer.ClusterTrainingRuntime
+		Expect(yaml.Unmarshal(data, &rt)).To(Succeed())
+		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+			ps := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+			for j := range ps.Containers {
+				ps.Containers[j].Image = "registry.torus.local/mpi:1"
+				ps.Containers[j].ImagePullPolicy = corev1.PullNever
+			}
+		}
+		tj := trainer.TrainJob{
+			TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+			ObjectMeta: metav1.ObjectMeta{Name: "deepspeed", Namespace: "default", Labels: map[string]string{"kueue.x-k8s.io/queue-name": "real"}},
+			Spec: trainer.TrainJobSpec{
+				RuntimeRef: trainer.RuntimeRef{Name: rt.Name},
+				Trainer: &trainer.Trainer{
+					// runLauncherAsNode: the launcher and one worker.
+					NumNodes: ptr.To[int32](2),
+					Command:  []string{"mpirun", "-n", "2", "python3", "/opt/torus/pi.py", "200000"},
+					ResourcesPerNode: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi"),
+					}},
+				},
+			},
+		}
+		file := filepath.Join(dir, "upstream-deepspeed.yaml")
+		var docs []string
+		for _, o := range []any{rt, tj} {
+			b, err := yaml.Marshal(o)
+			Expect(err).NotTo(HaveOccurred())
+			docs = append(docs, string(b))
+		}
+		Expect(os.WriteFile(file, []byte(strings.Join(docs, "---\n")), 0o644)).To(Succeed())
+		out2, code := kubectl(dir, "apply", "-f", file)
+		Expect(code).To(Equal(0), out2)
+		out2, code = kubectl(dir, "wait", "trainjob/deepspeed", "--for=condition=Complete", "--timeout=180s")
+		if code != 0 {
+			describe, _ := kubectlMPI(dir, "describe", "deepspeed")
+			Fail(fmt.Sprintf("the job on upstream's runtime did not complete:\n%s\n%s", out2, describe))
+		}
+		logs, code := kubectlMPI(dir, "logs", "deepspeed")
+		Expect(code).To(Equal(0), logs)
+		Expect(logs).To(MatchRegexp(`\[launcher\] pi is 3\.14159265\d+ from 2 ranks`))
+		// The worker's sshd ran with the image's configuration and took
+		// the job's key; the launcher's ssh checked the host key strictly.
+		Expect(logs).To(MatchRegexp(`\[worker-0\] Server listening on .* port 2222`))
+		Expect(logs).To(MatchRegexp(`\[worker-0\] Accepted publickey for mpiuser`))
+	})
 
 	It("follows every rank's logs with logs -f until the job ends", func() {
 		_, code := kubectlMPI(dir, "run", "follow", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",

@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,7 +22,9 @@ import (
 
 var (
 	k8sClient client.Client
-	ctx       = context.Background()
+	// restConfig reaches the cluster, for clients other than k8sClient.
+	restConfig *rest.Config
+	ctx        = context.Background()
 )
 
 func TestE2E(t *testing.T) {
@@ -39,6 +42,7 @@ var _ = BeforeSuite(func() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	cfg.QPS, cfg.Burst = 100, 200
+	restConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.New()})
 	Expect(err).NotTo(HaveOccurred())
 	installRuntimes()

@@ -37,11 +37,20 @@ func (c *cluster) runInitContainers(ctx context.Context, p *pod) error {
 // start runs a pod's main container in the background; its output goes to
 // GinkgoWriter, which shows it when a spec fails.
 func (c *cluster) start(p *pod) error {
+	return c.startWith(p, nil)
+}
+
+// startWith starts a pod's main container with another command line, as
+// another image's entrypoint would run; nil keeps the container's.
+func (c *cluster) startWith(p *pod, entrypoint []string) error {
 	ctr, err := mainContainer(p.spec)
 	if err != nil {
 		return err
 	}
-	argv, what, err := p.argv(ctr, process(ctr))
+	if entrypoint == nil {
+		entrypoint = process(ctr)
+	}
+	argv, what, err := p.argv(ctr, entrypoint)
 	if err != nil {
 		return err
 	}
@@ -114,8 +123,14 @@ func (c *cluster) waitReady(ctx context.Context, p *pod) error {
 // restart kills a worker's main container and starts it again, as the
 // kubelet restarts a container, and waits until it is ready.
 func (c *cluster) restart(ctx context.Context, p *pod) error {
+	return c.restartWith(ctx, p, nil)
+}
+
+// restartWith restarts a worker's main container with another command line
+// (nil: its own).
+func (c *cluster) restartWith(ctx context.Context, p *pod, entrypoint []string) error {
 	c.kill(p)
-	if err := c.start(p); err != nil {
+	if err := c.startWith(p, entrypoint); err != nil {
 		return err
 	}
 	return c.waitReady(ctx, p)

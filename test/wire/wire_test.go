@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -170,6 +171,23 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 				}
 			}, NodeTimeout(specTimeout))
 
+			It("launches on workers whose sshd runs with the configuration of upstream Trainer's MPI images", func(ctx SpecContext) {
+				// What upstream's DeepSpeed and MLX images start sshd with:
+				// mpi-operator's base image configuration ("HostKey
+				// <ssh dir>/id_rsa", the job's one key pair as host key),
+				// read from the pinned module and given its port as that
+				// image's Dockerfile does.
+				config := upstreamSSHDConfig(c.gen)
+				for _, w := range c.workers {
+					Expect(c.restartWith(ctx, w, []string{"/usr/sbin/sshd", "-De", "-f", config})).To(Succeed())
+				}
+				out, err := c.launch(ctx, launchTimeout)
+				Expect(err).NotTo(HaveOccurred(), "mpirun failed; its output:\n%s", out)
+				ranks, err := parseRanks(out)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ranks).To(HaveLen(workers*slots), "every rank reports once; output:\n%s", out)
+			}, NodeTimeout(specTimeout))
+
 			It("fails the launch when a worker presents a host key that is not the job's", func(ctx SpecContext) {
 				w := c.workers[len(c.workers)-1]
 				dir, err := c.sshDir(w)
@@ -205,4 +223,24 @@ func must[T any](v T, err error) T {
 	GinkgoHelper()
 	Expect(err).NotTo(HaveOccurred())
 	return v
+}
+
+// upstreamSSHDConfig writes, once, the sshd configuration upstream
+// Trainer's MPI runtime images carry: mpi-operator's base image's, with the
+// port that image's Dockerfile appends. Its paths are mpiuser's, as the
+// sample runtimes' SSH directory is.
+func upstreamSSHDConfig(g *generated) string {
+	GinkgoHelper()
+	Expect(g.sshPath()).To(Equal("/home/mpiuser/.ssh"), "upstream's configuration names /home/mpiuser/.ssh/id_rsa")
+	path := filepath.Join(sandbox.image, "upstream-sshd_config")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/mpi-operator").Output()
+	Expect(err).NotTo(HaveOccurred())
+	base, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "build", "base", "sshd_config"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(string(base)).To(ContainSubstring("HostKey /home/mpiuser/.ssh/id_rsa"))
+	Expect(os.WriteFile(path, append(base, []byte("Port 2222\n")...), 0o644)).To(Succeed())
+	return path
 }

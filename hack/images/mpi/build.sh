@@ -2,7 +2,11 @@
 # Builds a root filesystem of the local cluster's MPI images from Debian's
 # packages with mmdebstrap, as a tarball for hack/images to wrap:
 #
-#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py; /opt/torus/pi.py
+#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py; /opt/torus/pi.py; and, as
+#             upstream Trainer's MPI runtime images (DeepSpeed, MLX) have it
+#             from mpi-operator's base image, /home/mpiuser/.sshd_config:
+#             that image's sshd configuration, read from the pinned
+#             mpi-operator module, with its port
 #   trixie    MPICH 4.2, Open MPI 5.0, OpenSSH 10.0; /opt/torus/pi-mpich and
 #             /opt/torus/pi-openmpi5, pi.c compiled in the image, whose
 #             compiler is then removed
@@ -34,7 +38,16 @@ build_packages=
 case $suite in
 bookworm)
   packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,hostname,procps
-  hooks+=('mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"')
+  mpi_operator=$(cd "$here/../../.." && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  upstream_sshd=$mpi_operator/build/base/sshd_config
+  if [[ ! -f $upstream_sshd ]]; then
+    echo "mpi image: mpi-operator's base sshd configuration is missing ($upstream_sshd)" >&2
+    exit 1
+  fi
+  hooks+=(
+    'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"'
+    '{ cat '"$upstream_sshd"'; echo "Port 2222"; } > "$1/home/mpiuser/.sshd_config" && chroot "$1" chown mpiuser: /home/mpiuser/.sshd_config'
+  )
   ;;
 trixie)
   packages=openssh-server,openssh-client,mpich,openmpi-bin,hostname,procps
@@ -53,7 +66,7 @@ trixie)
 esac
 hooks+=('rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"')
 
-key=$( { echo "$suite $mirror $packages $build_packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$here/pi.c"; } | sha256sum | cut -c1-16)
+key=$( { echo "$suite $mirror $packages $build_packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$here/pi.c" ${upstream_sshd:+"$upstream_sshd"}; } | sha256sum | cut -c1-16)
 out=$cache/mpi-rootfs-$suite-$key.tar
 if [[ -s $out ]]; then
   echo "$out"

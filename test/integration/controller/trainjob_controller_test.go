@@ -3,7 +3,9 @@ package controller_test
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
@@ -134,7 +137,9 @@ var _ = Describe("MPI TrainJob", func() {
 				host, err := ssh.ParsePrivateKey(s.Data["ssh_host_ed25519_key"])
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(host.PublicKey().Type()).To(Equal(ssh.KeyAlgoED25519))
-				g.Expect(string(s.Data["known_hosts"])).To(Equal("[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(host.PublicKey()))))
+				// The user key too: upstream's MPI images serve it as host key.
+				g.Expect(string(s.Data["known_hosts"])).To(Equal("[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(host.PublicKey())) +
+					"[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(client.PublicKey()))))
 				g.Expect(string(s.Data["config"])).To(ContainSubstring("StrictHostKeyChecking yes"))
 				g.Expect(string(s.Data["sshd_config"])).To(ContainSubstring("Port 2222"))
 			}, framework.Timeout, framework.Interval).Should(Succeed())
@@ -460,6 +465,95 @@ var _ = Describe("MPI TrainJob", func() {
 			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and so its pods, are removed")
 		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElements("DeadlineApproaching", "DeadlineExceeded"))
+	})
+
+	It("does not count the time a job waits in Kueue's queue against activeDeadlineSeconds", func() {
+		tj := wrappers.MakeTrainJob("queued", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).ActiveDeadlineSeconds(3).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		var js jobsetv1alpha2.JobSet
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+		Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeTrue(), "the JobSet waits suspended for Kueue")
+		failedNow := func(g Gomega) *metav1.Condition {
+			var got trainer.TrainJob
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+			return meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)
+		}
+		Consistently(failedNow, 2*time.Duration(tj.Spec.ActiveDeadlineSeconds)*time.Second, framework.Interval).Should(BeNil(),
+			"a job still queued has not started")
+
+		By("Kueue admitting the JobSet's workload: the clock starts then")
+		admitted := time.Now().Truncate(time.Second)
+		wl := &kueue.Workload{
+			ObjectMeta: metav1.ObjectMeta{Name: "jobset-queued", Namespace: ns.Name, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet", Name: js.Name, UID: js.UID, Controller: ptr.To(true),
+			}}},
+			Spec: kueue.WorkloadSpec{QueueName: "team", PodSets: []kueue.PodSet{{Name: "node", Count: 1, Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "mpi"}}},
+			}}}},
+		}
+		Expect(fw.Client.Create(ctx, wl)).To(Succeed())
+		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "admitted", LastTransitionTime: metav1.Now()}}
+		Expect(fw.Client.Status().Update(ctx, wl)).To(Succeed())
+		Eventually(condition(tj, trainjob.ConditionAdmitted), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
+		var failed *metav1.Condition
+		Eventually(func(g Gomega) {
+			failed = failedNow(g)
+			g.Expect(failed).NotTo(BeNil())
+		}, 10*framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(failed.Reason).To(Equal("DeadlineExceeded"))
+		started := regexp.MustCompile(`since it last started \(([^)]+)\)`).FindStringSubmatch(failed.Message)
+		Expect(started).To(HaveLen(2), failed.Message)
+		start, err := time.Parse(time.RFC3339, started[1])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(start).NotTo(BeTemporally("<", admitted), "the deadline counts from the admission, not the creation")
+	})
+
+	It("leaves a JobSet that Kueue suspended for Kueue to resume, though the TrainJob names no queue", func() {
+		// Kueue suspends the JobSets it manages until it admits them: with
+		// a default LocalQueue or manageJobsWithoutQueueName, also those of
+		// TrainJobs without a queue label. Resuming one would bypass quota.
+		tj := wrappers.MakeTrainJob("kueue-held", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		var js jobsetv1alpha2.JobSet
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+		Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeFalse())
+		By("Kueue suspending the JobSet")
+		patch := client.MergeFrom(js.DeepCopy())
+		js.Spec.Suspend = ptr.To(true)
+		js.Labels[mpi.KueueQueueLabel] = "default"
+		Expect(fw.Client.Patch(ctx, &js, patch)).To(Succeed())
+		By("anything bringing the TrainJob back to the controller")
+		Eventually(func() error {
+			var got trainer.TrainJob
+			if err := fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+				return err
+			}
+			got.Annotations = map[string]string{"example.com/touched": "yes"}
+			return fw.Client.Update(ctx, &got)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Consistently(func(g Gomega) bool {
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+			return ptr.Deref(js.Spec.Suspend, false)
+		}, framework.ShortWindow, framework.Interval).Should(BeTrue(), "Torus resumed a JobSet Kueue holds")
+
+		By("a suspension of the TrainJob's own is still Torus's to lift")
+		own := wrappers.MakeTrainJob("own-suspend", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Suspend(true).Obj()
+		Expect(fw.Client.Create(ctx, own)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, own)
+		Eventually(func(g Gomega) {
+			var got trainer.TrainJob
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(own), &got)).To(Succeed())
+			got.Spec.Suspend = ptr.To(false)
+			g.Expect(fw.Client.Update(ctx, &got)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) bool {
+			var got jobsetv1alpha2.JobSet
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(own), &got)).To(Succeed())
+			return ptr.Deref(got.Spec.Suspend, false)
+		}, framework.Timeout, framework.Interval).Should(BeFalse())
 	})
 
 	It("sends no write when a reconcile has nothing to change", func() {

@@ -61,6 +61,23 @@ var _ = Describe("Admission", Ordered, func() {
 		Entry("a runtime that does not exist", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("lost", ns).RuntimeRef("no-such-runtime").Obj()
 		}, `ClusterTrainingRuntime "no-such-runtime" not found: create it`),
+		Entry("a dataset initializer, which MPI jobs do not run", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("init", ns).RuntimeRef("wh-openmpi").Obj()
+			tj.Spec.Initializer = &trainer.Initializer{Dataset: &trainer.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}}
+			return tj
+		}, "spec.initializer: Forbidden: Torus runs MPI jobs without upstream's dataset and model initializers"),
+		Entry("a runtime patch of the pods' containers", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("patched", ns).RuntimeRef("wh-openmpi").Obj()
+			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/tuner", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+					Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						Containers: []trainer.ContainerPatch{{Name: "node", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+					}}}},
+				}}}},
+			}}}
+			return tj
+		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Forbidden",
+			"set this in the runtime instead (runtime patch of example.com/tuner)"),
 	)
 
 	DescribeTable("rejects MPI runtimes Torus cannot run, saying how",
@@ -83,6 +100,8 @@ var _ = Describe("Admission", Ordered, func() {
 			`spec.mlPolicy.mpi.sshAuthMountPath`, "set it to a clean absolute directory path"),
 		Entry("numNodes above what Torus runs", withNumNodes(wrappers.MakeMPIRuntime("huge", "OpenMPI").Obj(), math.MaxInt32),
 			`spec.mlPolicy.numNodes: Invalid value: 2147483647: must be at most 65536`),
+		Entry("a pod group policy, where Kueue gang-schedules MPI jobs", withPodGroupPolicy(wrappers.MakeMPIRuntime("coscheduled", "OpenMPI").Obj()),
+			"spec.podGroupPolicy: Forbidden: Torus gang-schedules MPI jobs through Kueue"),
 	)
 
 	It("rejects a runtime whose node job has no node container", func() {
@@ -171,5 +190,11 @@ func withSSHPath(rt *trainer.ClusterTrainingRuntime, p string) *trainer.ClusterT
 
 func withNumNodes(rt *trainer.ClusterTrainingRuntime, n int32) *trainer.ClusterTrainingRuntime {
 	rt.Spec.MLPolicy.NumNodes = &n
+	return rt
+}
+
+func withPodGroupPolicy(rt *trainer.ClusterTrainingRuntime) *trainer.ClusterTrainingRuntime {
+	rt.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
+		Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](60)}}}
 	return rt
 }
