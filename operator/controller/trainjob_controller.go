@@ -207,51 +207,67 @@ func notMPI(tj *trainer.TrainJob, rt *mpi.Runtime, err error) (bool, error) {
 	return !rt.IsMPI(), nil
 }
 
-func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Runtime, err error) (time.Duration, error) {
+// blocked is why a job cannot be built now: its Created=False condition,
+// and when to look again without an event.
+type blocked struct {
+	reason, message string
+	recheck         time.Duration
+	// networks: the job's networks are not ready (NetworksReady too).
+	networks bool
+}
+
+// resolve makes the job from the TrainJob, its runtime and its network
+// profile, or says what blocks it.
+func (r *TrainJobReconciler) resolve(ctx context.Context, s *scope, rt *mpi.Runtime, err error) (*mpi.Job, *blocked, error) {
 	if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
 		// The runtime watch brings the job back when the runtime appears.
-		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonRuntimeNotFound, refErr.Error())
-		return 0, nil
+		return nil, &blocked{reason: trainjob.ReasonRuntimeNotFound, message: refErr.Error()}, nil
 	}
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	if !rt.IsMPI() {
-		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonRuntimeNotSupported,
-			fmt.Sprintf("Torus runs MPI runtimes only: %s %q has no mlPolicy.mpi, so no JobSet was created", rt.Kind, rt.Name))
-		return 0, nil
+		return nil, &blocked{reason: trainjob.ReasonRuntimeNotSupported,
+			message: fmt.Sprintf("Torus runs MPI runtimes only: %s %q has no mlPolicy.mpi, so no JobSet was created", rt.Kind, rt.Name)}, nil
 	}
 	job, err := mpi.ResolveJob(s.tj, rt)
 	if err != nil {
-		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
-		return 0, nil
+		return nil, &blocked{reason: trainjob.ReasonInvalidJob, message: err.Error()}, nil
 	}
 	// Again here: the webhook may have been bypassed (not installed, or
 	// failurePolicy Ignore) or configured otherwise.
 	if err := job.CheckSize(r.maxNodes); err != nil {
-		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonJobTooLarge, err.Error())
-		return 0, nil
+		return nil, &blocked{reason: trainjob.ReasonJobTooLarge, message: err.Error()}, nil
 	}
 	s.job = job
-	if !finished(s.tj) {
-		plan, problems, err := r.planNetwork(ctx, s, rt)
-		if err != nil {
-			return 0, err
-		}
-		if len(problems) > 0 {
-			// The job may not start: its pods would hang without their
-			// networks. Profiles, NADs and device plugins change without
-			// events here, so look again periodically.
-			msg := strings.Join(problems, "; ")
-			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, msg)
-			if s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, msg) {
-				s.event(corev1.EventTypeWarning, trainjob.ReasonNetworkNotReady, "%s", msg)
-			}
-			return networkRecheck, nil
-		}
-		job.Network = plan
+	plan, problems, err := r.planNetwork(ctx, s, rt)
+	if err != nil {
+		return nil, nil, err
 	}
+	if len(problems) > 0 {
+		// The job may not start: its pods would hang without their
+		// networks. Profiles, NADs and device plugins change without
+		// events here, so look again periodically.
+		return nil, &blocked{reason: trainjob.ReasonNetworkNotReady, message: strings.Join(problems, "; "), recheck: networkRecheck, networks: true}, nil
+	}
+	job.Network = plan
+	return job, nil, nil
+}
 
+// startedJob is the job as it started, recorded on its JobSet; nil when it
+// has not started (no JobSet of its own) or the record cannot be read.
+func startedJob(s *scope) *mpi.Job {
+	if s.jobSet == nil || !metav1.IsControlledBy(s.jobSet, s.tj) {
+		return nil
+	}
+	job, ok := mpi.DecodeJob(s.jobSet.Annotations[mpi.AnnotationJob])
+	if !ok {
+		return nil
+	}
+	return job
+}
+
+func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (time.Duration, error) {
 	var js jobsetv1alpha2.JobSet
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
 	case err == nil:
@@ -268,25 +284,50 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		}
 		return 0, r.finish(ctx, s)
 	}
+	job, block, err := r.resolve(ctx, s, rt, rtErr)
+	if err != nil {
+		return 0, err
+	}
+	// frozen: the job started and can no longer be built afresh (its
+	// runtime or profile was deleted, an annotation went bad). It goes on
+	// as it started: its deadline, status and end are still Torus's, only
+	// its children are left as they are.
+	frozen := false
+	if block != nil {
+		started := startedJob(s)
+		if started == nil {
+			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, block.reason, block.message)
+			if block.networks && s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, block.reason, block.message) {
+				s.event(corev1.EventTypeWarning, block.reason, "%s", block.message)
+			}
+			return block.recheck, nil
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Job cannot be built afresh; tracking it as it started", "reason", block.reason, "message", block.message)
+		job, frozen = started, true
+	}
+	s.job = job
+
 	requeue, done, err := r.checkDeadline(ctx, s)
 	if done || err != nil {
 		return 0, err
 	}
 
-	desired, err := mpi.BuildJobSet(s.tj, rt, job, r.build)
-	if err != nil {
-		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
-		return 0, nil
-	}
-	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
-		if s.handleConflict(err) {
+	if !frozen {
+		desired, err := mpi.BuildJobSet(s.tj, rt, job, r.build)
+		if err != nil {
+			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
 			return 0, nil
 		}
-		return 0, err
-	}
-	if s.willBeSuspended(desired) {
-		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
+		if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
+			if s.handleConflict(err) {
+				return 0, nil
+			}
 			return 0, err
+		}
+		if s.willBeSuspended(desired) {
+			if _, err := r.deleteSSHSecret(ctx, s); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if r.kueue && r.build.Queued(s.tj) && s.jobSet != nil {

@@ -42,6 +42,11 @@ const (
 	// suspended by anyone else (Kueue, which holds the JobSets it manages
 	// until it admits them) is theirs to resume.
 	AnnotationSuspendedByTorus = Domain + "suspended-by-trainjob"
+	// AnnotationJob records, on the JobSet, the job as Torus resolved it
+	// from the TrainJob, its runtime and network profile (EncodeJob): once
+	// the JobSet exists, the job is tracked from what it started with, even
+	// if the runtime or profile is deleted or an annotation goes bad.
+	AnnotationJob = Domain + "job"
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"

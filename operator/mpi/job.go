@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
@@ -162,4 +163,26 @@ func GPUs(rl corev1.ResourceList) int64 {
 		}
 	}
 	return n
+}
+
+// EncodeJob is a job as AnnotationJob records it.
+func EncodeJob(j *Job) (string, error) {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return "", fmt.Errorf("encoding job %s: %w", j.Name, err)
+	}
+	return string(data), nil
+}
+
+// DecodeJob reads a job AnnotationJob recorded; false when there is none or
+// it cannot be read (a JobSet made by an older operator).
+func DecodeJob(s string) (*Job, bool) {
+	if s == "" {
+		return nil, false
+	}
+	var j Job
+	if err := json.Unmarshal([]byte(s), &j); err != nil || j.Workers < 1 || j.SlotsPerHost < 1 {
+		return nil, false
+	}
+	return &j, true
 }

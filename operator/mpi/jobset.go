@@ -132,6 +132,14 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	if err := applyRuntimePatches(js, tj); err != nil {
 		return nil, err
 	}
+	started, err := EncodeJob(job)
+	if err != nil {
+		return nil, err
+	}
+	if js.Annotations == nil {
+		js.Annotations = map[string]string{}
+	}
+	js.Annotations[AnnotationJob] = started
 	return js, nil
 }
 

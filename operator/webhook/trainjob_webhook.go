@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -59,13 +60,25 @@ func (w *TrainJobWebhook) ValidateCreate(ctx context.Context, tj *trainer.TrainJ
 	return w.validate(ctx, tj)
 }
 
-// ValidateUpdate validates spec changes; metadata and status updates of a
-// job whose runtime was since deleted must still go through.
+// ValidateUpdate validates spec changes, and changes to Torus's annotations
+// (which shape the job as much as its spec). Other updates of a job whose
+// runtime was since deleted must still go through.
 func (w *TrainJobWebhook) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
-	if equality.Semantic.DeepEqual(oldTJ.Spec, newTJ.Spec) {
+	if equality.Semantic.DeepEqual(oldTJ.Spec, newTJ.Spec) && maps.Equal(torusAnnotations(oldTJ), torusAnnotations(newTJ)) {
 		return nil, nil
 	}
 	return w.validate(ctx, newTJ)
+}
+
+// torusAnnotations are a job's annotations under Torus's domain.
+func torusAnnotations(tj *trainer.TrainJob) map[string]string {
+	out := map[string]string{}
+	for k, v := range tj.Annotations {
+		if strings.HasPrefix(k, mpi.Domain) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // ValidateDelete implements admission.Validator.

@@ -45,6 +45,13 @@ func getSecret(g Gomega, tj *trainer.TrainJob) *corev1.Secret {
 	return &s
 }
 
+func getTrainJob(tj *trainer.TrainJob) *trainer.TrainJob {
+	GinkgoHelper()
+	var got trainer.TrainJob
+	Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+	return &got
+}
+
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
 	return framework.Condition(ctx, fw.Client, tj, typ)
 }
@@ -554,6 +561,40 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(own), &got)).To(Succeed())
 			return ptr.Deref(got.Spec.Suspend, false)
 		}, framework.Timeout, framework.Interval).Should(BeFalse())
+	})
+
+	It("keeps a started job in its care when its runtime is deleted: deadline, status, end and keys as it started", func() {
+		rt := wrappers.MakeMPIRuntime("doomed-"+ns.Name, trainer.MPIImplementationOpenMPI).Obj()
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
+		runs := wrappers.MakeTrainJob("orphan", ns.Name).RuntimeRef(rt.Name).NumNodes(2).Obj()
+		dodger := wrappers.MakeTrainJob("dodger", ns.Name).RuntimeRef(rt.Name).NumNodes(1).ActiveDeadlineSeconds(4).Obj()
+		for _, tj := range []*trainer.TrainJob{runs, dodger} {
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+			framework.ObserveJobSet(ctx, fw.Client, tj)
+			Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+		}
+
+		By("deleting the runtime both jobs run on")
+		Expect(fw.Client.Delete(ctx, rt)).To(Succeed())
+		By("an annotation that would change the job is refused while its runtime is gone")
+		Eventually(func(g Gomega) {
+			var got trainer.TrainJob
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(runs), &got)).To(Succeed())
+			got.Annotations = map[string]string{mpi.AnnotationSSHPort: "x"}
+			err := fw.Client.Update(ctx, &got)
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("the job still ends as its JobSet does, and its keys go")
+		setJobSetCondition(runs, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
+		Eventually(condition(runs, trainer.TrainJobComplete), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(func() bool {
+			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName(runs.Name)}, &corev1.Secret{}))
+		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the finished job's keys are deleted")
+		Expect(meta.IsStatusConditionFalse(getTrainJob(runs).Status.Conditions, trainjob.ConditionCreated)).To(BeFalse(), "a started job is not reported uncreated")
+
+		By("deleting the runtime does not dodge the deadline")
+		Eventually(condition(dodger, trainer.TrainJobFailed), 10*framework.Timeout, framework.Interval).Should(HaveField("Reason", "DeadlineExceeded"))
 	})
 
 	It("sends no write when a reconcile has nothing to change", func() {

@@ -1,0 +1,27 @@
+package mpi_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// The job a JobSet records is the job Torus tracks once the JobSet exists.
+func TestJobRecordRoundTrip(t *testing.T) {
+	job := &mpi.Job{Name: "pi", Namespace: "ml", Implementation: mpi.OpenMPI, NumNodes: 3, Workers: 3, SlotsPerHost: 4,
+		SSH: mpi.SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222}, Network: &mpi.NetworkPlan{Profile: "ib", AllPods: true}}
+	enc, err := mpi.EncodeJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := mpi.DecodeJob(enc)
+	if !ok || !reflect.DeepEqual(got, job) {
+		t.Fatalf("DecodeJob(EncodeJob(job)) = %+v, %t; want %+v", got, ok, job)
+	}
+	for name, s := range map[string]string{"none (an older operator's JobSet)": "", "garbage": "{", "no workers": `{"Workers":0,"SlotsPerHost":1}`} {
+		if _, ok := mpi.DecodeJob(s); ok {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
