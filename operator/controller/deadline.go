@@ -7,14 +7,11 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
@@ -67,16 +64,8 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 			s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineExceeded, "%s", msg)
 			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
 		}
-		// A JobSet just created may not be cached yet; finished jobs are
-		// not reconciled again, so delete it by name then.
-		ours := s.jobSet != nil && metav1.IsControlledBy(s.jobSet, s.tj)
-		if ours || (s.jobSet == nil && r.creations.pending(childJobSet, s.tj, 0, s.now)) {
-			js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}}
-			if err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-				return 0, true, fmt.Errorf("deleting JobSet after deadline: %w", err)
-			}
-		}
-		return 0, true, r.finish(ctx, s)
+		// The JobSet goes once the failure is saved (finish).
+		return 0, true, nil
 	}
 	warnAt := start.Add(time.Duration(float64(limit) * deadlineWarnFraction))
 	if s.now.Before(warnAt) {

@@ -184,9 +184,7 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonNetworkNotReady, fail) {
 			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
 		}
-		if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return true, fmt.Errorf("deleting JobSet of a job without its networks: %w", err)
-		}
+		// The JobSet goes once the failure is saved (finish).
 		return true, nil
 	case attached > 0 && !pending && attached >= rankPods(plan, s.job):
 		names := make([]string, 0, len(plan.Networks))

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -384,20 +385,39 @@ func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *m
 			return err
 		}
 	}
-	if err := r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj)); err != nil {
+	// The policy comes before the pods it protects.
+	if err := r.ensureNetworkPolicy(ctx, s, rt); err != nil {
 		return err
 	}
-	return r.ensureNetworkPolicy(ctx, s, rt)
+	return r.ensureJobSet(ctx, s, desired, r.build.Queued(s.tj))
 }
 
 // finish cleans up after a job ended: its SSH keys go unless the user asked
 // to keep them. Pods stay for their logs, as the JobSet's policy says.
+//
+// A job Torus itself failed (its deadline passed, its networks are missing)
+// has its JobSet, and so its pods, deleted here, once the failure is
+// saved: deleting first could lose the failure and have the next reconcile
+// start the job again.
 func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
+	if stoppedByTorus(s.tj) && s.jobSet != nil && metav1.IsControlledBy(s.jobSet, s.tj) && s.jobSet.DeletionTimestamp.IsZero() {
+		if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the JobSet of a stopped job: %w", err)
+		}
+	}
 	if s.tj.Annotations[mpi.AnnotationKeepSSHKeys] == "true" {
 		return nil
 	}
 	_, err := r.deleteSSHSecret(ctx, s)
 	return err
+}
+
+// stoppedByTorus: the job failed because Torus stopped it, not because its
+// JobSet ended.
+func stoppedByTorus(tj *trainer.TrainJob) bool {
+	c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed)
+	return c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady)
 }
 
 // writeStatus sends one status patch, only when the status changed.
