@@ -28,9 +28,16 @@ type route struct {
 	torus, upstream handler
 	// mpi tells from a request whether its object is Torus's.
 	mpi func(context.Context, admission.Request) (bool, error)
+	// guard, when set, refuses a request whoever would handle it.
+	guard func(context.Context, admission.Request) *admission.Response
 }
 
 func (r route) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if r.guard != nil {
+		if resp := r.guard(ctx, req); resp != nil {
+			return *resp
+		}
+	}
 	if r.upstream == nil {
 		return r.torus.Handle(ctx, req)
 	}

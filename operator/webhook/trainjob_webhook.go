@@ -190,6 +190,9 @@ func SetupWebhooks(mgr ctrl.Manager, maxNodes int32, upstream map[string]http.Ha
 	}
 	for _, h := range hooks {
 		r := route{torus: h.torus, mpi: h.mpi}
+		if strings.HasPrefix(h.path, "/validate-") {
+			r.guard = keyRefGuard
+		}
 		if upstream != nil {
 			u, ok := upstream[h.path].(handler)
 			if !ok {

@@ -426,6 +426,16 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(err).To(MatchError(ContainSubstring("spec.trainer.env: Invalid value")))
 		Expect(err).To(MatchError(ContainSubstring("must not have reserved envs, invalid envs configured: [PET_NNODES]")))
 
+		// Whoever runs it, no job reads another job's SSH keys.
+		for name, runtime := range map[string]string{"torch-thief": rt.Name, "mpi-thief": "torus-openmpi"} {
+			thief := wrappers.MakeTrainJob(name, ns.Name).RuntimeRef(runtime).Obj()
+			thief.Spec.Trainer = &trainer.Trainer{Env: []corev1.EnvVar{{Name: "KEY", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "victim-mpi-ssh"}, Key: "ssh-privatekey"}}}}}
+			err := fw.Client.Create(ctx, thief)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", name, err)
+			Expect(err).To(MatchError(ContainSubstring(`Secret "victim-mpi-ssh" holds an MPI job's SSH keys`)))
+		}
+
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef(rt.Name).Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet
