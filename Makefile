@@ -110,8 +110,9 @@ bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
 	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/... ./plugin/migrate/...
 
 .PHONY: fuzz
-fuzz: ## A short fuzz run of the migrate parser (part of make test).
+fuzz: ## Short fuzz runs (part of make test): the migrate parser; admission, job resolution and BuildJobSet.
 	$(GO) test ./plugin/migrate/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime=10s
+	$(GO) test ./operator/webhook/ -run '^$$' -fuzz '^FuzzAdmitResolveBuild$$' -fuzztime=10s
 
 .PHONY: bench-logs
 bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 64-worker job, on a fresh local cluster.
