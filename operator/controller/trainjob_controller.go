@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -412,6 +413,25 @@ func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
 	return err
 }
 
+// orderConditions puts the conditions that hold last, the job's end last
+// of all, each group in its own order: the Trainer CRD's State column, in
+// kubectl and OpenShift's console alike, shows the type of the last
+// condition, which must then be true of the job ("Running" only while it
+// runs).
+func orderConditions(conds []metav1.Condition) {
+	rank := func(c metav1.Condition) int {
+		switch {
+		case c.Status != metav1.ConditionTrue:
+			return 0
+		case c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed:
+			return 2
+		default:
+			return 1
+		}
+	}
+	sort.SliceStable(conds, func(i, j int) bool { return rank(conds[i]) < rank(conds[j]) })
+}
+
 // stoppedByTorus: the job failed because Torus stopped it, not because its
 // JobSet ended.
 func stoppedByTorus(tj *trainer.TrainJob) bool {
@@ -422,6 +442,7 @@ func stoppedByTorus(tj *trainer.TrainJob) bool {
 
 // writeStatus sends one status patch, only when the status changed.
 func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) error {
+	orderConditions(s.tj.Status.Conditions)
 	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
 		return nil
 	}

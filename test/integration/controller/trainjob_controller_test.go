@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -605,6 +607,31 @@ var _ = Describe("MPI TrainJob", func() {
 
 		By("deleting the runtime does not dodge the deadline")
 		Eventually(condition(dodger, trainer.TrainJobFailed), 10*framework.Timeout, framework.Interval).Should(HaveField("Reason", "DeadlineExceeded"))
+	})
+
+	It("shows in the State column what holds: not Running while its workers wait", func() {
+		tj := wrappers.MakeTrainJob("waiting", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionFalse))
+		// As kubectl get and OpenShift's console ask for it: the API
+		// server's table, from the CRD's printer columns.
+		cs, err := kubernetes.NewForConfig(fw.Config)
+		Expect(err).NotTo(HaveOccurred())
+		raw, err := cs.RESTClient().Get().AbsPath("/apis/trainer.kubeflow.org/v1alpha1/namespaces", ns.Name, "trainjobs", tj.Name).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		var table metav1.Table
+		Expect(json.Unmarshal(raw, &table)).To(Succeed())
+		state := -1
+		for i, c := range table.ColumnDefinitions {
+			if c.Name == "State" {
+				state = i
+			}
+		}
+		Expect(state).NotTo(Equal(-1), "the CRD has a State column")
+		Expect(table.Rows).To(HaveLen(1))
+		Expect(table.Rows[0].Cells[state]).To(Equal("Created"), "the job is created, its workers not ready: it is not Running")
 	})
 
 	It("sends no write when a reconcile has nothing to change", func() {
