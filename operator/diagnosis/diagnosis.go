@@ -85,6 +85,15 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 		f.at = podTime(p)
 		return f, true
 	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			// The scheduler's own words say what no node has.
+			f.Reason, f.Detail = c.Reason, "the scheduler says: "+c.Message
+			f.Fix = "ask for what one node can give (--cpu, --memory, --gpus per worker), or add nodes that have it"
+			f.at = c.LastTransitionTime.Time
+			return f, true
+		}
+	}
 	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
@@ -109,6 +118,9 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				f.Reason, f.Detail = w.Reason, fmt.Sprintf("cannot pull image %q: %s", imageOf(p, cs.Name), w.Message)
 				f.Fix = "check the image name and tag, and the pull secret for private registries"
 				f.Terminal = w.Reason == "InvalidImageName"
+			case "ErrImageNeverPull":
+				f.Reason, f.Detail = w.Reason, fmt.Sprintf("image %q is not on the node and its pull policy is Never", imageOf(p, cs.Name))
+				f.Fix = "load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime"
 			case "CrashLoopBackOff":
 				f.Reason, f.Detail = w.Reason, fmt.Sprintf("container %s keeps exiting (restarted %d times)", cs.Name, cs.RestartCount)
 				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host) + " --previous"

@@ -55,6 +55,21 @@ func TestPods(t *testing.T) {
 				"worker-0 (ranks 0-3) Error: container node exited with code 1; see kubectl mpi logs pi --worker 0 [pod pi-node-0-0-abcde]",
 			},
 		},
+		"a worker no node can take, in the scheduler's words": {
+			pods: []corev1.Pod{worker("2", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", LastTransitionTime: metav1.NewTime(t0),
+			}}})},
+			want: []string{"worker-2 (ranks 8-11) Unschedulable: the scheduler says: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.; " +
+				"ask for what one node can give (--cpu, --memory, --gpus per worker), or add nodes that have it [pod pi-node-0-2-abcde]"},
+		},
+		"an image a node must not pull": {
+			pods: []corev1.Pod{worker("0", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "node", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull"}},
+			}}})},
+			want: []string{`worker-0 (ranks 0-3) ErrImageNeverPull: image "mpi:1" is not on the node and its pull policy is Never; ` +
+				"load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime [pod pi-node-0-0-abcde]"},
+		},
 		"terminal failures before transient ones": {
 			pods: []corev1.Pod{
 				worker("1", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{

@@ -84,6 +84,21 @@ var _ = Describe("MPI implementations", func() {
 	)
 })
 
+var _ = Describe("Waiting", func() {
+	It("says in the scheduler's words why workers no node can take are waiting", func() {
+		ns := newNamespace("wait")
+		// More GPUs per worker than any simulated node has; no Kueue queue,
+		// so the scheduler is the one to say no.
+		tj := wrappers.MakeTrainJob("greedy", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).
+			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("64")}}).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", MatchRegexp(`^worker-\d \(ranks? [\d-]+\) Unschedulable: the scheduler says: 0/\d+ nodes are available: .*Insufficient nvidia.com/gpu`)),
+		))
+	})
+})
+
 var _ = Describe("Failures", func() {
 	It("fails the job when a worker is OOMKilled, naming the rank and the fix", func() {
 		ns := newNamespace("fail")
