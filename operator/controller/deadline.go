@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
@@ -79,4 +80,44 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
 	}
 	return deadline.Sub(s.now), false, nil
+}
+
+// checkSchedulingTimeout fails a job whose ranks have not all run within
+// its scheduling timeout (mpi.AnnotationSchedulingTimeout) since it last
+// started, the clock of activeDeadlineSeconds: Kueue's queueing does not
+// count. Its message names what the job waited for, in the words of
+// whatever decided it (Running=False's). The JobSet goes once the failure is
+// saved (finish), which releases its quota. It returns when to look again.
+func (r *TrainJobReconciler) checkSchedulingTimeout(s *scope) time.Duration {
+	timeout := s.job.SchedulingTimeout
+	if timeout <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
+		return 0
+	}
+	running := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRunning)
+	// Only the wait for the first time all ranks run: a job that ran is
+	// watched by its failure policy, and Kueue's queue is Kueue's.
+	if running != nil && (running.Status == metav1.ConditionTrue || running.Reason != trainjob.ReasonPending) {
+		return 0
+	}
+	start, queued := lastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	if queued {
+		return 0
+	}
+	limit := start.Add(timeout)
+	if s.now.Before(limit) {
+		return limit.Sub(s.now)
+	}
+	waited := "the JobSet controller to start the job"
+	if running != nil {
+		waited = running.Message
+	}
+	msg := fmt.Sprintf("Not all ranks ran within the scheduling timeout of %s since the job started (%s); it waited for: %s. "+
+		"The job was stopped and its pods deleted, releasing what it held; fix what it waited for, or raise %s",
+		timeout, start.UTC().Format(time.RFC3339), waited, mpi.AnnotationSchedulingTimeout)
+	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSchedulingTimeout, msg)
+	if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonSchedulingTimeout, msg) {
+		s.event(corev1.EventTypeWarning, trainjob.ReasonSchedulingTimeout, "%s", msg)
+		r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
+	}
+	return 0
 }

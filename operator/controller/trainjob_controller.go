@@ -347,6 +347,11 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 	s.pods = pods.Items
 	r.syncStatus(s)
 	if !finished(s.tj) {
+		if wait := r.checkSchedulingTimeout(s); wait > 0 {
+			requeue = minPositive(requeue, wait)
+		}
+	}
+	if !finished(s.tj) {
 		if _, err := r.syncNetworks(ctx, s); err != nil {
 			return 0, err
 		}
@@ -437,7 +442,7 @@ func orderConditions(conds []metav1.Condition) {
 func stoppedByTorus(tj *trainer.TrainJob) bool {
 	c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed)
 	return c != nil && c.Status == metav1.ConditionTrue &&
-		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady)
+		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady || c.Reason == trainjob.ReasonSchedulingTimeout)
 }
 
 // writeStatus sends one status patch, only when the status changed.

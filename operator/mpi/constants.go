@@ -23,6 +23,11 @@ const (
 	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
 	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.
 	AnnotationSSHPort = Domain + "ssh-port"
+	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
+	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
+	// to run before it fails with reason SchedulingTimeout, releasing what
+	// it holds. Time queued in Kueue before admission does not count.
+	AnnotationSchedulingTimeout = Domain + "scheduling-timeout"
 	// AnnotationTopology, on a runtime or a TrainJob, names the node label
 	// (e.g. a rack or block label) whose domain all of the job's pods must
 	// share; it becomes Kueue's topology-aware scheduling annotations.

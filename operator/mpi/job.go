@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type Job struct {
 	// LauncherRunsRanks is runLauncherAsNode: the launcher is also a host.
 	LauncherRunsRanks bool
 	SSH               SSHSettings
+	// SchedulingTimeout bounds the wait for all ranks to run; zero waits
+	// for ever (AnnotationSchedulingTimeout).
+	SchedulingTimeout time.Duration
 	// Network is the job's resolved MPINetworkProfile, if it selects one.
 	Network *NetworkPlan
 }
@@ -94,6 +98,13 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 			return nil, fmt.Errorf("annotation %s=%q: set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)", AnnotationSSHPort, port)
 		}
 		job.SSH.Port = int32(p)
+	}
+	if v, ok := firstAnnotation(AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("annotation %s=%q: set it to a positive duration such as 10m or 90s", AnnotationSchedulingTimeout, v)
+		}
+		job.SchedulingTimeout = d
 	}
 	return job, nil
 }

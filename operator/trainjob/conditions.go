@@ -30,6 +30,7 @@ const (
 	ReasonCompleted           = "Completed"
 	ReasonFailed              = "Failed"
 	ReasonDeadlineExceeded    = "DeadlineExceeded"
+	ReasonSchedulingTimeout   = "SchedulingTimeout"
 	ReasonDeadlineApproaching = "DeadlineApproaching"
 	ReasonSSHKeysCreated      = "SSHKeysCreated"
 	ReasonSSHKeysDeleted      = "SSHKeysDeleted"
