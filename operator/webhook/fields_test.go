@@ -243,16 +243,23 @@ func apiFields(prefix string, t reflect.Type, out *[]string) {
 	}
 }
 
-func baseline(t *testing.T) (*trainer.TrainJob, *mpi.Runtime) {
-	t.Helper()
+// sampleRuntime is the shipped Open MPI runtime.
+func sampleRuntime(tb testing.TB) trainer.ClusterTrainingRuntime {
+	tb.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "samples", "runtimes", "torus-openmpi.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var ctr trainer.ClusterTrainingRuntime
 	if err := yaml.Unmarshal(data, &ctr); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return ctr
+}
+
+func baseline(t *testing.T) (*trainer.TrainJob, *mpi.Runtime) {
+	t.Helper()
+	ctr := sampleRuntime(t)
 	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "default"},
 		Spec: trainer.TrainJobSpec{

@@ -2,12 +2,9 @@ package webhook
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 )
@@ -19,15 +16,7 @@ import (
 // admits must resolve and build into a JobSet of a launcher and the
 // workers it promised.
 func FuzzAdmitResolveBuild(f *testing.F) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "samples", "runtimes", "torus-openmpi.yaml"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	var ctr trainer.ClusterTrainingRuntime
-	if err := yaml.Unmarshal(data, &ctr); err != nil {
-		f.Fatal(err)
-	}
-	rtJSON, err := json.Marshal(ctr)
+	rtJSON, err := json.Marshal(sampleRuntime(f))
 	if err != nil {
 		f.Fatal(err)
 	}

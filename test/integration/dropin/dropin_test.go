@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -449,14 +451,7 @@ func walk(path string, a, b any, out *[]string) {
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)
 	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		for k := range keys {
+		for _, k := range union(am, bm) {
 			walk(path+"."+k, am[k], bm[k], out)
 		}
 		return
@@ -472,14 +467,7 @@ func walk(path string, a, b any, out *[]string) {
 			return m
 		}
 		an, bn := byName(al), byName(bl)
-		keys := map[string]bool{}
-		for k := range an {
-			keys[k] = true
-		}
-		for k := range bn {
-			keys[k] = true
-		}
-		for k := range keys {
+		for _, k := range union(an, bn) {
 			walk(fmt.Sprintf("%s[%s]", path, k), an[k], bn[k], out)
 		}
 		return
@@ -490,6 +478,18 @@ func walk(path string, a, b any, out *[]string) {
 		*out = append(*out, path)
 		GinkgoWriter.Printf("%s\n  upstream: %s\n  torus:    %s\n", path, aj, bj)
 	}
+}
+
+// union is the keys of both maps, sorted.
+func union(a, b map[string]any) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func named(l []any) bool {
