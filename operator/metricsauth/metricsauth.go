@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,17 @@ const (
 	denyTTL    = 10 * time.Second
 	cacheSize  = 1024
 	reviewTime = 10 * time.Second
+)
+
+// Anyone who reaches the port may send tokens; each unknown one would cost
+// the API server two reviews. Tokens longer than any the API server issues
+// are refused unread, and reviews of tokens not answered from the cache
+// are rate-limited: a flood of random tokens gets 429s, not the API
+// server's time. Scrapers, whose tokens are cached, are not slowed.
+const (
+	maxTokenBytes = 16 << 10
+	reviewRate    = 5 // per second
+	reviewBurst   = 20
 )
 
 // FilterProvider is a metricsserver.Options.FilterProvider.
@@ -61,16 +73,19 @@ type Reviewer struct {
 	tokens  authenticationclient.TokenReviewInterface
 	access  authorizationclient.SubjectAccessReviewInterface
 	answers *cache.LRUExpireCache
+	reviews *rate.Limiter
 }
 
 // NewReviewer returns a Reviewer that sends its reviews to these clients.
 func NewReviewer(tokens authenticationclient.TokenReviewInterface, access authorizationclient.SubjectAccessReviewInterface) *Reviewer {
-	return &Reviewer{tokens: tokens, access: access, answers: cache.NewLRUExpireCache(cacheSize)}
+	return &Reviewer{tokens: tokens, access: access, answers: cache.NewLRUExpireCache(cacheSize),
+		reviews: rate.NewLimiter(reviewRate, reviewBurst)}
 }
 
 // Decision is the outcome of reviewing one request.
 type Decision struct {
-	// Status is http.StatusOK, StatusUnauthorized or StatusForbidden.
+	// Status is http.StatusOK, StatusUnauthorized, StatusForbidden, or
+	// StatusTooManyRequests when the review was not made (reviewRate).
 	Status int
 	// User is the token's user name, when the token was accepted.
 	User string
@@ -81,12 +96,15 @@ type Decision struct {
 // Review decides whether the bearer of token may send verb to path.
 // Answers are cached under a hash of the token, never the token itself.
 func (r *Reviewer) Review(ctx context.Context, token, verb, path string) (Decision, error) {
-	if token == "" {
+	if token == "" || len(token) > maxTokenBytes {
 		return Decision{Status: http.StatusUnauthorized}, nil
 	}
 	key := fmt.Sprintf("%x %s %s", sha256.Sum256([]byte(token)), verb, path)
 	if d, ok := r.answers.Get(key); ok {
 		return d.(Decision), nil
+	}
+	if !r.reviews.Allow() {
+		return Decision{Status: http.StatusTooManyRequests}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTime)
 	defer cancel()
@@ -137,6 +155,9 @@ func (r *Reviewer) Handler(log logr.Logger, next http.Handler) http.Handler {
 		case err != nil:
 			log.Error(err, "Could not review a metrics request")
 			http.Error(w, "Could not review the request with the API server", http.StatusInternalServerError)
+		case d.Status == http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many requests with tokens not seen before; retry in a second", http.StatusTooManyRequests)
 		case d.Status == http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
 			http.Error(w, "Unauthorized: send a bearer token the API server accepts, e.g. a ServiceAccount's", http.StatusUnauthorized)

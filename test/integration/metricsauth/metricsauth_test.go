@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
@@ -115,6 +116,33 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 		}
 		Expect(reviews.Load()).To(Equal(before))
 		Expect(before).To(BeNumerically(">", 0), "the reviews went through the counted client")
+	})
+
+	It("refuses tokens longer than any the API server issues, without a review", func() {
+		before := reviews.Load()
+		code, _ := get("/metrics", strings.Repeat("a", 20<<10))
+		Expect(code).To(Equal(http.StatusUnauthorized))
+		Expect(reviews.Load()).To(Equal(before))
+	})
+
+	It("answers a flood of unknown tokens with 429s rather than the API server's time, and scrapers still get through", func() {
+		before := reviews.Load()
+		start := time.Now()
+		limited := 0
+		for i := range 100 {
+			code, _ := get("/metrics", fmt.Sprintf("not-a-token-%d", i))
+			if code == http.StatusTooManyRequests {
+				limited++
+			} else {
+				Expect(code).To(Equal(http.StatusUnauthorized))
+			}
+		}
+		elapsed := time.Since(start)
+		Expect(limited).To(BeNumerically(">", 0), "no request was limited")
+		// One TokenReview per unknown token reviewed: no more than the
+		// limiter's burst and its refill over the flood.
+		Expect(reviews.Load()-before).To(BeNumerically("<=", 20+int32(5*elapsed.Seconds())+1))
+		Eventually(func() int { code, _ := get("/metrics", reader); return code }, 10*time.Second, 200*time.Millisecond).Should(Equal(http.StatusOK))
 	})
 })
 
