@@ -141,7 +141,7 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 		Expect(limited).To(BeNumerically(">", 0), "no request was limited")
 		// One TokenReview per unknown token reviewed: no more than the
 		// limiter's burst and its refill over the flood.
-		Expect(reviews.Load()-before).To(BeNumerically("<=", 20+int32(5*elapsed.Seconds())+1))
+		Expect(reviews.Load() - before).To(BeNumerically("<=", 20+int32(5*elapsed.Seconds())+1))
 		Eventually(func() int { code, _ := get("/metrics", reader); return code }, 10*time.Second, 200*time.Millisecond).Should(Equal(http.StatusOK))
 	})
 })
