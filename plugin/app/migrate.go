@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -258,9 +257,9 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 // manifest files of a directory.
 func (o *MigrateOptions) readFilename(name string, opts migrate.Options) ([]input, error) {
 	if name == "-" {
-		data, err := io.ReadAll(o.In)
+		data, err := readAllLimited(o.In, "standard input")
 		if err != nil {
-			return nil, fmt.Errorf("reading standard input: %w", err)
+			return nil, err
 		}
 		return []input{{items: migrate.File(stdinName, data, opts), outPath: "stdin" + o.extension(".yaml")}}, nil
 	}
@@ -305,7 +304,7 @@ func (o *MigrateOptions) readFilename(name string, opts migrate.Options) ([]inpu
 
 func (o *MigrateOptions) readFile(path, rel string, opts migrate.Options) input {
 	outPath := strings.TrimSuffix(rel, filepath.Ext(rel)) + o.extension(filepath.Ext(rel))
-	data, err := os.ReadFile(path)
+	data, err := readFileLimited(path)
 	if err != nil {
 		it := &migrate.Item{Source: path, Findings: []migrate.Finding{{Level: migrate.LevelError, Message: fmt.Sprintf("reading the file: %v", err)}}}
 		return input{items: []*migrate.Item{it}, outPath: outPath}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -427,13 +426,10 @@ func typed(u *unstructured.Unstructured) (runtime.Object, error) {
 
 func readInput(name string, stdin io.Reader) ([]byte, string, error) {
 	if name == "-" {
-		data, err := io.ReadAll(stdin)
-		if err != nil {
-			return nil, "<stdin>", fmt.Errorf("reading standard input: %w", err)
-		}
-		return data, "<stdin>", nil
+		data, err := readAllLimited(stdin, "standard input")
+		return data, "<stdin>", err
 	}
-	data, err := os.ReadFile(name)
+	data, err := readFileLimited(name)
 	if err != nil {
 		return nil, name, fmt.Errorf("reading %s: %w", name, err)
 	}

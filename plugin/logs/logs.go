@@ -377,6 +377,9 @@ func (s *streamer) copy(ctx context.Context, p *corev1.Pod, st *stream) error {
 	return s.pipe(ctx, rc, []byte(s.opts.Prefix(p)), st)
 }
 
+// maxLine is the longest line pipe holds back waiting for its end.
+const maxLine = 1 << 20
+
 // pipe copies a log stream into the writer, whole lines at a time.
 func (s *streamer) pipe(ctx context.Context, rc io.Reader, prefix []byte, st *stream) error {
 	r := bufio.NewReaderSize(rc, 64*1024)
@@ -390,6 +393,12 @@ func (s *streamer) pipe(ctx context.Context, rc io.Reader, prefix []byte, st *st
 			end := bytes.LastIndexByte(chunk, '\n')
 			if end < 0 {
 				partial = append(partial, chunk...)
+				if len(partial) >= maxLine {
+					// A line without end (a progress bar, binary output)
+					// goes out in pieces rather than filling memory.
+					s.out.write(prefixLines(prefix, append(partial, '\n')))
+					partial = nil
+				}
 			} else {
 				lines := chunk[:end+1]
 				if len(partial) > 0 {

@@ -126,3 +126,31 @@ func sortStrings(s []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// A stream that never ends its line (a progress bar, binary output) is
+// written in pieces of at most maxLine, not held in memory whole.
+func TestPipeBoundsLinesWithoutEnd(t *testing.T) {
+	var out bytes.Buffer
+	w := newWriter(&out)
+	s := &streamer{out: w}
+	endless := strings.Repeat("#", 3*maxLine+5)
+	if err := s.pipe(context.Background(), strings.NewReader(endless), []byte("[w] "), &stream{}); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("got %d lines, want the endless line in pieces", len(lines))
+	}
+	total := 0
+	for _, l := range lines {
+		body := strings.TrimPrefix(l, "[w] ")
+		if len(body) > maxLine+64*1024 {
+			t.Fatalf("a piece of %d bytes; pieces stay near %d", len(body), maxLine)
+		}
+		total += len(body)
+	}
+	if total != len(endless) {
+		t.Errorf("wrote %d bytes of %d", total, len(endless))
+	}
+}
