@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,9 @@ type RunSpec struct {
 	NetworkProfile string
 	// Topology names the node label whose domain all pods must share.
 	Topology string
+	// SchedulingTimeout is how long the job may wait for all its ranks to
+	// run (a Go duration; AnnotationSchedulingTimeout).
+	SchedulingTimeout string
 
 	Labels      map[string]string
 	Annotations map[string]string
@@ -123,6 +127,9 @@ func (s RunSpec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.Topology != "" {
 		setString(&tj.Annotations, AnnotationTopology, s.Topology)
+	}
+	if s.SchedulingTimeout != "" {
+		setString(&tj.Annotations, AnnotationSchedulingTimeout, s.SchedulingTimeout)
 	}
 
 	t := tj.Spec.Trainer
@@ -265,6 +272,11 @@ func (s RunSpec) Validate() error {
 	if s.Topology != "" {
 		for _, msg := range validation.IsQualifiedName(s.Topology) {
 			add("--topology %q must be a node label such as cloud.provider.com/topology-rack: %s", s.Topology, msg)
+		}
+	}
+	if s.SchedulingTimeout != "" {
+		if d, err := time.ParseDuration(s.SchedulingTimeout); err != nil || d <= 0 {
+			add("--scheduling-timeout %q must be a positive duration such as 10m or 90s", s.SchedulingTimeout)
 		}
 	}
 	if s.Runtime != "" {

@@ -53,7 +53,7 @@ func TestBuildTrainJob(t *testing.T) {
 				Workers: ptr.To[int32](4), SlotsPerWorker: ptr.To[int32](2), GPUs: ptr.To[int64](2),
 				CPU: qty("4"), Memory: qty("16Gi"),
 				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
-				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack",
+				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
 			},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
@@ -61,8 +61,9 @@ func TestBuildTrainJob(t *testing.T) {
 					Name: "train", Namespace: "ml",
 					Labels: map[string]string{KueueQueueLabel: "team"},
 					Annotations: map[string]string{
-						AnnotationNetworkProfile: "ib",
-						AnnotationTopology:       "cloud.provider.com/topology-rack",
+						AnnotationNetworkProfile:    "ib",
+						AnnotationTopology:          "cloud.provider.com/topology-rack",
+						AnnotationSchedulingTimeout: "10m",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -203,6 +204,10 @@ func TestRunSpecValidate(t *testing.T) {
 		"topology must be a label": {
 			spec:    RunSpec{Topology: "rack level"},
 			wantErr: []string{`--topology "rack level" must be a node label`},
+		},
+		"scheduling timeout must be a duration": {
+			spec:    RunSpec{SchedulingTimeout: "soon"},
+			wantErr: []string{`--scheduling-timeout "soon" must be a positive duration such as 10m or 90s`},
 		},
 	}
 	for name, tc := range cases {

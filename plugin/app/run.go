@@ -136,6 +136,7 @@ func addJobFlags(f *pflag.FlagSet, j *run.Flags) {
 	f.StringVar(&j.Queue, run.FlagQueue, "", "Kueue LocalQueue that admits the whole job at once")
 	f.StringVar(&j.Network, run.FlagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
 	f.StringVar(&j.Topology, run.FlagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
+	f.StringVar(&j.SchedulingTimeout, run.FlagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
 	f.StringArrayVar(&j.Env, run.FlagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
 	f.StringArrayVar(&j.Volumes, run.FlagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
 }

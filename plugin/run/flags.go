@@ -32,8 +32,10 @@ type Flags struct {
 	Queue          string
 	Network        string
 	Topology       string
-	Env            []string
-	Volumes        []string
+	// SchedulingTimeout is a Go duration; empty sets none.
+	SchedulingTimeout string
+	Env               []string
+	Volumes           []string
 }
 
 // Flag names, shared with the command that binds them.
@@ -50,6 +52,7 @@ const (
 	FlagQueue          = "queue"
 	FlagNetwork        = "network"
 	FlagTopology       = "topology"
+	FlagSchedTimeout   = "scheduling-timeout"
 	FlagEnv            = "env"
 	FlagVolume         = "volume"
 )
@@ -58,7 +61,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var JobFlags = []string{
 	FlagImage, FlagWorkers, FlagSlotsPerWorker, FlagGPUs, FlagGPUResource, FlagCPU, FlagMemory,
-	FlagMPI, FlagRuntime, FlagQueue, FlagNetwork, FlagTopology, FlagEnv, FlagVolume,
+	FlagMPI, FlagRuntime, FlagQueue, FlagNetwork, FlagTopology, FlagSchedTimeout, FlagEnv, FlagVolume,
 }
 
 // Spec reads the flags that were set (changed reports which) into a
@@ -66,7 +69,7 @@ var JobFlags = []string{
 // reported at once.
 func (f *Flags) Spec(name, namespace string, command []string, changed func(flag string) bool) (mpi.RunSpec, []mpi.Volume, error) {
 	s := mpi.RunSpec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
-		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology}
+		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
 	var errs []error
 	if changed(FlagWorkers) {
 		s.Workers = ptr.To(f.Workers)
