@@ -58,6 +58,17 @@ var jobs = []job{
 	{name: "deepspeed", runtime: "deepspeed-distributed", numNodes: 2, end: jobsetv1alpha2.JobSetCompleted, mpi: true},
 }
 
+// jobsOf is the MPI jobs, or the others.
+func jobsOf(mpi bool) []job {
+	var out []job
+	for _, j := range jobs {
+		if j.mpi == mpi {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // outcome is what a controller made of one TrainJob.
 type outcome struct {
 	jobSet     *jobsetv1alpha2.JobSet
@@ -87,10 +98,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 	})
 
 	It("builds the same JobSet, from the same runtime snapshot, for every TrainJob that is not MPI", func() {
-		for _, j := range jobs {
-			if j.mpi {
-				continue
-			}
+		for _, j := range jobsOf(false) {
 			By(j.name)
 			u, t := upstream[j.name], torus[j.name]
 			Expect(differences(u.jobSet, t.jobSet)).To(BeEmpty(), "JobSet spec of %s", j.name)
@@ -102,10 +110,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 	})
 
 	It("reports the same status for every TrainJob that is not MPI", func() {
-		for _, j := range jobs {
-			if j.mpi {
-				continue
-			}
+		for _, j := range jobsOf(false) {
 			By(j.name)
 			u, t := upstream[j.name], torus[j.name]
 			Expect(comparable(t.conditions)).To(Equal(comparable(u.conditions)), "conditions of %s", j.name)
@@ -114,10 +119,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 	})
 
 	It("builds MPI JobSets that differ from upstream's only where the README's table says why", func() {
-		for _, j := range jobs {
-			if !j.mpi {
-				continue
-			}
+		for _, j := range jobsOf(true) {
 			By(j.name)
 			got := differences(upstream[j.name].jobSet, torus[j.name].jobSet)
 			GinkgoWriter.Printf("%s: %d differences\n%s\n", j.name, len(got), strings.Join(got, "\n"))
