@@ -64,7 +64,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit fuzz krew-check integration wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
+test: lint verify-generate testbin unit fuzz krew-check rule-check integration wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -154,6 +154,10 @@ release: ## Cross-compile kubectl-mpi, pack the krew archives, fill dist/release
 image: ## Build the operator image with podman or docker (needs a container engine).
 	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker"; exit 1; }
 	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=v$(RELEASE_VERSION) -t $(IMG) .
+
+.PHONY: rule-check
+rule-check: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
+	cd hack/rulecheck && $(GO) test -count=1 ./...
 
 .PHONY: krew-check
 krew-check: ## The krew manifest, checked with krew's own types, on a placeholder release.

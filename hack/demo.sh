@@ -95,7 +95,8 @@ if [[ $node == real ]]; then
   $kubectl_mpi run "$job" --runtime torus-openmpi-local --workers 2 --slots-per-worker 2 --cpu 500m --memory 512Mi \
     --queue default -- sh -c 'mpirun -n 4 python3 /opt/torus/pi.py && until [ -e /tmp/release ]; do sleep 0.2; done'
 else
-  $kubectl apply -f samples/runtimes/torus-openmpi.yaml
+  # The operator installs its default runtimes when it starts.
+  $kubectl wait --for=create clustertrainingruntime/torus-openmpi --timeout=2m >/dev/null
   echo "== kubectl mpi run $job: Open MPI, 2 workers x 4 GPUs on simulated nodes, queue 'default'"
   $kubectl_mpi run "$job" --image mpioperator/mpi-pi:openmpi --workers 2 --gpus 4 --cpu 2 --memory 4Gi \
     --queue default -- mpirun -n 8 /home/mpiuser/pi

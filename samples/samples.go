@@ -5,6 +5,10 @@ package samples
 import (
 	"embed"
 	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"sigs.k8s.io/yaml"
@@ -15,13 +19,36 @@ var files embed.FS
 
 // Runtime decodes the sample ClusterTrainingRuntime of that name.
 func Runtime(name string) (*trainer.ClusterTrainingRuntime, error) {
-	data, err := files.ReadFile("runtimes/" + name + ".yaml")
+	data, err := RuntimeManifest(name)
 	if err != nil {
-		return nil, fmt.Errorf("no sample runtime %q: %w", name, err)
+		return nil, err
 	}
 	var rt trainer.ClusterTrainingRuntime
 	if err := yaml.UnmarshalStrict(data, &rt); err != nil {
 		return nil, fmt.Errorf("decoding sample runtime %q: %w", name, err)
 	}
 	return &rt, nil
+}
+
+// RuntimeManifest is the file of the sample runtime of that name.
+func RuntimeManifest(name string) ([]byte, error) {
+	data, err := files.ReadFile("runtimes/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no sample runtime %q: %w", name, err)
+	}
+	return data, nil
+}
+
+// RuntimeNames are the sample runtimes' names, sorted.
+func RuntimeNames() []string {
+	entries, err := fs.ReadDir(files, "runtimes")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), path.Ext(e.Name())))
+	}
+	sort.Strings(names)
+	return names
 }

@@ -289,7 +289,7 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	secret, err := torus.BuildSSHSecret(tj, job, 0, nil)
+	secret, err := torus.BuildSSHSecret(tj, job, 0, nil, mpi.DefaultKeyAlgorithm)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ const (
 	metricsService = "torus-operator-metrics"
 	webhookService = "torus-webhook"
 	roleName       = "torus-operator"
+	// userRolePrefix names the roles for users (kustomize/userroles).
+	userRolePrefix = "torus-mpi-"
 	csvFile        = "manifests/torus-operator.clusterserviceversion.yaml"
 
 	disconnectedAnnotation = "features.operators.openshift.io/disconnected"
@@ -157,7 +159,11 @@ func split(objs []*unstructured.Unstructured, image string) (*bundleParts, error
 				return nil, err
 			}
 			p.webhooks = append(p.webhooks, defs...)
-		case kind == "Service" && name == metricsService:
+		case kind == "Service" && name == metricsService,
+			// The users' roles (kustomize/userroles): OLM installs
+			// ClusterRoles and ClusterRoleBindings shipped as bundle
+			// objects as they are.
+			(kind == "ClusterRole" || kind == "ClusterRoleBinding") && strings.HasPrefix(name, userRolePrefix):
 			p.extra = append(p.extra, o)
 		// OLM makes these itself: the namespace is the install namespace,
 		// the ServiceAccount and bindings come from the CSV's

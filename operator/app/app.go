@@ -19,6 +19,7 @@ import (
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
@@ -43,13 +44,18 @@ type Options struct {
 	MaxConcurrentReconciles int
 	JobSetReportTimeout     time.Duration
 	MaxNodes                int32
+	SSHKeyAlgorithm         string
 	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
 	// jobs instead of its JobSet integration.
 	KueueTrainJobIntegration bool
 	// PprofAddr serves net/http/pprof, for finding hot spots under load
 	// (hack/bench); off by default.
 	PprofAddr string
-	Zap       zap.Options
+	// InstallDefaultRuntimes applies the default MPI runtimes at start;
+	// DefaultRuntimesUser says which UID they fix (runtimes.UserMode).
+	InstallDefaultRuntimes bool
+	DefaultRuntimesUser    string
+	Zap                    zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -71,6 +77,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in a ConfigMap).", mpi.AbsoluteMaxNodes))
 	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
 		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
+	fs.StringVar(&o.SSHKeyAlgorithm, "ssh-key-algorithm", string(mpi.DefaultKeyAlgorithm), fmt.Sprintf(
+		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", mpi.AnnotationSSHKeyAlgorithm))
+	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
+		"Install the default MPI ClusterTrainingRuntimes (torus-openmpi, torus-openmpi5, torus-intelmpi, torus-mpich) at start; fields an administrator changed are kept.")
+	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
+		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
 		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
 			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
@@ -117,6 +129,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
 		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
 	}
+	keyAlgorithm, err := mpi.ParseKeyAlgorithm(o.SSHKeyAlgorithm)
+	if err != nil {
+		return nil, fmt.Errorf("--ssh-key-algorithm: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -134,8 +150,19 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		JobSetReportTimeout:      o.JobSetReportTimeout,
 		KueueTrainJobIntegration: o.KueueTrainJobIntegration,
 		MaxNodes:                 o.MaxNodes,
+		SSHKeyAlgorithm:          keyAlgorithm,
 	}); err != nil {
 		return nil, err
+	}
+	if o.InstallDefaultRuntimes {
+		installer := &runtimes.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
+			User: runtimes.UserMode(o.DefaultRuntimesUser), Log: ctrl.Log.WithName("runtimes")}
+		if err := installer.Validate(); err != nil {
+			return nil, fmt.Errorf("--default-runtimes-user: %w", err)
+		}
+		if err := mgr.Add(installer); err != nil {
+			return nil, fmt.Errorf("adding the default runtimes installer: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)

@@ -63,7 +63,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonDeadlineExceeded, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonDeadlineExceeded, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineExceeded, "%s", msg)
-			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
+			r.metrics.failed(s.tj, trainjob.ReasonDeadlineExceeded, s.now)
 		}
 		// The JobSet goes once the failure is saved (finish).
 		return 0, true, nil
@@ -117,7 +117,7 @@ func (r *TrainJobReconciler) checkSchedulingTimeout(s *scope) time.Duration {
 	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSchedulingTimeout, msg)
 	if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonSchedulingTimeout, msg) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonSchedulingTimeout, "%s", msg)
-		r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
+		r.metrics.failed(s.tj, trainjob.ReasonSchedulingTimeout, s.now)
 	}
 	return 0
 }

@@ -69,6 +69,7 @@ func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 		if s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionTrue, trainjob.ReasonAdmitted,
 			fmt.Sprintf("Kueue admitted the launcher and all workers together in ClusterQueue %q", cq)) {
 			s.event(corev1.EventTypeNormal, trainjob.ReasonAdmitted, "Kueue admitted the job in ClusterQueue %q", cq)
+			s.admittedNow = !wasAdmitted
 		}
 		return ""
 	}

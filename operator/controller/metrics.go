@@ -1,8 +1,18 @@
 package controller
 
 import (
+	"context"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // Metrics of the TrainJob controller, registered with controller-runtime's
@@ -12,26 +22,34 @@ type Metrics struct {
 	Running         *prometheus.CounterVec
 	Succeeded       *prometheus.CounterVec
 	Failed          *prometheus.CounterVec
+	TimeToAdmission *prometheus.HistogramVec
 	TimeToRunning   *prometheus.HistogramVec
+	Duration        *prometheus.HistogramVec
+	KeyRotations    *prometheus.CounterVec
 	ReconcileErrors *prometheus.CounterVec
 }
 
 // NewMetrics creates the controller's metrics; Register adds them to a
 // registry.
 func NewMetrics() *Metrics {
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "torus", Name: name, Help: help}, []string{"namespace"})
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "torus", Name: name, Help: help}, append([]string{"namespace"}, labels...))
+	}
+	// Seconds to hours: queueing, start-up and whole runs alike.
+	histogram := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "torus", Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.5, 2, 18),
+		}, append([]string{"namespace"}, labels...))
 	}
 	return &Metrics{
-		Created:   counter("trainjobs_created_total", "MPI TrainJobs whose JobSet Torus created."),
-		Running:   counter("trainjobs_running_total", "MPI TrainJobs that reached Running."),
-		Succeeded: counter("trainjobs_succeeded_total", "MPI TrainJobs that completed."),
-		Failed:    counter("trainjobs_failed_total", "MPI TrainJobs that failed."),
-		TimeToRunning: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "torus", Name: "trainjob_time_to_running_seconds",
-			Help:    "Seconds from an MPI TrainJob's creation to Running.",
-			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
-		}, []string{"namespace"}),
+		Created:         counter("trainjobs_created_total", "MPI TrainJobs whose JobSet Torus created."),
+		Running:         counter("trainjobs_running_total", "MPI TrainJobs that reached Running."),
+		Succeeded:       counter("trainjobs_succeeded_total", "MPI TrainJobs that completed."),
+		Failed:          counter("trainjobs_failed_total", "MPI TrainJobs that failed, by the reason of their Failed condition.", "reason"),
+		TimeToAdmission: histogram("trainjob_time_to_admission_seconds", "Seconds from an MPI TrainJob's creation to Kueue's admission."),
+		TimeToRunning:   histogram("trainjob_time_to_running_seconds", "Seconds from an MPI TrainJob's creation to Running."),
+		Duration:        histogram("trainjob_duration_seconds", "Seconds from an MPI TrainJob's creation to its end, by result (Succeeded or Failed).", "result"),
+		KeyRotations:    counter("ssh_key_rotations_total", "SSH key Secrets replaced with new keys for a restarted or resumed JobSet run."),
 		ReconcileErrors: counter("reconcile_errors_total", "TrainJob reconciles that returned an error."),
 	}
 }
@@ -39,10 +57,83 @@ func NewMetrics() *Metrics {
 // Register adds the metrics to controller-runtime's registry. It is called
 // once per process.
 func (m *Metrics) Register() error {
-	for _, c := range []prometheus.Collector{m.Created, m.Running, m.Succeeded, m.Failed, m.TimeToRunning, m.ReconcileErrors} {
+	for _, c := range []prometheus.Collector{m.Created, m.Running, m.Succeeded, m.Failed, m.TimeToAdmission,
+		m.TimeToRunning, m.Duration, m.KeyRotations, m.ReconcileErrors} {
 		if err := metrics.Registry.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// succeeded records a job that completed at now.
+func (m *Metrics) succeeded(tj *trainer.TrainJob, now time.Time) {
+	m.Succeeded.WithLabelValues(tj.Namespace).Inc()
+	m.Duration.WithLabelValues(tj.Namespace, "Succeeded").Observe(now.Sub(tj.CreationTimestamp.Time).Seconds())
+}
+
+// failed records a job that failed at now for reason.
+func (m *Metrics) failed(tj *trainer.TrainJob, reason string, now time.Time) {
+	m.Failed.WithLabelValues(tj.Namespace, reason).Inc()
+	m.Duration.WithLabelValues(tj.Namespace, "Failed").Observe(now.Sub(tj.CreationTimestamp.Time).Seconds())
+}
+
+// JobStates are the states the torus_trainjobs gauge counts MPI TrainJobs in.
+var JobStates = []string{"Queued", "Pending", "Running", "Suspended", "Completed", "Failed"}
+
+// jobState is an MPI TrainJob's state as the gauge counts it, from its
+// conditions.
+func jobState(tj *trainer.TrainJob) string {
+	is := func(typ string, status metav1.ConditionStatus) bool {
+		c := meta.FindStatusCondition(tj.Status.Conditions, typ)
+		return c != nil && c.Status == status
+	}
+	switch {
+	case is(trainer.TrainJobComplete, metav1.ConditionTrue):
+		return "Completed"
+	case is(trainer.TrainJobFailed, metav1.ConditionTrue):
+		return "Failed"
+	case is(trainer.TrainJobSuspended, metav1.ConditionTrue):
+		return "Suspended"
+	case is(trainjob.ConditionRunning, metav1.ConditionTrue):
+		return "Running"
+	case is(trainjob.ConditionAdmitted, metav1.ConditionFalse):
+		return "Queued"
+	default:
+		return "Pending"
+	}
+}
+
+// jobsCollector counts MPI TrainJobs by namespace and state at each scrape,
+// from the manager's cache: no API request, and a count that is right after
+// an operator restart, which counters are not.
+type jobsCollector struct {
+	reader client.Reader
+	desc   *prometheus.Desc
+}
+
+func newJobsCollector(reader client.Reader) *jobsCollector {
+	return &jobsCollector{reader: reader, desc: prometheus.NewDesc("torus_trainjobs",
+		"MPI TrainJobs by namespace and state (Queued, Pending, Running, Suspended, Completed, Failed).",
+		[]string{"namespace", "state"}, nil)}
+}
+
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list trainer.TrainJobList
+	if err := c.reader.List(ctx, &list, client.HasLabels{mpi.LabelImplementation}); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	counts := map[[2]string]int{}
+	for i := range list.Items {
+		tj := &list.Items[i]
+		counts[[2]string{tj.Namespace, jobState(tj)}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 }

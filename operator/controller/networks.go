@@ -182,7 +182,7 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 		fail := msg + "; the job was stopped rather than left to hang in MPI_Init (set failOnMissingNetworks: false in the profile to keep it)"
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, fail)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonNetworkNotReady, fail) {
-			r.metrics.Failed.WithLabelValues(s.tj.Namespace).Inc()
+			r.metrics.failed(s.tj, trainjob.ReasonNetworkNotReady, s.now)
 		}
 		// The JobSet goes once the failure is saved (finish).
 		return true, nil
@@ -196,8 +196,12 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 			s.event(corev1.EventTypeNormal, trainjob.ReasonNetworksAttached, "All %d pods have their networks", attached)
 		}
 	default:
-		s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, trainjob.ReasonNetworksPending,
-			fmt.Sprintf("Waiting for Multus to report the networks of %d pods", rankPods(plan, s.job)-attached))
+		msg := fmt.Sprintf("Waiting for Multus to report the networks of %d pods", rankPods(plan, s.job)-attached)
+		if needs := mpi.PodSecurityNeeds(plan.Capabilities); needs != "" {
+			// Pods the namespace's policy refuses are never created.
+			msg += "; " + needs
+		}
+		s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, trainjob.ReasonNetworksPending, msg)
 	}
 	return false, nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -56,6 +57,9 @@ type Options struct {
 	// MaxNodes is the largest numNodes a job may have (zero:
 	// mpi.DefaultMaxNodes); larger jobs get Created=False.
 	MaxNodes int32
+	// SSHKeyAlgorithm is the type of jobs' SSH keys where neither a job
+	// nor its runtime chooses one (zero: mpi.DefaultKeyAlgorithm).
+	SSHKeyAlgorithm mpi.KeyAlgorithm
 	// Upstream reconciles the TrainJobs that are not MPI as upstream
 	// Trainer does (upstream.New); nil leaves them Created=False.
 	Upstream *upstream.Framework
@@ -157,6 +161,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		if err := opts.Metrics.Register(); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
+		if err := metrics.Registry.Register(newJobsCollector(mgr.GetCache())); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
 	}
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &trainer.TrainJob{}, runtimeRefKey, func(o client.Object) []string {
@@ -166,13 +173,14 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	r := &TrainJobReconciler{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("torus-operator"),
-		clock:     opts.Clock,
-		metrics:   opts.Metrics,
-		maxNodes:  opts.MaxNodes,
-		build:     mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
+		client:       mgr.GetClient(),
+		apiReader:    mgr.GetAPIReader(),
+		recorder:     mgr.GetEventRecorder("torus-operator"),
+		clock:        opts.Clock,
+		metrics:      opts.Metrics,
+		maxNodes:     opts.MaxNodes,
+		keyAlgorithm: opts.SSHKeyAlgorithm,
+		build:        mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

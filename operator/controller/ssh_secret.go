@@ -21,16 +21,19 @@ import (
 
 // BuildSSHSecret makes a job's SSH Secret for a JobSet restart count:
 // current keys for that run (fresh when nil) and fresh keys for the next
-// (see mpi.SSHSecretData).
-func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys) (*corev1.Secret, error) {
+// (see mpi.SSHSecretData), of the job's key algorithm, else alg.
+func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys, alg mpi.KeyAlgorithm) (*corev1.Secret, error) {
 	comment := "torus-mpi " + tj.Namespace + "/" + tj.Name
+	if job.SSH.KeyAlgorithm != "" {
+		alg = job.SSH.KeyAlgorithm
+	}
 	if current == nil {
 		var err error
-		if current, err = mpi.GenerateSSHKeys(rand.Reader, comment); err != nil {
+		if current, err = mpi.GenerateSSHKeys(rand.Reader, alg, comment); err != nil {
 			return nil, err
 		}
 	}
-	next, err := mpi.GenerateSSHKeys(rand.Reader, comment)
+	next, err := mpi.GenerateSSHKeys(rand.Reader, alg, comment)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +106,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			current = c.keys
 		}
 	}
-	secret, err := BuildSSHSecret(s.tj, s.job, restarts, current)
+	secret, err := BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
@@ -129,6 +132,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		// New keys for a resumed or restarted run; the first run's are
 		// named in the JobSetCreated event.
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
+		r.metrics.KeyRotations.WithLabelValues(s.tj.Namespace).Inc()
 	}
 	return true, nil
 }

@@ -84,14 +84,14 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonCompleted, "The launcher completed")
 		if s.setCondition(trainer.TrainJobComplete, metav1.ConditionTrue, trainjob.ReasonCompleted, "The launcher completed") {
 			s.event(corev1.EventTypeNormal, trainjob.ReasonCompleted, "Completed")
-			r.metrics.Succeeded.WithLabelValues(tj.Namespace).Inc()
+			r.metrics.succeeded(tj, s.now)
 		}
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
 		msg := failureMessage(js, findings)
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonFailed, "%s", msg)
-			r.metrics.Failed.WithLabelValues(tj.Namespace).Inc()
+			r.metrics.failed(tj, trainjob.ReasonFailed, s.now)
 		}
 	case s.waiting != "":
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonQueued, s.waiting)

@@ -41,6 +41,8 @@ type TrainJobReconciler struct {
 	build     mpi.BuildOptions
 	// maxNodes is the largest numNodes a job may have.
 	maxNodes int32
+	// keyAlgorithm is the type of the keys of jobs that choose none.
+	keyAlgorithm mpi.KeyAlgorithm
 	// kueue is true when Kueue's Workload API is served, so waiting jobs
 	// can say why they wait.
 	kueue bool
@@ -67,8 +69,10 @@ type TrainJobReconciler struct {
 
 // scope is the state of one reconcile.
 type scope struct {
-	tj  *trainer.TrainJob
-	job *mpi.Job
+	// admittedNow: Kueue admitted the job in this reconcile.
+	admittedNow bool
+	tj          *trainer.TrainJob
+	job         *mpi.Job
 	// jobSet is the job's JobSet as the cache holds it, without its pod
 	// templates (jobSetCacheTransform), or as Torus just wrote it.
 	jobSet  *jobsetv1alpha2.JobSet
@@ -338,6 +342,9 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 			return 0, err
 		}
 		s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
+		if s.admittedNow {
+			r.metrics.TimeToAdmission.WithLabelValues(s.tj.Namespace).Observe(s.now.Sub(s.tj.CreationTimestamp.Time).Seconds())
+		}
 	}
 
 	var pods corev1.PodList

@@ -23,6 +23,10 @@ const (
 	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
 	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.
 	AnnotationSSHPort = Domain + "ssh-port"
+	// AnnotationSSHKeyAlgorithm, on a runtime or a TrainJob, chooses the
+	// type of the job's SSH keys (KeyAlgorithms) over the operator's
+	// --ssh-key-algorithm.
+	AnnotationSSHKeyAlgorithm = Domain + "ssh-key-algorithm"
 	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
 	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
 	// to run before it fails with reason SchedulingTimeout, releasing what
@@ -90,6 +94,17 @@ const (
 
 	// SSHSecretMountPath is where the init container reads the Secret.
 	SSHSecretMountPath = "/etc/torus-mpi/ssh-secret"
+	// SSHVolumeMountPath is where the init container fills the pod's SSH
+	// volume: the SSH directory as SSHDirSubPath, the user database as
+	// PasswdSubPath. The other containers mount those two by subPath.
+	SSHVolumeMountPath = "/etc/torus-mpi/ssh-volume"
+	SSHDirSubPath      = "ssh"
+	PasswdSubPath      = "passwd"
+	// PasswdPath is the user database ssh and sshd read.
+	PasswdPath = "/etc/passwd"
+	// PasswdUser names the account the init container adds for a UID the
+	// image does not know (OpenShift assigns one from the namespace's range).
+	PasswdUser = "torus-mpi"
 
 	// Volume and container names Torus adds to pod templates.
 	HostfileVolume   = "mpi-hostfile"

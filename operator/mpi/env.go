@@ -24,7 +24,7 @@ const (
 	EnvIntelPerHost      = "I_MPI_PERHOST"
 	EnvHydraHostfile     = "HYDRA_HOST_FILE"
 	EnvHydraLauncher     = "HYDRA_LAUNCHER"
-	EnvHydraLaunchArgs   = "HYDRA_LAUNCH_EXTRA_ARGS"
+	EnvHydraLaunchArgs   = "HYDRA_LAUNCHER_EXTRA_ARGS"
 )
 
 // ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.

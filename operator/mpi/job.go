@@ -99,6 +99,13 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		}
 		job.SSH.Port = int32(p)
 	}
+	if v, ok := firstAnnotation(AnnotationSSHKeyAlgorithm, tj.Annotations, rt.Annotations); ok {
+		alg, err := ParseKeyAlgorithm(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", AnnotationSSHKeyAlgorithm, err)
+		}
+		job.SSH.KeyAlgorithm = alg
+	}
 	if v, ok := firstAnnotation(AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

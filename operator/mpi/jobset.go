@@ -307,8 +307,9 @@ func (b podBuilder) forwardedEnv() []string {
 	return names
 }
 
-// addSSH mounts the job's SSH directory: an in-memory emptyDir that an init
-// container fills from the Secret as the pod's own user.
+// addSSH mounts the job's SSH directory and a user database that knows the
+// pod's UID: both from an in-memory emptyDir that an init container fills
+// as the pod's own user.
 func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
 	ps.Volumes = upsertVolume(ps.Volumes,
 		corev1.Volume{
@@ -328,7 +329,18 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
 			}},
 		},
 	)
-	ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: SSHVolume, MountPath: b.job.SSH.Path})
+	// The SSH directory and the user database, as the init container
+	// wrote them (SSHSetupScript).
+	mounts := ctr.VolumeMounts[:0:0]
+	for _, m := range ctr.VolumeMounts {
+		if m.Name != SSHVolume {
+			mounts = append(mounts, m)
+		}
+	}
+	ctr.VolumeMounts = append(mounts,
+		corev1.VolumeMount{Name: SSHVolume, MountPath: b.job.SSH.Path, SubPath: SSHDirSubPath},
+		corev1.VolumeMount{Name: SSHVolume, MountPath: PasswdPath, SubPath: PasswdSubPath, ReadOnly: true},
+	)
 
 	init := corev1.Container{
 		Name:            SSHInitContainer,
@@ -342,7 +354,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: SSHSecretVolume, MountPath: SSHSecretMountPath, ReadOnly: true},
-			{Name: SSHVolume, MountPath: b.job.SSH.Path},
+			{Name: SSHVolume, MountPath: SSHVolumeMountPath},
 		},
 	}
 	for i := range ps.InitContainers {

@@ -102,7 +102,8 @@ func TestBuildJobSet(t *testing.T) {
 
 	wantMounts := []corev1.VolumeMount{
 		{Name: mpi.HostfileVolume, MountPath: "/etc/mpi", ReadOnly: true},
-		{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh"},
+		{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath},
+		{Name: mpi.SSHVolume, MountPath: "/etc/passwd", SubPath: mpi.PasswdSubPath, ReadOnly: true},
 	}
 	if diff := cmp.Diff(wantMounts, lc.VolumeMounts); diff != "" {
 		t.Errorf("launcher mounts (-want,+got):\n%s", diff)
@@ -137,7 +138,7 @@ func TestBuildJobSetPerImplementation(t *testing.T) {
 		"Open MPI 4": {impl: "OpenMPI", wantEnv: []string{"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
 		"Open MPI 5": {impl: "OpenMPI", annotation: "5", wantEnv: []string{"PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames", "PRTE_MCA_plm_ssh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
 		"Intel MPI":  {impl: "Intel", wantEnv: []string{"I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "I_MPI_PERHOST"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
-		"MPICH":      {impl: "MPICH", wantEnv: []string{"HYDRA_HOST_FILE", "HYDRA_LAUNCHER", "HYDRA_LAUNCH_EXTRA_ARGS"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
+		"MPICH":      {impl: "MPICH", wantEnv: []string{"HYDRA_HOST_FILE", "HYDRA_LAUNCHER", "HYDRA_LAUNCHER_EXTRA_ARGS"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

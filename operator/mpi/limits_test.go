@@ -98,7 +98,7 @@ func TestCheckSize(t *testing.T) {
 // checked at resolution, for the webhook and the controller alike.
 func TestResolveJobSSHSettings(t *testing.T) {
 	cases := []struct {
-		name, sshPath, port, wantErr string
+		name, sshPath, port, keyAlg, wantErr string
 	}{
 		{name: "defaults"},
 		{name: "another directory", sshPath: "/home/u/.ssh"},
@@ -110,6 +110,9 @@ func TestResolveJobSSHSettings(t *testing.T) {
 		{name: "a path with ..", sshPath: "/home/../etc", wantErr: "set it to a clean absolute directory path"},
 		{name: "a shell word", sshPath: "/tmp/$(id)", wantErr: "set it to a clean absolute directory path"},
 		{name: "the root", sshPath: "/", wantErr: "set it to a clean absolute directory path"},
+		{name: "FIPS keys", keyAlg: "ecdsa-p384"},
+		{name: "RSA keys", keyAlg: "rsa-3072"},
+		{name: "DSA keys", keyAlg: "dsa", wantErr: `annotation torus-mpi.io/ssh-key-algorithm: unknown SSH key algorithm "dsa": use ed25519, ecdsa-p256, ecdsa-p384 (FIPS) or rsa-3072 (FIPS)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,10 +124,16 @@ func TestResolveJobSSHSettings(t *testing.T) {
 			if tc.port != "" {
 				tj = tj.Annotation(mpi.AnnotationSSHPort, tc.port)
 			}
-			_, err := mpi.ResolveJob(tj.Obj(), rt.Runtime())
+			if tc.keyAlg != "" {
+				tj = tj.Annotation(mpi.AnnotationSSHKeyAlgorithm, tc.keyAlg)
+			}
+			job, err := mpi.ResolveJob(tj.Obj(), rt.Runtime())
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("ResolveJob: %v", err)
+				}
+				if job.SSH.KeyAlgorithm != mpi.KeyAlgorithm(tc.keyAlg) {
+					t.Errorf("key algorithm %q, want %q", job.SSH.KeyAlgorithm, tc.keyAlg)
 				}
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -223,4 +224,23 @@ func PodAttachments(p *corev1.Pod) []string {
 		out = append(out, s+" ("+st.Name+")")
 	}
 	return out
+}
+
+// PodSecurityNeeds says what a namespace must allow for pods that add caps,
+// "" when the restricted policies allow them (NET_BIND_SERVICE only): the
+// restricted and baseline Pod Security levels refuse other added
+// capabilities, and so does OpenShift's restricted-v2 SCC.
+func PodSecurityNeeds(caps []corev1.Capability) string {
+	var extra []string
+	for _, c := range caps {
+		if c != "NET_BIND_SERVICE" {
+			extra = append(extra, string(c))
+		}
+	}
+	if len(extra) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("its rank pods add capabilities %s, which need the namespace's Pod Security level privileged "+
+		"(label pod-security.kubernetes.io/enforce=privileged) and, on OpenShift, an SCC that allows them for the job's ServiceAccount "+
+		"(restricted-v2 does not; see docs/openshift.md)", strings.Join(extra, ","))
 }

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,5 +104,26 @@ func TestNodeProblemsAndAttachments(t *testing.T) {
 		{"name":"net/ib","interface":"ib0","ips":["192.168.1.7"],"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2","rdma-device":"mlx5_3"}}}]`}}}
 	if diff := cmp.Diff([]string{"ib0 192.168.1.7 rdma mlx5_3 (net/ib)"}, PodAttachments(pod)); diff != "" {
 		t.Errorf("PodAttachments (-want,+got):\n%s", diff)
+	}
+}
+
+func TestPodSecurityNeeds(t *testing.T) {
+	cases := []struct {
+		caps []corev1.Capability
+		want string
+	}{
+		{nil, ""},
+		{[]corev1.Capability{"NET_BIND_SERVICE"}, ""},
+		{[]corev1.Capability{"IPC_LOCK"}, "add capabilities IPC_LOCK, which need the namespace's Pod Security level privileged"},
+		{[]corev1.Capability{"NET_BIND_SERVICE", "IPC_LOCK", "SYS_RESOURCE"}, "capabilities IPC_LOCK,SYS_RESOURCE"},
+	}
+	for _, tc := range cases {
+		got := PodSecurityNeeds(tc.caps)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("PodSecurityNeeds(%v) = %q, want it to say %q", tc.caps, got, tc.want)
+		}
+		if tc.want != "" && !strings.Contains(got, "SCC") {
+			t.Errorf("PodSecurityNeeds(%v) = %q names no SCC for OpenShift", tc.caps, got)
+		}
 	}
 }

@@ -1,7 +1,11 @@
 package mpi
 
 import (
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -24,21 +28,63 @@ type SSHKeys struct {
 // String keeps private keys out of logs and fmt output.
 func (k *SSHKeys) String() string { return "SSHKeys{redacted}" }
 
-// GenerateSSHKeys makes a fresh ed25519 client key and host key.
-func GenerateSSHKeys(random io.Reader, comment string) (*SSHKeys, error) {
-	clientPriv, clientPub, err := ed25519Pair(random, comment)
+// KeyAlgorithm is the type of a job's SSH keys (client and host).
+type KeyAlgorithm string
+
+// Key algorithms. Ed25519 is the default; OpenSSH in FIPS mode (as on
+// OpenShift clusters for regulated users) refuses it and takes ECDSA on the
+// NIST curves or RSA.
+const (
+	KeyEd25519   KeyAlgorithm = "ed25519"
+	KeyECDSAP256 KeyAlgorithm = "ecdsa-p256"
+	KeyECDSAP384 KeyAlgorithm = "ecdsa-p384"
+	KeyRSA3072   KeyAlgorithm = "rsa-3072"
+	// DefaultKeyAlgorithm is used when neither the job, its runtime nor
+	// the operator's settings choose one.
+	DefaultKeyAlgorithm = KeyEd25519
+)
+
+// KeyAlgorithms are the algorithms Torus generates keys with.
+var KeyAlgorithms = []KeyAlgorithm{KeyEd25519, KeyECDSAP256, KeyECDSAP384, KeyRSA3072}
+
+// ParseKeyAlgorithm reads a key algorithm's name.
+func ParseKeyAlgorithm(s string) (KeyAlgorithm, error) {
+	for _, a := range KeyAlgorithms {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown SSH key algorithm %q: use %s, %s, %s (FIPS) or %s (FIPS)", s, KeyEd25519, KeyECDSAP256, KeyECDSAP384, KeyRSA3072)
+}
+
+// GenerateSSHKeys makes a fresh client key and host key of an algorithm
+// ("" is DefaultKeyAlgorithm).
+func GenerateSSHKeys(random io.Reader, alg KeyAlgorithm, comment string) (*SSHKeys, error) {
+	clientPriv, clientPub, err := keyPair(random, alg, comment)
 	if err != nil {
 		return nil, fmt.Errorf("generating client key: %w", err)
 	}
-	hostPriv, hostPub, err := ed25519Pair(random, comment)
+	hostPriv, hostPub, err := keyPair(random, alg, comment)
 	if err != nil {
 		return nil, fmt.Errorf("generating host key: %w", err)
 	}
 	return &SSHKeys{ClientPrivate: clientPriv, ClientPublic: clientPub, HostPrivate: hostPriv, HostPublic: hostPub}, nil
 }
 
-func ed25519Pair(random io.Reader, comment string) (private, public []byte, err error) {
-	pub, priv, err := ed25519.GenerateKey(random)
+func keyPair(random io.Reader, alg KeyAlgorithm, comment string) (private, public []byte, err error) {
+	var priv crypto.Signer
+	switch alg {
+	case KeyEd25519, "":
+		_, priv, err = ed25519.GenerateKey(random)
+	case KeyECDSAP256:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), random)
+	case KeyECDSAP384:
+		priv, err = ecdsa.GenerateKey(elliptic.P384(), random)
+	case KeyRSA3072:
+		priv, err = rsa.GenerateKey(random, 3072)
+	default:
+		_, err = ParseKeyAlgorithm(string(alg))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,7 +92,7 @@ func ed25519Pair(random io.Reader, comment string) (private, public []byte, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	sshPub, err := ssh.NewPublicKey(pub)
+	sshPub, err := ssh.NewPublicKey(priv.Public())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,6 +105,9 @@ type SSHSettings struct {
 	// Path is the SSH directory (mlPolicy.mpi.sshAuthMountPath).
 	Path string
 	Port int32
+	// KeyAlgorithm is the job's or its runtime's choice
+	// (AnnotationSSHKeyAlgorithm); "" leaves it to the operator.
+	KeyAlgorithm KeyAlgorithm `json:",omitempty"`
 }
 
 // SSHSecretData is the content of a job's SSH Secret: the keys and the
@@ -151,15 +200,17 @@ func ClientConfig(s SSHSettings) string {
 // SSHDConfig runs sshd as whatever user the pod runs as (no root needed, no
 // PAM), with the job's host key and keys only.
 //
-// StrictModes is off because the SSH directory is an emptyDir Kubernetes
-// creates world-writable and owned by root, which an unprivileged user cannot
-// chmod; the files in it are the user's own, mode 0600.
+// StrictModes holds: the init container makes the SSH directory the user's
+// own, mode 0700, and its files 0600/0644 (SSHSetupScript). The account it
+// adds for a UID the image lacks has the SSH directory as home, where
+// sshd's walk up from authorized_keys stops: the directories above it
+// belong to the image, not to an assigned UID.
 func SSHDConfig(s SSHSettings) string {
 	return fmt.Sprintf(`Port %d
 HostKey %s/%s
 AuthorizedKeysFile %s/%s
 PidFile none
-StrictModes no
+StrictModes yes
 UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -201,17 +252,26 @@ func SSHFileModes() map[string]string {
 	return m
 }
 
-// SSHSetupScript is the init container's shell script. It copies the Secret
-// into the pod's SSH directory so that every file is owned by the user the
-// pod runs as, with the modes ssh and sshd demand (0600 for private keys).
-// Secret volumes cannot do that: their files belong to root, and fsGroup
-// makes them group-readable, which ssh refuses for the owner. A pod of a
-// later JobSet run than the Secret's current keys are for takes the next
-// ones (SSHSecretData); its run comes from EnvRestartAttempt.
+// SSHSetupScript is the init container's shell script. It runs as the pod's
+// user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
+//
+//   - SSHDirSubPath, the SSH directory the other containers mount at
+//     sshPath: a copy of the Secret whose files are the user's own, mode
+//     0700 for the directory and 0600 for private keys, as ssh and sshd
+//     (StrictModes) demand. Secret volumes cannot do that: their files
+//     belong to root, and fsGroup makes them group-readable, which ssh
+//     refuses for the owner; an emptyDir's root is root's and 0777. A pod
+//     of a later JobSet run than the Secret's current keys are for takes
+//     the next ones (SSHSecretData); its run comes from EnvRestartAttempt.
+//   - PasswdSubPath, the user database the other containers mount over
+//     /etc/passwd: the image's own, plus an account for the pod's UID if
+//     the image has none. ssh refuses to run for a UID without one and sshd
+//     to let it in, and OpenShift runs pods with a UID from the namespace's
+//     range (GID 0) that no image knows.
 func SSHSetupScript(sshPath string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
-	fmt.Fprintf(&b, "d=%s\nmkdir -p \"$d\"\n", sshPath)
+	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath)
 	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat %s/%s)\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHSecretMountPath, SSHRun, SSHNextPrefix)
 	for _, f := range sshFiles {
 		key := f.key
@@ -220,8 +280,21 @@ func SSHSetupScript(sshPath string) string {
 		}
 		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, key, f.file, f.mode, f.file)
 	}
-	// The directory may be an emptyDir the user does not own; chmod only
-	// where allowed.
-	b.WriteString("chmod 0700 \"$d\" 2>/dev/null || true\n")
+	// Only sh builtins, id, cat and tail: images differ in what else they
+	// have.
+	fmt.Fprintf(&b, `uid=$(id -u)
+known=
+while IFS=: read -r name pw id rest || [ -n "$name" ]; do
+  if [ "$id" = "$uid" ]; then known=1; fi
+done < %[1]s
+{
+  cat %[1]s
+  if [ -z "$known" ]; then
+    if [ -n "$(tail -c 1 %[1]s)" ]; then echo; fi
+    printf '%[2]s:x:%%s:%%s:Torus MPI:%[3]s:/bin/sh\n' "$uid" "$(id -g)"
+  fi
+} > "$v/%[4]s"
+chmod 0644 "$v/%[4]s"
+`, PasswdPath, PasswdUser, sshPath, PasswdSubPath)
 	return b.String()
 }

@@ -3,6 +3,8 @@ package mpi
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/rsa"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,42 +17,60 @@ import (
 )
 
 func TestSSHKeys(t *testing.T) {
-	keys, err := GenerateSSHKeys(rand.Reader, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, pair := range map[string][2][]byte{
-		"client": {keys.ClientPrivate, keys.ClientPublic},
-		"host":   {keys.HostPrivate, keys.HostPublic},
+	for alg, want := range map[KeyAlgorithm]string{
+		"":           ssh.KeyAlgoED25519,
+		KeyEd25519:   ssh.KeyAlgoED25519,
+		KeyECDSAP256: ssh.KeyAlgoECDSA256,
+		KeyECDSAP384: ssh.KeyAlgoECDSA384,
+		KeyRSA3072:   ssh.KeyAlgoRSA,
 	} {
-		signer, err := ssh.ParsePrivateKey(pair[0])
-		if err != nil {
-			t.Fatalf("%s private key does not parse: %v", name, err)
-		}
-		if got := signer.PublicKey().Type(); got != ssh.KeyAlgoED25519 {
-			t.Errorf("%s key type = %s, want ed25519", name, got)
-		}
-		pub, _, _, _, err := ssh.ParseAuthorizedKey(pair[1])
-		if err != nil {
-			t.Fatalf("%s public key does not parse: %v", name, err)
-		}
-		if string(pub.Marshal()) != string(signer.PublicKey().Marshal()) {
-			t.Errorf("%s public key does not match its private key", name)
-		}
+		t.Run(string(alg), func(t *testing.T) {
+			keys, err := GenerateSSHKeys(rand.Reader, alg, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, pair := range map[string][2][]byte{
+				"client": {keys.ClientPrivate, keys.ClientPublic},
+				"host":   {keys.HostPrivate, keys.HostPublic},
+			} {
+				signer, err := ssh.ParsePrivateKey(pair[0])
+				if err != nil {
+					t.Fatalf("%s private key does not parse: %v", name, err)
+				}
+				if got := signer.PublicKey().Type(); got != want {
+					t.Errorf("%s key type = %s, want %s", name, got, want)
+				}
+				if alg == KeyRSA3072 {
+					if bits := signer.PublicKey().(ssh.CryptoPublicKey).CryptoPublicKey().(*rsa.PublicKey).N.BitLen(); bits != 3072 {
+						t.Errorf("%s RSA key has %d bits, want 3072", name, bits)
+					}
+				}
+				pub, _, _, _, err := ssh.ParseAuthorizedKey(pair[1])
+				if err != nil {
+					t.Fatalf("%s public key does not parse: %v", name, err)
+				}
+				if string(pub.Marshal()) != string(signer.PublicKey().Marshal()) {
+					t.Errorf("%s public key does not match its private key", name)
+				}
+			}
+			if strings.Contains(keys.String(), "PRIVATE") {
+				t.Error("String() reveals key material")
+			}
+		})
 	}
-	if strings.Contains(keys.String(), "PRIVATE") {
-		t.Error("String() reveals key material")
+	if _, err := GenerateSSHKeys(rand.Reader, "dsa", "test"); err == nil || !strings.Contains(err.Error(), "rsa-3072") {
+		t.Errorf("an unknown algorithm gives %v; want the list of algorithms", err)
 	}
 }
 
 // TestKnownHosts checks the generated known_hosts with OpenSSH's own
 // matching rules (as implemented by x/crypto's knownhosts).
 func TestKnownHosts(t *testing.T) {
-	keys, err := GenerateSSHKeys(rand.Reader, "test")
+	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := GenerateSSHKeys(rand.Reader, "other")
+	other, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +142,14 @@ func TestSSHConfigs(t *testing.T) {
 }
 
 func BenchmarkGenerateSSHKeys(b *testing.B) {
-	for b.Loop() {
-		if _, err := GenerateSSHKeys(rand.Reader, "bench"); err != nil {
-			b.Fatal(err)
-		}
+	for _, alg := range KeyAlgorithms {
+		b.Run(string(alg), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := GenerateSSHKeys(rand.Reader, alg, "bench"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -134,7 +158,7 @@ func BenchmarkGenerateSSHKeys(b *testing.B) {
 // run agree whichever of two successive Secrets they mounted.
 func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 	gen := func() *SSHKeys {
-		k, err := GenerateSSHKeys(rand.Reader, "test")
+		k, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,25 +186,8 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			mount, sshDir := filepath.Join(dir, "secret"), filepath.Join(dir, "ssh")
-			if err := os.Mkdir(mount, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range tc.secret {
-				if err := os.WriteFile(filepath.Join(mount, k), v, 0o444); err != nil {
-					t.Fatal(err)
-				}
-			}
-			script := strings.ReplaceAll(SSHSetupScript(sshDir), SSHSecretMountPath, mount)
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = []string{"PATH=/usr/bin:/bin"}
-			if tc.attempt != "" {
-				cmd.Env = append(cmd.Env, EnvRestartAttempt+"="+tc.attempt)
-			}
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("script: %v: %s", err, out)
-			}
+			mount, sshDir := writeSecretVolume(t, tc.secret)
+			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt)
 			for file, want := range map[string][]byte{
 				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, SSHAuthorizedKeys: tc.want.ClientPublic,
 			} {
@@ -198,6 +205,98 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 			}
 			if !bytes.Contains(known, bytes.TrimSpace(tc.want.HostPublic)) {
 				t.Errorf("known_hosts does not trust the run's host key")
+			}
+		})
+	}
+}
+
+// writeSecretVolume writes Secret data as the kubelet would, and returns the
+// directory and where the init script puts the SSH directory beside it.
+func writeSecretVolume(t *testing.T, data map[string][]byte) (mount, sshDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	mount = filepath.Join(dir, "secret")
+	if err := os.Mkdir(mount, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(mount, k), v, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The SSH volume: an emptyDir, world-writable as the kubelet makes it.
+	volume := filepath.Join(dir, "volume")
+	if err := os.Mkdir(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(volume, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return mount, filepath.Join(volume, SSHDirSubPath)
+}
+
+// runSetupScript runs the init script with a real sh, its paths moved into
+// the test's directories and passwd as the image's user database.
+func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt string) {
+	t.Helper()
+	if _, err := os.Stat(passwd); os.IsNotExist(err) {
+		if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
+		Replace(SSHSetupScript("/home/mpiuser/.ssh"))
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if attempt != "" {
+		cmd.Env = append(cmd.Env, EnvRestartAttempt+"="+attempt)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("script: %v: %s", err, out)
+	}
+}
+
+// The init script gives ssh and sshd an account for the pod's UID when the
+// image has none (OpenShift's assigned UIDs), keeps the image's own
+// otherwise, and leaves the SSH directory the user's own with mode 0700.
+func TestSSHSetupScriptUserDatabase(t *testing.T) {
+	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
+	uid, gid := os.Getuid(), os.Getgid()
+	own := fmt.Sprintf("me:x:%d:%d::/home/me:/bin/sh\n", uid, gid)
+	added := fmt.Sprintf("%s:x:%d:%d:Torus MPI:/home/mpiuser/.ssh:/bin/sh\n", PasswdUser, uid, gid)
+	cases := []struct {
+		name, image, want string
+	}{
+		{"image without the UID", "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n", "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n" + added},
+		{"last line without newline", "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh", "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n" + added},
+		{"image with the UID", "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n" + own, "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n" + own},
+		{"UID on the last line without newline", strings.TrimSuffix(own, "\n"), strings.TrimSuffix(own, "\n")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mount, sshDir := writeSecretVolume(t, data)
+			passwd := filepath.Join(t.TempDir(), "passwd")
+			if err := os.WriteFile(passwd, []byte(tc.image), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runSetupScript(t, mount, sshDir, passwd, "")
+			got, err := os.ReadFile(filepath.Join(filepath.Dir(sshDir), PasswdSubPath))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("user database:\n%s\nwant:\n%s", got, tc.want)
+			}
+			st, err := os.Stat(sshDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o700 {
+				t.Errorf("SSH directory mode %o, want 0700 (sshd's StrictModes)", st.Mode().Perm())
 			}
 		})
 	}

@@ -139,7 +139,28 @@ func (d *Doctor) networkPreflight(ctx context.Context) Result {
 	}
 	sort.Strings(res)
 	r.Status, r.Message = Pass, fmt.Sprintf("jobs in %s can use it: each rank pod gets %d network(s) and %s", d.Namespace, len(plan.Networks), strings.Join(res, ", "))
+	if needs := mpi.PodSecurityNeeds(plan.Capabilities); needs != "" {
+		r.Message += "; " + needs
+		if level := d.podSecurityLevel(ctx); level != "privileged" {
+			r.Status = Warn
+			r.Fix = fmt.Sprintf("namespace %s enforces Pod Security level %q: ask your admin to allow the profile's capabilities there", d.Namespace, level)
+		}
+	}
 	return r
+}
+
+// podSecurityLevel is the Pod Security level the namespace enforces
+// ("privileged" when it sets none, as the API server's default; "unknown"
+// when the namespace cannot be read).
+func (d *Doctor) podSecurityLevel(ctx context.Context) string {
+	var ns corev1.Namespace
+	if err := d.Client.Get(ctx, client.ObjectKey{Name: d.Namespace}, &ns); err != nil {
+		return "unknown"
+	}
+	if level := ns.Labels["pod-security.kubernetes.io/enforce"]; level != "" {
+		return level
+	}
+	return "privileged"
 }
 
 // Failed reports whether any check failed.
@@ -267,28 +288,46 @@ func (d *Doctor) runtimes(ctx context.Context) Result {
 		r.Fix = "ask for read access to clustertrainingruntimes.trainer.kubeflow.org"
 		return r
 	}
-	have := map[string]bool{}
+	byName := map[string]*trainer.ClusterTrainingRuntime{}
 	var mpiRuntimes []string
-	for _, rt := range list.Items {
-		have[rt.Name] = true
+	for i := range list.Items {
+		rt := &list.Items[i]
+		byName[rt.Name] = rt
 		if rt.Spec.MLPolicy != nil && rt.Spec.MLPolicy.MPI != nil {
 			mpiRuntimes = append(mpiRuntimes, rt.Name)
 		}
 	}
-	var missing []string
+	var missing, wrong []string
 	for _, impl := range mpi.Implementations {
-		if !have[impl.RuntimeName()] {
+		rt, ok := byName[impl.RuntimeName()]
+		if !ok {
 			missing = append(missing, impl.RuntimeName()+" (--mpi "+impl.CLIName()+")")
+			continue
+		}
+		// run picks it for --mpi: it must run that implementation.
+		var got mpi.Implementation
+		var err error
+		if rt.Spec.MLPolicy == nil || rt.Spec.MLPolicy.MPI == nil {
+			err = errors.New("it is not an MPI runtime")
+		} else if got, err = mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), rt.Annotations); err == nil && got != impl {
+			err = fmt.Errorf("it runs %s", got.CLIName())
+		}
+		if err != nil {
+			wrong = append(wrong, fmt.Sprintf("%s: %v, but kubectl mpi run --mpi %s uses it", rt.Name, err, impl.CLIName()))
 		}
 	}
 	sort.Strings(mpiRuntimes)
+	const reinstall = "the operator installs Torus's runtimes when it starts: restart it, and check that it does not run with --install-default-runtimes=false"
 	switch {
+	case len(wrong) > 0:
+		r.Status, r.Message = Fail, strings.Join(wrong, "; ")
+		r.Fix = "delete the runtime; " + reinstall
 	case len(missing) == len(mpi.Implementations):
 		r.Status, r.Message = Warn, "none of Torus's runtimes is installed; MPI runtimes: "+orNone(mpiRuntimes)
-		r.Fix = "kubectl apply -f samples/runtimes/ (or name a runtime with kubectl mpi run --runtime)"
+		r.Fix = reinstall + " (or name a runtime with kubectl mpi run --runtime)"
 	case len(missing) > 0:
 		r.Status, r.Message = Warn, "missing "+strings.Join(missing, ", ")
-		r.Fix = "kubectl apply -f samples/runtimes/ for the implementations you need"
+		r.Fix = reinstall
 	default:
 		r.Status, r.Message = Pass, "MPI runtimes: "+strings.Join(mpiRuntimes, ", ")
 	}

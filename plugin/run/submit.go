@@ -69,10 +69,10 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		var refErr *trainjob.RuntimeRefError
 		if errors.As(err, &refErr) && refErr.NotFound {
 			if !explicitRuntime && impl != "" {
-				return nil, fmt.Errorf("%w (it is the runtime Torus ships for --mpi %s: install samples/runtimes/ or ask your cluster admin; kubectl mpi doctor checks)", err, impl.CLIName())
+				return nil, fmt.Errorf("%w (it is the runtime Torus's operator installs for --mpi %s: ask your cluster admin; kubectl mpi doctor checks)", err, impl.CLIName())
 			}
 			if !explicitRuntime {
-				return nil, fmt.Errorf("%w (it is Torus's default runtime: install samples/runtimes/, or choose one with --runtime or --mpi; kubectl mpi doctor checks)", err)
+				return nil, fmt.Errorf("%w (it is the default runtime Torus's operator installs: ask your cluster admin, or choose one with --runtime or --mpi; kubectl mpi doctor checks)", err)
 			}
 		}
 		return nil, fmt.Errorf("checking the runtime: %w", err)

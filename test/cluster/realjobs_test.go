@@ -99,6 +99,50 @@ var _ = Describe("MPI jobs on the real node", Ordered, func() {
 		Entry("Open MPI 5 (Debian trixie, PRRTE)", "ompi5", "torus-openmpi5-local", "mpirun", "-n", "4", "/opt/torus/pi-openmpi5", "200000"),
 	)
 
+	DescribeTable("runs a job as OpenShift's restricted-v2 runs it: a UID from the namespace's range, GID 0, no account in the image",
+		func(name, base string, command ...string) {
+			// The local runtime with what restricted-v2's admission adds
+			// to every pod: a UID and an fsGroup from the namespace's
+			// range (here 1000680000/10000), which the image does not know.
+			const uid = 1000680000
+			out, code := kubectl(dir, "get", "clustertrainingruntime", base, "-o", "json")
+			Expect(code).To(Equal(0), out)
+			var rt trainer.ClusterTrainingRuntime
+			Expect(json.Unmarshal([]byte(out), &rt)).To(Succeed())
+			rt.ObjectMeta = metav1.ObjectMeta{Name: base + "-assigned-uid"}
+			for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+				ps := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+				if ps.SecurityContext == nil {
+					ps.SecurityContext = &corev1.PodSecurityContext{}
+				}
+				ps.SecurityContext.FSGroup = ptr.To[int64](uid)
+				for j := range ps.Containers {
+					if ps.Containers[j].SecurityContext == nil {
+						ps.Containers[j].SecurityContext = &corev1.SecurityContext{}
+					}
+					ps.Containers[j].SecurityContext.RunAsUser = ptr.To[int64](uid)
+				}
+			}
+			b, err := json.Marshal(rt)
+			Expect(err).NotTo(HaveOccurred())
+			file := filepath.Join(dir, rt.Name+".json")
+			Expect(os.WriteFile(file, b, 0o644)).To(Succeed())
+			out, code = kubectl(dir, "apply", "-f", file)
+			Expect(code).To(Equal(0), out)
+
+			runToComplete(name, rt.Name, "sh", "-c", "id && exec "+strings.Join(command, " "))
+			logs, code := kubectlMPI(dir, "logs", name)
+			Expect(code).To(Equal(0), logs)
+			Expect(logs).To(MatchRegexp(`\[launcher\] ` + piResult))
+			Expect(logs).To(ContainSubstring(fmt.Sprintf("[launcher] uid=%d(torus-mpi) gid=0(root)", uid)))
+			// sshd let in the account the init container added for the
+			// UID, with StrictModes on.
+			Expect(logs).To(MatchRegexp(`\[worker-0\] Accepted publickey for torus-mpi from`))
+		},
+		Entry("Open MPI 4", "uid-ompi4", "torus-openmpi-local", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000"),
+		Entry("MPICH 4.2", "uid-mpich", "torus-mpich-local", "mpiexec.mpich", "-n", "4", "/opt/torus/pi-mpich", "200000"),
+	)
+
 	It("runs a job on upstream Trainer's deepspeed-distributed runtime as upstream publishes it, images aside", func() {
 		// The runtime from the pinned Trainer module; its workers start
 		// sshd with the configuration the image carries (mpi-operator's

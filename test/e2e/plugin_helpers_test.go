@@ -14,8 +14,9 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -97,18 +98,14 @@ func succeed(r result) result {
 	return r
 }
 
-// installSampleRuntimes installs Torus's runtimes as shipped, which run
-// picks from --mpi.
+// installSampleRuntimes waits for Torus's runtimes, which run picks from
+// --mpi: the operator installs them when it starts.
 func installSampleRuntimes() {
 	GinkgoHelper()
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "samples", "runtimes", "*.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	for _, f := range files {
-		var rt trainer.ClusterTrainingRuntime
-		framework.DecodeFile(f, &rt)
-		if err := k8sClient.Create(ctx, &rt); err != nil && !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
+	for _, name := range samples.RuntimeNames() {
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Name: name}, &trainer.ClusterTrainingRuntime{})
+		}, framework.Timeout, framework.Interval).Should(Succeed(), "the operator installs runtime %s", name)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 	"github.com/torus-mpi/torus/test/wrappers"
@@ -41,7 +42,7 @@ import (
 // lpNamespace plays the namespace OLM would install the operator into.
 const lpNamespace = "torus-lp"
 
-// The sample runtimes, as users apply them; kwok runs their launchers for
+// The default runtimes the operator installs; kwok runs their launchers for
 // this long, so a job's Secret can be seen before the job completes.
 const launcherRun = "6s"
 
@@ -200,10 +201,22 @@ func leastPrivilege() {
 		Expect(ssr.Status.UserInfo.Groups).NotTo(ContainElement("system:masters"))
 	})
 
-	It("admits the sample runtimes through its webhooks", func() {
+	It("installs the default runtimes itself, through its webhooks, with the permissions OLM grants", func() {
 		for _, name := range sampleRuntimes {
 			var rt trainer.ClusterTrainingRuntime
-			framework.DecodeFile(filepath.Join(root, "samples", "runtimes", name+".yaml"), &rt)
+			Eventually(func() error {
+				return k8sClient.Get(ctx, client.ObjectKey{Name: name}, &rt)
+			}, framework.Timeout, framework.Interval).Should(Succeed(), "the operator installs runtime %s", name)
+			Expect(rt.Labels).To(HaveKeyWithValue(runtimes.LabelDefault, "true"))
+			managers := []string{}
+			for _, mf := range rt.ManagedFields {
+				managers = append(managers, mf.Manager)
+			}
+			Expect(managers).To(ConsistOf(runtimes.FieldManager), "runtime %s is the operator's alone", name)
+			// An administrator's edit: kwok plays these jobs' pods
+			// (their images are not in a real node's store), also
+			// beside a real node, and holds each launcher a while so
+			// that a job's Secret can be seen before it completes.
 			for i := range rt.Spec.Template.Spec.ReplicatedJobs {
 				rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
 				if rj.Name == mpi.LauncherJob {
@@ -212,13 +225,11 @@ func leastPrivilege() {
 					}
 					rj.Template.Spec.Template.Annotations["torus-mpi.io/kwok-run-duration"] = launcherRun
 				}
-				// kwok plays these jobs' pods (their images are not in a
-				// real node's store), also beside a real node.
 				pod := &rj.Template.Spec.Template.Spec
 				pod.NodeSelector = map[string]string{"type": "kwok"}
 				pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 			}
-			Expect(k8sClient.Create(ctx, &rt)).To(Succeed(), "runtime %s", name)
+			Expect(k8sClient.Update(ctx, &rt)).To(Succeed(), "runtime %s", name)
 		}
 		By("and refuses a broken one with the fix in the message")
 		var rt trainer.ClusterTrainingRuntime
@@ -281,6 +292,10 @@ func leastPrivilege() {
 		code, body := get(adminCfg.BearerToken)
 		Expect(code).To(Equal(http.StatusOK))
 		Expect(body).To(ContainSubstring("torus_trainjobs_created_total"))
+		// The jobs this suite ran to Complete, counted by state from the
+		// operator's cache, with their durations.
+		Expect(body).To(MatchRegexp(`(?m)^torus_trainjobs\{namespace="lp-openmpi",state="Completed"\} 1$`))
+		Expect(body).To(MatchRegexp(`(?m)^torus_trainjob_duration_seconds_count\{namespace="lp-openmpi",result="Succeeded"\} 1$`))
 		code, _ = get("")
 		Expect(code).To(Equal(http.StatusUnauthorized))
 	})

@@ -147,15 +147,7 @@ func (c *cluster) addPod(ctx context.Context, spec *corev1.PodSpec, replicatedJo
 // `ip netns exec` mounts them over /etc's.
 func (c *cluster) writeEtc() error {
 	for _, p := range c.pods() {
-		ctr, err := mainContainer(p.spec)
-		if err != nil {
-			return err
-		}
-		u, err := p.user(ctr)
-		if err != nil {
-			return err
-		}
-		passwd, group, err := userDatabase(u)
+		passwd, group, err := userDatabase()
 		if err != nil {
 			return err
 		}

@@ -172,7 +172,7 @@ func (c *cluster) sshDir(p *pod) (string, error) {
 	}
 	for _, m := range ctr.VolumeMounts {
 		if m.MountPath == c.gen.sshPath() {
-			return p.volumePath(m.Name), nil
+			return p.subPath(m)
 		}
 	}
 	return "", fmt.Errorf("container %s of %s mounts nothing at %s", ctr.Name, p.hostname, c.gen.sshPath())

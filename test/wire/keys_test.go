@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"strings"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/test/framework"
@@ -48,8 +50,7 @@ var _ = Describe("SSH between jobs", func() {
 		dir, err := c.sshDir(c.launcher)
 		Expect(err).NotTo(HaveOccurred())
 		const foreign = "other-job_" + mpi.SSHPrivateKeyFile
-		u, err := c.launcher.user(must(mainContainer(c.launcher.spec)))
-		Expect(err).NotTo(HaveOccurred())
+		u := c.launcher.user(must(mainContainer(c.launcher.spec)))
 		path := filepath.Join(dir, foreign)
 		Expect(os.WriteFile(path, second.secret.Data[mpi.SSHPrivateKey], 0o600)).To(Succeed())
 		Expect(os.Chown(path, int(u.uid), int(u.gid))).To(Succeed())
@@ -114,3 +115,33 @@ func clientConfigValue(config, keyword string) string {
 	}
 	return ""
 }
+
+// Keys for OpenSSH in FIPS mode, which refuses ed25519: the operator's
+// other algorithms, each proved with the real ssh and sshd, host keys
+// checked against the job's known_hosts.
+var _ = Describe("SSH keys of each algorithm", func() {
+	for _, alg := range mpi.KeyAlgorithms {
+		if alg == mpi.DefaultKeyAlgorithm {
+			continue // every other spec runs with it
+		}
+		It("launches with "+string(alg)+" client and host keys", func(ctx SpecContext) {
+			tc := toolchains[0]
+			ns := fw.NewNamespace(ctx, "wire")
+			g := newTrainJob(ctx, ns.Name, nextJobName(tc), tc, 2, 1, func(tj *trainer.TrainJob) {
+				tj.Annotations = map[string]string{mpi.AnnotationSSHKeyAlgorithm: string(alg)}
+			})
+			want := map[mpi.KeyAlgorithm]string{mpi.KeyECDSAP256: ssh.KeyAlgoECDSA256, mpi.KeyECDSAP384: ssh.KeyAlgoECDSA384, mpi.KeyRSA3072: ssh.KeyAlgoRSA}[alg]
+			for _, key := range []string{mpi.SSHPrivateKey, mpi.SSHHostKey} {
+				signer, err := ssh.ParsePrivateKey(g.secret.Data[key])
+				Expect(err).NotTo(HaveOccurred())
+				Expect(signer.PublicKey().Type()).To(Equal(want), "the Secret's %s", key)
+			}
+			c := startCluster(ctx, g, tc)
+			out, err := c.launch(ctx, launchTimeout)
+			Expect(err).NotTo(HaveOccurred(), "mpirun failed; its output:\n%s", out)
+			ranks, err := parseRanks(out)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ranks).To(HaveLen(2), "every rank reports once; output:\n%s", out)
+		}, NodeTimeout(specTimeout))
+	}
+})

@@ -31,10 +31,13 @@ type generated struct {
 // newTrainJob creates a TrainJob on a toolchain's sample runtime whose
 // launcher runs the toolchain's test program on every slot, and waits until
 // the operator has made its JobSet, SSH Secret and hostfile.
-func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, workers, slots int32) *generated {
+func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, workers, slots int32, opts ...func(*trainer.TrainJob)) *generated {
 	GinkgoHelper()
 	tj := wrappers.MakeTrainJob(name, namespace).RuntimeRef(tc.runtime).
 		NumNodes(workers).NumProcPerNode(slots).Command("mpirun").Obj()
+	for _, o := range opts {
+		o(tj)
+	}
 	// Only the rank count and the program are the job's own; everything
 	// about hosts and ssh must come from the operator.
 	tj.Spec.Trainer.Args = []string{"-n", strconv.Itoa(int(workers * slots)), tc.program}
@@ -112,4 +115,20 @@ func mainContainer(ps *corev1.PodSpec) (*corev1.Container, error) {
 		}
 	}
 	return nil, fmt.Errorf("pod template has no container %q", mpi.TrainerContainer)
+}
+
+// assignUID gives every container of the job's pods a UID, as OpenShift's
+// SCC admission does for pods that ask for none.
+func assignUID(g *generated, uid int64) {
+	for i := range g.jobSet.Spec.ReplicatedJobs {
+		ps := &g.jobSet.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+		for _, ctrs := range [][]corev1.Container{ps.InitContainers, ps.Containers} {
+			for j := range ctrs {
+				if ctrs[j].SecurityContext == nil {
+					ctrs[j].SecurityContext = &corev1.SecurityContext{}
+				}
+				ctrs[j].SecurityContext.RunAsUser = &uid
+			}
+		}
+	}
 }

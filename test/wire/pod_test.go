@@ -1,7 +1,9 @@
 package wire_test
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -31,10 +33,12 @@ type pod struct {
 // volumePath is where a volume of the pod lives on the machine.
 func (p *pod) volumePath(name string) string { return filepath.Join(p.dir, "volumes", name) }
 
-// user is whom a container runs as: its security context, else the pod's.
-// The samples name uid 1000 and no group, so the group is the one the image
-// gives that user (userDatabase makes it equal to the uid).
-func (p *pod) user(ctr *corev1.Container) (podUser, error) {
+// user is whom a container runs as: its security context's UID, else the
+// pod's, else the image's user. The group is the security context's, else
+// the image's group for the image's user and 0 for any other UID (a
+// container runtime's primary group for a UID without an account, as
+// OpenShift's pods have).
+func (p *pod) user(ctr *corev1.Container) podUser {
 	var uid, gid *int64
 	if sc := p.spec.SecurityContext; sc != nil {
 		uid, gid = sc.RunAsUser, sc.RunAsGroup
@@ -47,22 +51,28 @@ func (p *pod) user(ctr *corev1.Container) (podUser, error) {
 			gid = sc.RunAsGroup
 		}
 	}
-	if uid == nil {
-		return podUser{}, fmt.Errorf("container %s names no runAsUser; the wire test runs pods as the user their spec names", ctr.Name)
+	u := imageUser
+	if uid != nil && *uid != imageUser.uid {
+		u = podUser{uid: *uid, gid: 0}
 	}
-	u := podUser{uid: *uid, gid: *uid}
 	if gid != nil {
 		u.gid = *gid
 	}
-	return u, nil
+	return u
 }
 
 // env is a container's environment as a container runtime builds it: the
 // image's PATH, the user's HOME, HOSTNAME, then the container's own
 // variables, which win.
 func (p *pod) env(ctr *corev1.Container) ([]string, error) {
+	// A container runtime sets HOME from the image's account, "/" for a
+	// UID the image has none for.
+	home := "/"
+	if p.user(ctr).uid == imageUser.uid {
+		home = imageHome
+	}
 	names := []string{"PATH", "HOME", "HOSTNAME"}
-	values := map[string]string{"PATH": p.tc.imagePath(), "HOME": podHome, "HOSTNAME": p.hostname}
+	values := map[string]string{"PATH": p.tc.imagePath(), "HOME": home, "HOSTNAME": p.hostname}
 	for _, e := range ctr.Env {
 		value := e.Value
 		if e.ValueFrom != nil {
@@ -112,10 +122,7 @@ func (p *pod) argv(ctr *corev1.Container, process []string) (argv []string, what
 	if strings.Contains(process[0], "=") {
 		return nil, "", fmt.Errorf("container %s: command %q would be read by env(1) as a variable", ctr.Name, process[0])
 	}
-	u, err := p.user(ctr)
-	if err != nil {
-		return nil, "", err
-	}
+	u := p.user(ctr)
 	env, err := p.env(ctr)
 	if err != nil {
 		return nil, "", err
@@ -125,13 +132,17 @@ func (p *pod) argv(ctr *corev1.Container, process []string) (argv []string, what
 	s.WriteString("set -eu\n")
 	fmt.Fprintf(&s, "printf %%s %s >/proc/sys/kernel/hostname\n", shellQuote(p.hostname))
 	for _, m := range ctr.VolumeMounts {
-		if m.SubPath != "" || m.SubPathExpr != "" {
-			return nil, "", fmt.Errorf("container %s: subPath mounts are not simulated", ctr.Name)
+		if m.SubPathExpr != "" {
+			return nil, "", fmt.Errorf("container %s: subPathExpr mounts are not simulated", ctr.Name)
 		}
 		if !p.hasVolume(m.Name) {
 			return nil, "", fmt.Errorf("container %s mounts volume %q, which the pod does not have", ctr.Name, m.Name)
 		}
-		fmt.Fprintf(&s, "mount --bind %s %s\n", shellQuote(p.volumePath(m.Name)), shellQuote(m.MountPath))
+		source, err := p.subPath(m)
+		if err != nil {
+			return nil, "", fmt.Errorf("container %s: %w", ctr.Name, err)
+		}
+		fmt.Fprintf(&s, "mount --bind %s %s\n", shellQuote(source), shellQuote(m.MountPath))
 		if m.ReadOnly {
 			fmt.Fprintf(&s, "mount -o remount,bind,ro %s\n", shellQuote(m.MountPath))
 		}
@@ -150,6 +161,30 @@ func (p *pod) argv(ctr *corev1.Container, process []string) (argv []string, what
 	what = fmt.Sprintf("[pod %s, container %s, uid %d] env -i %s %s",
 		p.hostname, ctr.Name, u.uid, strings.Join(env, " "), shortCommand(process))
 	return argv, what, nil
+}
+
+// subPath is what a mount binds: the volume, or the path in it the mount
+// names, which the kubelet creates as a directory with the volume's mode if
+// it does not exist yet (when the container starts, after init containers).
+func (p *pod) subPath(m corev1.VolumeMount) (string, error) {
+	root := p.volumePath(m.Name)
+	if m.SubPath == "" {
+		return root, nil
+	}
+	if !filepath.IsLocal(m.SubPath) {
+		return "", fmt.Errorf("subPath %q of volume %s leaves the volume", m.SubPath, m.Name)
+	}
+	path := filepath.Join(root, m.SubPath)
+	if _, err := os.Lstat(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		return "", err
+	}
+	return path, makeDir(path, st.Mode().Perm())
 }
 
 func (p *pod) hasVolume(name string) bool {

@@ -13,8 +13,8 @@ import (
 const (
 	defaultProjectedMode = 0o644
 	// emptyDirMode is how the kubelet creates emptyDirs: world-writable and
-	// owned by root, which is why the operator's sshd_config cannot ask for
-	// StrictModes and its init script tolerates a failing chmod.
+	// owned by root, which is why the operator's init script makes the SSH
+	// directory inside one, for sshd's StrictModes.
 	emptyDirMode = 0o777
 )
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,8 +132,7 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 					for _, dir := range empty {
 						Expect(c.exec(ctx, p, "ls", "-A", dir)).To(BeEmpty(), "%s sees nothing in %s", p.hostname, dir)
 					}
-					u, err := p.user(must(mainContainer(p.spec)))
-					Expect(err).NotTo(HaveOccurred())
+					u := p.user(must(mainContainer(p.spec)))
 					out, err := c.exec(ctx, p, "find", c.gen.sshPath(), "-type", "f", "-printf", "%f %#m %U\n")
 					Expect(err).NotTo(HaveOccurred(), out)
 					got := map[string]string{}
@@ -192,7 +192,7 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 				w := c.workers[len(c.workers)-1]
 				dir, err := c.sshDir(w)
 				Expect(err).NotTo(HaveOccurred())
-				impostor, err := mpi.GenerateSSHKeys(rand.Reader, "impostor")
+				impostor, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "impostor")
 				Expect(err).NotTo(HaveOccurred())
 				// Overwriting keeps the files' owner and modes, so sshd
 				// starts and serves the other key.
@@ -213,6 +213,50 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 				out, err := launchRefused(ctx, c)
 				expectRefused(tc, out, err, "the private key has mode 0644, which ssh rejects",
 					"UNPROTECTED PRIVATE KEY FILE", "are too open")
+			}, NodeTimeout(specTimeout))
+		})
+
+		Context("with "+tc.name+", under a UID OpenShift assigns (GID 0, no account in the image)", func() {
+			var c *cluster
+			var uid int64
+
+			BeforeEach(func(ctx SpecContext) {
+				ns := fw.NewNamespace(ctx, "wire")
+				g := newTrainJob(ctx, ns.Name, nextJobName(tc), tc, workers, slots)
+				// As restricted-v2 (MustRunAsRange) does: a UID from the
+				// namespace's range on every container, no group.
+				uid = 1_000_000_000 + mathrand.Int64N(1_000_000_000)
+				assignUID(g, uid)
+				c = startCluster(ctx, g, tc)
+			}, NodeTimeout(specTimeout))
+
+			It("starts the ranks, logging in as an account the init container added", func(ctx SpecContext) {
+				for _, p := range c.pods() {
+					out, err := c.exec(ctx, p, "id", "-u", "-n")
+					Expect(err).NotTo(HaveOccurred(), out)
+					Expect(out).To(Equal(mpi.PasswdUser+"\n"), "%s runs as the account the init container added", p.hostname)
+					Expect(c.exec(ctx, p, "id", "-u")).To(Equal(fmt.Sprintf("%d\n", uid)), "%s runs as the assigned UID", p.hostname)
+					Expect(c.exec(ctx, p, "id", "-g")).To(Equal("0\n"), "%s runs with GID 0", p.hostname)
+				}
+				out, err := c.launch(ctx, launchTimeout)
+				Expect(err).NotTo(HaveOccurred(), "mpirun failed; its output:\n%s", out)
+				ranks, err := parseRanks(out)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(ranks).To(HaveLen(workers*slots), "every rank reports once; output:\n%s", out)
+				for r, rep := range ranks {
+					Expect(rep.sum).To(Equal(int64(workers*slots*(workers*slots+1)/2)), "rank %d's allreduce of rank+1", r)
+				}
+			}, NodeTimeout(specTimeout))
+
+			It("refuses the login when a worker's SSH directory is group-writable (sshd's StrictModes)", func(ctx SpecContext) {
+				w := c.workers[len(c.workers)-1]
+				dir, err := c.sshDir(w)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(os.Chmod(dir, 0o770)).To(Succeed())
+
+				out, err := launchRefused(ctx, c)
+				expectRefused(tc, out, err, w.hostname+"'s SSH directory is group-writable, which StrictModes refuses",
+					"Permission denied (publickey)")
 			}, NodeTimeout(specTimeout))
 		})
 	}

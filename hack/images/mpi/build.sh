@@ -57,6 +57,10 @@ trixie)
     'chroot "$1" mpicc.mpich -O2 -Wall -o /opt/torus/pi-mpich /opt/torus/pi.c -lm'
     'chroot "$1" mpicc.openmpi -O2 -Wall -o /opt/torus/pi-openmpi5 /opt/torus/pi.c -lm'
     'chroot "$1" apt-get purge -qq -y --auto-remove '"${build_packages//,/ }"' >/dev/null'
+    # useradd in trixie makes homes 0700; a pod running as a UID OpenShift
+    # assigns (GID 0) must pass through to the SSH directory, as bookworm
+    # homes (0755) let it. Not group-writable, for the StrictModes of sshd.
+    'chroot "$1" chgrp 0 /home/mpiuser && chroot "$1" chmod 0750 /home/mpiuser'
   )
   ;;
 *)

@@ -117,7 +117,7 @@ var _ = Describe("MPI TrainJob", func() {
 			Expect(launcher.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "mpi-hostfile", MountPath: "/etc/mpi", ReadOnly: true}))
 			for _, ps := range []corev1.PodSpec{launcher, node} {
 				Expect(ps.InitContainers[0].Name).To(Equal("mpi-ssh-setup"))
-				Expect(*ps.InitContainers[0].SecurityContext.RunAsUser).To(Equal(int64(1000)), "keys are copied as the user sshd and ssh run as")
+				Expect(ps.InitContainers[0].SecurityContext).To(Equal(ps.Containers[0].SecurityContext), "keys are copied as the user sshd and ssh run as")
 				Expect(ps.InitContainers[0].Command[2]).To(ContainSubstring(`chmod 0600 "$d/id_ed25519"`))
 				if wantSearch {
 					Expect(ps.DNSConfig.Searches).To(Equal([]string{"pi." + ns.Name + ".svc.cluster.local"}))
@@ -195,7 +195,7 @@ var _ = Describe("MPI TrainJob", func() {
 			return []corev1.EnvVar{
 				{Name: "HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
 				{Name: "HYDRA_LAUNCHER", Value: "ssh"},
-				{Name: "HYDRA_LAUNCH_EXTRA_ARGS", Value: sshArgs},
+				{Name: "HYDRA_LAUNCHER_EXTRA_ARGS", Value: sshArgs},
 			}
 		}, func(h string) string { return h + ":2\n" }, true),
 	)

@@ -1,0 +1,196 @@
+// Package runtimes installs the default MPI ClusterTrainingRuntimes (one per
+// MPI implementation, the files in samples/runtimes) when the operator
+// starts, so that every install path (OperatorHub, whose bundles cannot
+// carry such objects, and kustomize) ships them.
+//
+// It writes them with server-side apply under its own field manager and
+// never forces: a field an administrator changed stays theirs (the apply
+// conflicts and the runtime is left as it is), fields they added are kept,
+// and a runtime nobody changed follows the operator's version.
+package runtimes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/samples"
+)
+
+// FieldManager owns the fields the operator writes in default runtimes.
+const FieldManager = "torus-operator-runtimes"
+
+// LabelDefault marks the runtimes the operator installs; kubectl mpi doctor
+// looks for it.
+const LabelDefault = "torus-mpi.io/default-runtime"
+
+// DefaultRunAsUser is the UID the default runtimes run as where the platform
+// assigns none: mpiuser of mpi-operator's MPI images, which the runtimes
+// name and which declare no user of their own.
+const DefaultRunAsUser int64 = 1000
+
+// sccKind is OpenShift's SecurityContextConstraints: where it exists, the
+// admission of every pod assigns a UID (restricted-v2: one from the
+// namespace's range), which a fixed runAsUser would contradict.
+var sccKind = schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"}
+
+// UserMode says which UID the default runtimes fix.
+type UserMode string
+
+const (
+	// UserAuto fixes DefaultRunAsUser unless the cluster has SCCs.
+	UserAuto UserMode = "auto"
+	// UserPlatform fixes none: the platform's admission or the image decides.
+	UserPlatform UserMode = "platform"
+	// UserImage fixes DefaultRunAsUser.
+	UserImage UserMode = "image"
+)
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=clustertrainingruntimes,verbs=create;patch
+
+// Installer applies the default runtimes once the manager runs (as leader),
+// retrying while the API server or the operator's own webhook (which admits
+// runtimes) is not reachable yet.
+type Installer struct {
+	Client client.Client
+	// Mapper tells whether the cluster has SCCs (UserAuto).
+	Mapper meta.RESTMapper
+	User   UserMode
+	Log    logr.Logger
+	// Backoff paces retries; zero means a second doubling to a minute.
+	Backoff wait.Backoff
+}
+
+// Validate checks the settings.
+func (i *Installer) Validate() error {
+	switch i.User {
+	case UserAuto, UserPlatform, UserImage, "":
+		return nil
+	}
+	return fmt.Errorf("unknown mode %q: use auto, platform or image", i.User)
+}
+
+// NeedLeaderElection: one replica installs.
+func (i *Installer) NeedLeaderElection() bool { return true }
+
+// Start installs the runtimes and returns; it retries until it is done or
+// ctx ends. Conflicts with an administrator's edits are not errors.
+func (i *Installer) Start(ctx context.Context) error {
+	b := i.Backoff
+	if b.Steps == 0 {
+		b = wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
+	}
+	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
+		if err := i.Install(ctx); err != nil {
+			i.Log.Info("Default runtimes not installed yet; retrying", "error", err.Error())
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("installing the default runtimes: %w", err)
+	}
+	return nil
+}
+
+// Install applies every default runtime once.
+func (i *Installer) Install(ctx context.Context) error {
+	uid, err := i.runAsUser()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range samples.RuntimeNames() {
+		obj, err := Desired(name, uid)
+		if err != nil {
+			return err
+		}
+		err = i.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager))
+		switch {
+		case err == nil:
+			i.Log.V(1).Info("Default runtime applied", "runtime", name)
+		case apierrors.IsConflict(err):
+			// An administrator changed a field the operator sets:
+			// theirs wins, and nothing else is applied either.
+			i.Log.Info("Default runtime left as an administrator changed it", "runtime", name, "conflict", err.Error())
+		default:
+			errs = append(errs, fmt.Errorf("applying runtime %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runAsUser is the UID to fix, nil for none.
+func (i *Installer) runAsUser() (*int64, error) {
+	uid := DefaultRunAsUser
+	switch i.User {
+	case UserPlatform:
+		return nil, nil
+	case UserImage:
+		return &uid, nil
+	case UserAuto, "":
+		_, err := i.Mapper.RESTMapping(sccKind)
+		switch {
+		case err == nil:
+			return nil, nil
+		case meta.IsNoMatchError(err):
+			return &uid, nil
+		default:
+			return nil, fmt.Errorf("looking up %s: %w", sccKind, err)
+		}
+	}
+	return nil, fmt.Errorf("unknown user mode %q (auto, platform or image)", i.User)
+}
+
+// Desired is the default runtime of that name as the operator applies it:
+// the sample's own fields, labelled, with uid as every pod's runAsUser when
+// set.
+func Desired(name string, uid *int64) (*unstructured.Unstructured, error) {
+	data, err := samples.RuntimeManifest(name)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+		return nil, fmt.Errorf("decoding runtime %s: %w", name, err)
+	}
+	if obj.GetName() != name {
+		return nil, fmt.Errorf("sample runtime file %s.yaml names %q", name, obj.GetName())
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelDefault] = "true"
+	obj.SetLabels(labels)
+	if uid == nil {
+		return obj, nil
+	}
+	jobs, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "replicatedJobs")
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", name, err)
+	}
+	for _, j := range jobs {
+		job, ok := j.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("runtime %s: a replicated job is not an object", name)
+		}
+		if err := unstructured.SetNestedField(job, *uid, "template", "spec", "template", "spec", "securityContext", "runAsUser"); err != nil {
+			return nil, fmt.Errorf("runtime %s: %w", name, err)
+		}
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, jobs, "spec", "template", "spec", "replicatedJobs"); err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", name, err)
+	}
+	return obj, nil
+}

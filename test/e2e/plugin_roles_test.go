@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+// The users' roles every install ships (kustomize/userroles), aggregated by
+// the cluster's own kube-controller-manager into admin, edit and view: a
+// namespace's editor runs jobs with kubectl mpi, its viewer only looks.
+var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, func() {
+	var ns string
+	tokens := map[string]string{}
+
+	BeforeAll(func() {
+		installSampleRuntimes()
+		objs, err := render.Objects(filepath.Join(framework.RepoRoot(), "kustomize", "userroles"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			Expect(k8sClient.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
+		}
+		ns = newNamespace("roles")
+		for _, role := range []string{"edit", "view"} {
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: role + "er", Namespace: ns}}
+			Expect(k8sClient.Create(ctx, sa)).To(Succeed())
+			Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: sa.Name, Namespace: ns},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+			})).To(Succeed())
+			tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrInt64(600)}}
+			Expect(k8sClient.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+			tokens[role] = tr.Status.Token
+		}
+		// The aggregation controller fills edit and view in the
+		// background.
+		for role := range tokens {
+			Eventually(func() int {
+				return mpiCmd("-n", ns, "--token", tokens[role], "list").Code
+			}, framework.Timeout, framework.Interval).Should(BeZero(), "the %s role lets its holder list TrainJobs", role)
+		}
+	})
+
+	as := func(role string, args ...string) result {
+		return mpiCmd(append([]string{"-n", ns, "--token", tokens[role]}, args...)...)
+	}
+
+	It("lets an editor run a job, see it, read its logs and delete it", func() {
+		succeed(as("edit", "run", "pi", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1", "--", "mpirun", "./pi"))
+		Expect(succeed(as("edit", "list")).Stdout).To(ContainSubstring("pi"))
+		Expect(succeed(as("edit", "describe", "pi")).Stdout).To(ContainSubstring("torus-openmpi-long"))
+		Eventually(func() int { return as("edit", "logs", "pi", "--launcher").Code }, framework.Timeout, framework.Interval).Should(BeZero())
+		succeed(as("edit", "delete", "pi", "--wait"))
+	})
+
+	It("lets a viewer see jobs and logs, and tells them they may not run one", func() {
+		succeed(mpiCmd("-n", ns, "run", "seen", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1", "--", "mpirun", "./pi"))
+		Expect(succeed(as("view", "list")).Stdout).To(ContainSubstring("seen"))
+		succeed(as("view", "describe", "seen"))
+		Eventually(func() int { return as("view", "logs", "seen", "--launcher").Code }, framework.Timeout, framework.Interval).Should(BeZero())
+		r := as("view", "run", "x", "--image", "img", "--runtime", "torus-openmpi-long", "--", "mpirun", "./pi")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(ContainSubstring(`cannot create resource "trainjobs"`))
+		r = as("view", "delete", "seen")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(ContainSubstring(`cannot delete resource "trainjobs"`))
+	})
+})
