@@ -40,8 +40,11 @@ func RuntimeManifest(name string) ([]byte, error) {
 }
 
 // RuntimeNames are the sample runtimes' names, sorted.
-func RuntimeNames() []string {
-	entries, err := fs.ReadDir(files, "runtimes")
+func RuntimeNames() []string { return names("runtimes") }
+
+// names are the file names in a directory of samples, without extension.
+func names(dir string) []string {
+	entries, err := fs.ReadDir(files, dir)
 	if err != nil {
 		panic(err) // embedded at build time
 	}
@@ -52,3 +55,15 @@ func RuntimeNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// TrainJobManifest is the file of the sample TrainJob of that name.
+func TrainJobManifest(name string) ([]byte, error) {
+	data, err := files.ReadFile("trainjobs/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no sample TrainJob %q: %w", name, err)
+	}
+	return data, nil
+}
+
+// TrainJobNames are the sample TrainJobs' names, sorted.
+func TrainJobNames() []string { return names("trainjobs") }

@@ -28,36 +28,14 @@ import (
 	"time"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	torusversion "github.com/torus-mpi/torus/operator/version"
 )
 
 // Platforms are the os/arch pairs released; krew/mpi.yaml has one entry each.
-var Platforms = []Platform{
-	{"linux", "amd64"}, {"linux", "arm64"},
-	{"darwin", "amd64"}, {"darwin", "arm64"},
-	{"windows", "amd64"},
-}
+var Platforms = torusversion.Platforms
 
 // Platform is a GOOS/GOARCH pair.
-type Platform struct{ OS, Arch string }
-
-func (p Platform) String() string { return p.OS + "/" + p.Arch }
-
-// binary is the executable's name inside the archive.
-func (p Platform) binary() string {
-	if p.OS == "windows" {
-		return "kubectl-mpi.exe"
-	}
-	return "kubectl-mpi"
-}
-
-// archive is the archive's file name for a version (with its leading v).
-func (p Platform) archive(version string) string {
-	ext := ".tar.gz"
-	if p.OS == "windows" {
-		ext = ".zip"
-	}
-	return fmt.Sprintf("kubectl-mpi_%s_%s_%s%s", version, p.OS, p.Arch, ext)
-}
+type Platform = torusversion.Platform
 
 // epoch is every archive entry's timestamp, so that the same sources give
 // the same archives and sha256.
@@ -74,7 +52,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.out, "out", "dist/release", "directory for the archives and mpi.yaml")
 	flag.StringVar(&o.version, "version", "", "release version without v (default: the VERSION file)")
-	flag.StringVar(&o.baseURL, "base-url", "https://github.com/torus-mpi/torus/releases/download/{{ .Version }}",
+	flag.StringVar(&o.baseURL, "base-url", fmt.Sprintf(torusversion.ReleaseURL, "{{ .Version }}"),
 		"where the archives are published; {{ .Version }} is v<version>")
 	flag.BoolVar(&o.placeholder, "placeholder", false, "pack a small stand-in executable instead of compiling (tests only)")
 	flag.Parse()
@@ -114,7 +92,7 @@ func run(o options) error {
 
 	sums := map[Platform]string{}
 	for _, p := range Platforms {
-		bin := filepath.Join(build, p.OS+"-"+p.Arch, p.binary())
+		bin := filepath.Join(build, p.OS+"-"+p.Arch, p.Binary())
 		if o.placeholder {
 			err = writePlaceholder(bin, p)
 		} else {
@@ -131,7 +109,7 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("packing %s: %w", p, err)
 		}
-		path := filepath.Join(o.out, p.archive(version))
+		path := filepath.Join(o.out, p.Archive(version))
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
 		}
@@ -180,7 +158,7 @@ func pack(p Platform, exe, license []byte) ([]byte, error) {
 		name string
 		mode int64
 		data []byte
-	}{{"LICENSE", 0o644, license}, {p.binary(), 0o755, exe}}
+	}{{"LICENSE", 0o644, license}, {p.Binary(), 0o755, exe}}
 	var buf bytes.Buffer
 	if p.OS == "windows" {
 		zw := zip.NewWriter(&buf)
@@ -246,7 +224,7 @@ func fill(path, version, base string, sums map[Platform]string) ([]byte, error) 
 	}
 	used := map[Platform]bool{}
 	lookup := func(goos, arch string) (Platform, error) {
-		p := Platform{goos, arch}
+		p := Platform{OS: goos, Arch: arch}
 		if _, ok := sums[p]; !ok {
 			return p, fmt.Errorf("%s names platform %s, which is not released", path, p)
 		}
@@ -256,7 +234,7 @@ func fill(path, version, base string, sums map[Platform]string) ([]byte, error) 
 	t, err := template.New(filepath.Base(path)).Option("missingkey=error").Funcs(template.FuncMap{
 		"uri": func(goos, arch string) (string, error) {
 			p, err := lookup(goos, arch)
-			return base + "/" + p.archive(version), err
+			return base + "/" + p.Archive(version), err
 		},
 		"sha256": func(goos, arch string) (string, error) {
 			p, err := lookup(goos, arch)

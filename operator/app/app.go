@@ -16,12 +16,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/upstream"
+	"github.com/torus-mpi/torus/operator/version"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
 )
 
@@ -163,6 +165,12 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if err := mgr.Add(installer); err != nil {
 			return nil, fmt.Errorf("adding the default runtimes installer: %w", err)
 		}
+	}
+	// OpenShift's console: TrainJob samples and the plugin's downloads
+	// (nothing where the console's API is not served).
+	if err := mgr.Add(&console.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
+		Version: version.Version, Log: ctrl.Log.WithName("console")}); err != nil {
+		return nil, fmt.Errorf("adding the console installer: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
