@@ -31,13 +31,7 @@ func Runtime(name string) (*trainer.ClusterTrainingRuntime, error) {
 }
 
 // RuntimeManifest is the file of the sample runtime of that name.
-func RuntimeManifest(name string) ([]byte, error) {
-	data, err := files.ReadFile("runtimes/" + name + ".yaml")
-	if err != nil {
-		return nil, fmt.Errorf("no sample runtime %q: %w", name, err)
-	}
-	return data, nil
-}
+func RuntimeManifest(name string) ([]byte, error) { return manifest("runtimes", "runtime", name) }
 
 // RuntimeNames are the sample runtimes' names, sorted.
 func RuntimeNames() []string { return names("runtimes") }
@@ -57,10 +51,13 @@ func names(dir string) []string {
 }
 
 // TrainJobManifest is the file of the sample TrainJob of that name.
-func TrainJobManifest(name string) ([]byte, error) {
-	data, err := files.ReadFile("trainjobs/" + name + ".yaml")
+func TrainJobManifest(name string) ([]byte, error) { return manifest("trainjobs", "TrainJob", name) }
+
+// manifest reads a sample's file.
+func manifest(dir, what, name string) ([]byte, error) {
+	data, err := files.ReadFile(dir + "/" + name + ".yaml")
 	if err != nil {
-		return nil, fmt.Errorf("no sample TrainJob %q: %w", name, err)
+		return nil, fmt.Errorf("no sample %s %q: %w", what, name, err)
 	}
 	return data, nil
 }

@@ -92,6 +92,9 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 			argv := []string{
 				bins.operator,
 				"--enable-webhooks=false",
+				// The benchmark creates the runtime it measures with, as
+				// for upstream, which installs none.
+				"--install-default-runtimes=false",
 				"--leader-election-namespace=" + nsSystem,
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[0]),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),

@@ -162,14 +162,15 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if err := installer.Validate(); err != nil {
 			return nil, fmt.Errorf("--default-runtimes-user: %w", err)
 		}
-		if err := mgr.Add(installer); err != nil {
+		if err := mgr.Add(installer.Runnable()); err != nil {
 			return nil, fmt.Errorf("adding the default runtimes installer: %w", err)
 		}
 	}
 	// OpenShift's console: TrainJob samples and the plugin's downloads
 	// (nothing where the console's API is not served).
-	if err := mgr.Add(&console.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
-		Version: version.Version, Log: ctrl.Log.WithName("console")}); err != nil {
+	consoleInstaller := &console.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
+		Version: version.Version, Log: ctrl.Log.WithName("console")}
+	if err := mgr.Add(consoleInstaller.Runnable()); err != nil {
 		return nil, fmt.Errorf("adding the console installer: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/operator/startup"
 
 	"github.com/torus-mpi/torus/operator/version"
 	"github.com/torus-mpi/torus/samples"
@@ -49,31 +50,14 @@ type Installer struct {
 	// Version is the operator's release (version.Version).
 	Version string
 	Log     logr.Logger
-	// Backoff paces retries; zero means a second doubling to a minute.
+	// Backoff paces retries (startup.Task).
 	Backoff wait.Backoff
 }
 
-// NeedLeaderElection: one replica installs.
-func (i *Installer) NeedLeaderElection() bool { return true }
-
-// Start applies the objects and returns; without the console's API it
-// does nothing.
-func (i *Installer) Start(ctx context.Context) error {
-	b := i.Backoff
-	if b.Steps == 0 {
-		b = wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
-	}
-	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
-		if err := i.Install(ctx); err != nil {
-			i.Log.Info("Console samples and downloads not installed yet; retrying", "error", err.Error())
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("installing the console samples: %w", err)
-	}
-	return nil
+// Runnable is the installer as a manager runnable: once, on the leader,
+// retried until done.
+func (i *Installer) Runnable() *startup.Task {
+	return &startup.Task{What: "installing the console samples and downloads", Do: i.Install, Log: i.Log, Backoff: i.Backoff}
 }
 
 // Install applies every object once, if the console's API is served.

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/operator/startup"
 
 	"github.com/torus-mpi/torus/samples"
 )
@@ -67,7 +68,7 @@ type Installer struct {
 	Mapper meta.RESTMapper
 	User   UserMode
 	Log    logr.Logger
-	// Backoff paces retries; zero means a second doubling to a minute.
+	// Backoff paces retries (startup.Task).
 	Backoff wait.Backoff
 }
 
@@ -80,27 +81,10 @@ func (i *Installer) Validate() error {
 	return fmt.Errorf("unknown mode %q: use auto, platform or image", i.User)
 }
 
-// NeedLeaderElection: one replica installs.
-func (i *Installer) NeedLeaderElection() bool { return true }
-
-// Start installs the runtimes and returns; it retries until it is done or
-// ctx ends. Conflicts with an administrator's edits are not errors.
-func (i *Installer) Start(ctx context.Context) error {
-	b := i.Backoff
-	if b.Steps == 0 {
-		b = wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
-	}
-	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
-		if err := i.Install(ctx); err != nil {
-			i.Log.Info("Default runtimes not installed yet; retrying", "error", err.Error())
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("installing the default runtimes: %w", err)
-	}
-	return nil
+// Runnable is the installer as a manager runnable: once, on the leader,
+// retried until done.
+func (i *Installer) Runnable() *startup.Task {
+	return &startup.Task{What: "installing the default runtimes", Do: i.Install, Log: i.Log, Backoff: i.Backoff}
 }
 
 // Install applies every default runtime once.

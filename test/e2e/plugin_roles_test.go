@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -56,20 +57,26 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 		return mpiCmd(append([]string{"-n", ns, "--token", tokens[role]}, args...)...)
 	}
 
-	It("lets an editor run a job, see it, read its logs and delete it", func() {
+	It("lets an editor run a job, see it, read its logs, reach a rank and delete it", func() {
 		succeed(as("edit", "run", "pi", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1", "--", "mpirun", "./pi"))
 		Expect(succeed(as("edit", "list")).Stdout).To(ContainSubstring("pi"))
 		Expect(succeed(as("edit", "describe", "pi")).Stdout).To(ContainSubstring("torus-openmpi-long"))
-		Eventually(func() int { return as("edit", "logs", "pi", "--launcher").Code }, framework.Timeout, framework.Interval).Should(BeZero())
+		Eventually(condition(trainJobRef(ns, "pi"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		succeed(as("edit", "logs", "pi", "--launcher"))
+		Expect(succeed(as("edit", "exec-rank", "-q", "pi", "0", "--", "sh", "-c", "echo reached")).Stdout).To(Equal("reached\n"))
 		succeed(as("edit", "delete", "pi", "--wait"))
 	})
 
-	It("lets a viewer see jobs and logs, and tells them they may not run one", func() {
+	It("lets a viewer see jobs and logs, and tells them they may not run one, reach a rank or delete it", func() {
 		succeed(mpiCmd("-n", ns, "run", "seen", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1", "--", "mpirun", "./pi"))
 		Expect(succeed(as("view", "list")).Stdout).To(ContainSubstring("seen"))
 		succeed(as("view", "describe", "seen"))
-		Eventually(func() int { return as("view", "logs", "seen", "--launcher").Code }, framework.Timeout, framework.Interval).Should(BeZero())
-		r := as("view", "run", "x", "--image", "img", "--runtime", "torus-openmpi-long", "--", "mpirun", "./pi")
+		Eventually(condition(trainJobRef(ns, "seen"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		succeed(as("view", "logs", "seen", "--launcher"))
+		r := as("view", "exec-rank", "seen", "0", "--", "true")
+		Expect(r.Code).To(Equal(1))
+		Expect(r.Stderr).To(ContainSubstring(`cannot create resource "pods/exec"`))
+		r = as("view", "run", "x", "--image", "img", "--runtime", "torus-openmpi-long", "--", "mpirun", "./pi")
 		Expect(r.Code).To(Equal(1))
 		Expect(r.Stderr).To(ContainSubstring(`cannot create resource "trainjobs"`))
 		r = as("view", "delete", "seen")

@@ -12,8 +12,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,13 +34,11 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(fw.Config)
-		Expect(err).NotTo(HaveOccurred())
-		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+		mapper = discoveryMapper()
 	})
 
 	It("does nothing where the console's API is not served", func() {
-		Expect(installer().Start(ctx)).To(Succeed())
+		Expect(installer().Runnable().Start(ctx)).To(Succeed())
 	})
 
 	It("offers a TrainJob sample per default runtime, each admitted as it is, and the plugin's archives", func(sctx SpecContext) {
@@ -61,7 +57,7 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 			return err
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 
-		Expect(installer().Start(ctx)).To(Succeed())
+		Expect(installer().Runnable().Start(ctx)).To(Succeed())
 
 		// The samples' runtimes, as the operator installs them.
 		rt := &runtimes.Installer{Client: fw.Client, Mapper: mapper, User: runtimes.UserPlatform, Log: GinkgoLogr}

@@ -11,8 +11,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,15 +55,13 @@ var _ = Describe("Default runtimes", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		dc, err := discovery.NewDiscoveryClientForConfig(fw.Config)
-		Expect(err).NotTo(HaveOccurred())
-		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+		mapper = discoveryMapper()
 		deleteAll()
 		DeferCleanup(deleteAll)
 	})
 
 	It("creates one runtime per implementation, running as uid 1000 where no SCC assigns a UID", func() {
-		Expect(installer(runtimes.UserAuto).Start(ctx)).To(Succeed())
+		Expect(installer(runtimes.UserAuto).Runnable().Start(ctx)).To(Succeed())
 		for _, impl := range mpi.Implementations {
 			rt := get(impl.RuntimeName())
 			Expect(rt.Labels).To(HaveKeyWithValue(runtimes.LabelDefault, "true"))
