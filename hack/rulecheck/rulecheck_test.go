@@ -15,7 +15,7 @@ import (
 )
 
 const (
-	ruleFile    = "../../kustomize/components/monitoring/prometheusrule.yaml"
+	ruleFile    = "../../operator/monitoring/prometheusrule.yaml"
 	metricsFile = "../../operator/controller/metrics.go"
 )
 

@@ -6,6 +6,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +21,7 @@ import (
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
+	"github.com/torus-mpi/torus/operator/monitoring"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/scheme"
@@ -57,7 +60,10 @@ type Options struct {
 	// DefaultRuntimesUser says which UID they fix (runtimes.UserMode).
 	InstallDefaultRuntimes bool
 	DefaultRuntimesUser    string
-	Zap                    zap.Options
+	// InstallMonitoring applies a ServiceMonitor and the alerts where the
+	// Prometheus Operator's API is served.
+	InstallMonitoring bool
+	Zap               zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -83,6 +89,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", mpi.AnnotationSSHKeyAlgorithm))
 	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
 		"Install the default MPI ClusterTrainingRuntimes (torus-openmpi, torus-openmpi5, torus-intelmpi, torus-mpich) at start; fields an administrator changed are kept.")
+	fs.BoolVar(&o.InstallMonitoring, "install-monitoring", true,
+		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
 		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
@@ -173,6 +181,17 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := mgr.Add(consoleInstaller.Runnable()); err != nil {
 		return nil, fmt.Errorf("adding the console installer: %w", err)
 	}
+	if o.InstallMonitoring {
+		if ns, ok := podNamespace(); ok {
+			monitor := &monitoring.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Namespace: ns,
+				Log: ctrl.Log.WithName("monitoring")}
+			if err := mgr.Add(monitor.Runnable()); err != nil {
+				return nil, fmt.Errorf("adding the monitoring installer: %w", err)
+			}
+		} else {
+			ctrl.Log.WithName("monitoring").Info("Not in a pod (no namespace known): no ServiceMonitor or alerts")
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
@@ -191,6 +210,16 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// podNamespace is the namespace the operator's pod runs in: its
+// ServiceAccount's, as mounted, else $POD_NAMESPACE.
+func podNamespace() (string, bool) {
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(data) > 0 {
+		return strings.TrimSpace(string(data)), true
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	return ns, ns != ""
 }
 
 // Run starts the operator and blocks until ctx ends.

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -42,21 +43,9 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	})
 
 	It("offers a TrainJob sample per default runtime, each admitted as it is, and the plugin's archives", func(sctx SpecContext) {
-		s := k8sruntime.NewScheme()
-		Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
-		c, err := client.New(fw.Config, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
-		for _, kind := range []string{"ConsoleYAMLSample", "ConsoleCLIDownload"} {
-			crd := consoleCRD(kind)
-			Expect(c.Create(ctx, crd)).To(Succeed())
-			DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, crd))).To(Succeed()) })
-		}
-		Eventually(func() error {
-			mapper.Reset()
-			_, err := mapper.RESTMapping(schema.GroupKind{Group: "console.openshift.io", Kind: "ConsoleYAMLSample"}, "v1")
-			return err
-		}, framework.Timeout, framework.Interval).Should(Succeed())
-
+		serve(mapper, schema.GroupKind{Group: "console.openshift.io", Kind: "ConsoleYAMLSample"},
+			servedCRD("console.openshift.io", "ConsoleYAMLSample", "consoleyamlsamples", apiextensionsv1.ClusterScoped),
+			servedCRD("console.openshift.io", "ConsoleCLIDownload", "consoleclidownloads", apiextensionsv1.ClusterScoped))
 		Expect(installer().Runnable().Start(ctx)).To(Succeed())
 
 		// The samples' runtimes, as the operator installs them.
@@ -99,18 +88,36 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	})
 })
 
-// consoleCRD serves a console kind as OpenShift does: cluster-scoped,
-// console.openshift.io/v1 (its schema left open here).
-func consoleCRD(kind string) *apiextensionsv1.CustomResourceDefinition {
-	plural := map[string]string{"ConsoleYAMLSample": "consoleyamlsamples", "ConsoleCLIDownload": "consoleclidownloads"}[kind]
+// servedCRD serves a kind of another project (OpenShift's console, the
+// Prometheus Operator) under its real group, names and scope, its schema left
+// open.
+func servedCRD(group, kind, plural string, scope apiextensionsv1.ResourceScope) *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + ".console.openshift.io"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "console.openshift.io", Scope: apiextensionsv1.ClusterScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: plural[:len(plural)-1], Kind: kind, ListKind: kind + "List"},
+			Group: group, Scope: scope,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
 		},
 	}
+}
+
+// serve installs CRDs for the spec and waits until mapper sees gk.
+func serve(mapper *restmapper.DeferredDiscoveryRESTMapper, gk schema.GroupKind, crds ...*apiextensionsv1.CustomResourceDefinition) {
+	GinkgoHelper()
+	s := k8sruntime.NewScheme()
+	Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
+	c, err := client.New(fw.Config, client.Options{Scheme: s})
+	Expect(err).NotTo(HaveOccurred())
+	for _, crd := range crds {
+		Expect(c.Create(ctx, crd)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, crd))).To(Succeed()) })
+	}
+	Eventually(func() error {
+		mapper.Reset()
+		_, err := mapper.RESTMapping(gk, "v1")
+		return err
+	}, framework.Timeout, framework.Interval).Should(Succeed())
 }

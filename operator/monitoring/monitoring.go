@@ -1,0 +1,120 @@
+// Package monitoring has the Prometheus Operator scrape the Torus operator
+// and evaluate its alerts: where the cluster serves monitoring.coreos.com
+// (OpenShift's cluster monitoring, kube-prometheus), the operator applies a
+// ServiceMonitor for its metrics Service and the PrometheusRule in
+// prometheusrule.yaml to its own namespace when it starts.
+//
+// The operator applies them, on every install path, rather than the OLM
+// bundle carrying them: a bundle object whose API a cluster lacks fails the
+// whole install, and the bundle also serves clusters without the Prometheus
+// Operator. The scraper's ServiceAccount needs ClusterRole
+// torus-mpi-metrics-reader (kustomize/userroles binds OpenShift's
+// prometheus-k8s to it).
+package monitoring
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/operator/startup"
+)
+
+// FieldManager owns the fields the operator writes in monitoring objects.
+const FieldManager = "torus-operator-monitoring"
+
+// Name names the ServiceMonitor and the PrometheusRule.
+const Name = "torus-operator"
+
+// MetricsService is the operator's metrics Service (kustomize/manager), and
+// MetricsPort its port's name.
+const (
+	MetricsService = "torus-operator-metrics"
+	MetricsPort    = "https-metrics"
+)
+
+// prometheusRule is the alerts, as a PrometheusRule without namespace;
+// hack/rulecheck loads it with Prometheus's own parser.
+//
+//go:embed prometheusrule.yaml
+var prometheusRule []byte
+
+var serviceMonitorKind = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=create;patch,namespace=torus-system
+
+// Installer applies the ServiceMonitor and the PrometheusRule once the
+// manager runs (as leader), if the cluster serves their API.
+type Installer struct {
+	Client client.Client
+	Mapper meta.RESTMapper
+	// Namespace is the operator's, where its metrics Service is.
+	Namespace string
+	Log       logr.Logger
+	// Backoff paces retries (startup.Task).
+	Backoff wait.Backoff
+}
+
+// Runnable is the installer as a manager runnable: once, on the leader,
+// retried until done.
+func (i *Installer) Runnable() *startup.Task {
+	return &startup.Task{What: "installing the ServiceMonitor and alerts", Do: i.Install, Log: i.Log, Backoff: i.Backoff}
+}
+
+// Install applies the objects once, if the Prometheus Operator's API is
+// served.
+func (i *Installer) Install(ctx context.Context) error {
+	if _, err := i.Mapper.RESTMapping(serviceMonitorKind.GroupKind(), serviceMonitorKind.Version); meta.IsNoMatchError(err) {
+		i.Log.V(1).Info("No Prometheus Operator API: no ServiceMonitor or alerts")
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("looking up %s: %w", serviceMonitorKind, err)
+	}
+	objs, err := Objects(i.Namespace)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range objs {
+		if err := i.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			errs = append(errs, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Objects are the ServiceMonitor and the PrometheusRule for the operator in
+// namespace.
+func Objects(namespace string) ([]*unstructured.Unstructured, error) {
+	rule := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(prometheusRule, &rule.Object); err != nil {
+		return nil, fmt.Errorf("decoding the PrometheusRule: %w", err)
+	}
+	rule.SetNamespace(namespace)
+	labels := map[string]any{"app.kubernetes.io/name": "torus", "app.kubernetes.io/component": "operator"}
+	sm := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": Name, "namespace": namespace, "labels": labels},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": labels},
+			"endpoints": []any{map[string]any{
+				"port": MetricsPort, "scheme": "https", "path": "/metrics", "interval": "30s",
+				// The operator authorizes the scraper's token
+				// (TokenReview, SubjectAccessReview); its serving
+				// certificate is its own, self-signed.
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+			}},
+		},
+	}}
+	sm.SetGroupVersionKind(serviceMonitorKind)
+	return []*unstructured.Unstructured{sm, rule}, nil
+}

@@ -1,0 +1,64 @@
+package webhook_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/operator/monitoring"
+)
+
+// The operator's ServiceMonitor and alerts, on an API server that serves
+// the Prometheus Operator's kinds (namespaced, monitoring.coreos.com/v1).
+var _ = Describe("ServiceMonitor and alerts", Ordered, func() {
+	var mapper *restmapper.DeferredDiscoveryRESTMapper
+	var ns string
+	installer := func() *monitoring.Installer {
+		return &monitoring.Installer{Client: fw.Client, Mapper: mapper, Namespace: ns, Log: GinkgoLogr,
+			Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Steps: 1}}
+	}
+	get := func(kind, name string) *unstructured.Unstructured {
+		GinkgoHelper()
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: kind})
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)).To(Succeed(), "%s %s", kind, name)
+		return o
+	}
+
+	BeforeAll(func(sctx SpecContext) {
+		mapper = discoveryMapper()
+		ns = fw.NewNamespace(sctx, "torus-system").Name
+	})
+
+	It("does nothing where the Prometheus Operator's API is not served", func() {
+		Expect(installer().Runnable().Start(ctx)).To(Succeed())
+	})
+
+	It("scrapes the operator's metrics Service and loads its alerts, in the operator's namespace", func() {
+		serve(mapper, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"},
+			servedCRD("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", apiextensionsv1.NamespaceScoped),
+			servedCRD("monitoring.coreos.com", "PrometheusRule", "prometheusrules", apiextensionsv1.NamespaceScoped))
+		Expect(installer().Runnable().Start(ctx)).To(Succeed())
+
+		sm := get("ServiceMonitor", monitoring.Name)
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		Expect(endpoints).To(ConsistOf(HaveKeyWithValue("port", monitoring.MetricsPort)))
+		rule := get("PrometheusRule", monitoring.Name)
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		Expect(groups).To(HaveLen(1))
+		rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+		Expect(rules).To(ContainElement(HaveKeyWithValue("alert", "TorusMPIJobsFailing")))
+
+		By("applying again: nothing changes")
+		before := rule.GetResourceVersion()
+		Expect(installer().Install(ctx)).To(Succeed())
+		Expect(get("PrometheusRule", monitoring.Name).GetResourceVersion()).To(Equal(before))
+	})
+})
