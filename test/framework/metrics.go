@@ -27,3 +27,38 @@ func ReconcileCount(controllerName string) float64 {
 	}
 	return total
 }
+
+// MetricValue reads a metric of the process's registry by name and labels:
+// a counter's or gauge's value, a histogram's count; 0 when no series has
+// those labels.
+func MetricValue(name string, labels map[string]string) float64 {
+	ginkgo.GinkgoHelper()
+	families, err := metrics.Registry.Gather()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}

@@ -256,6 +256,10 @@ var _ = Describe("MPI TrainJob", func() {
 			Eventually(func(g Gomega) { getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
 			setJobSetCondition(tj, jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully")
 			Eventually(condition(tj, trainer.TrainJobComplete), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
+			Expect(framework.MetricValue("torus_trainjob_duration_seconds", map[string]string{"namespace": ns.Name, "result": "Succeeded"})).To(BeEquivalentTo(1))
+			Eventually(func() float64 {
+				return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": "Completed"})
+			}, framework.Timeout, framework.Interval).Should(BeEquivalentTo(1))
 			if keep {
 				Consistently(func(g Gomega) { getSecret(g, tj) }, framework.ShortWindow, framework.Interval).Should(Succeed())
 				return
@@ -484,6 +488,13 @@ var _ = Describe("MPI TrainJob", func() {
 			return apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}))
 		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and so its pods, are removed")
 		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElements("DeadlineApproaching", "DeadlineExceeded"))
+
+		By("counting it in the metrics: by reason, its duration, and as Failed while it exists")
+		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "DeadlineExceeded"})).To(BeEquivalentTo(1))
+		Expect(framework.MetricValue("torus_trainjob_duration_seconds", map[string]string{"namespace": ns.Name, "result": "Failed"})).To(BeEquivalentTo(1))
+		Eventually(func() float64 {
+			return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": "Failed"})
+		}, framework.Timeout, framework.Interval).Should(BeEquivalentTo(1))
 	})
 
 	It("does not count the time a job waits in Kueue's queue against activeDeadlineSeconds", func() {
