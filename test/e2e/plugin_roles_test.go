@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,8 +33,8 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
 		}
 		ns = newNamespace("roles")
-		for _, role := range []string{"edit", "view"} {
-			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: role + "er", Namespace: ns}}
+		for _, role := range []string{"admin", "edit", "view"} {
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: role + "-user", Namespace: ns}}
 			Expect(k8sClient.Create(ctx, sa)).To(Succeed())
 			Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
 				ObjectMeta: metav1.ObjectMeta{Name: sa.Name, Namespace: ns},
@@ -46,7 +47,7 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 		}
 		// The aggregation controller fills edit and view in the
 		// background.
-		for role := range tokens {
+		for _, role := range []string{"edit", "view"} {
 			Eventually(func() int {
 				return mpiCmd("-n", ns, "--token", tokens[role], "list").Code
 			}, framework.Timeout, framework.Interval).Should(BeZero(), "the %s role lets its holder list TrainJobs", role)
@@ -56,6 +57,42 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 	as := func(role string, args ...string) result {
 		return mpiCmd(append([]string{"-n", ns, "--token", tokens[role]}, args...)...)
 	}
+
+	It("grants each role what the API server's SubjectAccessReviews say, and no more", func() {
+		cases := []struct {
+			role, verb, group, resource string
+			namespaced, allowed         bool
+		}{
+			{"admin", "create", "trainer.kubeflow.org", "trainingruntimes", true, true},
+			{"edit", "create", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"edit", "delete", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"edit", "create", "trainer.kubeflow.org", "trainingruntimes", true, false},
+			{"edit", "get", "jobset.x-k8s.io", "jobsets", true, true},
+			{"edit", "create", "jobset.x-k8s.io", "jobsets", true, false},
+			{"edit", "create", "trainer.kubeflow.org", "clustertrainingruntimes", false, false},
+			{"view", "list", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"view", "get", "kueue.x-k8s.io", "workloads", true, true},
+			{"view", "create", "trainer.kubeflow.org", "trainjobs", true, false},
+			{"view", "get", "trainer.kubeflow.org", "clustertrainingruntimes", false, true},
+			{"view", "list", "torus-mpi.io", "mpinetworkprofiles", false, true},
+		}
+		// The aggregation controller fills the roles in the background.
+		Eventually(func(g Gomega) {
+			for _, tc := range cases {
+				attrs := &authorizationv1.ResourceAttributes{Verb: tc.verb, Group: tc.group, Resource: tc.resource}
+				if tc.namespaced {
+					attrs.Namespace = ns
+				}
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User:               "system:serviceaccount:" + ns + ":" + tc.role + "-user",
+					Groups:             []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns},
+					ResourceAttributes: attrs,
+				}}
+				g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+				g.Expect(sar.Status.Allowed).To(Equal(tc.allowed), "%s may %s %s.%s: %s", tc.role, tc.verb, tc.resource, tc.group, sar.Status.Reason)
+			}
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
 
 	It("lets an editor run a job, see it, read its logs, reach a rank and delete it", func() {
 		succeed(as("edit", "run", "pi", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "1", "--", "mpirun", "./pi"))
