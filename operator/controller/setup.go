@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
@@ -26,6 +27,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/operator/diagnosis"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/operator/upstream"
@@ -96,6 +98,10 @@ func CacheOptions() cache.Options {
 			// and Torus writes the snapshot upstream would.
 			&trainer.ClusterTrainingRuntime{}: {Transform: keep},
 			&trainer.TrainingRuntime{}:        {Transform: keep},
+			// Only the Job controller's refusals to create pods.
+			&corev1.Event{}: {Field: fields.SelectorFromSet(fields.Set{
+				"involvedObject.kind": "Job", "reason": diagnosis.ReasonFailedCreate,
+			})},
 		},
 	}
 }
@@ -215,6 +221,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(r.expectedCreate(childConfigMap))).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(eventToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
@@ -241,6 +248,20 @@ func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// eventToTrainJob maps the Job controller's FailedCreate event about a
+// JobSet's child Job to its TrainJob.
+func eventToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
+	e, ok := o.(*corev1.Event)
+	if !ok {
+		return nil
+	}
+	name := diagnosis.TrainJobOfJob(e.InvolvedObject.Name)
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: e.Namespace, Name: name}}}
 }
 
 func (r *TrainJobReconciler) runtimeToTrainJobs(kind string) handler.MapFunc {

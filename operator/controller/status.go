@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -78,6 +79,13 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 
 	tj.Status.JobsStatus = jobsStatus(js)
 	findings := diagnosis.Pods(s.pods, placement)
+	// A pod that failed for good explains more than pods never created;
+	// those explain more than pods still starting.
+	terminal := 0
+	for terminal < len(findings) && findings[terminal].Terminal {
+		terminal++
+	}
+	findings = slices.Concat(findings[:terminal], s.refused, findings[terminal:])
 
 	switch {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/operator/diagnosis"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
@@ -71,8 +72,10 @@ type TrainJobReconciler struct {
 type scope struct {
 	// admittedNow: Kueue admitted the job in this reconcile.
 	admittedNow bool
-	tj          *trainer.TrainJob
-	job         *mpi.Job
+	// refused are the job's pods the API server refused to create.
+	refused []diagnosis.Finding
+	tj      *trainer.TrainJob
+	job     *mpi.Job
 	// jobSet is the job's JobSet as the cache holds it, without its pod
 	// templates (jobSetCacheTransform), or as Torus just wrote it.
 	jobSet  *jobsetv1alpha2.JobSet
@@ -121,6 +124,7 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 }
 
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
@@ -352,6 +356,19 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
 	s.pods = pods.Items
+	if s.jobSet != nil && !finished(s.tj) {
+		// Pods the API server refused to create (a quota, a LimitRange,
+		// Pod Security): only the Job controller's events say so.
+		var events corev1.EventList
+		if err := r.client.List(ctx, &events, client.InNamespace(s.tj.Namespace)); err != nil {
+			return 0, fmt.Errorf("listing pod creation failures: %w", err)
+		}
+		since, _ := lastStart(s.tj, false)
+		if s.jobSet.CreationTimestamp.After(since) {
+			since = s.jobSet.CreationTimestamp.Time
+		}
+		s.refused = diagnosis.PodCreation(events.Items, s.tj.Name, since)
+	}
 	r.syncStatus(s)
 	if !finished(s.tj) {
 		if wait := r.checkSchedulingTimeout(s); wait > 0 {

@@ -17,7 +17,7 @@ import (
 
 // Finding is one pod's problem.
 type Finding struct {
-	Pod    string
+	Pod    string // "" when the pod was never created
 	Host   string // "launcher" or "worker-<i>"
 	Ranks  string // "ranks 4-7", or "" when the pod runs none
 	Reason string // OOMKilled, Error, Evicted, ImagePullBackOff, ...
@@ -38,6 +38,9 @@ func (f Finding) Message() string {
 	msg := fmt.Sprintf("%s %s: %s", who, f.Reason, f.Detail)
 	if f.Fix != "" {
 		msg += "; " + f.Fix
+	}
+	if f.Pod == "" {
+		return msg
 	}
 	return msg + " [pod " + f.Pod + "]"
 }

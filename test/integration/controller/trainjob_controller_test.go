@@ -648,6 +648,29 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(fw.Client.Create(ctx, bad)).To(MatchError(ContainSubstring(`torus-mpi.io/scheduling-timeout="soon": set it to a positive duration such as 10m or 90s`)))
 	})
 
+	It("says why pods cannot be created, in the words of the quota that refused them", func() {
+		tj := wrappers.MakeTrainJob("squeezed", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionFalse))
+
+		// What the Job controller (which envtest does not run) records
+		// when the API server refuses a worker pod.
+		refusal := `pods "squeezed-node-0-1-abcde" is forbidden: exceeded quota: team, requested: pods=1, used: pods=3, limited: pods=3`
+		now := metav1.Now()
+		Expect(fw.Client.Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "squeezed-node-0.", Namespace: ns.Name},
+			InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: ns.Name, Name: "squeezed-node-0"},
+			Reason:         "FailedCreate", Message: "Error creating: " + refusal, Type: corev1.EventTypeWarning,
+			Source: corev1.EventSource{Component: "job-controller"}, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		})).To(Succeed())
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", ContainSubstring("workers QuotaExceeded: the Job controller cannot create the pods of Job squeezed-node-0: Error creating: "+refusal)),
+			HaveField("Message", ContainSubstring("ResourceQuota is used up")),
+		))
+	})
+
 	It("shows in the State column what holds: not Running while its workers wait", func() {
 		tj := wrappers.MakeTrainJob("waiting", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())

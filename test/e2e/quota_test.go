@@ -1,0 +1,36 @@
+package e2e
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/test/wrappers"
+)
+
+// A namespace's ResourceQuota refuses a job's pods: the real API server
+// refuses them, the real Job controller records it on its Job, and the
+// TrainJob says so, with the quota's words and the fix.
+var _ = Describe("A job whose pods a ResourceQuota refuses", func() {
+	It("says so on the TrainJob and in describe, in the quota's words", func() {
+		ns := newNamespace("quota")
+		Expect(k8sClient.Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
+		})).To(Succeed())
+		tj := wrappers.MakeTrainJob("squeezed", ns).RuntimeRef("torus-openmpi-e2e").NumNodes(3).Obj()
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", ContainSubstring("workers QuotaExceeded: the Job controller cannot create the pods of Job squeezed-node-0")),
+			HaveField("Message", ContainSubstring("exceeded quota: team")),
+			HaveField("Message", ContainSubstring("ask your admin for more quota")),
+		))
+		r := succeed(mpiCmd("-n", ns, "describe", "squeezed"))
+		Expect(r.Stdout).To(ContainSubstring("workers QuotaExceeded"))
+	})
+})
