@@ -11,7 +11,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -62,23 +61,8 @@ func (i *Installer) Runnable() *startup.Task {
 
 // Install applies every object once, if the console's API is served.
 func (i *Installer) Install(ctx context.Context) error {
-	if _, err := i.Mapper.RESTMapping(yamlSampleKind.GroupKind(), yamlSampleKind.Version); meta.IsNoMatchError(err) {
-		i.Log.V(1).Info("No OpenShift console API: no YAML samples or download links")
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("looking up %s: %w", yamlSampleKind, err)
-	}
-	objs, err := Objects(i.Version)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, o := range objs {
-		if err := i.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			errs = append(errs, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err))
-		}
-	}
-	return errors.Join(errs...)
+	return startup.ApplyIfServed(ctx, i.Client, i.Mapper, yamlSampleKind, FieldManager, i.Log,
+		func() ([]*unstructured.Unstructured, error) { return Objects(i.Version) })
 }
 
 // Objects are the console objects for a release: a ConsoleYAMLSample per

@@ -15,7 +15,6 @@ package monitoring
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -73,23 +72,8 @@ func (i *Installer) Runnable() *startup.Task {
 // Install applies the objects once, if the Prometheus Operator's API is
 // served.
 func (i *Installer) Install(ctx context.Context) error {
-	if _, err := i.Mapper.RESTMapping(serviceMonitorKind.GroupKind(), serviceMonitorKind.Version); meta.IsNoMatchError(err) {
-		i.Log.V(1).Info("No Prometheus Operator API: no ServiceMonitor or alerts")
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("looking up %s: %w", serviceMonitorKind, err)
-	}
-	objs, err := Objects(i.Namespace)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, o := range objs {
-		if err := i.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			errs = append(errs, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err))
-		}
-	}
-	return errors.Join(errs...)
+	return startup.ApplyIfServed(ctx, i.Client, i.Mapper, serviceMonitorKind, FieldManager, i.Log,
+		func() ([]*unstructured.Unstructured, error) { return Objects(i.Namespace) })
 }
 
 // Objects are the ServiceMonitor and the PrometheusRule for the operator in

@@ -6,11 +6,16 @@ package startup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // DefaultBackoff retries after a second, doubling up to a minute, until the
@@ -47,4 +52,31 @@ func (t *Task) Start(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", t.What, err)
 	}
 	return nil
+}
+
+// ApplyIfServed server-side applies the objects objs makes, as
+// fieldManager and owning their fields, where the cluster serves the API
+// of kind; elsewhere it does nothing. Other projects' kinds (OpenShift's
+// console, the Prometheus Operator) are applied this way rather than
+// shipped in the OLM bundle, where a kind a cluster lacks fails the whole
+// install.
+func ApplyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper, kind schema.GroupVersionKind,
+	fieldManager string, log logr.Logger, objs func() ([]*unstructured.Unstructured, error)) error {
+	if _, err := mapper.RESTMapping(kind.GroupKind(), kind.Version); meta.IsNoMatchError(err) {
+		log.V(1).Info("API not served: nothing to apply", "kind", kind.String())
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("looking up %s: %w", kind, err)
+	}
+	list, err := objs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range list {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+			errs = append(errs, fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
