@@ -314,6 +314,11 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Job cannot be built afresh; tracking it as it started", "reason", block.reason, "message", block.message)
 		job, frozen = started, true
+	} else if started := startedJob(s); started != nil {
+		// The pods of a JobSet an earlier Torus made have the SSH
+		// directory it laid out: their keys come with an sshd
+		// configuration those pods pass (a restart replaces the keys).
+		job.SSH.StrictModes = started.SSH.StrictModes
 	}
 	s.job = job
 

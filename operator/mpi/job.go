@@ -68,7 +68,7 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		NumNodes:          ptr.Deref(policy.NumNodes, 1),
 		SlotsPerHost:      ptr.Deref(mpiPolicy.NumProcPerNode, 1),
 		LauncherRunsRanks: ptr.Deref(mpiPolicy.RunLauncherAsNode, false),
-		SSH:               SSHSettings{Path: ptr.Deref(mpiPolicy.SSHAuthMountPath, DefaultSSHPath), Port: DefaultSSHPort},
+		SSH:               SSHSettings{Path: ptr.Deref(mpiPolicy.SSHAuthMountPath, DefaultSSHPath), Port: DefaultSSHPort, StrictModes: true},
 	}
 	if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
 		job.NumNodes = *t.NumNodes

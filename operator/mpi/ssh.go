@@ -108,6 +108,11 @@ type SSHSettings struct {
 	// KeyAlgorithm is the job's or its runtime's choice
 	// (AnnotationSSHKeyAlgorithm); "" leaves it to the operator.
 	KeyAlgorithm KeyAlgorithm `json:",omitempty"`
+	// StrictModes: the pods' SSH directory is laid out for sshd's
+	// StrictModes (SSHSetupScript). Jobs whose JobSet an earlier Torus made
+	// (their record lacks it) mounted the emptyDir itself, world-writable,
+	// and keep an sshd configuration without StrictModes.
+	StrictModes bool `json:",omitempty"`
 }
 
 // SSHSecretData is the content of a job's SSH Secret: the keys and the
@@ -200,17 +205,21 @@ func ClientConfig(s SSHSettings) string {
 // SSHDConfig runs sshd as whatever user the pod runs as (no root needed, no
 // PAM), with the job's host key and keys only.
 //
-// StrictModes holds: the init container makes the SSH directory the user's
-// own, mode 0700, and its files 0600/0644 (SSHSetupScript). The account it
-// adds for a UID the image lacks has the SSH directory as home, where
-// sshd's walk up from authorized_keys stops: the directories above it
-// belong to the image, not to an assigned UID.
+// StrictModes holds where the settings say so: the init container makes the
+// SSH directory the user's own, mode 0700, and its files 0600/0644
+// (SSHSetupScript). The account it adds for a UID the image lacks has the
+// SSH directory as home, where sshd's walk up from authorized_keys stops:
+// the directories above it belong to the image, not to an assigned UID.
 func SSHDConfig(s SSHSettings) string {
+	strict := "no"
+	if s.StrictModes {
+		strict = "yes"
+	}
 	return fmt.Sprintf(`Port %d
 HostKey %s/%s
 AuthorizedKeysFile %s/%s
 PidFile none
-StrictModes yes
+StrictModes %s
 UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -220,7 +229,7 @@ PermitUserEnvironment no
 AllowTcpForwarding no
 X11Forwarding no
 PrintMotd no
-`, s.Port, s.Path, SSHHostKey, s.Path, SSHAuthorizedKeys)
+`, s.Port, s.Path, SSHHostKey, s.Path, SSHAuthorizedKeys, strict)
 }
 
 // sshFiles maps Secret keys to file names in the SSH directory and modes.

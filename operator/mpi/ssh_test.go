@@ -124,7 +124,14 @@ func TestSSHConfigs(t *testing.T) {
 	if strings.Contains(strings.ToLower(client), "stricthostkeychecking no") {
 		t.Error("client config disables host key checking")
 	}
+	if sshd := SSHDConfig(s); !strings.Contains(sshd, "StrictModes no") {
+		t.Errorf("a job started by an earlier Torus (its record lacks StrictModes) gets StrictModes:\n%s", sshd)
+	}
+	s.StrictModes = true
 	sshd := SSHDConfig(s)
+	if !strings.Contains(sshd, "StrictModes yes") {
+		t.Errorf("sshd config lacks StrictModes yes:\n%s", sshd)
+	}
 	for _, want := range []string{"Port 2222", "HostKey /home/mpiuser/.ssh/ssh_host_ed25519_key", "PasswordAuthentication no", "UsePAM no"} {
 		if !strings.Contains(sshd, want) {
 			t.Errorf("sshd config lacks %q:\n%s", want, sshd)

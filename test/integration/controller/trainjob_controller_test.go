@@ -245,6 +245,38 @@ var _ = Describe("MPI TrainJob", func() {
 			"keys made for a resumed or restarted run are announced; the first run's are named in JobSetCreated")
 	})
 
+	It("keeps an sshd configuration without StrictModes for a JobSet an earlier Torus made, across a restart", func() {
+		tj := wrappers.MakeTrainJob("older", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(string(getSecret(g, tj).Data[mpi.SSHDaemonConfig])).To(ContainSubstring("StrictModes yes"))
+		}, framework.Timeout, framework.Interval).Should(Succeed(), "a job Torus starts now: the SSH directory is laid out for StrictModes")
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+
+		By("rewriting the JobSet's record as an earlier Torus wrote it (no StrictModes), then restarting the JobSet")
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			job, ok := mpi.DecodeJob(js.Annotations[mpi.AnnotationJob])
+			g.Expect(ok).To(BeTrue(), "the JobSet records the job")
+			job.SSH.StrictModes = false
+			record, err := mpi.EncodeJob(job)
+			g.Expect(err).NotTo(HaveOccurred())
+			js.Annotations[mpi.AnnotationJob] = record
+			g.Expect(fw.Client.Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			js.Status.Restarts = 1
+			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			s := getSecret(g, tj)
+			g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
+			g.Expect(string(s.Data[mpi.SSHDaemonConfig])).To(ContainSubstring("StrictModes no"),
+				"its pods mount the emptyDir itself, world-writable, which StrictModes would refuse")
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
 	DescribeTable("deletes the keys when the job finishes unless told to keep them",
 		func(keep bool) {
 			w := wrappers.MakeTrainJob("done", ns.Name).RuntimeRef("torus-mpich").NumNodes(1)
