@@ -176,15 +176,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	// OpenShift's console: TrainJob samples and the plugin's downloads
 	// (nothing where the console's API is not served).
-	consoleInstaller := &console.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
-		Version: version.Version, Log: ctrl.Log.WithName("console")}
+	consoleInstaller := console.Installer(mgr.GetClient(), mgr.GetRESTMapper(), version.Version, ctrl.Log.WithName("console"))
 	if err := mgr.Add(consoleInstaller.Runnable()); err != nil {
 		return nil, fmt.Errorf("adding the console installer: %w", err)
 	}
 	if o.InstallMonitoring {
 		if ns, ok := podNamespace(); ok {
-			monitor := &monitoring.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Namespace: ns,
-				Log: ctrl.Log.WithName("monitoring")}
+			monitor := monitoring.Installer(mgr.GetClient(), mgr.GetRESTMapper(), ns, ctrl.Log.WithName("monitoring"))
 			if err := mgr.Add(monitor.Runnable()); err != nil {
 				return nil, fmt.Errorf("adding the monitoring installer: %w", err)
 			}

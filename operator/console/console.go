@@ -10,7 +10,6 @@
 package console
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -41,28 +39,12 @@ var (
 
 // +kubebuilder:rbac:groups=console.openshift.io,resources=consoleyamlsamples;consoleclidownloads,verbs=create;patch
 
-// Installer applies the console objects once the manager runs (as leader),
-// if the console's API is served.
-type Installer struct {
-	Client client.Client
-	Mapper meta.RESTMapper
-	// Version is the operator's release (version.Version).
-	Version string
-	Log     logr.Logger
-	// Backoff paces retries (startup.Task).
-	Backoff wait.Backoff
-}
-
-// Runnable is the installer as a manager runnable: once, on the leader,
-// retried until done.
-func (i *Installer) Runnable() *startup.Task {
-	return &startup.Task{What: "installing the console samples and downloads", Do: i.Install, Log: i.Log, Backoff: i.Backoff}
-}
-
-// Install applies every object once, if the console's API is served.
-func (i *Installer) Install(ctx context.Context) error {
-	return startup.ApplyIfServed(ctx, i.Client, i.Mapper, yamlSampleKind, FieldManager, i.Log,
-		func() ([]*unstructured.Unstructured, error) { return Objects(i.Version) })
+// Installer applies the console objects for a release (version.Version)
+// once the manager runs (as leader), if the console's API is served.
+func Installer(c client.Client, mapper meta.RESTMapper, release string, log logr.Logger) *startup.Applier {
+	return &startup.Applier{Client: c, Mapper: mapper, Kind: yamlSampleKind, FieldManager: FieldManager,
+		Objects: func() ([]*unstructured.Unstructured, error) { return Objects(release) },
+		What:    "installing the console samples and downloads", Log: log}
 }
 
 // Objects are the console objects for a release: a ConsoleYAMLSample per

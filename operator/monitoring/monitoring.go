@@ -13,7 +13,6 @@
 package monitoring
 
 import (
-	"context"
 	_ "embed"
 	"fmt"
 
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -51,29 +49,13 @@ var serviceMonitorKind = schema.GroupVersionKind{Group: "monitoring.coreos.com",
 
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=create;patch,namespace=torus-system
 
-// Installer applies the ServiceMonitor and the PrometheusRule once the
-// manager runs (as leader), if the cluster serves their API.
-type Installer struct {
-	Client client.Client
-	Mapper meta.RESTMapper
-	// Namespace is the operator's, where its metrics Service is.
-	Namespace string
-	Log       logr.Logger
-	// Backoff paces retries (startup.Task).
-	Backoff wait.Backoff
-}
-
-// Runnable is the installer as a manager runnable: once, on the leader,
-// retried until done.
-func (i *Installer) Runnable() *startup.Task {
-	return &startup.Task{What: "installing the ServiceMonitor and alerts", Do: i.Install, Log: i.Log, Backoff: i.Backoff}
-}
-
-// Install applies the objects once, if the Prometheus Operator's API is
-// served.
-func (i *Installer) Install(ctx context.Context) error {
-	return startup.ApplyIfServed(ctx, i.Client, i.Mapper, serviceMonitorKind, FieldManager, i.Log,
-		func() ([]*unstructured.Unstructured, error) { return Objects(i.Namespace) })
+// Installer applies the ServiceMonitor and the PrometheusRule to the
+// operator's namespace once the manager runs (as leader), if the cluster
+// serves their API.
+func Installer(c client.Client, mapper meta.RESTMapper, namespace string, log logr.Logger) *startup.Applier {
+	return &startup.Applier{Client: c, Mapper: mapper, Kind: serviceMonitorKind, FieldManager: FieldManager,
+		Objects: func() ([]*unstructured.Unstructured, error) { return Objects(namespace) },
+		What:    "installing the ServiceMonitor and alerts", Log: log}
 }
 
 // Objects are the ServiceMonitor and the PrometheusRule for the operator in

@@ -80,3 +80,29 @@ func ApplyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper,
 	}
 	return errors.Join(errs...)
 }
+
+// Applier applies another project's kinds where the cluster serves them
+// (ApplyIfServed), once at start.
+type Applier struct {
+	Client client.Client
+	Mapper meta.RESTMapper
+	// Kind is the kind whose API must be served.
+	Kind         schema.GroupVersionKind
+	FieldManager string
+	Objects      func() ([]*unstructured.Unstructured, error)
+	// What names the work in logs and errors.
+	What    string
+	Log     logr.Logger
+	Backoff wait.Backoff
+}
+
+// Install applies the objects once.
+func (a *Applier) Install(ctx context.Context) error {
+	return ApplyIfServed(ctx, a.Client, a.Mapper, a.Kind, a.FieldManager, a.Log, a.Objects)
+}
+
+// Runnable is the applier as a manager runnable: once, on the leader,
+// retried until done.
+func (a *Applier) Runnable() *Task {
+	return &Task{What: a.What, Do: a.Install, Log: a.Log, Backoff: a.Backoff}
+}

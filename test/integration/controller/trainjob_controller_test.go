@@ -47,6 +47,23 @@ func getSecret(g Gomega, tj *trainer.TrainJob) *corev1.Secret {
 	return &s
 }
 
+// restartedSecret plays the JobSet controller's first restart of a job's
+// JobSet and returns the SSH Secret Torus makes for the new run.
+func restartedSecret(tj *trainer.TrainJob) *corev1.Secret {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		js := getJobSet(tj)(g)
+		js.Status.Restarts = 1
+		g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+	}, framework.Timeout, framework.Interval).Should(Succeed())
+	var s *corev1.Secret
+	Eventually(func(g Gomega) {
+		s = getSecret(g, tj)
+		g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
+	}, framework.Timeout, framework.Interval).Should(Succeed())
+	return s
+}
+
 func getTrainJob(tj *trainer.TrainJob) *trainer.TrainJob {
 	GinkgoHelper()
 	var got trainer.TrainJob
@@ -230,16 +247,7 @@ var _ = Describe("MPI TrainJob", func() {
 			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "Resumed")))
 
 		By("a JobSet restart: new keys again")
-		Eventually(func(g Gomega) {
-			js := getJobSet(tj)(g)
-			js.Status.Restarts = 1
-			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
-		}, framework.Timeout, framework.Interval).Should(Succeed())
-		Eventually(func(g Gomega) {
-			s := getSecret(g, tj)
-			g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
-			g.Expect(s.Data["ssh-privatekey"]).NotTo(Equal(second))
-		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(restartedSecret(tj).Data["ssh-privatekey"]).NotTo(Equal(second))
 		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(
 			ContainElements("JobSetCreated", "Suspended", "SSHKeysDeleted", "Resumed", "SSHKeysCreated"),
 			"keys made for a resumed or restarted run are announced; the first run's are named in JobSetCreated")
@@ -264,17 +272,8 @@ var _ = Describe("MPI TrainJob", func() {
 			js.Annotations[mpi.AnnotationJob] = record
 			g.Expect(fw.Client.Update(ctx, js)).To(Succeed())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
-		Eventually(func(g Gomega) {
-			js := getJobSet(tj)(g)
-			js.Status.Restarts = 1
-			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
-		}, framework.Timeout, framework.Interval).Should(Succeed())
-		Eventually(func(g Gomega) {
-			s := getSecret(g, tj)
-			g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
-			g.Expect(string(s.Data[mpi.SSHDaemonConfig])).To(ContainSubstring("StrictModes no"),
-				"its pods mount the emptyDir itself, world-writable, which StrictModes would refuse")
-		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(string(restartedSecret(tj).Data[mpi.SSHDaemonConfig])).To(ContainSubstring("StrictModes no"),
+			"its pods mount the emptyDir itself, world-writable, which StrictModes would refuse")
 	})
 
 	DescribeTable("deletes the keys when the job finishes unless told to keep them",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/runtimes"
+	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/version"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
@@ -29,9 +30,10 @@ import (
 // kinds as OpenShift does (cluster-scoped, console.openshift.io/v1).
 var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	var mapper *restmapper.DeferredDiscoveryRESTMapper
-	installer := func() *console.Installer {
-		return &console.Installer{Client: fw.Client, Mapper: mapper, Version: "v0.1.0", Log: GinkgoLogr,
-			Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Steps: 1}}
+	installer := func() *startup.Applier {
+		a := console.Installer(fw.Client, mapper, "v0.1.0", GinkgoLogr)
+		a.Backoff = wait.Backoff{Duration: 100 * time.Millisecond, Steps: 1}
+		return a
 	}
 
 	BeforeAll(func() {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/monitoring"
+	"github.com/torus-mpi/torus/operator/startup"
 )
 
 // The operator's ServiceMonitor and alerts, on an API server that serves
@@ -20,9 +21,10 @@ import (
 var _ = Describe("ServiceMonitor and alerts", Ordered, func() {
 	var mapper *restmapper.DeferredDiscoveryRESTMapper
 	var ns string
-	installer := func() *monitoring.Installer {
-		return &monitoring.Installer{Client: fw.Client, Mapper: mapper, Namespace: ns, Log: GinkgoLogr,
-			Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Steps: 1}}
+	installer := func() *startup.Applier {
+		a := monitoring.Installer(fw.Client, mapper, ns, GinkgoLogr)
+		a.Backoff = wait.Backoff{Duration: 100 * time.Millisecond, Steps: 1}
+		return a
 	}
 	get := func(kind, name string) *unstructured.Unstructured {
 		GinkgoHelper()
