@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/hack/manifests/render"
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
@@ -123,6 +124,29 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		Entry("Intel MPI", "torus-intelmpi", []string{"NCCL_IB_HCA", "I_MPI_FABRICS"}, []string{"OMPI_MCA_pml", "FI_PROVIDER"}),
 		Entry("MPICH", "torus-mpich", []string{"NCCL_IB_HCA", "FI_PROVIDER"}, []string{"OMPI_MCA_pml", "I_MPI_FABRICS"}),
 	)
+
+	It("says which Pod Security level and SCC a profile's capabilities need, and PodSecurity refuses its pods under restricted", func(sctx SpecContext) {
+		ns := fw.NewNamespace(sctx, "pss")
+		ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
+		tj := wrappers.MakeTrainJob("locked", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		var js jobsetv1alpha2.JobSet
+		Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+
+		worker := podSpec(&js, "node")
+		Expect(render.RestrictedViolations(&worker.Spec)).To(ContainElement(ContainSubstring("adds capability IPC_LOCK")), "restricted-v2 refuses it")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "locked-", Namespace: ns.Name}, Spec: worker.Spec}
+		Expect(fw.Client.Create(ctx, pod, client.DryRunAll)).To(MatchError(ContainSubstring(`violates PodSecurity "restricted:latest"`)))
+		launcher := podSpec(&js, "launcher")
+		Expect(render.RestrictedViolations(&launcher.Spec)).To(BeEmpty(), "a launcher that runs no ranks gets no capability")
+
+		Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", ContainSubstring("its rank pods add capabilities IPC_LOCK, which need the namespace's Pod Security level privileged")),
+			HaveField("Message", ContainSubstring("an SCC that allows them")),
+		))
+	})
 
 	It("uses the profile's resourceName over the NAD's and a NAD in the job's own namespace", func(sctx SpecContext) {
 		ns := fw.NewNamespace(sctx, "local")
