@@ -6,8 +6,6 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -78,32 +76,6 @@ func (m *Metrics) failed(tj *trainer.TrainJob, reason string, now time.Time) {
 	m.Duration.WithLabelValues(tj.Namespace, "Failed").Observe(now.Sub(tj.CreationTimestamp.Time).Seconds())
 }
 
-// JobStates are the states the torus_trainjobs gauge counts MPI TrainJobs in.
-var JobStates = []string{"Queued", "Pending", "Running", "Suspended", "Completed", "Failed"}
-
-// jobState is an MPI TrainJob's state as the gauge counts it, from its
-// conditions.
-func jobState(tj *trainer.TrainJob) string {
-	is := func(typ string, status metav1.ConditionStatus) bool {
-		c := meta.FindStatusCondition(tj.Status.Conditions, typ)
-		return c != nil && c.Status == status
-	}
-	switch {
-	case is(trainer.TrainJobComplete, metav1.ConditionTrue):
-		return "Completed"
-	case is(trainer.TrainJobFailed, metav1.ConditionTrue):
-		return "Failed"
-	case is(trainer.TrainJobSuspended, metav1.ConditionTrue):
-		return "Suspended"
-	case is(trainjob.ConditionRunning, metav1.ConditionTrue):
-		return "Running"
-	case is(trainjob.ConditionAdmitted, metav1.ConditionFalse):
-		return "Queued"
-	default:
-		return "Pending"
-	}
-}
-
 // jobsCollector counts MPI TrainJobs by namespace and state at each scrape,
 // from the manager's cache: no API request, and a count that is right after
 // an operator restart, which counters are not.
@@ -114,7 +86,7 @@ type jobsCollector struct {
 
 func newJobsCollector(reader client.Reader) *jobsCollector {
 	return &jobsCollector{reader: reader, desc: prometheus.NewDesc("torus_trainjobs",
-		"MPI TrainJobs by namespace and state (Queued, Pending, Running, Suspended, Completed, Failed).",
+		"MPI TrainJobs by namespace and state: the phase kubectl mpi shows (trainjob.StateOf).",
 		[]string{"namespace", "state"}, nil)}
 }
 
@@ -131,7 +103,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int{}
 	for i := range list.Items {
 		tj := &list.Items[i]
-		counts[[2]string{tj.Namespace, jobState(tj)}]++
+		counts[[2]string{tj.Namespace, trainjob.StateOf(tj).Phase}]++
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])

@@ -10,10 +10,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/diagnosis"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/operator/upstream"
 )
@@ -190,11 +189,11 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}
-	kueueServed, err := served(mgr, kueue.SchemeGroupVersion.WithKind("Workload"))
+	kueueServed, err := startup.Served(mgr.GetRESTMapper(), kueue.SchemeGroupVersion.WithKind("Workload").GroupKind(), kueue.SchemeGroupVersion.Version)
 	if err != nil {
 		return err
 	}
-	nadServed, err := served(mgr, nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition"))
+	nadServed, err := startup.Served(mgr.GetRESTMapper(), nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version)
 	if err != nil {
 		return err
 	}
@@ -226,19 +225,6 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Complete(r)
-}
-
-// served reports whether the API server serves a kind; Torus runs without
-// Kueue, and then has no workloads to watch.
-func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
-	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("looking up %s: %w", gvk, err)
-	}
-	return true, nil
 }
 
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.
@@ -279,7 +265,7 @@ func (r *TrainJobReconciler) runtimeToTrainJobs(kind string) handler.MapFunc {
 		for i := range jobs.Items {
 			// Running jobs do not change with their runtime; only jobs
 			// that are waiting for it do.
-			if finished(&jobs.Items[i]) {
+			if trainjob.Finished(&jobs.Items[i]) {
 				continue
 			}
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})

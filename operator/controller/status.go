@@ -33,11 +33,6 @@ func isTrue(tj *trainer.TrainJob, typ string) bool {
 	return meta.IsStatusConditionTrue(tj.Status.Conditions, typ)
 }
 
-// finished reports whether the job reached a terminal condition.
-func finished(tj *trainer.TrainJob) bool {
-	return isTrue(tj, trainer.TrainJobComplete) || isTrue(tj, trainer.TrainJobFailed)
-}
-
 // syncStatus derives the TrainJob's status from its JobSet and pods.
 func (r *TrainJobReconciler) syncStatus(s *scope) {
 	tj, js := s.tj, s.jobSet

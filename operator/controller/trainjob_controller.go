@@ -287,7 +287,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		return 0, fmt.Errorf("getting JobSet: %w", err)
 	}
 
-	if finished(s.tj) {
+	if trainjob.Finished(s.tj) {
 		if s.jobSet != nil {
 			// JobSet stops the remaining jobs after the TrainJob finished.
 			s.tj.Status.JobsStatus = jobsStatus(s.jobSet)
@@ -361,7 +361,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
 	s.pods = pods.Items
-	if s.jobSet != nil && !finished(s.tj) {
+	if s.jobSet != nil && !trainjob.Finished(s.tj) {
 		// Pods the API server refused to create (a quota, a LimitRange,
 		// Pod Security): only the Job controller's events say so.
 		var events corev1.EventList
@@ -375,17 +375,17 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		s.refused = diagnosis.PodCreation(events.Items, s.tj.Name, since)
 	}
 	r.syncStatus(s)
-	if !finished(s.tj) {
+	if !trainjob.Finished(s.tj) {
 		if wait := r.checkSchedulingTimeout(s); wait > 0 {
 			requeue = minPositive(requeue, wait)
 		}
 	}
-	if !finished(s.tj) {
+	if !trainjob.Finished(s.tj) {
 		if _, err := r.syncNetworks(ctx, s); err != nil {
 			return 0, err
 		}
 	}
-	if finished(s.tj) {
+	if trainjob.Finished(s.tj) {
 		return 0, r.finish(ctx, s)
 	}
 	if s.job.Network != nil && !isTrue(s.tj, trainjob.ConditionNetworksReady) {

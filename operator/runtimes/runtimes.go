@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/operator/startup"
-
 	"github.com/torus-mpi/torus/samples"
 )
 
@@ -123,15 +122,11 @@ func (i *Installer) runAsUser() (*int64, error) {
 	case UserImage:
 		return &uid, nil
 	case UserAuto, "":
-		_, err := i.Mapper.RESTMapping(sccKind)
-		switch {
-		case err == nil:
-			return nil, nil
-		case meta.IsNoMatchError(err):
-			return &uid, nil
-		default:
-			return nil, fmt.Errorf("looking up %s: %w", sccKind, err)
+		scc, err := startup.Served(i.Mapper, sccKind)
+		if err != nil || scc {
+			return nil, err
 		}
+		return &uid, nil
 	}
 	return nil, fmt.Errorf("unknown user mode %q (auto, platform or image)", i.User)
 }

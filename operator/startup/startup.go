@@ -54,6 +54,20 @@ func (t *Task) Start(ctx context.Context) error {
 	return nil
 }
 
+// Served reports whether the API server serves a kind (at one of versions,
+// or any). Torus adapts to what the cluster has: Kueue, Multus, OpenShift's
+// SCCs, console and the Prometheus Operator.
+func Served(mapper meta.RESTMapper, gk schema.GroupKind, versions ...string) (bool, error) {
+	_, err := mapper.RESTMapping(gk, versions...)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up %s: %w", gk, err)
+}
+
 // ApplyIfServed server-side applies the objects objs makes, as
 // fieldManager and owning their fields, where the cluster serves the API
 // of kind; elsewhere it does nothing. Other projects' kinds (OpenShift's
@@ -62,11 +76,11 @@ func (t *Task) Start(ctx context.Context) error {
 // install.
 func ApplyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper, kind schema.GroupVersionKind,
 	fieldManager string, log logr.Logger, objs func() ([]*unstructured.Unstructured, error)) error {
-	if _, err := mapper.RESTMapping(kind.GroupKind(), kind.Version); meta.IsNoMatchError(err) {
+	if ok, err := Served(mapper, kind.GroupKind(), kind.Version); err != nil {
+		return err
+	} else if !ok {
 		log.V(1).Info("API not served: nothing to apply", "kind", kind.String())
 		return nil
-	} else if err != nil {
-		return fmt.Errorf("looking up %s: %w", kind, err)
 	}
 	list, err := objs()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
@@ -154,7 +155,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		defer cancel()
 		go func() {
 			// Following ends with the job.
-			_, _ = wait.For(wctx, c, tj.Namespace, tj.Name, job.Finished, nil)
+			_, _ = wait.For(wctx, c, tj.Namespace, tj.Name, trainjob.Finished, nil)
 			close(ended)
 		}()
 		opts.Ended = ended

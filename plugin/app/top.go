@@ -11,6 +11,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
@@ -114,14 +115,14 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		} else if round > 0 {
 			fmt.Fprintln(o.Out)
 		}
-		st := job.StateOf(tj)
+		st := trainjob.StateOf(tj)
 		if len(table.Rows) == 0 {
 			fmt.Fprintf(o.Out, "MPI job %s has no running pods (%s).\n", tj.Name, st.Phase)
 		} else if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, o.Out); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.ErrOut, "%s is %s; usage from %s\n", tj.Name, st.Phase, reader.Source())
-		if !o.Watch || job.Finished(tj) {
+		if !o.Watch || trainjob.Finished(tj) {
 			return nil
 		}
 	}

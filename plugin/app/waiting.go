@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/logs"
@@ -71,7 +72,7 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 		progress = cmdutil.NewProgress(w.errOut)
 		start := w.clock.Now()
 		report = func(tj *trainer.TrainJob) {
-			st := job.StateOf(tj)
+			st := trainjob.StateOf(tj)
 			state := fmt.Sprintf("%s: %s", name, st.Phase)
 			if st.Message != "" {
 				state += ": " + st.Message
@@ -98,7 +99,7 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("timed out after %s waiting for MPI job %s to be %s", w.timeout, name, cond)
 		if tj != nil {
-			st := job.StateOf(tj)
+			st := trainjob.StateOf(tj)
 			msg += fmt.Sprintf("; it is %s", st.Phase)
 			if st.Message != "" {
 				msg += ": " + st.Message
@@ -111,9 +112,9 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 		return tj, err
 	}
 	if outcome == wait.Unreachable {
-		st := job.StateOf(tj)
+		st := trainjob.StateOf(tj)
 		switch st.Phase {
-		case job.PhaseFailed:
+		case trainjob.PhaseFailed:
 			return tj, cmdutil.WithCode(cmdutil.ExitJobFailed, fmt.Errorf("MPI job %s failed: %s", name, st.Message))
 		default:
 			return tj, cmdutil.WithCode(cmdutil.ExitJobFailed, fmt.Errorf("MPI job %s is %s and will not become %s", name, st.Phase, cond))

@@ -48,7 +48,7 @@ type Data struct {
 // not finished whether the operator runs; now dates the operator's lease.
 func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) *Data {
 	d := &Data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
-	if !job.Finished(tj) {
+	if !trainjob.Finished(tj) {
 		d.Operator = operatorstatus.Check(ctx, c, now)
 	}
 	if d.Info.RuntimeErr != nil {
@@ -89,7 +89,7 @@ func eventTime(e *corev1.Event) time.Time {
 // Write renders the description.
 func Write(w io.Writer, d *Data, now time.Time) error {
 	tj := d.Info.TrainJob
-	st := job.StateOf(tj)
+	st := trainjob.StateOf(tj)
 	placement := d.Info.Placement()
 	findings := diagnosis.Pods(d.Pods, placement)
 
@@ -108,7 +108,7 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 	// What matters most goes first: for a failed job the failing rank, the
 	// cause and the fix; for a waiting one, why it waits.
 	switch st.Phase {
-	case job.PhaseFailed:
+	case trainjob.PhaseFailed:
 		if f := firstTerminal(findings); f != nil {
 			who := f.Host
 			if f.Ranks != "" {
@@ -122,7 +122,7 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		} else {
 			field("Reason", "%s", st.Message)
 		}
-	case job.PhaseCreating:
+	case trainjob.PhaseCreating:
 		// Without the operator a new job never gets its JobSet: say so
 		// rather than that it waits for the operator.
 		if d.Operator.Down() {
@@ -131,22 +131,22 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		} else if st.Message != "" {
 			field("Waiting", "%s", st.Message)
 		}
-	case job.PhaseQueued, job.PhasePending, job.PhaseBlocked, job.PhaseSuspended:
+	case trainjob.PhaseQueued, trainjob.PhasePending, trainjob.PhaseBlocked, trainjob.PhaseSuspended:
 		if st.Message != "" {
 			field("Waiting", "%s", st.Message)
 		}
-		if len(findings) > 0 && st.Phase == job.PhasePending {
+		if len(findings) > 0 && st.Phase == trainjob.PhasePending {
 			f := findings[0]
 			field("Problem", "%s", f.Message())
 		}
-	case job.PhaseRunning, job.PhaseComplete:
+	case trainjob.PhaseRunning, trainjob.PhaseComplete:
 		if st.Message != "" {
 			field("Status", "%s", st.Message)
 		}
 	}
 	// Any job that has not finished needs the operator to move on (to be
 	// admitted, started, marked Complete or Failed, deleted).
-	if st.Phase != job.PhaseCreating && !job.Finished(tj) && d.Operator.Down() {
+	if st.Phase != trainjob.PhaseCreating && !trainjob.Finished(tj) && d.Operator.Down() {
 		field("Warning", "the job cannot progress: %s", d.Operator.Message())
 		field("Fix", "%s", d.Operator.Fix())
 	}
@@ -333,7 +333,7 @@ func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagno
 		p := job.PodOf(d.Pods, h.Role, h.Index)
 		if p == nil {
 			state := "NotCreated"
-			if job.Finished(d.Info.TrainJob) {
+			if trainjob.Finished(d.Info.TrainJob) {
 				state = "Deleted"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t<none>\t\t%s\t\t\n", ranks, h.Name(), state)

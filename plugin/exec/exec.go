@@ -22,6 +22,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -42,7 +43,7 @@ func ForRank(info *job.Info, pods []corev1.Pod, rank int32) (*Target, error) {
 	}
 	t := &Target{Host: host, Ranks: placement.RankRange(host.Role, host.Index)}
 	if t.Pod = job.PodOf(pods, host.Role, host.Index); t.Pod == nil {
-		return nil, fmt.Errorf("rank %d runs on %s (%s), which has no pod: the job is %s", rank, host.Name(), t.Ranks, job.StateOf(info.TrainJob).Phase)
+		return nil, fmt.Errorf("rank %d runs on %s (%s), which has no pod: the job is %s", rank, host.Name(), t.Ranks, trainjob.StateOf(info.TrainJob).Phase)
 	}
 	if err := runnable(t.Pod); err != nil {
 		return nil, fmt.Errorf("rank %d runs on %s, pod %s: %w", rank, host.Name(), t.Pod.Name, err)

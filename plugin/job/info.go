@@ -1,3 +1,7 @@
+// Package job reads MPI TrainJobs the way people think of them: the
+// launcher and workers with their ranks, the pods behind them (its state,
+// trainjob.StateOf, is shared with the operator). Commands share it; it has
+// no cobra in it.
 package job
 
 import (

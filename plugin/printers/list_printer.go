@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -36,7 +37,7 @@ func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	}
 	for _, info := range infos {
 		tj := info.TrainJob
-		st := job.StateOf(tj)
+		st := trainjob.StateOf(tj)
 		workers := info.Workers()
 		slots := "<unknown>"
 		if workers > 0 {

@@ -59,29 +59,29 @@ const (
 
 // Check says whether a job state settles a wait for cond.
 func Check(cond Condition, tj *trainer.TrainJob) (Outcome, bool) {
-	st := job.StateOf(tj)
+	st := trainjob.StateOf(tj)
 	switch cond {
 	case Complete:
 		switch st.Phase {
-		case job.PhaseComplete:
+		case trainjob.PhaseComplete:
 			return Reached, true
-		case job.PhaseFailed:
+		case trainjob.PhaseFailed:
 			return Unreachable, true
 		}
 	case Failed:
 		switch st.Phase {
-		case job.PhaseFailed:
+		case trainjob.PhaseFailed:
 			return Reached, true
-		case job.PhaseComplete:
+		case trainjob.PhaseComplete:
 			return Unreachable, true
 		}
 	case Running:
 		// A job that completed has run, even when its Running condition
 		// was too short to be seen.
 		switch st.Phase {
-		case job.PhaseRunning, job.PhaseComplete:
+		case trainjob.PhaseRunning, trainjob.PhaseComplete:
 			return Reached, true
-		case job.PhaseFailed:
+		case trainjob.PhaseFailed:
 			return Unreachable, true
 		}
 	}

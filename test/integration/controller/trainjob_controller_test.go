@@ -289,7 +289,7 @@ var _ = Describe("MPI TrainJob", func() {
 			Eventually(condition(tj, trainer.TrainJobComplete), framework.Timeout, framework.Interval).Should(HaveField("Status", metav1.ConditionTrue))
 			Expect(framework.MetricValue("torus_trainjob_duration_seconds", map[string]string{"namespace": ns.Name, "result": "Succeeded"})).To(BeEquivalentTo(1))
 			Eventually(func() float64 {
-				return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": "Completed"})
+				return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": trainjob.PhaseComplete})
 			}, framework.Timeout, framework.Interval).Should(BeEquivalentTo(1))
 			if keep {
 				Consistently(func(g Gomega) { getSecret(g, tj) }, framework.ShortWindow, framework.Interval).Should(Succeed())
@@ -524,7 +524,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "DeadlineExceeded"})).To(BeEquivalentTo(1))
 		Expect(framework.MetricValue("torus_trainjob_duration_seconds", map[string]string{"namespace": ns.Name, "result": "Failed"})).To(BeEquivalentTo(1))
 		Eventually(func() float64 {
-			return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": "Failed"})
+			return framework.MetricValue("torus_trainjobs", map[string]string{"namespace": ns.Name, "state": trainjob.PhaseFailed})
 		}, framework.Timeout, framework.Interval).Should(BeEquivalentTo(1))
 	})
 

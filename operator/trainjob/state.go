@@ -1,7 +1,4 @@
-// Package job reads MPI TrainJobs the way people think of them: one state
-// with the time it was entered and why, the launcher and workers with their
-// ranks, the pods behind them. Commands share it; it has no cobra in it.
-package job
+package trainjob
 
 import (
 	"time"
@@ -9,11 +6,11 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
-// Phases a job is shown in, in the order a job goes through them.
+// Phases an MPI TrainJob is in, in the order a job goes through them, as
+// kubectl mpi shows them and the operator's torus_trainjobs gauge counts
+// them.
 const (
 	// PhaseCreating: the operator has not reported on the job yet.
 	PhaseCreating = "Creating"
@@ -58,38 +55,38 @@ func StateOf(tj *trainer.TrainJob) State {
 	if c := trueCondition(conds, trainer.TrainJobSuspended); c != nil {
 		return from(PhaseSuspended, c)
 	}
-	if c := meta.FindStatusCondition(conds, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(conds, ConditionCreated); c != nil && c.Status == metav1.ConditionFalse {
 		return from(PhaseBlocked, c)
 	}
-	if c := meta.FindStatusCondition(conds, trainjob.ConditionCreated); c != nil && c.Status == metav1.ConditionUnknown {
+	if c := meta.FindStatusCondition(conds, ConditionCreated); c != nil && c.Status == metav1.ConditionUnknown {
 		// The JobSet exists; its controller has not started it yet.
 		return from(PhaseCreating, c)
 	}
-	if c := meta.FindStatusCondition(conds, trainjob.ConditionAdmitted); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(conds, ConditionAdmitted); c != nil && c.Status == metav1.ConditionFalse {
 		return from(PhaseQueued, c)
 	}
-	if c := meta.FindStatusCondition(conds, trainjob.ConditionRunning); c != nil {
+	if c := meta.FindStatusCondition(conds, ConditionRunning); c != nil {
 		switch {
 		case c.Status == metav1.ConditionTrue:
 			return from(PhaseRunning, c)
-		case c.Reason == trainjob.ReasonQueued:
+		case c.Reason == ReasonQueued:
 			return from(PhaseQueued, c)
-		case c.Reason == trainjob.ReasonSuspended:
+		case c.Reason == ReasonSuspended:
 			return from(PhaseSuspended, c)
 		default:
 			s := from(PhasePending, c)
 			// The phase began when the job was created or admitted, not
 			// at the latest change of the pending message.
-			if created := meta.FindStatusCondition(conds, trainjob.ConditionCreated); created != nil {
+			if created := meta.FindStatusCondition(conds, ConditionCreated); created != nil {
 				s.Since = created.LastTransitionTime.Time
 			}
-			if admitted := trueCondition(conds, trainjob.ConditionAdmitted); admitted != nil && admitted.LastTransitionTime.After(s.Since) {
+			if admitted := trueCondition(conds, ConditionAdmitted); admitted != nil && admitted.LastTransitionTime.After(s.Since) {
 				s.Since = admitted.LastTransitionTime.Time
 			}
 			return s
 		}
 	}
-	if c := trueCondition(conds, trainjob.ConditionCreated); c != nil {
+	if c := trueCondition(conds, ConditionCreated); c != nil {
 		return from(PhasePending, c)
 	}
 	return State{Phase: PhaseCreating, Since: tj.CreationTimestamp.Time, Message: "Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"}

@@ -1,4 +1,4 @@
-package job
+package trainjob
 
 import (
 	"testing"
@@ -7,8 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 func TestStateOf(t *testing.T) {
@@ -22,37 +20,37 @@ func TestStateOf(t *testing.T) {
 		want  State
 	}{
 		"JobSet not started": {
-			conds: []metav1.Condition{cond(trainjob.ConditionCreated, metav1.ConditionUnknown, "JobSetNotReported", "JobSet pi exists, but", 1)},
+			conds: []metav1.Condition{cond(ConditionCreated, metav1.ConditionUnknown, "JobSetNotReported", "JobSet pi exists, but", 1)},
 			want:  State{Phase: PhaseCreating, Since: t0.Add(time.Second), Reason: "JobSetNotReported", Message: "JobSet pi exists, but"},
 		},
 		"nothing yet": {want: State{Phase: PhaseCreating, Since: t0, Message: "Waiting for the Torus operator to create the job's JobSet, and the JobSet controller to start it"}},
 		"queued by Kueue": {
 			conds: []metav1.Condition{
-				cond(trainjob.ConditionCreated, metav1.ConditionTrue, "JobSetCreated", "", 1),
-				cond(trainjob.ConditionAdmitted, metav1.ConditionFalse, "Queued", `Waiting in LocalQueue "team" for quota`, 2),
-				cond(trainjob.ConditionRunning, metav1.ConditionFalse, "Queued", `Waiting in LocalQueue "team" for quota`, 2),
+				cond(ConditionCreated, metav1.ConditionTrue, "JobSetCreated", "", 1),
+				cond(ConditionAdmitted, metav1.ConditionFalse, "Queued", `Waiting in LocalQueue "team" for quota`, 2),
+				cond(ConditionRunning, metav1.ConditionFalse, "Queued", `Waiting in LocalQueue "team" for quota`, 2),
 			},
 			want: State{Phase: PhaseQueued, Since: t0.Add(2 * time.Second), Reason: "Queued", Message: `Waiting in LocalQueue "team" for quota`},
 		},
 		"pending since admission, not since the last message": {
 			conds: []metav1.Condition{
-				cond(trainjob.ConditionCreated, metav1.ConditionTrue, "JobSetCreated", "", 1),
-				cond(trainjob.ConditionAdmitted, metav1.ConditionTrue, "Admitted", "", 5),
-				cond(trainjob.ConditionRunning, metav1.ConditionFalse, "Pending", "1/2 workers ready", 9),
+				cond(ConditionCreated, metav1.ConditionTrue, "JobSetCreated", "", 1),
+				cond(ConditionAdmitted, metav1.ConditionTrue, "Admitted", "", 5),
+				cond(ConditionRunning, metav1.ConditionFalse, "Pending", "1/2 workers ready", 9),
 			},
 			want: State{Phase: PhasePending, Since: t0.Add(5 * time.Second), Reason: "Pending", Message: "1/2 workers ready"},
 		},
 		"running": {
-			conds: []metav1.Condition{cond(trainjob.ConditionRunning, metav1.ConditionTrue, "Running", "Launcher running", 3)},
+			conds: []metav1.Condition{cond(ConditionRunning, metav1.ConditionTrue, "Running", "Launcher running", 3)},
 			want:  State{Phase: PhaseRunning, Since: t0.Add(3 * time.Second), Reason: "Running", Message: "Launcher running"},
 		},
 		"blocked on a missing runtime": {
-			conds: []metav1.Condition{cond(trainjob.ConditionCreated, metav1.ConditionFalse, "RuntimeNotFound", "not found", 1)},
+			conds: []metav1.Condition{cond(ConditionCreated, metav1.ConditionFalse, "RuntimeNotFound", "not found", 1)},
 			want:  State{Phase: PhaseBlocked, Since: t0.Add(time.Second), Reason: "RuntimeNotFound", Message: "not found"},
 		},
 		"failed wins": {
 			conds: []metav1.Condition{
-				cond(trainjob.ConditionRunning, metav1.ConditionFalse, "Failed", "x", 4),
+				cond(ConditionRunning, metav1.ConditionFalse, "Failed", "x", 4),
 				cond(trainer.TrainJobFailed, metav1.ConditionTrue, "Failed", "worker-1 OOMKilled", 4),
 			},
 			want: State{Phase: PhaseFailed, Since: t0.Add(4 * time.Second), Reason: "Failed", Message: "worker-1 OOMKilled"},
