@@ -64,7 +64,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: lint verify-generate testbin unit fuzz krew-check rule-check integration wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
+test: lint verify-generate testbin unit fuzz krew-check rule-check integration chaos wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit, integration, wire and end to end.
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
@@ -74,6 +74,10 @@ unit: ## Unit tests (no API server).
 integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
 	hack/testbin/build.sh trainer
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v
+
+.PHONY: chaos
+chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v
 
 .PHONY: wire-test
 wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
@@ -86,7 +90,7 @@ node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins
 
 .PHONY: cluster-test
 cluster-test: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
-	$(GO) test -count=1 -timeout 10m ./test/cluster/ -ginkgo.v
+	$(GO) test -count=1 -timeout 15m ./test/cluster/ -ginkgo.v
 
 .PHONY: e2e
 e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).

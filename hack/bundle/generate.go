@@ -160,6 +160,8 @@ func split(objs []*unstructured.Unstructured, image string) (*bundleParts, error
 			}
 			p.webhooks = append(p.webhooks, defs...)
 		case kind == "Service" && name == metricsService,
+			// OLM installs PodDisruptionBudgets shipped in a bundle.
+			kind == "PodDisruptionBudget" && name == deploymentName,
 			// The users' roles (kustomize/userroles): OLM installs
 			// ClusterRoles and ClusterRoleBindings shipped as bundle
 			// objects as they are.

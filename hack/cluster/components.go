@@ -425,7 +425,7 @@ func (c *cluster) startOperator(ctx context.Context) error {
 			}
 			return supervisor.Spec{Argv: []string{
 				c.operator,
-				"--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
+				"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/controller"
@@ -25,6 +26,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/operator/version"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
@@ -37,6 +39,7 @@ type Options struct {
 	ProbeAddr        string
 	LeaderElect      bool
 	LeaderElectionNS string
+	WebhookHost      string
 	WebhookPort      int
 	WebhookCertDir   string
 	EnableWebhooks   bool
@@ -74,6 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
+	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: all of the pod's).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server (default: controller-runtime's).")
 	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
@@ -134,7 +138,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		PprofBindAddress:        o.PprofAddr,
 	}
 	if o.EnableWebhooks {
-		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})
 	}
 	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
 		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
@@ -153,16 +157,37 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controller.SetupControllers(mgr, controller.Options{
-		Upstream:                 others,
-		ClusterDomain:            o.ClusterDomain,
-		MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
-		JobSetReportTimeout:      o.JobSetReportTimeout,
-		KueueTrainJobIntegration: o.KueueTrainJobIntegration,
-		MaxNodes:                 o.MaxNodes,
-		SSHKeyAlgorithm:          keyAlgorithm,
-	}); err != nil {
+	setupControllers := func() error {
+		return controller.SetupControllers(mgr, controller.Options{
+			Upstream:                 others,
+			ClusterDomain:            o.ClusterDomain,
+			MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
+			JobSetReportTimeout:      o.JobSetReportTimeout,
+			KueueTrainJobIntegration: o.KueueTrainJobIntegration,
+			MaxNodes:                 o.MaxNodes,
+			SSHKeyAlgorithm:          keyAlgorithm,
+		})
+	}
+	// Without JobSet's API the controllers cannot watch JobSets, but the
+	// webhooks, on which every TrainJob write in the cluster depends, must
+	// serve: the controllers start once it is installed.
+	controllers := &startup.Gate{}
+	jobSet := jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet")
+	if served, err := startup.Served(mgr.GetRESTMapper(), jobSet.GroupKind(), jobSet.Version); err != nil {
 		return nil, err
+	} else if served {
+		if err := setupControllers(); err != nil {
+			return nil, err
+		}
+	} else {
+		log := ctrl.Log.WithName("setup")
+		log.Info("JobSet's API is not served: the webhooks serve, the controllers start once JobSet is installed", "kind", jobSet.String())
+		if err := mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), jobSet, apiPollInterval, controllers, log, setupControllers)); err != nil {
+			return nil, fmt.Errorf("adding the controllers' start: %w", err)
+		}
+	}
+	if err := mgr.AddReadyzCheck("controllers", controllers.Check); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	if o.InstallDefaultRuntimes {
 		installer := &runtimes.Installer{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(),
@@ -209,6 +234,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	return mgr, nil
 }
+
+// apiPollInterval is how often the operator looks whether an API it waits
+// for is served.
+const apiPollInterval = 10 * time.Second
 
 // podNamespace is the namespace the operator's pod runs in: its
 // ServiceAccount's, as mounted, else $POD_NAMESPACE.

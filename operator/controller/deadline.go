@@ -20,28 +20,6 @@ import (
 // Torus warns that the job will be stopped.
 const deadlineWarnFraction = 0.8
 
-// lastStart is when the job last started running: its last resume, or its
-// creation when it was never suspended. A job Kueue queues through its
-// JobSet starts when Kueue admits it, so that time waiting in the queue
-// does not count (queued reports it has not started yet).
-func lastStart(tj *trainer.TrainJob, viaKueue bool) (start time.Time, queued bool) {
-	start = tj.CreationTimestamp.Time
-	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
-		start = c.LastTransitionTime.Time
-	}
-	if !viaKueue {
-		return start, false
-	}
-	c := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionAdmitted)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return time.Time{}, true
-	}
-	if c.LastTransitionTime.After(start) {
-		start = c.LastTransitionTime.Time
-	}
-	return start, false
-}
-
 // checkDeadline enforces spec.activeDeadlineSeconds. It returns done=true
 // when the deadline passed and the job was failed; otherwise when to look
 // again (zero for no deadline).
@@ -50,7 +28,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if ads <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
 		return 0, false, nil
 	}
-	start, queued := lastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	start, queued := trainjob.LastStart(s.tj, r.kueue && r.build.Queued(s.tj))
 	if queued {
 		// The admission's status write brings the job back.
 		return 0, false, nil
@@ -60,7 +38,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if !s.now.Before(deadline) {
 		msg := fmt.Sprintf("The job ran for activeDeadlineSeconds=%d since it last started (%s) and was stopped; raise spec.activeDeadlineSeconds if it needs longer",
 			ads, start.UTC().Format(time.RFC3339))
-		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonDeadlineExceeded, msg)
+		s.stopRunning(trainjob.ReasonDeadlineExceeded, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonDeadlineExceeded, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineExceeded, "%s", msg)
 			r.metrics.failed(s.tj, trainjob.ReasonDeadlineExceeded, s.now)
@@ -96,10 +74,10 @@ func (r *TrainJobReconciler) checkSchedulingTimeout(s *scope) time.Duration {
 	running := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRunning)
 	// Only the wait for the first time all ranks run: a job that ran is
 	// watched by its failure policy, and Kueue's queue is Kueue's.
-	if running != nil && (running.Status == metav1.ConditionTrue || running.Reason != trainjob.ReasonPending) {
+	if running != nil && (running.Status == metav1.ConditionTrue || running.Reason != trainjob.ReasonPending && running.Reason != trainjob.ReasonPodProblem) {
 		return 0
 	}
-	start, queued := lastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	start, queued := trainjob.LastStart(s.tj, r.kueue && r.build.Queued(s.tj))
 	if queued {
 		return 0
 	}

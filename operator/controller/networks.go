@@ -180,7 +180,7 @@ func (r *TrainJobReconciler) syncNetworks(ctx context.Context, s *scope) (bool, 
 			return false, nil
 		}
 		fail := msg + "; the job was stopped rather than left to hang in MPI_Init (set failOnMissingNetworks: false in the profile to keep it)"
-		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonNetworkNotReady, fail)
+		s.stopRunning(trainjob.ReasonNetworkNotReady, fail)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonNetworkNotReady, fail) {
 			r.metrics.failed(s.tj, trainjob.ReasonNetworkNotReady, s.now)
 		}

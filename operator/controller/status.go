@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,17 @@ func (s *scope) setCondition(typ string, status metav1.ConditionStatus, reason, 
 		ObservedGeneration: s.tj.Generation,
 	})
 	return changed
+}
+
+// stopRunning sets Running=False as a job ends. The condition's transition
+// time then moves to the end, so its message keeps since when all the ranks
+// had run: with the admission's and the end's transition times, the moments
+// users ask about stay on the job.
+func (s *scope) stopRunning(reason, msg string) {
+	if c := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRunning); c != nil && c.Status == metav1.ConditionTrue {
+		msg = fmt.Sprintf("%s (all ranks had run since %s)", msg, c.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, reason, msg)
 }
 
 func isTrue(tj *trainer.TrainJob, typ string) bool {
@@ -84,14 +96,14 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 
 	switch {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):
-		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonCompleted, "The launcher completed")
+		s.stopRunning(trainjob.ReasonCompleted, "The launcher completed")
 		if s.setCondition(trainer.TrainJobComplete, metav1.ConditionTrue, trainjob.ReasonCompleted, "The launcher completed") {
 			s.event(corev1.EventTypeNormal, trainjob.ReasonCompleted, "Completed")
 			r.metrics.succeeded(tj, s.now)
 		}
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
-		msg := failureMessage(js, findings)
-		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonFailed, msg)
+		msg := failureMessage(js, findings, meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning))
+		s.stopRunning(trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonFailed, "%s", msg)
 			r.metrics.failed(tj, trainjob.ReasonFailed, s.now)
@@ -104,15 +116,24 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSuspended, "The job is suspended")
 	default:
-		running, msg := runningState(s.pods, s.job, findings)
-		if running {
+		reason, msg := runningState(s.pods, s.job, findings)
+		if prev := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning); prev != nil &&
+			prev.Reason == trainjob.ReasonPodProblem && reason == trainjob.ReasonPending && podsMissing(s.pods, s.job) {
+			// The pod that reported the problem is gone (the Job
+			// controller deletes the pods of a Job that ran out of
+			// restarts, moments before it fails): its word stands until
+			// another pod's replaces it, so that the job's failure can
+			// name it.
+			break
+		}
+		if reason == trainjob.ReasonRunning {
 			if s.setCondition(trainjob.ConditionRunning, metav1.ConditionTrue, trainjob.ReasonRunning, msg) {
 				s.event(corev1.EventTypeNormal, trainjob.ReasonRunning, "%s", msg)
 				r.metrics.Running.WithLabelValues(tj.Namespace).Inc()
 				r.metrics.TimeToRunning.WithLabelValues(tj.Namespace).Observe(s.now.Sub(tj.CreationTimestamp.Time).Seconds())
 			}
 		} else {
-			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, msg)
+			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, reason, msg)
 		}
 	}
 }
@@ -167,7 +188,7 @@ func jobsStatus(js *jobsetv1alpha2.JobSet) []trainer.JobStatus {
 
 // runningState is true when the launcher and every worker are up; the
 // message counts them, or says what holds them back.
-func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding) (bool, string) {
+func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding) (reason, msg string) {
 	var launcherUp bool
 	var workersReady int32
 	for i := range pods {
@@ -177,7 +198,7 @@ func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding)
 		}
 		switch p.Labels[mpi.LabelRole] {
 		case mpi.RoleLauncher:
-			launcherUp = launcherUp || p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+			launcherUp = launcherUp || p.Status.Phase == corev1.PodSucceeded || launcherRuns(p)
 		case mpi.RoleWorker:
 			if podReady(p) {
 				workersReady++
@@ -186,15 +207,47 @@ func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding)
 	}
 	counts := fmt.Sprintf("%d/%d workers ready", workersReady, job.Workers)
 	if launcherUp && workersReady >= job.Workers {
-		return true, "Launcher running, " + counts
+		return trainjob.ReasonRunning, "Launcher running, " + counts
 	}
 	if len(findings) > 0 {
-		return false, findings[0].Message()
+		return trainjob.ReasonPodProblem, findings[0].Message()
 	}
 	if workersReady >= job.Workers {
-		return false, counts + "; launcher starting"
+		return trainjob.ReasonPending, counts + "; launcher starting"
 	}
-	return false, counts + "; launcher waits for all workers"
+	return trainjob.ReasonPending, counts + "; launcher waits for all workers"
+}
+
+// podsMissing reports whether the launcher or a worker has no live pod.
+func podsMissing(pods []corev1.Pod, job *mpi.Job) bool {
+	var launchers, workers int32
+	for i := range pods {
+		if !pods[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch pods[i].Labels[mpi.LabelRole] {
+		case mpi.RoleLauncher:
+			launchers++
+		case mpi.RoleWorker:
+			workers++
+		}
+	}
+	return launchers == 0 || workers < job.Workers
+}
+
+// launcherRuns reports whether the launcher's MPI container runs: a pod in
+// phase Running whose container waits to be restarted (a crash loop under
+// restartPolicy OnFailure) is not running the job.
+func launcherRuns(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == mpi.TrainerContainer {
+			return cs.State.Running != nil
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -208,7 +261,7 @@ func podReady(p *corev1.Pod) bool {
 
 // failureMessage names the first failing rank range and why, or falls back
 // on JobSet's own words.
-func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding) string {
+func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding, running *metav1.Condition) string {
 	if len(findings) > 0 {
 		msg := findings[0].Message()
 		if more := len(findings) - 1; more > 0 {
@@ -216,9 +269,15 @@ func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding) str
 		}
 		return msg
 	}
-	c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
-	if c == nil {
-		return "JobSet failed"
+	msg := "JobSet failed"
+	if c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed)); c != nil {
+		msg = strings.TrimSpace("JobSet failed: " + c.Message)
 	}
-	return strings.TrimSpace("JobSet failed: " + c.Message)
+	if running != nil && running.Reason == trainjob.ReasonPodProblem {
+		// The pods are gone (the Job controller deletes those it
+		// restarted under restartPolicy OnFailure once their backoff
+		// limit is reached); the last problem a pod reported is the cause.
+		return running.Message + "; then " + msg
+	}
+	return msg
 }

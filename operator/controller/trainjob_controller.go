@@ -368,7 +368,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		if err := r.client.List(ctx, &events, client.InNamespace(s.tj.Namespace)); err != nil {
 			return 0, fmt.Errorf("listing pod creation failures: %w", err)
 		}
-		since, _ := lastStart(s.tj, false)
+		since, _ := trainjob.LastStart(s.tj, false)
 		if s.jobSet.CreationTimestamp.After(since) {
 			since = s.jobSet.CreationTimestamp.Time
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,7 +101,10 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			f.Terminal, f.at = true, t.FinishedAt.Time
+			// Under restartPolicy OnFailure or Always the kubelet starts
+			// the container again: a moment of a crash loop, not the end.
+			f.Terminal = p.Status.Phase == corev1.PodFailed || p.Spec.RestartPolicy == corev1.RestartPolicyNever
+			f.at = t.FinishedAt.Time
 			if t.Reason == "OOMKilled" {
 				f.Reason = "OOMKilled"
 				f.Detail = "memory limit " + memoryLimit(p, cs.Name) + " exceeded"
@@ -109,8 +113,17 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				f.Reason = "Error"
 				f.Detail = fmt.Sprintf("container %s exited with code %d%s", cs.Name, t.ExitCode, signal(t.ExitCode))
 				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host)
+				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
+					// The runtime's words: what could not be run.
+					f.Reason = t.Reason
+					f.Detail = fmt.Sprintf("container %s could not start: %s", cs.Name, startError(t.Message))
+				}
+				if !f.Terminal {
+					f.Detail += fmt.Sprintf(" and is restarted by the kubelet (restarted %d times)", cs.RestartCount)
+				}
 				if cs.Name == mpi.SSHInitContainer {
-					f.Fix = "the image needs /bin/sh and cp to install the job's SSH keys"
+					f.Fix = "the SSH setup failed: the image needs " + strings.Join(mpi.SSHSetupTools, ", ") +
+						" (see kubectl logs " + p.Name + " -c " + mpi.SSHInitContainer + ")"
 				}
 			}
 			return f, true
@@ -138,6 +151,17 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 		}
 	}
 	return Finding{}, false
+}
+
+// startError keeps what runc says it could not do, without the layers of
+// the container runtime that passed it on ("failed to create containerd
+// task: failed to create shim task: OCI runtime create failed: ...").
+func startError(msg string) string {
+	const runc = "unable to start container process: "
+	if i := strings.LastIndex(msg, runc); i >= 0 {
+		msg = msg[i+len(runc):]
+	}
+	return strings.TrimSuffix(strings.TrimSpace(msg), ": unknown")
 }
 
 func logsFlag(host string) string {

@@ -70,6 +70,27 @@ func TestPods(t *testing.T) {
 			want: []string{`worker-0 (ranks 0-3) ErrImageNeverPull: image "mpi:1" is not on the node and its pull policy is Never; ` +
 				"load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime [pod pi-node-0-0-abcde]"},
 		},
+		"a container the kubelet restarts: a moment of a crash loop, not the job's end": {
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := worker("1", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "node", RestartCount: 2, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 255}},
+				}}})
+				p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+				return p
+			}()},
+			want: []string{"worker-1 (ranks 4-7) Error: container node exited with code 255 and is restarted by the kubelet (restarted 2 times); " +
+				"see kubectl mpi logs pi --worker 1 [pod pi-node-0-1-abcde]"},
+		},
+		"an SSH setup the container runtime cannot start": {
+			pods: []corev1.Pod{worker("0", corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{
+				Name: mpi.SSHInitContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					Reason: "StartError", ExitCode: 128, Message: `failed to create containerd task: failed to create shim task: OCI runtime create failed: ` +
+						`runc create failed: unable to start container process: exec: "sh": executable file not found in $PATH: unknown`,
+				}},
+			}}})},
+			want: []string{`worker-0 (ranks 0-3) StartError: container mpi-ssh-setup could not start: exec: "sh": executable file not found in $PATH; ` +
+				"the SSH setup failed: the image needs sh, mkdir, chmod, cp, id, cat, tail (see kubectl logs pi-node-0-0-abcde -c mpi-ssh-setup) [pod pi-node-0-0-abcde]"},
+		},
 		"terminal failures before transient ones": {
 			pods: []corev1.Pod{
 				worker("1", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{

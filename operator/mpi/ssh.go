@@ -261,6 +261,11 @@ func SSHFileModes() map[string]string {
 	return m
 }
 
+// SSHSetupTools are the programs SSHSetupScript runs: the image of the
+// launcher and the workers must have them (any POSIX shell and coreutils or
+// busybox do).
+var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail"}
+
 // SSHSetupScript is the init container's shell script. It runs as the pod's
 // user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
 //
@@ -289,8 +294,7 @@ func SSHSetupScript(sshPath string) string {
 		}
 		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, key, f.file, f.mode, f.file)
 	}
-	// Only sh builtins, id, cat and tail: images differ in what else they
-	// have.
+	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)
 known=
 while IFS=: read -r name pw id rest || [ -n "$name" ]; do

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -43,6 +45,10 @@ func (t *Task) Start(ctx context.Context) error {
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
 		if err := t.Do(ctx); err != nil {
+			var p permanent
+			if errors.As(err, &p) {
+				return false, p.err
+			}
 			t.Log.Info("Not done yet; retrying", "what", t.What, "error", err.Error())
 			return false, nil
 		}
@@ -53,6 +59,11 @@ func (t *Task) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// permanent is an error of a Task's work that retrying cannot cure.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
 
 // Served reports whether the API server serves a kind (at one of versions,
 // or any). Torus adapts to what the cluster has: Kueue, Multus, OpenShift's
@@ -119,4 +130,55 @@ func (a *Applier) Install(ctx context.Context) error {
 // retried until done.
 func (a *Applier) Runnable() *Task {
 	return &Task{What: a.What, Do: a.Install, Log: a.Log, Backoff: a.Backoff}
+}
+
+// Gate holds back part of the operator until what it needs is there, and
+// says why as a health check: the controllers wait for JobSet's API while
+// the webhooks serve.
+type Gate struct {
+	waiting atomic.Pointer[string]
+}
+
+// Wait records why the gated part does not run yet.
+func (g *Gate) Wait(reason string) { g.waiting.Store(&reason) }
+
+// Open records that the gated part runs.
+func (g *Gate) Open() { g.waiting.Store(nil) }
+
+// Check is a healthz.Checker: an error with the reason while waiting.
+func (g *Gate) Check(*http.Request) error {
+	if r := g.waiting.Load(); r != nil {
+		return errors.New(*r)
+	}
+	return nil
+}
+
+// WhenServed is a runnable that, on the leader, waits until the API server
+// serves a kind and then runs start (which may add controllers to the
+// running manager), holding gate shut until then.
+func WhenServed(mapper meta.RESTMapper, kind schema.GroupVersionKind, every time.Duration, gate *Gate, log logr.Logger,
+	start func() error) *Task {
+	gate.Wait(fmt.Sprintf("waiting for the API server to serve %s (%s): install it; the controllers start once it is served", kind.Kind, kind.GroupVersion()))
+	return &Task{
+		What: "starting the controllers that need " + kind.Kind,
+		Log:  log,
+		// Poll evenly: the wait ends when an administrator installs it.
+		Backoff: wait.Backoff{Duration: every, Factor: 1, Steps: 1 << 30},
+		Do: func(context.Context) error {
+			ok, err := Served(mapper, kind.GroupKind(), kind.Version)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%s (%s) is not served yet", kind.Kind, kind.GroupVersion())
+			}
+			if err := start(); err != nil {
+				// Not retried: set-up errors are the operator's own.
+				return permanent{err}
+			}
+			gate.Open()
+			log.Info("API served; controllers started", "kind", kind.String())
+			return nil
+		},
+	}
 }

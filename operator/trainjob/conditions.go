@@ -25,6 +25,10 @@ const (
 	ReasonJobSetNotReported   = "JobSetNotReported"
 	ReasonRunning             = "Running"
 	ReasonPending             = "Pending"
+	// ReasonPodProblem: Running=False because a pod reports why it cannot
+	// run (unschedulable, an image, a crash loop, a refused creation); the
+	// message names the rank, the cause and the fix.
+	ReasonPodProblem          = "PodProblem"
 	ReasonSuspended           = "Suspended"
 	ReasonResumed             = "Resumed"
 	ReasonCompleted           = "Completed"

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/run"
@@ -324,18 +326,23 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 	var errs []error
 	code := cmdutil.ExitOK
 	for _, tj := range jobs {
+		var final *trainer.TrainJob
 		var err error
 		if o.Follow {
-			err = w.followJob(ctx, o.kube, o.Out, o.ErrOut, tj)
+			final, err = w.followJob(ctx, o.kube, o.Out, o.ErrOut, tj)
 		} else {
-			_, err = w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
+			final, err = w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
 		}
 		if err != nil {
 			errs = append(errs, err)
 			code = max(code, cmdutil.Code(err))
 			continue
 		}
-		fmt.Fprintf(o.ErrOut, "MPI job %s completed\n", tj.Name)
+		ran := ""
+		if d, ok := trainjob.TimesOf(final).Duration(o.clock.Now()); ok {
+			ran = " in " + duration.HumanDuration(d)
+		}
+		fmt.Fprintf(o.ErrOut, "MPI job %s completed%s\n", tj.Name, ran)
 	}
 	if len(errs) == 0 {
 		return nil

@@ -157,7 +157,7 @@ func (w *waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop c
 
 // followJob streams a job's logs while waiting for it to end, and then
 // reports how it ended.
-func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) error {
+func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) (*trainer.TrainJob, error) {
 	ended := make(chan struct{})
 	done := make(chan error, 1)
 	lctx, cancel := context.WithCancel(ctx)
@@ -180,8 +180,7 @@ func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, 
 	if lerr := <-done; lerr != nil && err == nil && !errors.Is(lerr, context.Canceled) {
 		fmt.Fprintf(errOut, "Warning: %v\n", lerr)
 	}
-	_ = final
-	return err
+	return final, err
 }
 
 func hostPrefix(p *corev1.Pod) string { return "[" + job.HostName(p) + "] " }

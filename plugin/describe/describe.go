@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -190,7 +191,7 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 	if v := tj.Annotations[mpi.AnnotationRerunOf]; v != "" {
 		field("Rerun of", "%s", v)
 	}
-	field("Created", "%s ago (%s)", printers.Age(tj.CreationTimestamp.Time, now), tj.CreationTimestamp.UTC().Format(time.RFC3339))
+	writeTimes(field, trainjob.TimesOf(tj), now)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -241,6 +242,39 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// writeTimes writes when the job was created, admitted, (re)started, had
+// all its ranks up and ended, each after the one before, and how long it
+// ran: the times of its conditions.
+func writeTimes(field func(name, format string, args ...any), t trainjob.Times, now time.Time) {
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	field("Created", "%s ago (%s)", printers.Age(t.Created, now), at(t.Created))
+	prev := t.Created
+	after := func(name string, when time.Time, what string) {
+		field(name, "%s (%s after %s)", at(when), duration.HumanDuration(when.Sub(prev)), what)
+		prev = when
+	}
+	if !t.Admitted.IsZero() {
+		after("Admitted", t.Admitted, "creation")
+	}
+	if !t.Started.IsZero() && !t.Started.Equal(prev) && t.Started.After(t.Created) {
+		// Resumed after a suspension.
+		after("Started", t.Started, "the last step")
+	}
+	if !t.Running.IsZero() {
+		after("All ranks up", t.Running, "it started")
+	}
+	if !t.Finished.IsZero() {
+		field("Finished", "%s", at(t.Finished))
+	}
+	if d, ok := t.Duration(now); ok {
+		ran := "running for "
+		if !t.Finished.IsZero() {
+			ran = "ran for "
+		}
+		field("Duration", "%s%s", ran, duration.HumanDuration(d))
+	}
 }
 
 func firstTerminal(fs []diagnosis.Finding) *diagnosis.Finding {

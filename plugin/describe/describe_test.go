@@ -202,3 +202,72 @@ func TestShellJoin(t *testing.T) {
 		}
 	}
 }
+
+// When the job was admitted, had all ranks up and ended, and how long it
+// ran, come from its conditions.
+func TestTimes(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+	cases := map[string]struct {
+		conds []metav1.Condition
+		now   int
+		want  []string
+	}{
+		"running after Kueue's admission": {
+			conds: []metav1.Condition{
+				{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: at(1)},
+				{Type: "Admitted", Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: at(40)},
+				{Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: at(52)},
+			},
+			now: 100,
+			want: []string{
+				"Created: 100s ago (2026-01-01T12:00:00Z)",
+				"Admitted: 2026-01-01T12:00:40Z (40s after creation)",
+				"All ranks up: 2026-01-01T12:00:52Z (12s after it started)",
+				"Duration: running for 60s",
+			},
+		},
+		"complete, not queued": {
+			conds: []metav1.Condition{
+				{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: at(1)},
+				{Type: "Running", Status: metav1.ConditionFalse, Reason: "Completed", LastTransitionTime: at(90)},
+				{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: at(90)},
+			},
+			now: 3600,
+			want: []string{
+				"Created: 60m ago (2026-01-01T12:00:00Z)",
+				"Finished: 2026-01-01T12:01:30Z",
+				"Duration: ran for 90s",
+			},
+		},
+		"queued: not started": {
+			conds: []metav1.Condition{
+				{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: at(1)},
+				{Type: "Admitted", Status: metav1.ConditionFalse, Reason: "Queued", LastTransitionTime: at(1)},
+			},
+			now:  30,
+			want: []string{"Created: 30s ago (2026-01-01T12:00:00Z)"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := failedJob()
+			d.Info.TrainJob.Status.Conditions = tc.conds
+			d.Pods, d.Events = nil, nil
+			var out bytes.Buffer
+			if err := Write(&out, d, t0.Add(time.Duration(tc.now)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range strings.Split(squash(out.String()), "\n") {
+				for _, f := range []string{"Created:", "Admitted:", "Started:", "All ranks up:", "Finished:", "Duration:"} {
+					if strings.HasPrefix(l, f) {
+						got = append(got, l)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("times (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

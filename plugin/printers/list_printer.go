@@ -18,7 +18,7 @@ import (
 )
 
 // JobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
-// (ready/total), SLOTS (MPI ranks), QUEUE, AGE, and with -o wide the MPI
+// (ready/total), SLOTS (MPI ranks), QUEUE, DURATION, AGE, and with -o wide the MPI
 // implementation, runtime, time in state and the state's message.
 func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	t := &metav1.Table{
@@ -28,6 +28,7 @@ func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			{Name: "Workers", Type: "string", Description: "ready/total"},
 			{Name: "Slots", Type: "integer", Description: "MPI ranks (world size)"},
 			{Name: "Queue", Type: "string"},
+			{Name: "Duration", Type: "string", Description: "time run since the job last started (Kueue's admission, a resume or its creation) until it ended or now"},
 			{Name: "Age", Type: "string"},
 			{Name: "MPI", Type: "string", Priority: 1},
 			{Name: "Runtime", Type: "string", Priority: 1},
@@ -55,7 +56,7 @@ func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			Cells: []any{
 				tj.Name, st.Phase,
 				fmt.Sprintf("%d/%d", readyWorkers(tj), workers),
-				slots, queue, Age(tj.CreationTimestamp.Time, now),
+				slots, queue, Duration(trainjob.TimesOf(tj), now), Age(tj.CreationTimestamp.Time, now),
 				impl, runtimeName(tj), Age(st.Since, now), Truncate(st.Message, 100),
 			},
 			Object: runtime.RawExtension{Object: tj},
@@ -88,6 +89,16 @@ func Age(t, now time.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(now.Sub(t))
+}
+
+// Duration renders how long a job ran as kubectl get jobs does ("<none>"
+// for a job not started).
+func Duration(t trainjob.Times, now time.Time) string {
+	d, ok := t.Duration(now)
+	if !ok {
+		return "<none>"
+	}
+	return duration.HumanDuration(d)
 }
 
 // Truncate shortens s to n characters with an ellipsis.

@@ -20,7 +20,7 @@ func TestJobTable(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	running := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Workers: ptr.To[int32](4), Queue: "team"})
 	running.CreationTimestamp = metav1.NewTime(now.Add(-5 * time.Minute))
-	running.Status.Conditions = []metav1.Condition{{Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running, 4/4 workers ready", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Minute))}}
+	running.Status.Conditions = []metav1.Condition{{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(now.Add(-299 * time.Second))}, {Type: "Admitted", Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.NewTime(now.Add(-270 * time.Second))}, {Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running, 4/4 workers ready", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Minute))}}
 	running.Status.JobsStatus = []trainer.JobStatus{{Name: mpi.NodeJob, Ready: ptr.To[int32](4)}, {Name: mpi.LauncherJob, Ready: ptr.To[int32](1)}}
 	unknown := mpi.BuildTrainJob(mpi.RunSpec{Name: "old", Namespace: "ns"})
 	unknown.CreationTimestamp = metav1.NewTime(now.Add(-48 * time.Hour))
@@ -38,9 +38,9 @@ func TestJobTable(t *testing.T) {
 		got = append(got, strings.Fields(l))
 	}
 	want := [][]string{
-		{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
-		{"pi", "Running", "4/4", "32", "team", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
-		{"old", "Creating", "0/0", "<unknown>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
+		{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "DURATION", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
+		{"pi", "Running", "4/4", "32", "team", "4m30s", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
+		{"old", "Creating", "0/0", "<unknown>", "<none>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table (-want,+got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -352,6 +353,119 @@ var _ = Describe("MPI jobs on the real node", Ordered, func() {
 		Expect(out).To(Equal("1"), "the JobSet did not restart")
 		logs, _ := kubectlMPI(dir, "logs", "rotate", "--launcher")
 		Expect(logs).To(MatchRegexp(`pi is 3\.14159\d+ from 4 ranks`))
+	})
+
+	// The kubelet's and the container runtime's reasons reach the job's
+	// conditions, describe and run --wait, named with the rank and the fix.
+	Context("explains in the node's own words why a job cannot run", func() {
+		// runningMessage is the message of the job's Running condition.
+		runningMessage := func(name string) func() string {
+			return func() string {
+				out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")].message}`)
+				return out
+			}
+		}
+		// localVariant applies a TrainingRuntime made from a local
+		// runtime, changed by edit.
+		localVariant := func(name string, edit func(role string, ps *corev1.PodSpec, spec *batchv1.JobSpec)) {
+			rt := localRuntime(dir, "torus-openmpi-local")
+			for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+				rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+				edit(rj.Name, &rj.Template.Spec.Template.Spec, &rj.Template.Spec)
+			}
+			apply(dir, &trainer.TrainingRuntime{
+				TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: rt.Labels},
+				Spec:       rt.Spec,
+			})
+		}
+
+		It("an image the node does not have: ErrImageNeverPull while it waits, then the scheduling timeout fails it with that cause", func() {
+			const image = "registry.torus.local/not-built:1"
+			out, code := kubectlMPI(dir, "run", "nopull", "--runtime", "torus-openmpi-local", "--image", image,
+				"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--scheduling-timeout", "40s", "--wait", "--timeout", "3m", "--", "true")
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "nopull") })
+			Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
+			Expect(out).To(ContainSubstring("scheduling timeout of 40s"))
+			Expect(out).To(MatchRegexp(`ErrImageNeverPull: image "%s" is not on the node and its pull policy is Never`, image))
+			describe, _ := kubectlMPI(dir, "describe", "nopull")
+			Expect(describe).To(MatchRegexp(`Reason:\s+Not all ranks ran within the scheduling timeout of 40s`))
+			Expect(describe).To(ContainSubstring(fmt.Sprintf(`image %q is not on the node`, image)))
+			// The timeout released the job's pods.
+			Eventually(func() string {
+				out, _ := kubectl(dir, "get", "pods", "-l", "torus-mpi.io/job-name=nopull", "-o", "name")
+				return out
+			}, time.Minute, time.Second).Should(BeEmpty())
+		})
+
+		It("a launcher that keeps exiting under restartPolicy OnFailure: CrashLoopBackOff, then the failure keeps that cause", func() {
+			// mpi-operator's launchers restart on failure. (Workers cannot
+			// loop: Torus gives them backoffLimit 0, as a replaced worker
+			// cannot rejoin an MPI world.) The Job controller deletes the
+			// pods once the backoff limit is reached: the cause must
+			// outlive them.
+			localVariant("launcher-on-failure", func(role string, ps *corev1.PodSpec, spec *batchv1.JobSpec) {
+				if role == "launcher" {
+					ps.RestartPolicy = corev1.RestartPolicyOnFailure
+					spec.BackoffLimit = ptr.To[int32](2)
+				}
+			})
+			_, code := kubectlMPI(dir, "run", "crashing", "--runtime", "TrainingRuntime/launcher-on-failure", "--workers", "1",
+				"--cpu", "100m", "--memory", "128Mi", "--", "sh", "-c", "echo 'mpirun: no hostfile' >&2; exit 1")
+			Expect(code).To(Equal(0))
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "crashing") })
+			loop := `launcher CrashLoopBackOff: container node keeps exiting \(restarted \d+ times?\); see kubectl mpi logs crashing --launcher --previous`
+			Eventually(runningMessage("crashing"), 2*time.Minute, 200*time.Millisecond).Should(MatchRegexp(loop))
+			logs, _ := kubectlMPI(dir, "logs", "crashing", "--launcher", "--previous")
+			Expect(logs).To(ContainSubstring("mpirun: no hostfile"))
+
+			out, code := kubectlMPI(dir, "wait", "crashing", "--timeout", "3m")
+			Expect(code).To(Equal(3), out)
+			// The failed pod itself, or when the Job controller deleted it
+			// first, the last problem it reported.
+			Expect(out).To(MatchRegexp(`MPI job crashing failed: launcher (CrashLoopBackOff|Error): container node (keeps exiting|exited with code 1)`))
+		})
+
+		It("an image without a shell: the SSH setup cannot start, the job fails with the runtime's words and what the image needs", func() {
+			// The node's pause image has one static binary and no sh,
+			// and no user: the pods get one.
+			localVariant("as-65532", func(_ string, ps *corev1.PodSpec, _ *batchv1.JobSpec) {
+				ps.SecurityContext.RunAsUser = ptr.To[int64](65532)
+			})
+			out, code := kubectlMPI(dir, "run", "noshell", "--runtime", "TrainingRuntime/as-65532", "--image", "registry.torus.local/pause:1",
+				"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--wait", "--timeout", "3m", "--", "true")
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "noshell") })
+			Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
+			Expect(out).To(ContainSubstring(`StartError: container mpi-ssh-setup could not start: exec: "/bin/sh": stat /bin/sh: no such file or directory;`))
+			Expect(out).To(ContainSubstring("the image needs sh, mkdir, chmod, cp, id, cat, tail"))
+			describe, _ := kubectlMPI(dir, "describe", "noshell")
+			Expect(describe).To(MatchRegexp(`Reason:\s+StartError: container mpi-ssh-setup could not start`))
+		})
+
+		It("a container whose ConfigMap is missing: CreateContainerConfigError in the kubelet's words", func() {
+			manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: noconfig, namespace: default}
+spec:
+  runtimeRef: {name: torus-openmpi-local}
+  trainer:
+    numNodes: 1
+    command: ["true"]
+    resourcesPerNode: {limits: {cpu: 100m, memory: 128Mi}}
+    env:
+    - name: SETTING
+      valueFrom: {configMapKeyRef: {name: torus-not-there, key: setting}}
+`
+			file := filepath.Join(dir, "noconfig.yaml")
+			Expect(os.WriteFile(file, []byte(manifest), 0o644)).To(Succeed())
+			out, code := kubectlMPI(dir, "run", "-f", file)
+			Expect(code).To(Equal(0), out)
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "noconfig") })
+			Eventually(runningMessage("noconfig"), 2*time.Minute, time.Second).Should(
+				MatchRegexp(`CreateContainerConfigError: configmap "torus-not-there" not found; check the Secrets, ConfigMaps and volumes the pod refers to`))
+			describe, _ := kubectlMPI(dir, "describe", "noconfig")
+			Expect(describe).To(MatchRegexp(`Problem:\s+.*CreateContainerConfigError: configmap "torus-not-there" not found`))
+		})
 	})
 })
 

@@ -145,6 +145,7 @@ func leastPrivilege() {
 				}
 				args := withFlags(strategy.DeploymentSpecs[0].Spec.Template.Spec.Containers[0].Args, map[string]string{
 					// The pod's own ports, moved to loopback ports on this machine.
+					"--webhook-host":              "127.0.0.1",
 					"--webhook-port":              fmt.Sprint(p[0]),
 					"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", p[1]),
 					"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", p[2]),

@@ -19,6 +19,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,7 +199,7 @@ func operatorHub() {
 		By("the Deployment, available, its pod admitted as restricted, with OLM's webhook certificate mounted")
 		var d appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator"}, &d)).To(Succeed())
-		Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+		Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(2), "two replicas serve the webhooks")
 		Expect(render.RestrictedViolations(&d.Spec.Template.Spec)).To(BeEmpty())
 		Expect(d.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(
 			HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs")))
@@ -207,12 +208,19 @@ func operatorHub() {
 		Expect(pods.Items).To(ContainElement(HaveField("Status.Phase", corev1.PodRunning)))
 		if realNode {
 			By("the pod on the real node, from the image of this tree's binary, Ready")
-			Expect(pods.Items).To(HaveLen(1))
-			pod := pods.Items[0]
-			Expect(pod.Spec.NodeName).To(Equal("real-node-0"))
-			Expect(pod.Status.ContainerStatuses).To(ConsistOf(And(
-				HaveField("Ready", true), HaveField("Image", bundleCSV().Spec.RelatedImages[0].Image))))
+			Expect(pods.Items).To(HaveLen(2))
+			for _, pod := range pods.Items {
+				Expect(pod.Spec.NodeName).To(Equal("real-node-0"))
+				Expect(pod.Status.ContainerStatuses).To(ConsistOf(And(
+					HaveField("Ready", true), HaveField("Image", bundleCSV().Spec.RelatedImages[0].Image))))
+			}
 		}
+
+		By("the PodDisruptionBudget that keeps a webhook replica through node drains")
+		var pdb policyv1.PodDisruptionBudget
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator"}, &pdb)).To(Succeed())
+		Expect(pdb.Spec.MinAvailable.IntValue()).To(Equal(1))
+		Expect(pdb.Spec.Selector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
 
 		By("the webhook Service, its certificate Secret and every webhook of the CSV")
 		var svc corev1.Service

@@ -1,0 +1,84 @@
+package chaos_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// operatorProcess runs the operator binary as its Deployment does, with the
+// ports moved to this machine's loopback, and kills it by its PID.
+type operatorProcess struct {
+	cmd   *exec.Cmd
+	dir   string
+	kills int
+	// leaseNamespace, when set, has the operator elect a leader there, as
+	// its Deployment's replicas do.
+	leaseNamespace string
+}
+
+func freePort() int {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start runs a new operator process and waits until it admits and leads.
+func (o *operatorProcess) start() {
+	GinkgoHelper()
+	host, port, certDir := fw.WebhookServing()
+	probe := freePort()
+	log, err := os.OpenFile(filepath.Join(o.dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	Expect(err).NotTo(HaveOccurred())
+	defer log.Close()
+	fmt.Fprintf(log, "=== start %d at %s\n", o.kills, time.Now().Format(time.RFC3339Nano))
+	election := []string{"--leader-elect=false"}
+	if o.leaseNamespace != "" {
+		election = []string{"--leader-elect=true", "--leader-election-namespace=" + o.leaseNamespace}
+	}
+	o.cmd = exec.Command(binary, append(election,
+		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
+		"--install-default-runtimes=false", "--install-monitoring=false",
+		"--webhook-host="+host, fmt.Sprint("--webhook-port=", port), "--webhook-cert-dir="+certDir)...)
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	o.cmd.Stdout, o.cmd.Stderr = log, log
+	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	Expect(o.cmd.Start()).To(Succeed())
+	Eventually(func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	}, time.Minute, 50*time.Millisecond).Should(Succeed(), "the operator did not become ready; see %s", filepath.Join(o.dir, "operator.log"))
+}
+
+// kill sends SIGKILL to the operator's process and reaps it.
+func (o *operatorProcess) kill() {
+	GinkgoHelper()
+	Expect(o.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	_ = o.cmd.Wait()
+	o.kills++
+}
+
+// stop ends the operator at the end of a spec.
+func (o *operatorProcess) stop() {
+	if o.cmd != nil && o.cmd.ProcessState == nil {
+		_ = o.cmd.Process.Signal(syscall.SIGKILL)
+		_ = o.cmd.Wait()
+	}
+}

@@ -1,0 +1,147 @@
+package startup_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/app"
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/samples"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+// freePort is a loopback port nothing listens on.
+func freePort() int {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+var _ = Describe("An operator started before JobSet is installed", Ordered, func() {
+	var (
+		env    *envtest.Environment
+		c      client.Client
+		probes string
+		ctx    = context.Background()
+	)
+
+	// probe GETs a health endpoint: its status code and body.
+	probe := func(path string) func() string {
+		return func() string {
+			resp, err := http.Get(probes + path)
+			if err != nil {
+				return err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+	}
+
+	BeforeAll(func() {
+		var jobSetCRDs string
+		var paths []string
+		for _, p := range framework.CRDPaths() {
+			if strings.Contains(p, "sigs.k8s.io/jobset") {
+				jobSetCRDs = p
+				continue
+			}
+			paths = append(paths, p)
+		}
+		Expect(jobSetCRDs).NotTo(BeEmpty())
+		env = &envtest.Environment{
+			CRDDirectoryPaths:     paths,
+			ErrorIfCRDPathMissing: true,
+			WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(framework.RepoRoot(), "kustomize", "webhook")}},
+		}
+		cfg, err := env.Start()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+		c, err = client.New(cfg, client.Options{Scheme: scheme.New()})
+		Expect(err).NotTo(HaveOccurred())
+
+		// The operator as its command builds it, from its flags.
+		probePort := freePort()
+		probes = fmt.Sprintf("http://127.0.0.1:%d", probePort)
+		wh := env.WebhookInstallOptions
+		var o app.Options
+		fs := pflag.NewFlagSet("torus-operator", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		Expect(fs.Parse([]string{
+			"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+			"--leader-elect=false", "--install-default-runtimes=false", "--install-monitoring=false",
+			"--webhook-host=" + wh.LocalServingHost, fmt.Sprint("--webhook-port=", wh.LocalServingPort), "--webhook-cert-dir=" + wh.LocalServingCertDir,
+		})).To(Succeed())
+		mgr, err := app.NewManager(cfg, o)
+		Expect(err).NotTo(HaveOccurred(), "the operator must start without JobSet's API")
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		DeferCleanup(func() {
+			cancel()
+			Eventually(done, time.Minute).Should(Receive(BeNil()))
+		})
+
+		installJobSet = func() {
+			_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{jobSetCRDs}, ErrorIfPathMissing: true})
+			Expect(err).NotTo(HaveOccurred())
+		}
+	})
+
+	It("serves its webhooks and is ready for them, saying what its controllers wait for", func() {
+		Eventually(probe("/readyz/webhook"), framework.Timeout, framework.Interval).Should(Equal("200 ok"))
+		Expect(probe("/readyz/controllers")()).To(And(HavePrefix("500"),
+			ContainSubstring("waiting for the API server to serve JobSet (jobset.x-k8s.io/v1alpha2): install it; the controllers start once it is served")))
+		Expect(probe("/healthz")()).To(Equal("200 ok"), "a live operator waiting for an API must not be restarted")
+
+		rt, err := samples.Runtime("torus-openmpi")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Create(ctx, rt)).To(Succeed())
+		tooBig := &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: "default"},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: rt.Name},
+				Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](mpi.AbsoluteMaxNodes + 1)}},
+		}
+		err = c.Create(ctx, tooBig)
+		Expect(err).To(HaveOccurred(), "the webhook admits what it must refuse")
+		Expect(err.Error()).To(ContainSubstring("numNodes"))
+		Expect(c.Create(ctx, &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "early", Namespace: "default"},
+			Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: rt.Name}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](2)}},
+		})).To(Succeed())
+	})
+
+	It("starts its controllers once JobSet is installed, and runs the job that waited", func() {
+		installJobSet()
+		Eventually(probe("/readyz/controllers"), 2*time.Minute, framework.Interval).Should(Equal("200 ok"))
+		Eventually(func() error {
+			return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: mpi.JobSetName("early")}, &jobsetv1alpha2.JobSet{})
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func() error {
+			return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: mpi.SSHSecretName("early")}, &corev1.Secret{})
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	})
+})
+
+// installJobSet installs JobSet's CRDs into the suite's API server.
+var installJobSet func()
