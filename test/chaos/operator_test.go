@@ -23,6 +23,8 @@ type operatorProcess struct {
 	// leaseNamespace, when set, has the operator elect a leader there, as
 	// its Deployment's replicas do.
 	leaseNamespace string
+	// kubeconfig, when set, replaces the suite's admin kubeconfig.
+	kubeconfig string
 }
 
 func freePort() int {
@@ -50,7 +52,11 @@ func (o *operatorProcess) start() {
 		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
 		"--install-default-runtimes=false", "--install-monitoring=false",
 		"--webhook-host="+host, fmt.Sprint("--webhook-port=", port), "--webhook-cert-dir="+certDir)...)
-	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	kc := kubeconfig
+	if o.kubeconfig != "" {
+		kc = o.kubeconfig
+	}
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 	o.cmd.Stdout, o.cmd.Stderr = log, log
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	Expect(o.cmd.Start()).To(Succeed())
