@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,12 +91,12 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	if job.LauncherRunsRanks {
 		job.Workers = max(job.NumNodes-1, 1)
 	}
-	if port, ok := firstAnnotation(AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
-		p, err := strconv.ParseInt(port, 10, 32)
-		if err != nil || p < 1024 || p > 65535 {
-			return nil, fmt.Errorf("annotation %s=%q: set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)", AnnotationSSHPort, port)
+	if v, ok := firstAnnotation(AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
+		p, err := parseSSHPort(v)
+		if err != nil {
+			return nil, err
 		}
-		job.SSH.Port = int32(p)
+		job.SSH.Port = p
 	}
 	if v, ok := firstAnnotation(AnnotationSSHKeyAlgorithm, tj.Annotations, rt.Annotations); ok {
 		alg, err := ParseKeyAlgorithm(v)
@@ -107,9 +106,9 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		job.SSH.KeyAlgorithm = alg
 	}
 	if v, ok := firstAnnotation(AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("annotation %s=%q: set it to a positive duration such as 10m or 90s", AnnotationSchedulingTimeout, v)
+		d, err := parseSchedulingTimeout(v)
+		if err != nil {
+			return nil, err
 		}
 		job.SchedulingTimeout = d
 	}

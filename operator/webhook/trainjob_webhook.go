@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,6 +106,21 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 	return nil, invalid(tj, errs)
 }
 
+// annotationErrors reports the Torus annotations with bad values
+// (mpi.CheckAnnotations) at path, keyed by annotation, in a stable order.
+func annotationErrors(annotations map[string]string, path *field.Path, prefix string) field.ErrorList {
+	bad := mpi.CheckAnnotations(annotations)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(bad)) {
+		p := path
+		if prefix == "" {
+			p = path.Key(k)
+		}
+		errs = append(errs, field.Invalid(p, annotations[k], prefix+bad[k].Error()))
+	}
+	return errs
+}
+
 func invalid(tj *trainer.TrainJob, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
@@ -140,8 +157,17 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 			}
 		}
 	}
+	if t := tj.Spec.Trainer; t != nil && t.Image != nil {
+		if _, err := name.ParseReference(*t.Image); err != nil {
+			errs = append(errs, field.Invalid(trainerPath.Child("image"), *t.Image,
+				fmt.Sprintf("not an image reference (%v): set it to one such as registry.example.com/team/mpi-app:1.0, or leave it out for the runtime's", err)))
+		}
+	}
+	errs = append(errs, annotationErrors(tj.Annotations, field.NewPath("metadata", "annotations"), "")...)
 	errs = append(errs, validateUnsupportedJobFields(tj)...)
 	errs = append(errs, validateMPIRuntime(rt, field.NewPath("spec", "runtimeRef"))...)
+	// A runtime admitted before its annotations were checked.
+	errs = append(errs, annotationErrors(rt.Annotations, field.NewPath("spec", "runtimeRef"), fmt.Sprintf("%s %s: ", rt.Kind, rt.Name))...)
 	if len(errs) > 0 {
 		return errs
 	}

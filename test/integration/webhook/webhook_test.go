@@ -78,6 +78,55 @@ var _ = Describe("Admission", Ordered, func() {
 			return tj
 		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Forbidden",
 			"set this in the runtime instead (runtime patch of example.com/tuner)"),
+		// The bad-input catalog: what a careless or hostile user may send.
+		Entry("an SSH port that is not a number", annotated(mpi.AnnotationSSHPort, "x"),
+			`metadata.annotations[torus-mpi.io/ssh-port]: Invalid value: "x": annotation torus-mpi.io/ssh-port="x": set it to a port number between 1024 and 65535`),
+		Entry("an SSH port a non-root sshd cannot bind", annotated(mpi.AnnotationSSHPort, "22"),
+			`annotation torus-mpi.io/ssh-port="22": set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)`),
+		Entry("an SSH port beyond 65535", annotated(mpi.AnnotationSSHPort, "70000"), `torus-mpi.io/ssh-port="70000": set it to a port number between 1024 and 65535`),
+		Entry("a scheduling timeout that is no duration", annotated(mpi.AnnotationSchedulingTimeout, "banana"),
+			`annotation torus-mpi.io/scheduling-timeout="banana": set it to a positive duration such as 10m or 90s`),
+		Entry("a negative scheduling timeout", annotated(mpi.AnnotationSchedulingTimeout, "-5m"), `torus-mpi.io/scheduling-timeout="-5m": set it to a positive duration`),
+		Entry("a topology that is no node label", annotated(mpi.AnnotationTopology, "not a label!"),
+			`annotation torus-mpi.io/topology="not a label!": set it to the node label whose domain all pods must share, such as cloud.provider.com/topology-rack`),
+		Entry("keep-ssh-keys neither true nor false", annotated(mpi.AnnotationKeepSSHKeys, "maybe"),
+			`annotation torus-mpi.io/keep-ssh-keys="maybe": set it to "true" to keep a finished job's SSH Secret, or remove it`),
+		Entry("an SSH key type OpenSSH no longer takes", annotated(mpi.AnnotationSSHKeyAlgorithm, "dsa"),
+			`unknown SSH key algorithm "dsa": use ed25519, ecdsa-p256, ecdsa-p384 (FIPS) or rsa-3072 (FIPS)`),
+		Entry("a network profile name no object can have", annotated(mpi.AnnotationNetworkProfile, "Not_A_Name"),
+			`annotation torus-mpi.io/network-profile="Not_A_Name": set it to the name of an MPINetworkProfile`),
+		Entry("an MPICH variable Torus sets", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("hydra", ns).RuntimeRef("wh-openmpi").Env("HYDRA_HOST_FILE", "/tmp/h").Obj()
+		}, "spec.trainer.env[0].name: Forbidden: HYDRA_HOST_FILE is set by Torus"),
+		Entry("another job's private key as an environment variable", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("thief", ns).RuntimeRef("wh-openmpi").Env("X", "1").Obj()
+			tj.Spec.Trainer.Env = append(tj.Spec.Trainer.Env, corev1.EnvVar{Name: "KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "victim-mpi-ssh"}, Key: "id_ed25519"}}})
+			return tj
+		}, `spec.trainer.env[1].valueFrom.secretKeyRef.name: Forbidden: Secret "victim-mpi-ssh" holds an MPI job's SSH keys, which only that job's own pods receive`),
+		Entry("a namespaced runtime that does not exist", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("nsruntime", ns).NamespacedRuntimeRef("nope").Obj()
+		}, `spec.runtimeRef: Invalid value: "nope": TrainingRuntime "nope" not found: create it, or set spec.runtimeRef to an existing runtime`),
+		Entry("an empty image", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("noimage", ns).RuntimeRef("wh-openmpi").Image("").Obj()
+		}, `spec.trainer.image: Invalid value: "": not an image reference`, "or leave it out for the runtime's"),
+		Entry("an image name with a space", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("spaced", ns).RuntimeRef("wh-openmpi").Image("bad image:tag").Obj()
+		}, `spec.trainer.image: Invalid value: "bad image:tag": not an image reference`),
+		Entry("a negative deadline, refused by the CRD schema", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("deadline", ns).RuntimeRef("wh-openmpi").ActiveDeadlineSeconds(-1).Obj()
+		}, "spec.activeDeadlineSeconds: Invalid value: -1", "should be greater than or equal to 1"),
+		Entry("a runtime patch that relabels pods into another job", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("relabel", ns).RuntimeRef("wh-openmpi").Obj()
+			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/x", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+					Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+						Metadata: &metav1.ObjectMeta{Labels: map[string]string{mpi.LabelJobName: "victim"}},
+					}}},
+				}}}},
+			}}}
+			return tj
+		}, "template.metadata.labels[torus-mpi.io/job-name]: Forbidden: keys under torus-mpi.io/ are Torus's"),
 	)
 
 	DescribeTable("rejects MPI runtimes Torus cannot run, saying how",
@@ -102,6 +151,24 @@ var _ = Describe("Admission", Ordered, func() {
 			`spec.mlPolicy.numNodes: Invalid value: 2147483647: must be at most 65536`),
 		Entry("a pod group policy, where Kueue gang-schedules MPI jobs", withPodGroupPolicy(wrappers.MakeMPIRuntime("coscheduled", "OpenMPI").Obj()),
 			"spec.podGroupPolicy: Forbidden: Torus gang-schedules MPI jobs through Kueue"),
+		Entry("a relative SSH directory", withSSHPath(wrappers.MakeMPIRuntime("relative", "OpenMPI").Obj(), "ssh"),
+			`spec.mlPolicy.mpi.sshAuthMountPath: Invalid value: "ssh"`, "set it to a clean absolute directory path"),
+		Entry("the root directory as SSH directory", withSSHPath(wrappers.MakeMPIRuntime("rootdir", "OpenMPI").Obj(), "/"),
+			`spec.mlPolicy.mpi.sshAuthMountPath: Invalid value: "/"`),
+		Entry("an SSH directory that climbs out", withSSHPath(wrappers.MakeMPIRuntime("climb", "OpenMPI").Obj(), "/home/../etc"),
+			`spec.mlPolicy.mpi.sshAuthMountPath: Invalid value: "/home/../etc"`),
+		Entry("port 0 for every job's sshd", wrappers.MakeMPIRuntime("port0", "OpenMPI").Annotation(mpi.AnnotationSSHPort, "0").Obj(),
+			`metadata.annotations[torus-mpi.io/ssh-port]: Invalid value: "0"`, "set it to a port number between 1024 and 65535"),
+		Entry("a scheduling timeout of forever", wrappers.MakeMPIRuntime("forever", "OpenMPI").Annotation(mpi.AnnotationSchedulingTimeout, "forever").Obj(),
+			`metadata.annotations[torus-mpi.io/scheduling-timeout]: Invalid value: "forever"`),
+		Entry("RSA keys too short for FIPS", wrappers.MakeMPIRuntime("rsa1024", "OpenMPI").Annotation(mpi.AnnotationSSHKeyAlgorithm, "rsa-1024").Obj(),
+			`unknown SSH key algorithm "rsa-1024"`),
+		Entry("a topology that is no node label", wrappers.MakeMPIRuntime("topology", "OpenMPI").Annotation(mpi.AnnotationTopology, "??").Obj(),
+			`metadata.annotations[torus-mpi.io/topology]: Invalid value: "??"`),
+		Entry("no ranks per node", withProcsPerNode(wrappers.MakeMPIRuntime("noprocs", "OpenMPI").Obj(), 0),
+			"spec.mlPolicy.mpi.numProcPerNode: Invalid value: 0: must be at least 1"),
+		Entry("no nodes", withNumNodes(wrappers.MakeMPIRuntime("nonodes", "OpenMPI").Obj(), 0),
+			"spec.mlPolicy.numNodes: Invalid value: 0: must be at least 1"),
 	)
 
 	It("rejects a runtime whose node job has no node container", func() {
@@ -185,6 +252,18 @@ var _ = Describe("Network samples", func() {
 
 func withSSHPath(rt *trainer.ClusterTrainingRuntime, p string) *trainer.ClusterTrainingRuntime {
 	rt.Spec.MLPolicy.MPI.SSHAuthMountPath = &p
+	return rt
+}
+
+// annotated is a TrainJob of the admission runtime with one annotation.
+func annotated(key, value string) func(ns string) *trainer.TrainJob {
+	return func(ns string) *trainer.TrainJob {
+		return wrappers.MakeTrainJob("annotated", ns).RuntimeRef("wh-openmpi").Annotation(key, value).Obj()
+	}
+}
+
+func withProcsPerNode(rt *trainer.ClusterTrainingRuntime, n int32) *trainer.ClusterTrainingRuntime {
+	rt.Spec.MLPolicy.MPI.NumProcPerNode = &n
 	return rt
 }
 
