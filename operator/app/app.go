@@ -182,7 +182,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	} else {
 		log := ctrl.Log.WithName("setup")
 		log.Info("JobSet's API is not served: the webhooks serve, the controllers start once JobSet is installed", "kind", jobSet.String())
-		if err := mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), jobSet, apiPollInterval, controllers, log, setupControllers)); err != nil {
+		if err := mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), jobSet, apiPollInterval, controllers, log,
+			func(context.Context) error { return setupControllers() })); err != nil {
 			return nil, fmt.Errorf("adding the controllers' start: %w", err)
 		}
 	}

@@ -28,7 +28,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	if ads <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
 		return 0, false, nil
 	}
-	start, queued := trainjob.LastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	start, queued := trainjob.LastStart(s.tj, r.kueue.Load() && r.build.Queued(s.tj))
 	if queued {
 		// The admission's status write brings the job back.
 		return 0, false, nil
@@ -77,7 +77,7 @@ func (r *TrainJobReconciler) checkSchedulingTimeout(s *scope) time.Duration {
 	if running != nil && (running.Status == metav1.ConditionTrue || running.Reason != trainjob.ReasonPending && running.Reason != trainjob.ReasonPodProblem) {
 		return 0
 	}
-	start, queued := trainjob.LastStart(s.tj, r.kueue && r.build.Queued(s.tj))
+	start, queued := trainjob.LastStart(s.tj, r.kueue.Load() && r.build.Queued(s.tj))
 	if queued {
 		return 0
 	}

@@ -19,9 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -211,13 +213,18 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		b = opts.Upstream.Watch(b, mgr)
 	}
 	if kueueServed {
-		r.kueue = true
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {
 			return fmt.Errorf("indexing Kueue workloads: %w", err)
 		}
 		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))
+		r.kueue.Store(true)
 	}
-	return b.
+	// Jobs queued before Kueue was installed are looked at again once it is.
+	kick := make(chan event.GenericEvent)
+	if !kueueServed {
+		b = b.WatchesRawSource(source.Channel(kick, &handler.EnqueueRequestForObject{}))
+	}
+	c, err := b.
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
 		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet))).
@@ -229,8 +236,42 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		Complete(r)
+		Build(r)
+	if err != nil || kueueServed {
+		return err
+	}
+	// Kueue installed after the operator started: watch its workloads from
+	// then on (the controller takes watches while it runs), rather than
+	// leave queued jobs without a word until the operator restarts.
+	workloads := kueue.SchemeGroupVersion.WithKind("Workload")
+	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), workloads, kueuePollInterval, &startup.Gate{}, mgr.GetLogger().WithName("kueue"), func(ctx context.Context) error {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {
+			return fmt.Errorf("indexing Kueue workloads: %w", err)
+		}
+		if err := c.Watch(source.Kind[client.Object](mgr.GetCache(), &kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))); err != nil {
+			return fmt.Errorf("watching Kueue workloads: %w", err)
+		}
+		r.kueue.Store(true)
+		var queued trainer.TrainJobList
+		if err := mgr.GetClient().List(ctx, &queued, client.HasLabels{mpi.KueueQueueLabel}); err != nil {
+			return fmt.Errorf("listing queued TrainJobs: %w", err)
+		}
+		go func() {
+			for i := range queued.Items {
+				select {
+				case kick <- event.GenericEvent{Object: &queued.Items[i]}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return nil
+	}))
 }
+
+// kueuePollInterval is how often an operator started without Kueue looks
+// whether it was installed since.
+const kueuePollInterval = 30 * time.Second
 
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.
 func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -44,9 +45,9 @@ type TrainJobReconciler struct {
 	maxNodes int32
 	// keyAlgorithm is the type of the keys of jobs that choose none.
 	keyAlgorithm mpi.KeyAlgorithm
-	// kueue is true when Kueue's Workload API is served, so waiting jobs
-	// can say why they wait.
-	kueue bool
+	// kueue is true once Kueue's Workload API is served (at start, or
+	// when Kueue is installed later), so waiting jobs can say why they wait.
+	kueue atomic.Bool
 	// deadlineWarned maps a TrainJob to the run last warned about its
 	// deadline, so that each run gets one warning; it forgets deleted jobs.
 	deadlineWarned sync.Map
@@ -345,7 +346,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 			}
 		}
 	}
-	if r.kueue && r.build.Queued(s.tj) && s.jobSet != nil {
+	if r.kueue.Load() && r.build.Queued(s.tj) && s.jobSet != nil {
 		wl, err := r.getWorkload(ctx, s)
 		if err != nil {
 			return 0, err

@@ -32,6 +32,8 @@ type Task struct {
 	Log  logr.Logger
 	// Backoff paces retries; zero means DefaultBackoff.
 	Backoff wait.Backoff
+	// Quiet logs the retries at V(1): waiting is the expected state.
+	Quiet bool
 }
 
 // NeedLeaderElection: one replica does the work.
@@ -49,7 +51,11 @@ func (t *Task) Start(ctx context.Context) error {
 			if errors.As(err, &p) {
 				return false, p.err
 			}
-			t.Log.Info("Not done yet; retrying", "what", t.What, "error", err.Error())
+			log := t.Log
+			if t.Quiet {
+				log = log.V(1)
+			}
+			log.Info("Not done yet; retrying", "what", t.What, "error", err.Error())
 			return false, nil
 		}
 		return true, nil
@@ -157,14 +163,15 @@ func (g *Gate) Check(*http.Request) error {
 // serves a kind and then runs start (which may add controllers to the
 // running manager), holding gate shut until then.
 func WhenServed(mapper meta.RESTMapper, kind schema.GroupVersionKind, every time.Duration, gate *Gate, log logr.Logger,
-	start func() error) *Task {
+	start func(context.Context) error) *Task {
 	gate.Wait(fmt.Sprintf("waiting for the API server to serve %s (%s): install it; the controllers start once it is served", kind.Kind, kind.GroupVersion()))
 	return &Task{
-		What: "starting the controllers that need " + kind.Kind,
-		Log:  log,
+		What:  "starting what needs " + kind.Kind,
+		Log:   log,
+		Quiet: true,
 		// Poll evenly: the wait ends when an administrator installs it.
 		Backoff: wait.Backoff{Duration: every, Factor: 1, Steps: 1 << 30},
-		Do: func(context.Context) error {
+		Do: func(ctx context.Context) error {
 			ok, err := Served(mapper, kind.GroupKind(), kind.Version)
 			if err != nil {
 				return err
@@ -172,12 +179,12 @@ func WhenServed(mapper meta.RESTMapper, kind schema.GroupVersionKind, every time
 			if !ok {
 				return fmt.Errorf("%s (%s) is not served yet", kind.Kind, kind.GroupVersion())
 			}
-			if err := start(); err != nil {
+			if err := start(ctx); err != nil {
 				// Not retried: set-up errors are the operator's own.
 				return permanent{err}
 			}
 			gate.Open()
-			log.Info("API served; controllers started", "kind", kind.String())
+			log.Info("API served; what waited for it has started", "kind", kind.String())
 			return nil
 		},
 	}

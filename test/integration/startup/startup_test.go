@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 	"github.com/torus-mpi/torus/operator/app"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -59,16 +61,20 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 	}
 
 	BeforeAll(func() {
-		var jobSetCRDs string
+		var jobSetCRDs, kueueCRDs string
 		var paths []string
 		for _, p := range framework.CRDPaths() {
-			if strings.Contains(p, "sigs.k8s.io/jobset") {
+			switch {
+			case strings.Contains(p, "sigs.k8s.io/jobset"):
 				jobSetCRDs = p
-				continue
+			case strings.Contains(p, "sigs.k8s.io/kueue"):
+				kueueCRDs = p
+			default:
+				paths = append(paths, p)
 			}
-			paths = append(paths, p)
 		}
 		Expect(jobSetCRDs).NotTo(BeEmpty())
+		Expect(kueueCRDs).NotTo(BeEmpty())
 		env = &envtest.Environment{
 			CRDDirectoryPaths:     paths,
 			ErrorIfCRDPathMissing: true,
@@ -102,10 +108,13 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 			Eventually(done, time.Minute).Should(Receive(BeNil()))
 		})
 
-		installJobSet = func() {
-			_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{jobSetCRDs}, ErrorIfPathMissing: true})
-			Expect(err).NotTo(HaveOccurred())
+		install := func(path string) func() {
+			return func() {
+				_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{path}, ErrorIfPathMissing: true})
+				Expect(err).NotTo(HaveOccurred())
+			}
 		}
+		installJobSet, installKueue = install(jobSetCRDs), install(kueueCRDs)
 	})
 
 	It("serves its webhooks and is ready for them, saying what its controllers wait for", func() {
@@ -141,7 +150,34 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 			return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: mpi.SSHSecretName("early")}, &corev1.Secret{})
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
+
+	It("takes up Kueue once it is installed: a job queued before then says it waits for Kueue", func() {
+		queued := &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "queued", Namespace: "default", Labels: map[string]string{mpi.KueueQueueLabel: "team"}},
+			Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](2)}},
+		}
+		Expect(c.Create(ctx, queued)).To(Succeed())
+		Eventually(func() error {
+			return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: mpi.JobSetName("queued")}, &jobsetv1alpha2.JobSet{})
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(meta.FindStatusCondition(getJob(c, queued).Status.Conditions, trainjob.ConditionAdmitted)).To(BeNil(), "no Kueue yet: nothing to wait for")
+
+		installKueue()
+		// The operator looks for Kueue every 30s.
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(getJob(c, queued).Status.Conditions, trainjob.ConditionAdmitted)
+		}, 2*time.Minute, time.Second).Should(And(Not(BeNil()),
+			HaveField("Message", `Waiting for Kueue to queue the job in LocalQueue "team"`)))
+	})
 })
 
-// installJobSet installs JobSet's CRDs into the suite's API server.
-var installJobSet func()
+func getJob(c client.Client, tj *trainer.TrainJob) *trainer.TrainJob {
+	GinkgoHelper()
+	var got trainer.TrainJob
+	Expect(c.Get(context.Background(), client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+	return &got
+}
+
+// installJobSet and installKueue install JobSet's and Kueue's CRDs into the
+// suite's API server.
+var installJobSet, installKueue func()
