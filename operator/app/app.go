@@ -66,7 +66,10 @@ type Options struct {
 	// InstallMonitoring applies a ServiceMonitor and the alerts where the
 	// Prometheus Operator's API is served.
 	InstallMonitoring bool
-	Zap               zap.Options
+	// WatchPodCreationFailures watches the Job controller's FailedCreate
+	// events, which explain pods a quota or policy refused.
+	WatchPodCreationFailures bool
+	Zap                      zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -97,6 +100,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
 		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
+	fs.BoolVar(&o.WatchPodCreationFailures, "watch-pod-creation-failures", true,
+		"Watch the Job controller's FailedCreate events, so that a job whose pods a ResourceQuota, LimitRange, Pod Security or an SCC refused says so (one watch, filtered by the API server).")
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
 		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
 			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
@@ -166,6 +171,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			KueueTrainJobIntegration: o.KueueTrainJobIntegration,
 			MaxNodes:                 o.MaxNodes,
 			SSHKeyAlgorithm:          keyAlgorithm,
+
+			IgnorePodCreationFailures: !o.WatchPodCreationFailures,
 		})
 	}
 	// Without JobSet's API the controllers cannot watch JobSets, but the

@@ -63,6 +63,10 @@ type Options struct {
 	// SSHKeyAlgorithm is the type of jobs' SSH keys where neither a job
 	// nor its runtime chooses one (zero: mpi.DefaultKeyAlgorithm).
 	SSHKeyAlgorithm mpi.KeyAlgorithm
+	// IgnorePodCreationFailures leaves out the watch on the Job
+	// controller's FailedCreate events (pods a quota, LimitRange or Pod
+	// Security refused): jobs then wait without saying why.
+	IgnorePodCreationFailures bool
 	// Upstream reconciles the TrainJobs that are not MPI as upstream
 	// Trainer does (upstream.New); nil leaves them Created=False.
 	Upstream *upstream.Framework
@@ -219,6 +223,10 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		b = b.Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToTrainJob))
 		r.kueue.Store(true)
 	}
+	if !opts.IgnorePodCreationFailures {
+		b = b.Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(eventToTrainJob))
+		r.podCreationFailures = true
+	}
 	// Jobs queued before Kueue was installed are looked at again once it is.
 	kick := make(chan event.GenericEvent)
 	if !kueueServed {
@@ -232,7 +240,6 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Owns(&corev1.ConfigMap{}, builder.WithPredicates(r.expectedCreate(childConfigMap))).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
-		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(eventToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).

@@ -48,6 +48,9 @@ type TrainJobReconciler struct {
 	// kueue is true once Kueue's Workload API is served (at start, or
 	// when Kueue is installed later), so waiting jobs can say why they wait.
 	kueue atomic.Bool
+	// podCreationFailures: the Job controller's FailedCreate events are
+	// watched and explain jobs whose pods were refused.
+	podCreationFailures bool
 	// deadlineWarned maps a TrainJob to the run last warned about its
 	// deadline, so that each run gets one warning; it forgets deleted jobs.
 	deadlineWarned sync.Map
@@ -362,7 +365,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
 	s.pods = pods.Items
-	if s.jobSet != nil && !trainjob.Finished(s.tj) {
+	if r.podCreationFailures && s.jobSet != nil && !trainjob.Finished(s.tj) {
 		// Pods the API server refused to create (a quota, a LimitRange,
 		// Pod Security): only the Job controller's events say so.
 		var events corev1.EventList
