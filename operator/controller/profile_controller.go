@@ -14,9 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
@@ -86,19 +88,33 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // served (a NAD appearing makes its profiles Ready).
 func setupProfileController(mgr ctrl.Manager, nadServed bool) error {
 	r := &ProfileReconciler{client: mgr.GetClient()}
+	allProfiles := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list torusv1alpha1.MPINetworkProfileList
+		if err := r.client.List(ctx, &list); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	})
 	b := ctrl.NewControllerManagedBy(mgr).Named("mpinetworkprofile").For(&torusv1alpha1.MPINetworkProfile{})
 	if nadServed {
-		b = b.Watches(&nadv1.NetworkAttachmentDefinition{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			var list torusv1alpha1.MPINetworkProfileList
-			if err := r.client.List(ctx, &list); err != nil {
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(list.Items))
-			for i := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-			}
-			return reqs
-		}))
+		b = b.Watches(&nadv1.NetworkAttachmentDefinition{}, allProfiles)
 	}
-	return b.Complete(r)
+	c, err := b.Build(r)
+	if err != nil || nadServed {
+		return err
+	}
+	// Multus installed after the operator started: watch its
+	// NetworkAttachmentDefinitions from then on. Their initial list checks
+	// every profile again (those made before say the NADs are missing).
+	nads := nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition")
+	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), nads, optionalAPIPollInterval, &startup.Gate{}, mgr.GetLogger().WithName("multus"), func(context.Context) error {
+		if err := c.Watch(source.Kind[client.Object](mgr.GetCache(), &nadv1.NetworkAttachmentDefinition{}, allProfiles)); err != nil {
+			return fmt.Errorf("watching NetworkAttachmentDefinitions: %w", err)
+		}
+		return nil
+	}))
 }

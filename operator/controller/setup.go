@@ -251,7 +251,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	// then on (the controller takes watches while it runs), rather than
 	// leave queued jobs without a word until the operator restarts.
 	workloads := kueue.SchemeGroupVersion.WithKind("Workload")
-	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), workloads, kueuePollInterval, &startup.Gate{}, mgr.GetLogger().WithName("kueue"), func(ctx context.Context) error {
+	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), workloads, optionalAPIPollInterval, &startup.Gate{}, mgr.GetLogger().WithName("kueue"), func(ctx context.Context) error {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {
 			return fmt.Errorf("indexing Kueue workloads: %w", err)
 		}
@@ -276,9 +276,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	}))
 }
 
-// kueuePollInterval is how often an operator started without Kueue looks
-// whether it was installed since.
-const kueuePollInterval = 30 * time.Second
+// optionalAPIPollInterval is how often an operator started without Kueue (or
+// Multus) looks whether it was installed since.
+const optionalAPIPollInterval = 30 * time.Second
 
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.
 func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/app"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
@@ -39,7 +41,7 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-var _ = Describe("An operator started before JobSet is installed", Ordered, func() {
+var _ = Describe("An operator started before JobSet, Kueue and Multus are installed", Ordered, func() {
 	var (
 		env    *envtest.Environment
 		c      client.Client
@@ -61,7 +63,7 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 	}
 
 	BeforeAll(func() {
-		var jobSetCRDs, kueueCRDs string
+		var jobSetCRDs, kueueCRDs, nadCRDs string
 		var paths []string
 		for _, p := range framework.CRDPaths() {
 			switch {
@@ -69,12 +71,15 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 				jobSetCRDs = p
 			case strings.Contains(p, "sigs.k8s.io/kueue"):
 				kueueCRDs = p
+			case strings.Contains(p, "network-attachment-definition-client"):
+				nadCRDs = p
 			default:
 				paths = append(paths, p)
 			}
 		}
 		Expect(jobSetCRDs).NotTo(BeEmpty())
 		Expect(kueueCRDs).NotTo(BeEmpty())
+		Expect(nadCRDs).NotTo(BeEmpty())
 		env = &envtest.Environment{
 			CRDDirectoryPaths:     paths,
 			ErrorIfCRDPathMissing: true,
@@ -114,7 +119,7 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 				Expect(err).NotTo(HaveOccurred())
 			}
 		}
-		installJobSet, installKueue = install(jobSetCRDs), install(kueueCRDs)
+		installJobSet, installKueue, installNADs = install(jobSetCRDs), install(kueueCRDs), install(nadCRDs)
 	})
 
 	It("serves its webhooks and is ready for them, saying what its controllers wait for", func() {
@@ -169,6 +174,29 @@ var _ = Describe("An operator started before JobSet is installed", Ordered, func
 		}, 2*time.Minute, time.Second).Should(And(Not(BeNil()),
 			HaveField("Message", `Waiting for Kueue to queue the job in LocalQueue "team"`)))
 	})
+
+	It("takes up Multus once it is installed: a profile made before finds its NetworkAttachmentDefinition", func() {
+		profile := &torusv1alpha1.MPINetworkProfile{
+			ObjectMeta: metav1.ObjectMeta{Name: "ib"},
+			Spec:       torusv1alpha1.MPINetworkProfileSpec{Networks: []torusv1alpha1.NetworkAttachment{{Name: "ib-sriov", Namespace: "default"}}},
+		}
+		Expect(c.Create(ctx, profile)).To(Succeed())
+		ready := func() *metav1.Condition {
+			var got torusv1alpha1.MPINetworkProfile
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(profile), &got)).To(Succeed())
+			return meta.FindStatusCondition(got.Status.Conditions, "Ready")
+		}
+		Eventually(ready, framework.Timeout, framework.Interval).Should(And(Not(BeNil()),
+			HaveField("Message", ContainSubstring("NetworkAttachmentDefinition default/ib-sriov does not exist"))))
+
+		installNADs()
+		Eventually(func() error {
+			return c.Create(ctx, &nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Name: "ib-sriov", Namespace: "default",
+				Annotations: map[string]string{mpi.NADResourceName: "nvidia.com/mlnx_ib"}}})
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		// The operator looks for Multus every 30s.
+		Eventually(ready, 2*time.Minute, time.Second).Should(HaveField("Status", metav1.ConditionTrue))
+	})
 })
 
 func getJob(c client.Client, tj *trainer.TrainJob) *trainer.TrainJob {
@@ -178,6 +206,6 @@ func getJob(c client.Client, tj *trainer.TrainJob) *trainer.TrainJob {
 	return &got
 }
 
-// installJobSet and installKueue install JobSet's and Kueue's CRDs into the
-// suite's API server.
-var installJobSet, installKueue func()
+// installJobSet, installKueue and installNADs install JobSet's, Kueue's and
+// Multus's CRDs into the suite's API server.
+var installJobSet, installKueue, installNADs func()
