@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"time"
+
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -96,6 +98,32 @@ var _ = Describe("Waiting", func() {
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Message", MatchRegexp(`^worker-\d \(ranks? [\d-]+\) Unschedulable: the scheduler says: 0/\d+ nodes are available: .*Insufficient nvidia.com/gpu`)),
 		))
+	})
+})
+
+var _ = Describe("Scheduling timeout", func() {
+	It("through Kueue: counts from admission, fails the job in the scheduler's words and gives its quota back", func() {
+		ns := newNamespace("schedtimeout")
+		queue := newQueue(ns, 64)
+		// Kueue's quota admits 2 workers of 16 GPUs; no node has more than 8.
+		tj := gpuJob("toobig", ns, queue, 2, 16)
+		tj.Annotations = map[string]string{mpi.AnnotationSchedulingTimeout: "15s"}
+		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
+		Eventually(condition(tj, trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Reason", trainjob.ReasonSchedulingTimeout),
+			HaveField("Message", MatchRegexp(`Not all ranks ran within the scheduling timeout of 15s since the job started \(.*\); it waited for: worker-\d \(ranks? [\d-]+\) Unschedulable: the scheduler says: 0/\d+ nodes are available`)),
+		))
+		// Its start is Kueue's admission: the time it queued does not count.
+		admitted := condition(tj, trainjob.ConditionAdmitted)(Default).LastTransitionTime
+		Expect(condition(tj, trainer.TrainJobFailed)(Default).Message).To(ContainSubstring(admitted.UTC().Format(time.RFC3339)))
+		Eventually(func(g Gomega) {
+			var q kueue.ClusterQueue
+			// framework.NewQueue names the ClusterQueue after the namespace.
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &q)).To(Succeed())
+			g.Expect(q.Status.AdmittedWorkloads).To(BeZero(), "the job's quota is given back")
+		}, timeout, interval).Should(Succeed())
 	})
 })
 
