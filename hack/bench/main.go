@@ -65,7 +65,7 @@ func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")
 	sizes := fs.String("n", "100,500,1000", "numbers of TrainJobs, comma-separated")
-	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50")
+	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
 	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
 	big := fs.Int("big-workers", 4096, "workers of the single large TrainJob; 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
@@ -202,6 +202,9 @@ func run(ctx context.Context, o options, quick bool) (err error) {
 	// others', so a change of the machine's load hits them alike.
 	for _, n := range o.sizes {
 		for _, c := range o.contenders {
+			if c.LargestOnly && n != largest {
+				continue
+			}
 			r := measureOne(ctx, o, bins, crds, c, n, n == largest, n == smallest)
 			rep.results = append(rep.results, r)
 			logf("%s", r.summary())
