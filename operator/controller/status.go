@@ -235,17 +235,22 @@ func podsMissing(pods []corev1.Pod, job *mpi.Job) bool {
 	return launchers == 0 || workers < job.Workers
 }
 
-// launcherRuns reports whether the launcher's MPI container runs: a pod in
-// phase Running whose container waits to be restarted (a crash loop under
-// restartPolicy OnFailure) is not running the job.
+// launcherRuns reports whether the launcher's MPI container runs, or ran
+// to success in a pod the kubelet has not marked Succeeded yet. A pod in
+// phase Running whose container failed or waits to be restarted (a crash
+// loop under restartPolicy OnFailure) is not running the job.
 func launcherRuns(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning {
 		return false
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == mpi.TrainerContainer {
-			return cs.State.Running != nil
+		if cs.Name != mpi.TrainerContainer {
+			continue
 		}
+		if t := cs.State.Terminated; t != nil {
+			return t.ExitCode == 0
+		}
+		return cs.State.Running != nil
 	}
 	return false
 }

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+)
+
+// The launcher counts as running from its MPI container's start until the
+// pod succeeds, including the moment the container has exited 0 and the
+// kubelet has not yet marked the pod Succeeded; not while it waits to be
+// restarted.
+func TestRunningState(t *testing.T) {
+	worker := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mpi.LabelRole: mpi.RoleWorker}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	launcher := func(phase corev1.PodPhase, state corev1.ContainerState) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mpi.LabelRole: mpi.RoleLauncher}},
+			Status:     corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer, State: state}}},
+		}
+	}
+	cases := map[string]struct {
+		launcher corev1.Pod
+		want     string
+	}{
+		"running":                         {launcher(corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}), trainjob.ReasonRunning},
+		"exited 0, pod not yet Succeeded": {launcher(corev1.PodRunning, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}), trainjob.ReasonRunning},
+		"succeeded":                       {launcher(corev1.PodSucceeded, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}), trainjob.ReasonRunning},
+		"exited 1, to be restarted":       {launcher(corev1.PodRunning, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}), trainjob.ReasonPending},
+		"backing off":                     {launcher(corev1.PodRunning, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}), trainjob.ReasonPending},
+		"starting":                        {launcher(corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}), trainjob.ReasonPending},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, msg := runningState([]corev1.Pod{worker, tc.launcher}, &mpi.Job{Workers: 1}, nil)
+			if got != tc.want {
+				t.Errorf("runningState = %s (%s), want %s", got, msg, tc.want)
+			}
+		})
+	}
+}
