@@ -43,8 +43,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 		DeferCleanup(op.stop)
 		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 17))
 		op.start()
-		// Through the operator's webhooks.
-		framework.CreateSampleRuntimes(ctx, fw.Client)
+		ensureRuntimes()
 
 		// The JobSet controller's part, which the operator waits for: the
 		// first status of each JobSet, moments after it exists, and later
@@ -127,6 +126,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 		op := &operatorProcess{dir: GinkgoT().TempDir(), leaseNamespace: leases}
 		DeferCleanup(op.stop)
 		op.start()
+		ensureRuntimes()
 		holder := func() string {
 			var lease coordinationv1.Lease
 			if err := fw.Client.Get(ctx, client.ObjectKey{Namespace: leases, Name: "torus-operator.torus-mpi.io"}, &lease); err != nil {
@@ -156,11 +156,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 			var secrets corev1.SecretList
 			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
 			g.Expect(secrets.Items).To(HaveLen(failover))
-			var tjs trainer.TrainJobList
-			g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
-			for _, tj := range tjs.Items {
-				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionCreated)).To(BeTrue(), tj.Name)
-			}
+			allCreated(ns)(g)
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 		var tjs trainer.TrainJobList
 		Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
@@ -168,6 +164,21 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 		expectChildrenOwnedOnce(ns, tjs.Items)
 	})
 })
+
+// ensureRuntimes creates the shipped runtimes once, through the webhooks of
+// the operator a spec started (specs run in random order).
+var ensureRuntimes = sync.OnceFunc(func() { framework.CreateSampleRuntimes(ctx, fw.Client) })
+
+// allCreated checks that every job in ns reports Created=True.
+func allCreated(ns string) func(Gomega) {
+	return func(g Gomega) {
+		var tjs trainer.TrainJobList
+		g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
+		for _, tj := range tjs.Items {
+			g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionCreated)).To(BeTrue(), tj.Name)
+		}
+	}
+}
 
 // expectChildrenOwnedOnce checks that each job has exactly one JobSet and
 // one hostfile ConfigMap (and NetworkPolicy, if any), each controlled by

@@ -27,8 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
-	"github.com/torus-mpi/torus/test/framework"
 )
 
 // fault is what the proxy does to one request instead of passing it on.
@@ -192,7 +190,7 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
 		DeferCleanup(op.stop)
 		op.start()
-		framework.CreateSampleRuntimes(ctx, fw.Client)
+		ensureRuntimes()
 		stopObserving := observeJobSets(ns)
 		DeferCleanup(stopObserving)
 
@@ -200,13 +198,7 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		for i := range n {
 			createRetrying(ns, fmt.Sprintf("job-%03d", i), &refused)
 		}
-		Eventually(func(g Gomega) {
-			var tjs trainer.TrainJobList
-			g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
-			for _, tj := range tjs.Items {
-				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionCreated)).To(BeTrue(), tj.Name)
-			}
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		Eventually(allCreated(ns), 3*time.Minute, 200*time.Millisecond).Should(Succeed())
 		var list trainer.TrainJobList
 		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		for i := range list.Items {

@@ -2,8 +2,6 @@ package chaos_test
 
 import (
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +10,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // operatorProcess runs the operator binary as its Deployment does, with the
@@ -27,19 +28,11 @@ type operatorProcess struct {
 	kubeconfig string
 }
 
-func freePort() int {
-	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // start runs a new operator process and waits until it admits and leads.
 func (o *operatorProcess) start() {
 	GinkgoHelper()
 	host, port, certDir := fw.WebhookServing()
-	probe := freePort()
+	probe := framework.FreePort()
 	log, err := os.OpenFile(filepath.Join(o.dir, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	Expect(err).NotTo(HaveOccurred())
 	defer log.Close()
@@ -61,15 +54,7 @@ func (o *operatorProcess) start() {
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	Expect(o.cmd.Start()).To(Succeed())
 	Eventually(func() error {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probe))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
+		return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probe), nil, "")
 	}, time.Minute, 50*time.Millisecond).Should(Succeed(), "the operator did not become ready; see %s", filepath.Join(o.dir, "operator.log"))
 }
 

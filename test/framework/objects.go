@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -51,4 +52,14 @@ func DecodeFile(path string, into client.Object) {
 	data, err := os.ReadFile(path)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	gomega.Expect(yaml.UnmarshalStrict(data, into)).To(gomega.Succeed(), "decoding %s", filepath.Base(path))
+}
+
+// FreePort is a loopback port nothing listens on, for a server a test
+// starts on this machine.
+func FreePort() int {
+	ginkgo.GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -31,15 +30,6 @@ import (
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )
-
-// freePort is a loopback port nothing listens on.
-func freePort() int {
-	GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 var _ = Describe("An operator started before JobSet, Kueue and Multus are installed", Ordered, func() {
 	var (
@@ -92,7 +82,7 @@ var _ = Describe("An operator started before JobSet, Kueue and Multus are instal
 		Expect(err).NotTo(HaveOccurred())
 
 		// The operator as its command builds it, from its flags.
-		probePort := freePort()
+		probePort := framework.FreePort()
 		probes = fmt.Sprintf("http://127.0.0.1:%d", probePort)
 		wh := env.WebhookInstallOptions
 		var o app.Options
