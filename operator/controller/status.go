@@ -186,8 +186,9 @@ func jobsStatus(js *jobsetv1alpha2.JobSet) []trainer.JobStatus {
 	return out
 }
 
-// runningState is true when the launcher and every worker are up; the
-// message counts them, or says what holds them back.
+// runningState gives ReasonRunning when the launcher and every worker are
+// up, ReasonPodProblem when a pod says why it is not, else ReasonPending;
+// the message counts them, or says what holds them back.
 func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding) (reason, msg string) {
 	var launcherUp bool
 	var workersReady int32
