@@ -111,7 +111,7 @@ func setupProfileController(mgr ctrl.Manager, nadServed bool) error {
 	// NetworkAttachmentDefinitions from then on. Their initial list checks
 	// every profile again (those made before say the NADs are missing).
 	nads := nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition")
-	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), nads, optionalAPIPollInterval, &startup.Gate{}, mgr.GetLogger().WithName("multus"), func(context.Context) error {
+	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), nads, optionalAPIPollInterval, nil, mgr.GetLogger().WithName("multus"), func(context.Context) error {
 		if err := c.Watch(source.Kind[client.Object](mgr.GetCache(), &nadv1.NetworkAttachmentDefinition{}, allProfiles)); err != nil {
 			return fmt.Errorf("watching NetworkAttachmentDefinitions: %w", err)
 		}

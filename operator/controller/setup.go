@@ -251,7 +251,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	// then on (the controller takes watches while it runs), rather than
 	// leave queued jobs without a word until the operator restarts.
 	workloads := kueue.SchemeGroupVersion.WithKind("Workload")
-	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), workloads, optionalAPIPollInterval, &startup.Gate{}, mgr.GetLogger().WithName("kueue"), func(ctx context.Context) error {
+	return mgr.Add(startup.WhenServed(mgr.GetRESTMapper(), workloads, optionalAPIPollInterval, nil, mgr.GetLogger().WithName("kueue"), func(ctx context.Context) error {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &kueue.Workload{}, workloadOwnerKey, indexWorkloadOwner); err != nil {
 			return fmt.Errorf("indexing Kueue workloads: %w", err)
 		}

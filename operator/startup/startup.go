@@ -145,11 +145,20 @@ type Gate struct {
 	waiting atomic.Pointer[string]
 }
 
-// Wait records why the gated part does not run yet.
-func (g *Gate) Wait(reason string) { g.waiting.Store(&reason) }
+// Wait records why the gated part does not run yet; a nil Gate records
+// nothing.
+func (g *Gate) Wait(reason string) {
+	if g != nil {
+		g.waiting.Store(&reason)
+	}
+}
 
 // Open records that the gated part runs.
-func (g *Gate) Open() { g.waiting.Store(nil) }
+func (g *Gate) Open() {
+	if g != nil {
+		g.waiting.Store(nil)
+	}
+}
 
 // Check is a healthz.Checker: an error with the reason while waiting.
 func (g *Gate) Check(*http.Request) error {
@@ -161,7 +170,8 @@ func (g *Gate) Check(*http.Request) error {
 
 // WhenServed is a runnable that, on the leader, waits until the API server
 // serves a kind and then runs start (which may add controllers to the
-// running manager), holding gate shut until then.
+// running manager), holding gate shut until then (nil: an optional API,
+// which holds nothing back).
 func WhenServed(mapper meta.RESTMapper, kind schema.GroupVersionKind, every time.Duration, gate *Gate, log logr.Logger,
 	start func(context.Context) error) *Task {
 	gate.Wait(fmt.Sprintf("waiting for the API server to serve %s (%s): install it; the controllers start once it is served", kind.Kind, kind.GroupVersion()))

@@ -59,7 +59,7 @@ func runtimeInvalid(kind, name string, annotations map[string]string, spec train
 		return nil
 	}
 	errs := validateMPIRuntime(rt, field.NewPath("spec"))
-	errs = append(errs, annotationErrors(annotations, field.NewPath("metadata", "annotations"), "")...)
+	errs = append(errs, annotationErrors(annotations, nil)...)
 	if len(errs) == 0 {
 		return nil
 	}

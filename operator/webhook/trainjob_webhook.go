@@ -107,16 +107,20 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 }
 
 // annotationErrors reports the Torus annotations with bad values
-// (mpi.CheckAnnotations) at path, keyed by annotation, in a stable order.
-func annotationErrors(annotations map[string]string, path *field.Path, prefix string) field.ErrorList {
+// (mpi.CheckAnnotations), in a stable order: an object's own at
+// metadata.annotations[key], or, with a runtime, the runtime's at a
+// TrainJob's spec.runtimeRef (a runtime admitted before its annotations
+// were checked).
+func annotationErrors(annotations map[string]string, runtime *mpi.Runtime) field.ErrorList {
 	bad := mpi.CheckAnnotations(annotations)
 	var errs field.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(bad)) {
-		p := path
-		if prefix == "" {
-			p = path.Key(k)
+		if runtime != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "runtimeRef"), annotations[k],
+				fmt.Sprintf("%s %s: %v", runtime.Kind, runtime.Name, bad[k])))
+			continue
 		}
-		errs = append(errs, field.Invalid(p, annotations[k], prefix+bad[k].Error()))
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(k), annotations[k], bad[k].Error()))
 	}
 	return errs
 }
@@ -163,11 +167,10 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 				fmt.Sprintf("not an image reference (%v): set it to one such as registry.example.com/team/mpi-app:1.0, or leave it out for the runtime's", err)))
 		}
 	}
-	errs = append(errs, annotationErrors(tj.Annotations, field.NewPath("metadata", "annotations"), "")...)
+	errs = append(errs, annotationErrors(tj.Annotations, nil)...)
 	errs = append(errs, validateUnsupportedJobFields(tj)...)
 	errs = append(errs, validateMPIRuntime(rt, field.NewPath("spec", "runtimeRef"))...)
-	// A runtime admitted before its annotations were checked.
-	errs = append(errs, annotationErrors(rt.Annotations, field.NewPath("spec", "runtimeRef"), fmt.Sprintf("%s %s: ", rt.Kind, rt.Name))...)
+	errs = append(errs, annotationErrors(rt.Annotations, rt)...)
 	if len(errs) > 0 {
 		return errs
 	}
