@@ -119,7 +119,7 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 					f.Detail = fmt.Sprintf("container %s could not start: %s", cs.Name, startError(t.Message))
 				}
 				if !f.Terminal {
-					f.Detail += fmt.Sprintf(" and is restarted by the kubelet (restarted %d times)", cs.RestartCount)
+					f.Detail += " and is restarted by the kubelet" + restarts(cs.RestartCount)
 				}
 				if cs.Name == mpi.SSHInitContainer {
 					f.Fix = "the SSH setup failed: the image needs " + strings.Join(mpi.SSHSetupTools, ", ") +
@@ -138,7 +138,7 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				f.Reason, f.Detail = w.Reason, fmt.Sprintf("image %q is not on the node and its pull policy is Never", imageOf(p, cs.Name))
 				f.Fix = "load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime"
 			case "CrashLoopBackOff":
-				f.Reason, f.Detail = w.Reason, fmt.Sprintf("container %s keeps exiting (restarted %d times)", cs.Name, cs.RestartCount)
+				f.Reason, f.Detail = w.Reason, "container "+cs.Name+" keeps exiting"+restarts(cs.RestartCount)
 				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host) + " --previous"
 			case "CreateContainerConfigError", "CreateContainerError":
 				f.Reason, f.Detail = w.Reason, w.Message
@@ -162,6 +162,17 @@ func startError(msg string) string {
 		msg = msg[i+len(runc):]
 	}
 	return strings.TrimSuffix(strings.TrimSpace(msg), ": unknown")
+}
+
+// restarts says how often the kubelet restarted a container, if it did.
+func restarts(n int32) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " (restarted once)"
+	}
+	return fmt.Sprintf(" (restarted %d times)", n)
 }
 
 func logsFlag(host string) string {

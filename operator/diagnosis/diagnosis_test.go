@@ -81,6 +81,24 @@ func TestPods(t *testing.T) {
 			want: []string{"worker-1 (ranks 4-7) Error: container node exited with code 255 and is restarted by the kubelet (restarted 2 times); " +
 				"see kubectl mpi logs pi --worker 1 [pod pi-node-0-1-abcde]"},
 		},
+		"a container that exited once, restarted at once by the kubelet": {
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := worker("1", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}},
+				}}})
+				p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+				return p
+			}()},
+			want: []string{"worker-1 (ranks 4-7) Error: container node exited with code 1 and is restarted by the kubelet; " +
+				"see kubectl mpi logs pi --worker 1 [pod pi-node-0-1-abcde]"},
+		},
+		"a container the kubelet holds back in a crash loop": {
+			pods: []corev1.Pod{worker("0", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "node", RestartCount: 1, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			}}})},
+			want: []string{"worker-0 (ranks 0-3) CrashLoopBackOff: container node keeps exiting (restarted once); " +
+				"see kubectl mpi logs pi --worker 0 --previous [pod pi-node-0-0-abcde]"},
+		},
 		"an SSH setup the container runtime cannot start": {
 			pods: []corev1.Pod{worker("0", corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{
 				Name: mpi.SSHInitContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{

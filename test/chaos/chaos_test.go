@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -296,10 +295,11 @@ func observeJobSets(ns string) func() {
 }
 
 // complete marks a JobSet Completed, as the JobSet controller does when its
-// launcher succeeds.
+// launcher succeeds, retrying while the API server is away or the JobSet
+// changed.
 func complete(key client.ObjectKey) {
 	GinkgoHelper()
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	Eventually(func() error {
 		var js jobsetv1alpha2.JobSet
 		if err := fw.Client.Get(ctx, key, &js); err != nil {
 			return err
@@ -308,7 +308,7 @@ func complete(key client.ObjectKey) {
 			Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "AllJobsCompleted", Message: "jobset completed successfully",
 		})
 		return fw.Client.Status().Update(ctx, &js)
-	})).To(Succeed())
+	}, time.Minute, 50*time.Millisecond).Should(Succeed())
 }
 
 func items[T any, P interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -47,9 +48,10 @@ const (
 // gives under load or in a restart, writes whose answer is lost, slow
 // answers, and watches cut short.
 type faultProxy struct {
-	rate     float64
-	backend  *httputil.ReverseProxy
-	listener net.Listener
+	// rate of requests failed; watchRate of watches cut.
+	rate, watchRate float64
+	backend         *httputil.ReverseProxy
+	listener        net.Listener
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -57,7 +59,7 @@ type faultProxy struct {
 	faults   map[fault]int
 }
 
-func newFaultProxy(rate float64, seed uint64) *faultProxy {
+func newFaultProxy(rate, watchRate float64, seed uint64) *faultProxy {
 	GinkgoHelper()
 	target, err := url.Parse(fw.Config.Host)
 	Expect(err).NotTo(HaveOccurred())
@@ -66,7 +68,9 @@ func newFaultProxy(rate float64, seed uint64) *faultProxy {
 	backend := httputil.NewSingleHostReverseProxy(target)
 	backend.Transport = transport
 	backend.FlushInterval = -1 // watches stream
-	p := &faultProxy{rate: rate, backend: backend, rng: rand.New(rand.NewPCG(seed, 29)),
+	// Connections the API server's restarts reset: the spec's output, not stderr.
+	backend.ErrorLog = log.New(GinkgoWriter, "proxy: ", 0)
+	p := &faultProxy{rate: rate, watchRate: watchRate, backend: backend, rng: rand.New(rand.NewPCG(seed, 29)),
 		requests: map[string]int{}, faults: map[fault]int{}}
 	p.listener, err = net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
@@ -99,10 +103,9 @@ func (p *faultProxy) pick(r *http.Request) (fault, time.Duration) {
 		verb = "WATCH"
 	}
 	p.requests[verb]++
-	// Watches are few and long: a third of them is cut within 5s.
 	rate := p.rate
 	if watch {
-		rate = 1.0 / 3
+		rate = p.watchRate
 	}
 	if p.rng.Float64() >= rate {
 		return "", 0
@@ -184,7 +187,8 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 	It("creates and finishes 200 jobs, each with exactly its children, with a bounded number of requests per job", func(sctx SpecContext) {
 		const n = 200
 		ns := fw.NewNamespace(sctx, "faults").Name
-		proxy := newFaultProxy(0.03, uint64(GinkgoRandomSeed()))
+		// Watches are few and long: a third of them is cut within 5s.
+		proxy := newFaultProxy(0.03, 1.0/3, uint64(GinkgoRandomSeed()))
 		DeferCleanup(proxy.close)
 		dir := GinkgoT().TempDir()
 		op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
@@ -218,13 +222,21 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		expectChildrenOwnedOnce(ns, list.Items)
 
-		// Settled: a hot loop would go on sending requests.
-		before, _, _ := proxy.report()
-		time.Sleep(5 * time.Second)
-		after, verbs, faults := proxy.report()
-		Expect(after-before).To(BeNumerically("<", 20), "the operator still sends requests with nothing to do")
-		perJob := float64(after) / n
+		perJob, verbs := proxy.expectSettled(n)
+		_, _, faults := proxy.report()
 		GinkgoWriter.Printf("requests per job under faults: %.1f (%s); faults injected: %s\n", perJob, verbs, faults)
-		Expect(perJob).To(BeNumerically("<", 25), "requests per job are bounded")
 	})
 })
+
+// expectSettled checks that the operator, its n jobs done, sends no more
+// requests (a hot loop would), and that it sent a bounded number per job.
+func (p *faultProxy) expectSettled(n int) (perJob float64, byVerb string) {
+	GinkgoHelper()
+	before, _, _ := p.report()
+	time.Sleep(5 * time.Second)
+	after, verbs, _ := p.report()
+	Expect(after-before).To(BeNumerically("<", 20), "the operator still sends requests with nothing to do")
+	perJob = float64(after) / float64(n)
+	Expect(perJob).To(BeNumerically("<", 25), "requests per job are bounded")
+	return perJob, verbs
+}

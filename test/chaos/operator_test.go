@@ -18,9 +18,11 @@ import (
 // operatorProcess runs the operator binary as its Deployment does, with the
 // ports moved to this machine's loopback, and kills it by its PID.
 type operatorProcess struct {
-	cmd   *exec.Cmd
-	dir   string
-	kills int
+	cmd *exec.Cmd
+	// exited closes when the process ends.
+	exited chan struct{}
+	dir    string
+	kills  int
 	// leaseNamespace, when set, has the operator elect a leader there, as
 	// its Deployment's replicas do.
 	leaseNamespace string
@@ -53,6 +55,12 @@ func (o *operatorProcess) start() {
 	o.cmd.Stdout, o.cmd.Stderr = log, log
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	Expect(o.cmd.Start()).To(Succeed())
+	exited := make(chan struct{})
+	o.exited = exited
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait()
+		close(exited)
+	}(o.cmd)
 	Eventually(func() error {
 		return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probe), nil, "")
 	}, time.Minute, 50*time.Millisecond).Should(Succeed(), "the operator did not become ready; see %s", filepath.Join(o.dir, "operator.log"))
@@ -62,14 +70,24 @@ func (o *operatorProcess) start() {
 func (o *operatorProcess) kill() {
 	GinkgoHelper()
 	Expect(o.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-	_ = o.cmd.Wait()
+	<-o.exited
 	o.kills++
+}
+
+// running reports whether the process started last has not exited.
+func (o *operatorProcess) running() bool {
+	select {
+	case <-o.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // stop ends the operator at the end of a spec.
 func (o *operatorProcess) stop() {
-	if o.cmd != nil && o.cmd.ProcessState == nil {
+	if o.cmd != nil && o.running() {
 		_ = o.cmd.Process.Signal(syscall.SIGKILL)
-		_ = o.cmd.Wait()
+		<-o.exited
 	}
 }

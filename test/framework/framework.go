@@ -13,9 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +38,9 @@ type Framework struct {
 	env    *envtest.Environment
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+	// dir holds the API server's certificates and etcd's data, kept
+	// across Restart.
+	dir string
 
 	// Config is an admin's; Client is built on it.
 	Config *rest.Config
@@ -89,13 +95,24 @@ func (f *Framework) Init() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter), zap.UseDevMode(true)))
 	gomega.Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(gomega.BeEmpty(),
 		"KUBEBUILDER_ASSETS must point at etcd and kube-apiserver: run `make integration`, which builds them into .testbin/bin")
+	dir, err := os.MkdirTemp("", "torus-envtest-")
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	f.dir = dir
 	f.env = &envtest.Environment{
+		// Directories of its own, not envtest's throwaway ones, so that a
+		// restarted API server keeps its certificates and etcd its data.
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{CertDir: filepath.Join(dir, "apiserver")},
+			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")},
+		},
 		CRDDirectoryPaths:     CRDPaths(),
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(RepoRoot(), "kustomize", "webhook")},
 		},
 	}
+	gomega.Expect(os.MkdirAll(f.env.ControlPlane.APIServer.CertDir, 0o700)).To(gomega.Succeed())
+	gomega.Expect(os.MkdirAll(f.env.ControlPlane.Etcd.DataDir, 0o700)).To(gomega.Succeed())
 	cfg, err := f.env.Start()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	f.Config = cfg
@@ -153,6 +170,41 @@ func (f *Framework) Teardown() {
 	if f.env != nil {
 		gomega.Expect(f.env.Stop()).To(gomega.Succeed())
 	}
+	if f.dir != "" {
+		gomega.Expect(os.RemoveAll(f.dir)).To(gomega.Succeed())
+	}
+}
+
+// Component is a process of the control plane Restart can stop and start.
+type Component string
+
+const (
+	APIServer Component = "kube-apiserver"
+	Etcd      Component = "etcd"
+)
+
+// Restart kills a control-plane process with SIGKILL, as a crash or an
+// evicted static pod would, leaves it down for the given time, and starts it
+// again on the same address with the same certificates and data. (A
+// kube-apiserver asked to stop with SIGTERM may wait well past envtest's stop
+// timeout for its requests to drain.)
+func (f *Framework) Restart(c Component, down time.Duration) {
+	ginkgo.GinkgoHelper()
+	type process interface {
+		Start() error
+		Stop() error
+	}
+	var p process = f.env.ControlPlane.APIServer
+	path := f.env.ControlPlane.APIServer.Path
+	if c == Etcd {
+		p, path = f.env.ControlPlane.Etcd, f.env.ControlPlane.Etcd.Path
+	}
+	pid := childRunning(path)
+	gomega.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(gomega.Succeed(), "killing %s (pid %d)", c, pid)
+	// envtest reaps it: Stop returns once it has.
+	gomega.Expect(p.Stop()).To(gomega.Succeed(), "reaping %s", c)
+	time.Sleep(down)
+	gomega.Expect(p.Start()).To(gomega.Succeed(), "starting %s again", c)
 }
 
 // WriteCounter counts non-read requests going through a transport.
@@ -202,4 +254,27 @@ func (c *WriteCounter) String() string { return fmt.Sprintf("%d writes", c.Count
 func (f *Framework) WebhookServing() (host string, port int, certDir string) {
 	wh := f.env.WebhookInstallOptions
 	return wh.LocalServingHost, wh.LocalServingPort, wh.LocalServingCertDir
+}
+
+// childRunning is the PID of this process's child running the binary at
+// path: envtest keeps its processes' handles to itself.
+func childRunning(path string) int {
+	ginkgo.GinkgoHelper()
+	want, err := filepath.Abs(path)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	fs, err := procfs.NewDefaultFS()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	procs, err := fs.AllProcs()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	for _, p := range procs {
+		stat, err := p.Stat()
+		if err != nil || stat.PPID != os.Getpid() {
+			continue
+		}
+		if exe, err := p.Executable(); err == nil && exe == want {
+			return p.PID
+		}
+	}
+	ginkgo.Fail("no child process runs " + want)
+	return 0
 }

@@ -1,0 +1,99 @@
+package chaos_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+var _ = Describe("The API server and etcd restarted mid-batch", func() {
+	It("loses no job and duplicates no child of 200, and the operator rides the restarts out with a bounded number of requests", func(sctx SpecContext) {
+		const n = 200
+		ns := fw.NewNamespace(sctx, "restarts").Name
+		// A proxy that only counts: the operator's requests per job.
+		proxy := newFaultProxy(0, 0, uint64(GinkgoRandomSeed()))
+		DeferCleanup(proxy.close)
+		dir := GinkgoT().TempDir()
+		op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
+		DeferCleanup(op.stop)
+		op.start()
+		ensureRuntimes()
+		stopObserving := observeJobSets(ns)
+		DeferCleanup(stopObserving)
+
+		// restarts takes the API server down, then etcd, while work runs.
+		restarts := func(work <-chan struct{}) {
+			GinkgoHelper()
+			time.Sleep(time.Second)
+			fw.Restart(framework.APIServer, 2*time.Second)
+			time.Sleep(2 * time.Second)
+			fw.Restart(framework.Etcd, 2*time.Second)
+			Eventually(work, 3*time.Minute).Should(BeClosed())
+		}
+
+		By(fmt.Sprintf("creating %d TrainJobs while the API server and then etcd restart", n))
+		var refused atomic.Int64
+		restarts(run(func() {
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Go(func() {
+					defer GinkgoRecover()
+					for i := w; i < n; i += 8 {
+						createRetrying(ns, fmt.Sprintf("job-%03d", i), &refused)
+						time.Sleep(40 * time.Millisecond)
+					}
+				})
+			}
+			wg.Wait()
+		}))
+		Eventually(allCreated(ns), 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("creations that failed and were retried: %d\n", refused.Load())
+
+		By("finishing them while the API server and etcd restart again")
+		var list jobsetv1alpha2.JobSetList
+		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(HaveLen(n))
+		restarts(run(func() {
+			for i := range list.Items {
+				complete(client.ObjectKeyFromObject(&list.Items[i]))
+				time.Sleep(20 * time.Millisecond)
+			}
+		}))
+		Eventually(func(g Gomega) {
+			var tjs trainer.TrainJobList
+			g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
+			for _, tj := range tjs.Items {
+				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete)).To(BeTrue(), tj.Name)
+			}
+			var secrets corev1.SecretList
+			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+			g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
+		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+
+		By("every job Complete and never Failed, with exactly its children; the operator never exited")
+		var tjs trainer.TrainJobList
+		Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
+		Expect(tjs.Items).To(HaveLen(n))
+		for _, tj := range tjs.Items {
+			Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed)).To(BeFalse(), "%s: %v", tj.Name, tj.Status.Conditions)
+			Expect(meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning)).To(HaveField("Reason", trainjob.ReasonCompleted), tj.Name)
+		}
+		expectChildrenOwnedOnce(ns, tjs.Items)
+		Expect(op.running()).To(BeTrue(), "the operator exited; see %s", dir)
+		perJob, verbs := proxy.expectSettled(n)
+		GinkgoWriter.Printf("requests per job across 4 restarts: %.1f (%s)\n", perJob, verbs)
+	})
+})
