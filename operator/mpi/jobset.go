@@ -265,7 +265,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})
 	}
 
-	b.addSSH(ps, ctr)
+	b.addSSH(ps, ctr, role)
 	if n := b.job.Network; n != nil {
 		if runsRanks || n.AllPods {
 			if err := n.apply(pod, ctr); err != nil {
@@ -310,14 +310,18 @@ func (b podBuilder) forwardedEnv() []string {
 // addSSH mounts the job's SSH directory and a user database that knows the
 // pod's UID: both from an in-memory emptyDir that an init container fills
 // as the pod's own user.
-func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
+func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = upsertVolume(ps.Volumes,
 		corev1.Volume{
 			Name: SSHSecretVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: SSHSecretName(b.tj.Name),
-				// Readable by whichever user the init container runs as;
-				// only the init container mounts it.
+				// Only what the role uses: no host key on the launcher.
+				Items: sshSecretItems(role),
+				// Readable by whichever user the init container runs as
+				// (a Secret volume's files are root's, or fsGroup's if the
+				// pod sets one); only the init container mounts it, and
+				// copies the files as the user's own, mode 0600.
 				DefaultMode: ptr.To[int32](0o444),
 			}},
 		},
@@ -346,7 +350,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container) {
 		Name:            SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path)},
+		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path, role)},
 		Env: []corev1.EnvVar{{Name: EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']"},
 		}}},

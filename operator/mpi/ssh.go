@@ -9,10 +9,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // SSHKeys is the key material of one job: the client key the launcher logs
@@ -238,27 +240,59 @@ var sshFiles = []struct {
 	mode      string
 	// keyed files come in two generations (SSHSecretData).
 	keyed bool
+	// sshd's files: only workers run sshd. Workers keep the client key,
+	// as MPI launches in a tree (Open MPI's daemons and Hydra's proxies
+	// start those of other workers over ssh); the launcher never gets the
+	// host key, which would let it pose as any worker.
+	sshd bool
 }{
-	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true},
-	{SSHPublicKey, SSHPublicKeyFile, "0644", true},
-	{SSHPrivateKey, UpstreamPrivateKeyFile, "0600", true},
-	{SSHPublicKey, UpstreamPublicKeyFile, "0644", true},
-	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600", true},
-	{SSHKnownHosts, SSHKnownHosts, "0644", true},
-	{SSHClientConfig, SSHClientConfig, "0600", false},
-	{SSHHostKey, SSHHostKey, "0600", true},
-	{SSHHostPublicKey, SSHHostPublicKey, "0644", true},
-	{SSHDaemonConfig, SSHDaemonConfig, "0600", false},
+	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false},
+	{SSHPublicKey, SSHPublicKeyFile, "0644", true, false},
+	{SSHPrivateKey, UpstreamPrivateKeyFile, "0600", true, false},
+	{SSHPublicKey, UpstreamPublicKeyFile, "0644", true, false},
+	{SSHKnownHosts, SSHKnownHosts, "0644", true, false},
+	{SSHClientConfig, SSHClientConfig, "0600", false, false},
+	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600", true, true},
+	{SSHHostKey, SSHHostKey, "0600", true, true},
+	{SSHHostPublicKey, SSHHostPublicKey, "0644", true, true},
+	{SSHDaemonConfig, SSHDaemonConfig, "0600", false, true},
 }
 
-// SSHFileModes lists, per file name in the SSH directory, the mode the init
-// container gives it.
-func SSHFileModes() map[string]string {
+// runsSSHD reports whether pods of a role run sshd: the workers.
+func runsSSHD(role string) bool { return role != RoleLauncher }
+
+// SSHFileModes lists, per file name in the SSH directory of a role's pods,
+// the mode the init container gives it.
+func SSHFileModes(role string) map[string]string {
 	m := make(map[string]string, len(sshFiles))
 	for _, f := range sshFiles {
-		m[f.file] = f.mode
+		if !f.sshd || runsSSHD(role) {
+			m[f.file] = f.mode
+		}
 	}
 	return m
+}
+
+// sshSecretItems are the keys of the job's SSH Secret a role's pods mount:
+// what SSHSetupScript copies for the role, in both generations.
+func sshSecretItems(role string) []corev1.KeyToPath {
+	keys := []string{SSHRun}
+	for _, f := range sshFiles {
+		if f.sshd && !runsSSHD(role) {
+			continue
+		}
+		keys = append(keys, f.key)
+		if f.keyed {
+			keys = append(keys, SSHNextPrefix+f.key)
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	items := make([]corev1.KeyToPath, len(keys))
+	for i, k := range keys {
+		items[i] = corev1.KeyToPath{Key: k, Path: k}
+	}
+	return items
 }
 
 // SSHSetupTools are the programs SSHSetupScript runs: the image of the
@@ -282,12 +316,15 @@ var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail"}
 //     the image has none. ssh refuses to run for a UID without one and sshd
 //     to let it in, and OpenShift runs pods with a UID from the namespace's
 //     range (GID 0) that no image knows.
-func SSHSetupScript(sshPath string) string {
+func SSHSetupScript(sshPath, role string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath)
 	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat %s/%s)\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHSecretMountPath, SSHRun, SSHNextPrefix)
 	for _, f := range sshFiles {
+		if f.sshd && !runsSSHD(role) {
+			continue
+		}
 		key := f.key
 		if f.keyed {
 			key = "${k}" + key

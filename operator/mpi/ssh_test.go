@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,14 +138,16 @@ func TestSSHConfigs(t *testing.T) {
 			t.Errorf("sshd config lacks %q:\n%s", want, sshd)
 		}
 	}
-	script := SSHSetupScript(s.Path)
-	for file, mode := range SSHFileModes() {
-		if !strings.Contains(script, "chmod "+mode+" \"$d/"+file+"\"") {
-			t.Errorf("setup script does not give %s mode %s:\n%s", file, mode, script)
+	for _, role := range []string{RoleLauncher, RoleWorker} {
+		script := SSHSetupScript(s.Path, role)
+		for file, mode := range SSHFileModes(role) {
+			if !strings.Contains(script, "chmod "+mode+" \"$d/"+file+"\"") {
+				t.Errorf("%s's setup script does not give %s mode %s:\n%s", role, file, mode, script)
+			}
 		}
-	}
-	if got := SSHFileModes()[SSHPrivateKeyFile]; got != "0600" {
-		t.Errorf("private key mode = %s, want 0600", got)
+		if got := SSHFileModes(role)[SSHPrivateKeyFile]; got != "0600" {
+			t.Errorf("%s's private key mode = %s, want 0600", role, got)
+		}
 	}
 }
 
@@ -193,8 +196,8 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mount, sshDir := writeSecretVolume(t, tc.secret)
-			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt)
+			mount, sshDir := writeSecretVolume(t, tc.secret, RoleWorker)
+			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt, RoleWorker)
 			for file, want := range map[string][]byte{
 				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, SSHAuthorizedKeys: tc.want.ClientPublic,
 			} {
@@ -217,17 +220,75 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 	}
 }
 
-// writeSecretVolume writes Secret data as the kubelet would, and returns the
-// directory and where the init script puts the SSH directory beside it.
-func writeSecretVolume(t *testing.T, data map[string][]byte) (mount, sshDir string) {
+// Each role's pods mount and copy only what they use: the launcher, which
+// runs no sshd, gets no host key; workers keep the client key for MPI's
+// tree launch. The script runs with only the role's Secret items mounted,
+// as the kubelet projects them.
+func TestSSHFilesPerRole(t *testing.T) {
+	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
+	for role, absent := range map[string][]string{
+		RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, SSHAuthorizedKeys},
+		RoleWorker:   nil,
+	} {
+		t.Run(role, func(t *testing.T) {
+			for _, item := range sshSecretItems(role) {
+				if slices.Contains(absent, strings.TrimPrefix(item.Key, SSHNextPrefix)) {
+					t.Errorf("the %s mounts Secret key %s", role, item.Key)
+				}
+			}
+			mount, sshDir := writeSecretVolume(t, data, role)
+			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), "", role)
+			entries, err := os.ReadDir(sshDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, e := range entries {
+				got[e.Name()] = true
+			}
+			for file := range SSHFileModes(role) {
+				if !got[file] {
+					t.Errorf("the %s's SSH directory lacks %s", role, file)
+				}
+				delete(got, file)
+			}
+			if len(got) > 0 {
+				t.Errorf("the %s's SSH directory has files beyond its own: %v", role, got)
+			}
+			modes := SSHFileModes(role)
+			if _, ok := modes[SSHPrivateKeyFile]; !ok {
+				t.Errorf("the %s has no client key", role)
+			}
+			for _, file := range absent {
+				if _, ok := modes[file]; ok {
+					t.Errorf("the %s gets %s", role, file)
+				}
+			}
+		})
+	}
+}
+
+// writeSecretVolume writes the Secret data a role's pods mount
+// (sshSecretItems) as the kubelet would, and returns the directory and where
+// the init script puts the SSH directory beside it.
+func writeSecretVolume(t *testing.T, data map[string][]byte, role string) (mount, sshDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	mount = filepath.Join(dir, "secret")
 	if err := os.Mkdir(mount, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range data {
-		if err := os.WriteFile(filepath.Join(mount, k), v, 0o444); err != nil {
+	for _, item := range sshSecretItems(role) {
+		v, ok := data[item.Key]
+		if !ok {
+			// The kubelet refuses to start the pod.
+			t.Fatalf("the %s's Secret volume names key %s, which the Secret lacks", role, item.Key)
+		}
+		if err := os.WriteFile(filepath.Join(mount, item.Path), v, 0o444); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +305,7 @@ func writeSecretVolume(t *testing.T, data map[string][]byte) (mount, sshDir stri
 
 // runSetupScript runs the init script with a real sh, its paths moved into
 // the test's directories and passwd as the image's user database.
-func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt string) {
+func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 	t.Helper()
 	if _, err := os.Stat(passwd); os.IsNotExist(err) {
 		if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n"), 0o644); err != nil {
@@ -252,7 +313,7 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt string) {
 		}
 	}
 	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh"))
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", role))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	if attempt != "" {
@@ -285,12 +346,12 @@ func TestSSHSetupScriptUserDatabase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mount, sshDir := writeSecretVolume(t, data)
+			mount, sshDir := writeSecretVolume(t, data, RoleWorker)
 			passwd := filepath.Join(t.TempDir(), "passwd")
 			if err := os.WriteFile(passwd, []byte(tc.image), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			runSetupScript(t, mount, sshDir, passwd, "")
+			runSetupScript(t, mount, sshDir, passwd, "", RoleWorker)
 			got, err := os.ReadFile(filepath.Join(filepath.Dir(sshDir), PasswdSubPath))
 			if err != nil {
 				t.Fatal(err)

@@ -119,8 +119,12 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 				out, err := c.exec(ctx, c.launcher, "cat", mpi.HostfilePath)
 				Expect(err).NotTo(HaveOccurred(), out)
 				Expect(out).To(Equal(c.gen.hostfile.Data[mpi.HostfileKey]), "the launcher's hostfile is the ConfigMap's")
-				modes := mpi.SSHFileModes()
 				for _, p := range c.pods() {
+					role := mpi.RoleWorker
+					if p == c.launcher {
+						role = mpi.RoleLauncher
+					}
+					modes := mpi.SSHFileModes(role)
 					Expect(c.exec(ctx, p, "hostname")).To(Equal(p.hostname+"\n"), "host name of %s", p.hostname)
 					// Only the init container mounts the Secret, only
 					// the launcher the hostfile, and no pod sees where
@@ -143,7 +147,7 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 						Expect(uid).To(Equal(fmt.Sprint(u.uid)), "%s on %s belongs to the pod's user", name, p.hostname)
 						got[name] = mode
 					}
-					Expect(got).To(Equal(modes), "the init container's files on %s and their modes", p.hostname)
+					Expect(got).To(Equal(modes), "the init container's files on %s and their modes (no host key on the launcher)", p.hostname)
 				}
 			}, NodeTimeout(specTimeout))
 
