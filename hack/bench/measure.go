@@ -9,6 +9,7 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -293,10 +294,25 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	for _, o := range []client.Object{torus.BuildHostfileConfigMap(tj, job), secret, js} {
+	for _, o := range []client.Object{floorHostfile(tj, job), secret, js} {
 		if err := cr.children.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T for %s: %w", o, name, err)
 		}
 	}
 	return nil
+}
+
+// floorHostfile is the hostfile ConfigMap of the three-object floor, as
+// Torus made it before it carried the hostfile in the job's Secret: the
+// floor stays what mpi-operator and upstream Trainer create per job.
+func floorHostfile(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            tj.Name + "-mpi-hostfile",
+			Namespace:       tj.Namespace,
+			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
+			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
+		},
+		Data: map[string]string{mpi.HostfileKey: job.Hostfile()},
+	}
 }

@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,67 +17,6 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
-
-// BuildHostfileConfigMap makes the ConfigMap mounted at /etc/mpi on the
-// launcher.
-func BuildHostfileConfigMap(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            mpi.HostfileConfigMapName(tj.Name),
-			Namespace:       tj.Namespace,
-			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
-			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
-		},
-		Data: map[string]string{mpi.HostfileKey: job.Hostfile()},
-	}
-}
-
-// ensureHostfile creates or updates the hostfile ConfigMap; it writes only
-// when the hostfile differs.
-func (r *TrainJobReconciler) ensureHostfile(ctx context.Context, s *scope) error {
-	desired := BuildHostfileConfigMap(s.tj, s.job)
-	var existing corev1.ConfigMap
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(desired), &existing)
-	if apierrors.IsNotFound(err) {
-		if r.creations.pending(childConfigMap, s.tj, 0, s.now) {
-			s.awaitCache = true
-			return nil
-		}
-		// Expected before the request: the watch event may come first.
-		r.creations.created(childConfigMap, s.tj, 0, s.now)
-		err := r.client.Create(ctx, desired)
-		if apierrors.IsAlreadyExists(err) {
-			// Nothing created; the name may be taken by a ConfigMap the
-			// cache does not hold (it lacks Torus's label).
-			r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
-			if err := r.checkControlledLive(ctx, "ConfigMap", corev1.SchemeGroupVersion.WithKind("ConfigMap"), client.ObjectKeyFromObject(desired), s.tj); err != nil {
-				return err
-			}
-			s.awaitCache = true
-			return nil
-		}
-		if err != nil {
-			r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
-			return fmt.Errorf("creating hostfile ConfigMap: %w", err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting hostfile ConfigMap: %w", err)
-	}
-	r.creations.seen(childConfigMap, client.ObjectKeyFromObject(s.tj))
-	if err := checkControlled("ConfigMap", &existing, s.tj); err != nil {
-		return err
-	}
-	if maps.Equal(existing.Data, desired.Data) {
-		return nil
-	}
-	existing.Data = desired.Data
-	if err := r.client.Update(ctx, &existing); err != nil {
-		return fmt.Errorf("updating hostfile ConfigMap: %w", err)
-	}
-	return nil
-}
 
 // rejected tells a request the API server (or a webhook) refused for its
 // content from one that may succeed later.

@@ -47,9 +47,8 @@ type creation struct {
 
 // The kinds of children tracked.
 const (
-	childJobSet    = "JobSet"
-	childSecret    = "Secret"
-	childConfigMap = "ConfigMap"
+	childJobSet = "JobSet"
+	childSecret = "Secret"
 )
 
 // anyRun matches SSH keys made for any run.
@@ -95,7 +94,7 @@ func (c *creations) seen(kind string, job client.ObjectKey) {
 func (c *creations) forget(job client.ObjectKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, kind := range []string{childJobSet, childSecret, childConfigMap} {
+	for _, kind := range []string{childJobSet, childSecret} {
 		delete(c.made, child{kind, job})
 	}
 }

@@ -37,9 +37,9 @@ func TestCreationsPending(t *testing.T) {
 			c.created(childSecret, pi, 0, t0)
 			c.seen(childSecret, client.ObjectKeyFromObject(pi))
 		}, kind: childSecret, job: pi, at: t0},
-		"past the TTL":        {steps: func(c *creations) { c.created(childConfigMap, pi, 0, t0) }, kind: childConfigMap, job: pi, at: t0.Add(creationTTL + time.Second)},
+		"past the TTL":        {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(creationTTL + time.Second)},
 		"at the TTL still":    {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(creationTTL), want: true},
-		"job gone":            {steps: func(c *creations) { c.created(childConfigMap, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childConfigMap, job: pi, at: t0},
+		"job gone":            {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childJobSet, job: pi, at: t0},
 		"keys of another run": {steps: func(c *creations) { c.created(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
 		"keys of this run":    {steps: func(c *creations) { c.created(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
 		"keys of any run":     {steps: func(c *creations) { c.created(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
@@ -86,7 +86,7 @@ func TestCreationsObserved(t *testing.T) {
 			}
 			kind := childSecret
 			if _, ok := tc.obj.(*corev1.ConfigMap); ok {
-				kind = childConfigMap
+				kind = childJobSet
 			}
 			if got := c.observed(kind, tc.obj, 0); got != tc.want {
 				t.Errorf("observed = %t, want %t", got, tc.want)

@@ -76,10 +76,12 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// CacheOptions limits the manager's cache to what Torus owns: pods, Secrets
-// and ConfigMaps labelled with a Torus job name, so the operator neither
-// holds nor needs to list every Secret of the cluster. Secrets are cached as
-// metadata only (see secretMetadata).
+// CacheOptions limits the manager's cache to what Torus owns: pods and
+// Secrets labelled with a Torus job name, so the operator neither holds nor
+// needs to list every Secret of the cluster. Secrets are cached as metadata
+// only (see secretMetadata). ConfigMaps, which Torus no longer makes but
+// upstream's MPI and Flux plugins watch, are held to the same label rather
+// than cached cluster-wide.
 func CacheOptions() cache.Options {
 	owned, err := labels.NewRequirement(mpi.LabelJobName, selection.Exists, nil)
 	if err != nil {
@@ -237,7 +239,6 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		For(&trainer.TrainJob{}).
 		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet))).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(r.expectedCreate(childSecret))).
-		Owns(&corev1.ConfigMap{}, builder.WithPredicates(r.expectedCreate(childConfigMap))).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).

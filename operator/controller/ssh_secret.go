@@ -19,9 +19,10 @@ import (
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
-// BuildSSHSecret makes a job's SSH Secret for a JobSet restart count:
-// current keys for that run (fresh when nil) and fresh keys for the next
-// (see mpi.SSHSecretData), of the job's key algorithm, else alg.
+// BuildSSHSecret makes a job's Secret for a JobSet restart count: current
+// SSH keys for that run (fresh when nil) and fresh keys for the next (see
+// mpi.SSHSecretData), of the job's key algorithm, else alg, and the
+// hostfile.
 func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys, alg mpi.KeyAlgorithm) (*corev1.Secret, error) {
 	comment := "torus-mpi " + tj.Namespace + "/" + tj.Name
 	if job.SSH.KeyAlgorithm != "" {
@@ -37,6 +38,10 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current 
 	if err != nil {
 		return nil, err
 	}
+	data := mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH)
+	// The launcher mounts the hostfile from here: one object fewer to
+	// write per job than a ConfigMap of its own (hack/bench).
+	data[mpi.HostfileKey] = []byte(job.Hostfile())
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            mpi.SSHSecretName(tj.Name),
@@ -47,7 +52,7 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current 
 		},
 		Type:      corev1.SecretTypeSSHAuth,
 		Immutable: ptr.To(true),
-		Data:      mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH),
+		Data:      data,
 	}, nil
 }
 

@@ -134,7 +134,6 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
@@ -413,10 +412,7 @@ func minPositive(a, b time.Duration) time.Duration {
 // ensureChildren creates or updates the job's children, in the order its
 // pods need them.
 func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *mpi.Runtime, desired *jobsetv1alpha2.JobSet) error {
-	if err := r.ensureHostfile(ctx, s); err != nil {
-		return err
-	}
-	// Keys exist only while the job may run: none while it waits suspended
+	// Keys (and the hostfile beside them) exist only while the job may run: none while it waits suspended
 	// (for Kueue or the user), new ones each time it starts again. They are
 	// made before the JobSet may start pods that mount them.
 	if !s.willBeSuspended(desired) {

@@ -254,12 +254,14 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 	if isLauncher {
 		ctr.Env = upsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
+		// The hostfile alone, from the job's Secret: no key reaches the
+		// MPI container this way.
 		ps.Volumes = upsertVolume(ps.Volumes, corev1.Volume{
 			Name: HostfileVolume,
-			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: HostfileConfigMapName(b.tj.Name)},
-				Items:                []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey}},
-				DefaultMode:          ptr.To[int32](0o444),
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  SSHSecretName(b.tj.Name),
+				Items:       []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey}},
+				DefaultMode: ptr.To[int32](0o444),
 			}},
 		})
 		ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})

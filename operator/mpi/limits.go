@@ -4,25 +4,26 @@ import "fmt"
 
 // Bounds on a job's size. A TrainJob's numNodes and numProcPerNode are
 // int32s that nothing upstream bounds above; Torus renders a hostfile line
-// per worker into one ConfigMap, and the operator's memory and every write
+// per worker into the job's Secret, and the operator's memory and every write
 // it makes grow with them. Without bounds, one TrainJob could make the
 // operator, which also serves the webhooks every TrainJob write goes
 // through, fail on every start.
 const (
 	// DefaultMaxNodes is the default of the operator's --max-nodes: the
 	// largest numNodes it admits and runs. The hostfile of 16,384 workers
-	// fits in a ConfigMap (MaxHostfileBytes) when its lines are about 60
-	// bytes (short job and namespace names); CheckSize refuses longer ones
-	// by the hostfile's own size.
+	// fits in the job's Secret (MaxHostfileBytes) when its lines are about
+	// 60 bytes (short job and namespace names); CheckSize refuses longer
+	// ones by the hostfile's own size.
 	DefaultMaxNodes int32 = 16384
 	// AbsoluteMaxNodes is what --max-nodes may be raised to, and what
 	// ResolveJob accepts whatever the configuration.
 	AbsoluteMaxNodes int32 = 65536
 	// MaxSlotsPerNode bounds numProcPerNode: ranks on one pod.
 	MaxSlotsPerNode int32 = 4096
-	// MaxHostfileBytes is what the hostfile may take of a ConfigMap, whose
-	// data the API server limits to 1 MiB.
-	MaxHostfileBytes = 1<<20 - 4<<10
+	// MaxHostfileBytes is what the hostfile may take of the job's Secret,
+	// whose data the API server limits to 1 MiB: the rest is for two
+	// generations of keys (RSA ones the largest) and the SSH configuration.
+	MaxHostfileBytes = 1<<20 - 64<<10
 )
 
 // SizeError says a job is larger (or smaller) than Torus runs.
@@ -51,7 +52,7 @@ func checkBounds(j *Job) error {
 }
 
 // CheckSize refuses a job larger than the operator runs: more than
-// maxNodes nodes, or a hostfile that does not fit in its ConfigMap.
+// maxNodes nodes, or a hostfile that does not fit in its Secret.
 func (j *Job) CheckSize(maxNodes int32) error {
 	if j.NumNodes > maxNodes {
 		return sizeErrorf("numNodes is %d, more than the %d nodes this Torus operator runs (its --max-nodes): use fewer nodes, or more slots per node",
@@ -59,7 +60,7 @@ func (j *Job) CheckSize(maxNodes int32) error {
 	}
 	if n := len(j.Hostfile()); n > MaxHostfileBytes {
 		fit := int64(MaxHostfileBytes) * int64(j.Workers) / int64(n)
-		return sizeErrorf("the hostfile of %d workers takes %d bytes, more than the %d a ConfigMap holds: use at most %d workers with this job name and namespace, or shorter names",
+		return sizeErrorf("the hostfile of %d workers takes %d bytes, more than the %d the job's Secret holds beside its keys: use at most %d workers with this job name and namespace, or shorter names",
 			j.Workers, n, MaxHostfileBytes, fit)
 	}
 	return nil

@@ -54,7 +54,7 @@ func TestResolveJobBounds(t *testing.T) {
 	}
 }
 
-// The default maximum fits in a ConfigMap for short names; longer names
+// The default maximum fits in the job's Secret for short names; longer names
 // are refused by the hostfile's size, with how many workers would fit.
 func TestCheckSize(t *testing.T) {
 	longest := strings.Repeat("j", mpi.MaxTrainJobNameLength(mpi.DefaultMaxNodes))
@@ -71,7 +71,7 @@ func TestCheckSize(t *testing.T) {
 		{"default maximum, short names, MPICH", "big", "default", trainer.MPIImplementationMPICH, mpi.DefaultMaxNodes, mpi.DefaultMaxNodes, ""},
 		{"over the configured maximum", "pi", "default", trainer.MPIImplementationOpenMPI, 9, 8, "numNodes is 9, more than the 8 nodes this Torus operator runs (its --max-nodes)"},
 		{"default maximum, the longest job name", longest, "a-namespace", trainer.MPIImplementationOpenMPI, mpi.DefaultMaxNodes, mpi.DefaultMaxNodes,
-			"more than the 1044480 a ConfigMap holds: use at most 9467 workers with this job name and namespace, or shorter names"},
+			"more than the 983040 the job's Secret holds beside its keys: use at most 8910 workers with this job name and namespace, or shorter names"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

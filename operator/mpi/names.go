@@ -7,7 +7,6 @@ import (
 
 const (
 	sshSecretSuffix = "-mpi-ssh"
-	hostfileSuffix  = "-mpi-hostfile"
 	// dnsLabelMax is the longest DNS label, and so the longest pod host name.
 	dnsLabelMax = 63
 )
@@ -20,9 +19,6 @@ func Subdomain(trainJob string) string { return trainJob }
 
 // SSHSecretName is the name of a job's SSH Secret.
 func SSHSecretName(trainJob string) string { return trainJob + sshSecretSuffix }
-
-// HostfileConfigMapName is the name of a job's hostfile ConfigMap.
-func HostfileConfigMapName(trainJob string) string { return trainJob + hostfileSuffix }
 
 // PodHostname is the host name JobSet gives pod i of a replicated job that
 // has a single Job (index 0).

@@ -102,7 +102,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 			g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 
-		By("every job: Complete, never Failed, exactly one JobSet and one hostfile, owned by it; nothing owned by no job")
+		By("every job: Complete, never Failed, exactly one JobSet, owned by it; nothing owned by no job")
 		var tjs trainer.TrainJobList
 		Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
 		Expect(tjs.Items).To(HaveLen(jobs))
@@ -179,8 +179,8 @@ func allCreated(ns string) func(Gomega) {
 	}
 }
 
-// expectChildrenOwnedOnce checks that each job has exactly one JobSet and
-// one hostfile ConfigMap (and NetworkPolicy, if any), each controlled by
+// expectChildrenOwnedOnce checks that each job has exactly one JobSet (and
+// NetworkPolicy, if any), each controlled by
 // the job of that UID, and that nothing is owned by a job that is not.
 func expectChildrenOwnedOnce(ns string, tjs []trainer.TrainJob) {
 	GinkgoHelper()
@@ -205,9 +205,10 @@ func expectChildrenOwnedOnce(ns string, tjs []trainer.TrainJob) {
 	var jobSets jobsetv1alpha2.JobSetList
 	Expect(fw.Client.List(ctx, &jobSets, client.InNamespace(ns))).To(Succeed())
 	ownedOnce("JobSet", items(jobSets.Items))
-	var hostfiles corev1.ConfigMapList
-	Expect(fw.Client.List(ctx, &hostfiles, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
-	ownedOnce("hostfile ConfigMap", items(hostfiles.Items))
+	// The hostfile travels in the job's Secret: Torus makes no ConfigMap.
+	var configMaps corev1.ConfigMapList
+	Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+	Expect(configMaps.Items).To(BeEmpty())
 	var policies networkingv1.NetworkPolicyList
 	Expect(fw.Client.List(ctx, &policies, client.InNamespace(ns))).To(Succeed())
 	if len(policies.Items) > 0 {

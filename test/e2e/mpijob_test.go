@@ -155,7 +155,7 @@ var _ = Describe("Failures", func() {
 })
 
 var _ = Describe("Deleting a running job", func() {
-	It("removes every pod, the JobSet, the Secret and the ConfigMap", func() {
+	It("removes every pod, the JobSet and the Secret (keys and hostfile)", func() {
 		ns := newNamespace("delete")
 		tj := wrappers.MakeTrainJob("doomed", ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
@@ -163,8 +163,8 @@ var _ = Describe("Deleting a running job", func() {
 		Expect(k8sClient.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(pods(tj)(g)).To(BeEmpty())
-			for _, obj := range []client.Object{&jobsetv1alpha2.JobSet{}, &corev1.Secret{}, &corev1.ConfigMap{}} {
-				name := map[string]string{"*v1alpha2.JobSet": "doomed", "*v1.Secret": "doomed-mpi-ssh", "*v1.ConfigMap": "doomed-mpi-hostfile"}
+			for _, obj := range []client.Object{&jobsetv1alpha2.JobSet{}, &corev1.Secret{}} {
+				name := map[string]string{"*v1alpha2.JobSet": "doomed", "*v1.Secret": "doomed-mpi-ssh"}
 				key := client.ObjectKey{Namespace: ns, Name: name[typeName(obj)]}
 				g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, key, obj))).To(BeTrue(), "%T %s still exists", obj, key.Name)
 			}

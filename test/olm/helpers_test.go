@@ -85,7 +85,19 @@ func deleteNamespace(name string) {
 // returns the certificate's PEM for the webhooks' caBundle.
 func servingCert(dir string) []byte {
 	GinkgoHelper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	crt, key := selfSigned([]net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	Expect(os.MkdirAll(dir, 0o700)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)).To(Succeed())
+	return crt
+}
+
+// selfSigned makes a self-signed ECDSA P-256 serving certificate for the
+// addresses and DNS names, as cert-manager's selfSigned issuer would, and
+// returns it and its key in PEM.
+func selfSigned(ips []net.IP, dnsNames []string) (crt, key []byte) {
+	GinkgoHelper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	Expect(err).NotTo(HaveOccurred())
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
@@ -94,17 +106,15 @@ func servingCert(dir string) []byte {
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:           ips,
+		DNSNames:              dnsNames,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
 	Expect(err).NotTo(HaveOccurred())
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyDER, err := x509.MarshalECPrivateKey(k)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(os.MkdirAll(dir, 0o700)).To(Succeed())
-	crt := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	Expect(os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600)).To(Succeed())
-	Expect(os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)).To(Succeed())
-	return crt
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }

@@ -243,7 +243,7 @@ func leastPrivilege() {
 		Expect(err.Error()).To(ContainSubstring("launcher"))
 	})
 
-	DescribeTable("runs an MPI job to Complete: JobSet, SSH Secret and hostfile ConfigMap",
+	DescribeTable("runs an MPI job to Complete: JobSet, and Secret with SSH keys and hostfile",
 		func(runtime string) {
 			ns := "lp-" + strings.TrimPrefix(runtime, "torus-")
 			namespace(ns, nil)
@@ -315,15 +315,16 @@ func leastPrivilege() {
 	})
 }
 
-// expectJobRuns follows a TrainJob through its JobSet, Secret and hostfile
-// to Complete, and sees its keys deleted.
+// expectJobRuns follows a TrainJob through its JobSet and Secret (keys and
+// hostfile) to Complete, and sees its keys deleted.
 func expectJobRuns(tj *trainer.TrainJob) {
 	GinkgoHelper()
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: tj.Namespace, Name: name} }
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, key(mpi.JobSetName(tj.Name)), &jobsetv1alpha2.JobSet{})).To(Succeed())
-		g.Expect(k8sClient.Get(ctx, key(mpi.SSHSecretName(tj.Name)), &corev1.Secret{})).To(Succeed())
-		g.Expect(k8sClient.Get(ctx, key(mpi.HostfileConfigMapName(tj.Name)), &corev1.ConfigMap{})).To(Succeed())
+		var s corev1.Secret
+		g.Expect(k8sClient.Get(ctx, key(mpi.SSHSecretName(tj.Name)), &s)).To(Succeed())
+		g.Expect(s.Data).To(HaveKey(mpi.HostfileKey))
 	}, timeout, interval).Should(Succeed())
 	Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 	Eventually(func() bool {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,12 +254,6 @@ func operatorHub() {
 		if !realNode {
 			Skip("no real node on this machine: the operator's pod only runs on a kwok node")
 		}
-		kubectlMPI := func(args ...string) (string, error) {
-			cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(clusterDir, "kubeconfig")}, args...)...)
-			out, err := cmd.CombinedOutput()
-			GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
-			return string(out), err
-		}
 		By("a bad job refused by the webhook the pod serves, with its reason")
 		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
 			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
@@ -269,17 +262,7 @@ func operatorHub() {
 		Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
 
 		By("an Open MPI job reconciled by the pod, run to Complete by real sshd and mpirun on the real node")
-		out, err := kubectlMPI("run", "pi-olm", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-			"--wait", "--timeout", "3m", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
-		if err != nil {
-			describe, _ := kubectlMPI("describe", "pi-olm")
-			Fail(fmt.Sprintf("the job did not complete: %v\n%s\n%s", err, out, describe))
-		}
-		out, err = kubectlMPI("logs", "pi-olm", "--launcher")
-		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
-		_, err = kubectlMPI("delete", "pi-olm", "--wait")
-		Expect(err).NotTo(HaveOccurred())
+		runPi("pi-olm")
 	})
 
 	It("uninstalls as docs/install.md says, keeping the CRDs and so the users' jobs", func() {

@@ -4,6 +4,9 @@
 //   - least privilege: the real operator binary runs with a token of the
 //     CSV's ServiceAccount, on a cluster where only the CSV's permissions are
 //     granted, and runs MPI jobs to Complete;
+//   - kustomize: the kubernetes overlay, as make manifests renders it, is
+//     applied with the suite doing cert-manager's part; its Deployment runs
+//     on the real node and reconciles a job to Complete on real pods;
 //   - OperatorHub: the real OLM (olm-operator and catalog-operator) installs
 //     the bundle from a file-based catalog served on 127.0.0.1, the way
 //     OperatorHub does, and refuses a broken bundle with its own reason.

@@ -94,7 +94,7 @@ func (c *cluster) setUp(ctx context.Context) error {
 		return err
 	}
 	secrets := map[string]*corev1.Secret{c.gen.secret.Name: c.gen.secret}
-	configMaps := map[string]*corev1.ConfigMap{c.gen.hostfile.Name: c.gen.hostfile}
+	configMaps := map[string]*corev1.ConfigMap{} // the operator makes none
 	for _, p := range c.pods() {
 		if err := p.materialise(secrets, configMaps); err != nil {
 			return err

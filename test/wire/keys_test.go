@@ -25,7 +25,7 @@ var weakHostKeyChecking = regexp.MustCompile(`(?i)StrictHostKeyChecking["'\s=:]+
 // a job.
 func expectNoWeakHostKeyChecking(g *generated) {
 	GinkgoHelper()
-	texts := map[string]string{"hostfile ConfigMap": g.hostfile.Data[mpi.HostfileKey]}
+	texts := map[string]string{}
 	js, err := json.Marshal(g.jobSet)
 	Expect(err).NotTo(HaveOccurred())
 	texts["JobSet"] = string(js)

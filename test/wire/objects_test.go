@@ -24,13 +24,13 @@ type generated struct {
 	trainJob *trainer.TrainJob
 	runtime  *trainer.ClusterTrainingRuntime
 	jobSet   *jobsetv1alpha2.JobSet
-	secret   *corev1.Secret
-	hostfile *corev1.ConfigMap
+	// secret holds the keys and the hostfile.
+	secret *corev1.Secret
 }
 
 // newTrainJob creates a TrainJob on a toolchain's sample runtime whose
 // launcher runs the toolchain's test program on every slot, and waits until
-// the operator has made its JobSet, SSH Secret and hostfile.
+// the operator has made its JobSet and Secret (SSH keys and hostfile).
 func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, workers, slots int32, opts ...func(*trainer.TrainJob)) *generated {
 	GinkgoHelper()
 	tj := wrappers.MakeTrainJob(name, namespace).RuntimeRef(tc.runtime).
@@ -52,9 +52,7 @@ func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, wor
 		gm.Expect(fw.Client.Get(ctx, key(name), &js)).To(Succeed(), "JobSet")
 		var s corev1.Secret
 		gm.Expect(fw.Client.Get(ctx, key(name+"-mpi-ssh"), &s)).To(Succeed(), "SSH Secret")
-		var cm corev1.ConfigMap
-		gm.Expect(fw.Client.Get(ctx, key(name+"-mpi-hostfile"), &cm)).To(Succeed(), "hostfile ConfigMap")
-		g.jobSet, g.secret, g.hostfile = &js, &s, &cm
+		g.jobSet, g.secret = &js, &s
 	}, framework.Timeout, framework.Interval).Should(Succeed(), "the operator makes the objects of TrainJob %s", name)
 
 	var rt trainer.ClusterTrainingRuntime
@@ -96,7 +94,7 @@ func (g *generated) sshPath() string {
 // part of each line ("slots=N" for Open MPI, ":N" for Hydra) is dropped.
 func (g *generated) hostfileHosts() []string {
 	var hosts []string
-	for _, line := range strings.Split(g.hostfile.Data[mpi.HostfileKey], "\n") {
+	for _, line := range strings.Split(g.hostfile(), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue
@@ -106,6 +104,9 @@ func (g *generated) hostfileHosts() []string {
 	}
 	return hosts
 }
+
+// hostfile is the hostfile the operator wrote into the job's Secret.
+func (g *generated) hostfile() string { return string(g.secret.Data[mpi.HostfileKey]) }
 
 // mainContainer is the container Trainer fields apply to.
 func mainContainer(ps *corev1.PodSpec) (*corev1.Container, error) {

@@ -3,7 +3,7 @@
 // real OpenSSH.
 //
 // A real API server and the real Torus operator turn TrainJobs on the sample
-// runtimes into a JobSet, an SSH Secret and a hostfile ConfigMap. The test
+// runtimes into a JobSet and a Secret (SSH keys and hostfile). The test
 // then plays kubelet with exactly those objects: every pod becomes a network
 // namespace on a private bridge, and every process in it gets a mount
 // namespace with the pod's volumes and a UTS namespace with the pod's host

@@ -118,7 +118,7 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 			It("gives every pod its own host name and files, with the SSH files its user's", func(ctx SpecContext) {
 				out, err := c.exec(ctx, c.launcher, "cat", mpi.HostfilePath)
 				Expect(err).NotTo(HaveOccurred(), out)
-				Expect(out).To(Equal(c.gen.hostfile.Data[mpi.HostfileKey]), "the launcher's hostfile is the ConfigMap's")
+				Expect(out).To(Equal(c.gen.hostfile()), "the launcher's hostfile is the Secret's")
 				for _, p := range c.pods() {
 					role := mpi.RoleWorker
 					if p == c.launcher {

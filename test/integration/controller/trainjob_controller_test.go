@@ -143,12 +143,18 @@ var _ = Describe("MPI TrainJob", func() {
 				}
 			}
 
-			By("writing the hostfile")
+			By("writing the hostfile into the job's Secret, whose hostfile alone the launcher mounts")
 			Eventually(func(g Gomega) {
-				var cm corev1.ConfigMap
-				g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi-mpi-hostfile"}, &cm)).To(Succeed())
-				g.Expect(cm.Data).To(Equal(map[string]string{"hostfile": hostLine("pi-node-0-0.pi") + hostLine("pi-node-0-1.pi")}))
+				var s corev1.Secret
+				g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "pi-mpi-ssh"}, &s)).To(Succeed())
+				g.Expect(string(s.Data["hostfile"])).To(Equal(hostLine("pi-node-0-0.pi") + hostLine("pi-node-0-1.pi")))
 			}, framework.Timeout, framework.Interval).Should(Succeed())
+			Expect(launcher.Volumes).To(ContainElement(corev1.Volume{Name: "mpi-hostfile", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: "pi-mpi-ssh", Items: []corev1.KeyToPath{{Key: "hostfile", Path: "hostfile"}}, DefaultMode: ptr.To[int32](0o444),
+			}}}))
+			var configMaps corev1.ConfigMapList
+			Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns.Name), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+			Expect(configMaps.Items).To(BeEmpty(), "two objects a job: its JobSet and its Secret")
 
 			By("generating ed25519 keys that agree with each other")
 			Eventually(func(g Gomega) {
@@ -399,7 +405,7 @@ var _ = Describe("MPI TrainJob", func() {
 				HaveField("Reason", tc.reason),
 				HaveField("Message", ContainSubstring(tc.message)),
 			))
-			Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.HostfileConfigMapName(tc.name)}, &corev1.ConfigMap{}))).To(BeTrue())
+			Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName(tc.name)}, &corev1.Secret{}))).To(BeTrue())
 		}
 		By("the operator still runs other jobs")
 		tj := wrappers.MakeTrainJob("small", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
@@ -440,14 +446,6 @@ var _ = Describe("MPI TrainJob", func() {
 		Entry("an SSH Secret with Torus's label", func(ns string) client.Object {
 			return &corev1.Secret{TypeMeta: metav1.TypeMeta{Kind: "Secret", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-ssh", Namespace: ns},
 				Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")}}
-		}, true),
-		Entry("a hostfile ConfigMap without Torus's label", func(ns string) client.Object {
-			return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-hostfile", Namespace: ns},
-				Data: map[string]string{"hostfile": "attacker.example.com slots=64\n"}}
-		}, false),
-		Entry("a hostfile ConfigMap with Torus's label", func(ns string) client.Object {
-			return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "squat-mpi-hostfile", Namespace: ns},
-				Data: map[string]string{"hostfile": "attacker.example.com slots=64\n"}}
 		}, true),
 	)
 
@@ -501,9 +499,9 @@ var _ = Describe("MPI TrainJob", func() {
 		tj := wrappers.MakeTrainJob("local", ns.Name).NamespacedRuntimeRef("team-mpi").NumNodes(3).Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(func(g Gomega) {
-			var cm corev1.ConfigMap
-			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "local-mpi-hostfile"}, &cm)).To(Succeed())
-			g.Expect(strings.Count(cm.Data["hostfile"], "\n")).To(Equal(3))
+			var s corev1.Secret
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "local-mpi-ssh"}, &s)).To(Succeed())
+			g.Expect(strings.Count(string(s.Data["hostfile"]), "\n")).To(Equal(3))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 

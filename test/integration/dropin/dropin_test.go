@@ -75,7 +75,8 @@ type outcome struct {
 	snapshot   *corev1.ConfigMap
 	conditions []metav1.Condition
 	jobsStatus []trainer.JobStatus
-	// hostfile is an MPI job's, as both controllers name it.
+	// hostfile is an MPI job's, from where its launcher mounts it: upstream's
+	// ConfigMap, or Torus's Secret.
 	hostfile map[string]string
 }
 
@@ -221,8 +222,8 @@ var mpiDifferences = []string{
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].volumeMounts[mpi-ssh-auth]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].volumeMounts[mpi-ssh]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.initContainers",
-	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].configMap.defaultMode",
-	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].configMap.items",
+	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].configMap",
+	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].secret",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh-auth]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh-secret]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh]",
@@ -343,6 +344,12 @@ func runJobs(sctx SpecContext, ns string) map[string]outcome {
 		var js jobsetv1alpha2.JobSet
 		Eventually(func() error { return fw.Client.Get(sctx, key, &js) }, framework.Timeout, framework.Interval).
 			Should(Succeed(), "JobSet of %s", j.name)
+		// The hostfile while the job runs: Torus's goes with its keys
+		// when the job ends.
+		var hostfile map[string]string
+		if j.mpi {
+			Eventually(func(g Gomega) { hostfile = mountedHostfile(sctx, g, &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+		}
 		if j.end != "" {
 			endJobSet(sctx, &js, j.end)
 		}
@@ -357,21 +364,47 @@ func runJobs(sctx SpecContext, ns string) map[string]outcome {
 			}
 		}, framework.Timeout, framework.Interval).Should(Succeed(), "status of %s", j.name)
 		Expect(fw.Client.Get(sctx, key, &js)).To(Succeed())
-		o := outcome{jobSet: js.DeepCopy(), conditions: tj.Status.Conditions, jobsStatus: tj.Status.JobsStatus}
+		o := outcome{jobSet: js.DeepCopy(), conditions: tj.Status.Conditions, jobsStatus: tj.Status.JobsStatus, hostfile: hostfile}
 		var snapshot corev1.ConfigMap
 		if err := fw.Client.Get(sctx, client.ObjectKey{Namespace: ns, Name: j.name + "-runtime-snapshot"}, &snapshot); err == nil {
 			o.snapshot = &snapshot
 		} else if !j.mpi {
 			Fail(fmt.Sprintf("no runtime snapshot for %s: %v", j.name, err))
 		}
-		if j.mpi {
-			var hf corev1.ConfigMap
-			Expect(fw.Client.Get(sctx, client.ObjectKey{Namespace: ns, Name: j.name + "-mpi-hostfile"}, &hf)).To(Succeed())
-			o.hostfile = hf.Data
-		}
 		out[j.name] = o
 	}
 	return out
+}
+
+// mountedHostfile reads the data of the object a JobSet's launcher mounts
+// as its mpi-hostfile volume.
+func mountedHostfile(sctx SpecContext, g Gomega, js *jobsetv1alpha2.JobSet) map[string]string {
+	for _, rj := range js.Spec.ReplicatedJobs {
+		for _, v := range rj.Template.Spec.Template.Spec.Volumes {
+			if v.Name != "mpi-hostfile" {
+				continue
+			}
+			key := client.ObjectKey{Namespace: js.Namespace}
+			switch {
+			case v.ConfigMap != nil:
+				var cm corev1.ConfigMap
+				key.Name = v.ConfigMap.Name
+				g.Expect(fw.Client.Get(sctx, key, &cm)).To(Succeed())
+				return cm.Data
+			case v.Secret != nil:
+				var s corev1.Secret
+				key.Name = v.Secret.SecretName
+				g.Expect(fw.Client.Get(sctx, key, &s)).To(Succeed())
+				out := map[string]string{}
+				for _, item := range v.Secret.Items {
+					out[item.Path] = string(s.Data[item.Key])
+				}
+				return out
+			}
+		}
+	}
+	StopTrying("JobSet " + js.Name + " mounts no mpi-hostfile volume").Now()
+	return nil
 }
 
 func lines(s string) []string { return strings.Split(strings.TrimSpace(s), "\n") }

@@ -43,9 +43,9 @@ var _ = Describe("Admission", Ordered, func() {
 		Entry("numProcPerNode MaxInt32", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("hugeslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(math.MaxInt32).Obj()
 		}, "spec.trainer.numProcPerNode: Invalid value: 2147483647: must be at most 4096 ranks (slots) on a node"),
-		Entry("a hostfile larger than a ConfigMap holds", func(ns string) *trainer.TrainJob {
+		Entry("a hostfile larger than the job's Secret holds", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob(strings.Repeat("h", 38), ns).RuntimeRef("wh-openmpi").NumNodes(16384).Obj()
-		}, "spec.trainer.numNodes", "more than the 1044480 a ConfigMap holds: use at most"),
+		}, "spec.trainer.numNodes", "more than the 983040 the job's Secret holds beside its keys: use at most"),
 		Entry("numProcPerNode < 1", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("noslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(0).Obj()
 		}, "spec.trainer.numProcPerNode: Invalid value: 0: must be at least 1", "--slots-per-worker"),

@@ -1,0 +1,203 @@
+package olm
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/hack/manifests/render"
+)
+
+// kustomizeOverlay installs the kubernetes overlay as `make manifests`
+// renders it (dist/manifests/kubernetes.yaml), on the real node, the way an
+// administrator with cert-manager applies it. cert-manager is not here: the
+// suite does its part from the overlay's own Certificate (a certificate for
+// its DNS names in its Secret, its CA injected into the webhook
+// configurations that ask for it). The one other change is the local
+// cluster's: it runs no kube-proxy, so the pods are told the API server's
+// own address, as the OLM spec's Subscription does.
+func kustomizeOverlay() {
+	const certManagerCA = "cert-manager.io/inject-ca-from"
+	var objs []*unstructured.Unstructured
+
+	BeforeAll(func() {
+		if !realNode {
+			Skip("no real node on this machine: the overlay's pods would only run on a kwok node")
+		}
+		var err error
+		objs, err = render.Objects(render.Path(root, "kubernetes"))
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("installs, cert-manager's part done by the suite, and runs two replicas on the real node from this tree's image", func() {
+		var cert *unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == "Certificate" {
+				cert = o
+			}
+		}
+		Expect(cert).NotTo(BeNil(), "the overlay has no cert-manager Certificate")
+		dnsNames, _, err := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		Expect(err).NotTo(HaveOccurred())
+		secretName, _, err := unstructured.NestedString(cert.Object, "spec", "secretName")
+		Expect(err).NotTo(HaveOccurred())
+		crt, key := selfSigned(nil, dnsNames)
+
+		api, err := url.Parse(adminCfg.Host)
+		Expect(err).NotTo(HaveOccurred())
+		var deployment *unstructured.Unstructured
+		for _, o := range objs {
+			switch {
+			case o.GroupVersionKind().Group == "cert-manager.io":
+				continue
+			case o.GetKind() == "MutatingWebhookConfiguration" || o.GetKind() == "ValidatingWebhookConfiguration":
+				Expect(o.GetAnnotations()).To(HaveKeyWithValue(certManagerCA, cert.GetNamespace()+"/"+cert.GetName()))
+				injectCA(o, crt)
+			case o.GetKind() == "Deployment":
+				deployment = o
+				tellAPIServer(o, api)
+			}
+			apply(o)
+			if o.GetKind() == "Namespace" && o.GetName() == cert.GetNamespace() {
+				Expect(k8sClient.Create(ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: cert.GetNamespace()},
+					Type:       corev1.SecretTypeTLS,
+					Data:       map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key, "ca.crt": crt},
+				})).To(Succeed())
+			}
+		}
+		Expect(deployment).NotTo(BeNil())
+	})
+
+	It("has its Deployment available: both pods on the real node, from the image imported there, admitted as restricted", func() {
+		var d appsv1.Deployment
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator"}, &d)).To(Succeed())
+			g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(2), "two replicas serve the webhooks")
+		}, timeout, interval).Should(Succeed())
+		var ns corev1.Namespace
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: installNS}, &ns)).To(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", restrictedPods))
+		var pods corev1.PodList
+		Expect(k8sClient.List(ctx, &pods, client.InNamespace(installNS), client.MatchingLabels(d.Spec.Selector.MatchLabels))).To(Succeed())
+		Expect(pods.Items).To(HaveLen(2))
+		for _, pod := range pods.Items {
+			Expect(pod.Spec.NodeName).To(Equal("real-node-0"))
+			Expect(pod.Status.ContainerStatuses).To(ConsistOf(And(
+				HaveField("Ready", true), HaveField("Image", bundleCSV().Spec.RelatedImages[0].Image))))
+		}
+	})
+
+	It("serves its webhooks from its pods and runs a job to Complete on real pods", func() {
+		By("a bad job refused by the webhook the pods serve, with its reason")
+		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
+		err := k8sClient.Create(ctx, tj, client.DryRunAll)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+
+		By("an Open MPI job reconciled by the elected pod, run to Complete by real sshd and mpirun")
+		runPi("pi-kustomize")
+	})
+
+	It("uninstalls as docs/install.md says, keeping the CRDs and so the users' jobs", func() {
+		// The webhook configurations first: they refuse TrainJob changes
+		// once the operator is gone. The CRDs stay.
+		webhooks := func(o *unstructured.Unstructured) bool { return strings.HasSuffix(o.GetKind(), "WebhookConfiguration") }
+		for _, first := range []bool{true, false} {
+			for _, o := range objs {
+				switch {
+				case webhooks(o) != first, o.GetKind() == "CustomResourceDefinition", o.GetKind() == "Namespace",
+					o.GroupVersionKind().Group == "cert-manager.io":
+					continue
+				}
+				Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed(), "deleting %s %s", o.GetKind(), o.GetName())
+			}
+		}
+		Expect(k8sClient.DeleteAllOf(ctx, &trainer.ClusterTrainingRuntime{}, client.MatchingLabels{"torus-mpi.io/default-runtime": "true"})).To(Succeed())
+		deleteNamespace(installNS)
+		var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(k8sClient.List(ctx, &validating)).To(Succeed())
+		Expect(validating.Items).NotTo(ContainElement(HaveField("ObjectMeta.Name", HavePrefix("torus-"))))
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				Expect(k8sClient.Get(ctx, client.ObjectKey{Name: o.GetName()}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+			}
+		}
+	})
+}
+
+// tellAPIServer gives a Deployment's manager container the API server's
+// address: the local cluster runs no kube-proxy to route the kubernetes
+// Service's address to it.
+func tellAPIServer(d *unstructured.Unstructured, api *url.URL) {
+	GinkgoHelper()
+	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	Expect(err).NotTo(HaveOccurred())
+	for i := range containers {
+		c := containers[i].(map[string]any)
+		if c["name"] != "manager" {
+			continue
+		}
+		env, _, _ := unstructured.NestedSlice(c, "env")
+		c["env"] = append(env,
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()})
+	}
+	Expect(unstructured.SetNestedSlice(d.Object, containers, "spec", "template", "spec", "containers")).To(Succeed())
+}
+
+// injectCA sets every webhook's caBundle, as cert-manager's CA injector does
+// for a configuration annotated with its Certificate.
+func injectCA(o *unstructured.Unstructured, ca []byte) {
+	GinkgoHelper()
+	hooks, _, err := unstructured.NestedSlice(o.Object, "webhooks")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(hooks).NotTo(BeEmpty())
+	for i := range hooks {
+		h := hooks[i].(map[string]any)
+		Expect(unstructured.SetNestedField(h, base64.StdEncoding.EncodeToString(ca), "clientConfig", "caBundle")).To(Succeed())
+	}
+	Expect(unstructured.SetNestedSlice(o.Object, hooks, "webhooks")).To(Succeed())
+}
+
+// kubectlMPI runs the plugin of this tree against the suite's cluster.
+func kubectlMPI(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), append([]string{"--kubeconfig", filepath.Join(clusterDir, "kubeconfig")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
+	return string(out), err
+}
+
+// runPi runs a 2-worker Open MPI job of the local runtime to Complete on the
+// real node, checks its result and deletes it.
+func runPi(name string) {
+	GinkgoHelper()
+	out, err := kubectlMPI("run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+		"--wait", "--timeout", "3m", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
+	if err != nil {
+		describe, _ := kubectlMPI("describe", name)
+		Fail(fmt.Sprintf("the job did not complete: %v\n%s\n%s", err, out, describe))
+	}
+	out, err = kubectlMPI("logs", name, "--launcher")
+	Expect(err).NotTo(HaveOccurred(), out)
+	Expect(out).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
+	_, err = kubectlMPI("delete", name, "--wait")
+	Expect(err).NotTo(HaveOccurred())
+}
