@@ -1,8 +1,9 @@
 // Command bench measures the Torus operator against the upstream Kubeflow
 // Trainer controller (v2.3.0) side by side, on the same machine in one run:
 // for N MPI TrainJobs of 8 workers on an OpenMPI runtime both understand,
-// the time until every job has its JobSet, SSH Secret and hostfile
-// ConfigMap, the API writes each controller sends per job (counted by a
+// the time until every job has its objects (JobSet and Secret for Torus,
+// which carries the hostfile in the Secret; JobSet, SSH Secret and hostfile
+// ConfigMap for upstream), the API writes each controller sends per job (counted by a
 // proxy in front of the API server), its writes per minute at rest, and its
 // peak RSS and CPU seconds; and the time one job of 4,096 workers takes to
 // get its JobSet. The floor is the benchmark itself creating the TrainJob,
@@ -384,7 +385,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		defer ctrl.stop()
 		// One job end to end proves the controller has its caches and
 		// its lease before the clock starts.
-		warm := newTracker(nsWarmup, 1)
+		warm := newTracker(nsWarmup, 1, c.Kind != kindTorus)
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		if err := warm.start(wctx, mc); err != nil {
@@ -399,7 +400,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		proxy.quiet(ctx, quietWindow, 30*time.Second)
 	}
 
-	t := newTracker(nsBench, n)
+	t := newTracker(nsBench, n, c.Kind != kindTorus)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := t.start(tctx, mc); err != nil {
@@ -488,7 +489,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 // measureBig times one TrainJob of o.bigWorkers workers to its JobSet.
 func measureBig(ctx context.Context, o options, bench *creator, mc metadata.Interface, r *result) error {
 	logf("%s: one TrainJob of %d workers", r.Contender.Name, o.bigWorkers)
-	t := newTracker(nsBig, 1)
+	t := newTracker(nsBig, 1, r.Contender.Kind != kindTorus)
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := t.start(tctx, mc); err != nil {

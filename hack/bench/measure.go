@@ -22,16 +22,12 @@ import (
 )
 
 // jobTimes are when the benchmark asked for a TrainJob and when it saw
-// each of its three objects.
+// each of its objects.
 type jobTimes struct {
 	created, jobSet, secret, configMap time.Time
 }
 
-func (t *jobTimes) complete() bool {
-	return !t.jobSet.IsZero() && !t.secret.IsZero() && !t.configMap.IsZero()
-}
-
-// done is when the last of the three objects appeared.
+// done is when the last of its objects appeared.
 func (t *jobTimes) done() time.Time {
 	d := t.jobSet
 	for _, x := range []time.Time{t.secret, t.configMap} {
@@ -50,6 +46,9 @@ func (t *jobTimes) done() time.Time {
 type tracker struct {
 	ns   string
 	want int
+	// configMaps: the contender makes a hostfile ConfigMap per job
+	// (upstream, the floor); Torus carries the hostfile in its Secret.
+	configMaps bool
 
 	mu       sync.Mutex
 	jobs     map[string]*jobTimes
@@ -57,8 +56,14 @@ type tracker struct {
 	allDone  chan struct{}
 }
 
-func newTracker(ns string, want int) *tracker {
-	return &tracker{ns: ns, want: want, jobs: map[string]*jobTimes{}, allDone: make(chan struct{})}
+func newTracker(ns string, want int, configMaps bool) *tracker {
+	return &tracker{ns: ns, want: want, configMaps: configMaps, jobs: map[string]*jobTimes{}, allDone: make(chan struct{})}
+}
+
+// hasAll reports whether every object the contender makes for a job
+// appeared.
+func (t *tracker) hasAll(jt *jobTimes) bool {
+	return !jt.jobSet.IsZero() && !jt.secret.IsZero() && (!t.configMaps || !jt.configMap.IsZero())
 }
 
 var (
@@ -142,7 +147,7 @@ func (t *tracker) saw(gvr schema.GroupVersionResource, m *metav1.PartialObjectMe
 		jt = &jobTimes{}
 		t.jobs[job] = jt
 	}
-	was := jt.complete()
+	was := t.hasAll(jt)
 	var slot *time.Time
 	switch gvr {
 	case gvrJobSet:
@@ -155,7 +160,7 @@ func (t *tracker) saw(gvr schema.GroupVersionResource, m *metav1.PartialObjectMe
 	if slot.IsZero() {
 		*slot = at
 	}
-	if !was && jt.complete() {
+	if !was && t.hasAll(jt) {
 		t.complete++
 		if t.complete == t.want {
 			close(t.allDone)
@@ -189,12 +194,12 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
 }
 
 // latencies are the per-job times from the create request to the last of
-// the three objects, sorted, and the batch's end.
+// its objects, sorted, and the batch's end.
 func (t *tracker) latencies() (lat []time.Duration, last time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, jt := range t.jobs {
-		if !jt.complete() || jt.created.IsZero() {
+		if !t.hasAll(jt) || jt.created.IsZero() {
 			continue
 		}
 		d := jt.done()
