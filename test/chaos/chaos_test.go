@@ -52,19 +52,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 
 		By(fmt.Sprintf("creating %d TrainJobs while the operator is killed %d times", jobs, killsPerPhase))
 		var refused atomic.Int64
-		created := run(func() {
-			var wg sync.WaitGroup
-			for w := range 8 {
-				wg.Go(func() {
-					defer GinkgoRecover()
-					for i := w; i < jobs; i += 8 {
-						createRetrying(ns, fmt.Sprintf("job-%03d", i), &refused)
-						time.Sleep(20 * time.Millisecond)
-					}
-				})
-			}
-			wg.Wait()
-		})
+		created := run(func() { createAll(ns, jobs, 20*time.Millisecond, &refused) })
 		killWhile(op, rng, created)
 		Eventually(func(g Gomega) {
 			var list jobsetv1alpha2.JobSetList
@@ -87,20 +75,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 			}
 		})
 		killWhile(op, rng, finished)
-		Eventually(func(g Gomega) {
-			var list trainer.TrainJobList
-			g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
-			done := 0
-			for i := range list.Items {
-				if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, trainer.TrainJobComplete) {
-					done++
-				}
-			}
-			g.Expect(done).To(Equal(jobs))
-			var secrets corev1.SecretList
-			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
-			g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
-		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+		Eventually(allFinished(ns, jobs), 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 
 		By("every job: Complete, never Failed, exactly one JobSet, owned by it; nothing owned by no job")
 		var tjs trainer.TrainJobList
@@ -176,6 +151,23 @@ func allCreated(ns string) func(Gomega) {
 		for _, tj := range tjs.Items {
 			g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionCreated)).To(BeTrue(), tj.Name)
 		}
+	}
+}
+
+// allFinished checks that all n jobs in ns are Complete and none Failed, and
+// that their keys are deleted.
+func allFinished(ns string, n int) func(Gomega) {
+	return func(g Gomega) {
+		var tjs trainer.TrainJobList
+		g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
+		g.Expect(tjs.Items).To(HaveLen(n))
+		for _, tj := range tjs.Items {
+			g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete)).To(BeTrue(), tj.Name)
+			g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed)).To(BeFalse(), tj.Name)
+		}
+		var secrets corev1.SecretList
+		g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+		g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
 	}
 }
 
@@ -259,6 +251,22 @@ func createRetrying(ns, name string, refused *atomic.Int64) {
 		}
 		return nil
 	}, time.Minute, 50*time.Millisecond).Should(Succeed())
+}
+
+// createAll creates TrainJobs job-000 to job-<n-1> in ns from 8 clients at
+// once, each pausing between its creates, retrying as createRetrying does.
+func createAll(ns string, n int, pause time.Duration, refused *atomic.Int64) {
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			for i := w; i < n; i += 8 {
+				createRetrying(ns, fmt.Sprintf("job-%03d", i), refused)
+				time.Sleep(pause)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // observeJobSets writes the first status of each new JobSet in ns, as the

@@ -19,8 +19,6 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -188,15 +186,7 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		const n = 200
 		ns := fw.NewNamespace(sctx, "faults").Name
 		// Watches are few and long: a third of them is cut within 5s.
-		proxy := newFaultProxy(0.03, 1.0/3, uint64(GinkgoRandomSeed()))
-		DeferCleanup(proxy.close)
-		dir := GinkgoT().TempDir()
-		op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
-		DeferCleanup(op.stop)
-		op.start()
-		ensureRuntimes()
-		stopObserving := observeJobSets(ns)
-		DeferCleanup(stopObserving)
+		proxy, _ := behindProxy(ns, 0.03, 1.0/3)
 
 		var refused atomic.Int64
 		for i := range n {
@@ -208,17 +198,7 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		for i := range list.Items {
 			complete(client.ObjectKey{Namespace: ns, Name: mpi.JobSetName(list.Items[i].Name)})
 		}
-		Eventually(func(g Gomega) {
-			var tjs trainer.TrainJobList
-			g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
-			for _, tj := range tjs.Items {
-				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete)).To(BeTrue(), tj.Name)
-				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed)).To(BeFalse(), tj.Name)
-			}
-			var secrets corev1.SecretList
-			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
-			g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		Eventually(allFinished(ns, n), 3*time.Minute, 200*time.Millisecond).Should(Succeed())
 		Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		expectChildrenOwnedOnce(ns, list.Items)
 
@@ -227,6 +207,22 @@ var _ = Describe("The operator behind an API server that fails some of its reque
 		GinkgoWriter.Printf("requests per job under faults: %.1f (%s); faults injected: %s\n", perJob, verbs, faults)
 	})
 })
+
+// behindProxy starts the operator behind a proxy failing the given rates of
+// requests and watches, the shipped runtimes, and the JobSet controller's
+// part for ns; the spec's end stops them.
+func behindProxy(ns string, rate, watchRate float64) (*faultProxy, *operatorProcess) {
+	GinkgoHelper()
+	proxy := newFaultProxy(rate, watchRate, uint64(GinkgoRandomSeed()))
+	DeferCleanup(proxy.close)
+	dir := GinkgoT().TempDir()
+	op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
+	DeferCleanup(op.stop)
+	op.start()
+	ensureRuntimes()
+	DeferCleanup(observeJobSets(ns))
+	return proxy, op
+}
 
 // expectSettled checks that the operator, its n jobs done, sends no more
 // requests (a hot loop would), and that it sent a bounded number per job.

@@ -90,4 +90,10 @@ func (o *operatorProcess) stop() {
 		_ = o.cmd.Process.Signal(syscall.SIGKILL)
 		<-o.exited
 	}
+	// The spec's directory goes with it: a failed spec shows the log's end.
+	if CurrentSpecReport().Failed() {
+		if log, err := os.ReadFile(filepath.Join(o.dir, "operator.log")); err == nil {
+			GinkgoWriter.Printf("operator log (last 8 KiB):\n%s\n", log[max(0, len(log)-8<<10):])
+		}
+	}
 }

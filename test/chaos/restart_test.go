@@ -2,19 +2,16 @@ package chaos_test
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -24,15 +21,7 @@ var _ = Describe("The API server and etcd restarted mid-batch", func() {
 		const n = 200
 		ns := fw.NewNamespace(sctx, "restarts").Name
 		// A proxy that only counts: the operator's requests per job.
-		proxy := newFaultProxy(0, 0, uint64(GinkgoRandomSeed()))
-		DeferCleanup(proxy.close)
-		dir := GinkgoT().TempDir()
-		op := &operatorProcess{dir: dir, kubeconfig: proxy.kubeconfig(dir)}
-		DeferCleanup(op.stop)
-		op.start()
-		ensureRuntimes()
-		stopObserving := observeJobSets(ns)
-		DeferCleanup(stopObserving)
+		proxy, op := behindProxy(ns, 0, 0)
 
 		// restarts takes the API server down, then etcd, while work runs.
 		restarts := func(work <-chan struct{}) {
@@ -46,19 +35,7 @@ var _ = Describe("The API server and etcd restarted mid-batch", func() {
 
 		By(fmt.Sprintf("creating %d TrainJobs while the API server and then etcd restart", n))
 		var refused atomic.Int64
-		restarts(run(func() {
-			var wg sync.WaitGroup
-			for w := range 8 {
-				wg.Go(func() {
-					defer GinkgoRecover()
-					for i := w; i < n; i += 8 {
-						createRetrying(ns, fmt.Sprintf("job-%03d", i), &refused)
-						time.Sleep(40 * time.Millisecond)
-					}
-				})
-			}
-			wg.Wait()
-		}))
+		restarts(run(func() { createAll(ns, n, 40*time.Millisecond, &refused) }))
 		Eventually(allCreated(ns), 3*time.Minute, 200*time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("creations that failed and were retried: %d\n", refused.Load())
 
@@ -72,16 +49,7 @@ var _ = Describe("The API server and etcd restarted mid-batch", func() {
 				time.Sleep(20 * time.Millisecond)
 			}
 		}))
-		Eventually(func(g Gomega) {
-			var tjs trainer.TrainJobList
-			g.Expect(fw.Client.List(ctx, &tjs, client.InNamespace(ns))).To(Succeed())
-			for _, tj := range tjs.Items {
-				g.Expect(meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete)).To(BeTrue(), tj.Name)
-			}
-			var secrets corev1.SecretList
-			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
-			g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
-		}, 3*time.Minute, 200*time.Millisecond).Should(Succeed())
+		Eventually(allFinished(ns, n), 3*time.Minute, 200*time.Millisecond).Should(Succeed())
 
 		By("every job Complete and never Failed, with exactly its children; the operator never exited")
 		var tjs trainer.TrainJobList
@@ -92,7 +60,7 @@ var _ = Describe("The API server and etcd restarted mid-batch", func() {
 			Expect(meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning)).To(HaveField("Reason", trainjob.ReasonCompleted), tj.Name)
 		}
 		expectChildrenOwnedOnce(ns, tjs.Items)
-		Expect(op.running()).To(BeTrue(), "the operator exited; see %s", dir)
+		Expect(op.running()).To(BeTrue(), "the operator exited; see %s", op.dir)
 		perJob, verbs := proxy.expectSettled(n)
 		GinkgoWriter.Printf("requests per job across 4 restarts: %.1f (%s)\n", perJob, verbs)
 	})

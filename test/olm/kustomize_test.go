@@ -106,11 +106,7 @@ func kustomizeOverlay() {
 
 	It("serves its webhooks from its pods and runs a job to Complete on real pods", func() {
 		By("a bad job refused by the webhook the pods serve, with its reason")
-		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
-			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
-		err := k8sClient.Create(ctx, tj, client.DryRunAll)
-		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
-		Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+		expectBadJobRefused()
 
 		By("an Open MPI job reconciled by the elected pod, run to Complete by real sshd and mpirun")
 		runPi("pi-kustomize")
@@ -183,6 +179,17 @@ func kubectlMPI(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("$ kubectl mpi %s\n%s", strings.Join(args, " "), out)
 	return string(out), err
+}
+
+// expectBadJobRefused dry-runs a TrainJob of no nodes: Torus's webhook,
+// wherever it is served, refuses it with its reason.
+func expectBadJobRefused() {
+	GinkgoHelper()
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
+		Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
+	err := k8sClient.Create(ctx, tj, client.DryRunAll)
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
+	Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
 }
 
 // runPi runs a 2-worker Open MPI job of the local runtime to Complete on the

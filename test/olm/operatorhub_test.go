@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
@@ -23,7 +22,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
@@ -255,11 +253,7 @@ func operatorHub() {
 			Skip("no real node on this machine: the operator's pod only runs on a kwok node")
 		}
 		By("a bad job refused by the webhook the pod serves, with its reason")
-		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
-			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
-		err := k8sClient.Create(ctx, tj, client.DryRunAll)
-		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
-		Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+		expectBadJobRefused()
 
 		By("an Open MPI job reconciled by the pod, run to Complete by real sshd and mpirun on the real node")
 		runPi("pi-olm")
