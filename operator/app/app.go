@@ -4,13 +4,18 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -264,7 +269,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	mgr, err := NewManager(cfg, o)
+	mgr, err := newManagerRetrying(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
@@ -273,4 +278,42 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ctrl.Log.WithName("setup").Info("Starting Torus operator")
 	return mgr.Start(ctx)
+}
+
+// newManagerRetrying builds the manager, trying again while the API server
+// answers its first requests (discovery) with an error or not at all: one
+// lost answer at start-up must not take down the webhooks every TrainJob
+// write goes through until the kubelet's restart back-off lets the pod try
+// again. A flag error, or an API server away for a minute, still fails.
+func newManagerRetrying(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	log := ctrl.Log.WithName("setup")
+	var mgr ctrl.Manager
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second}
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		var err error
+		mgr, err = NewManager(cfg, o)
+		if err == nil {
+			return true, nil
+		}
+		if !fromAPIServer(err) {
+			return false, err
+		}
+		last = err
+		log.Info("The API server failed a start-up request; trying again", "error", err.Error())
+		return false, nil
+	})
+	if wait.Interrupted(err) && last != nil {
+		return nil, last
+	}
+	return mgr, err
+}
+
+// fromAPIServer reports whether err is an answer of the API server, or the
+// lack of one, rather than a bad setting.
+func fromAPIServer(err error) bool {
+	var status apierrors.APIStatus
+	var urlErr *url.Error
+	var netErr net.Error
+	return errors.As(err, &status) || errors.As(err, &urlErr) || errors.As(err, &netErr)
 }
