@@ -133,10 +133,14 @@ bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to a
 	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real
-bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all ranks Running and to Complete for real 2-worker jobs on a real node (root), p50/p95 of 10.
+bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all ranks Running and to Complete for real 2-worker jobs on a real node (root), p50/p95 of 10; then the same with upstream Trainer's controller and MPI runtime on a fresh cluster.
+	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node
 	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node; \
+	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream; \
 	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 ##@ Packaging

@@ -2,9 +2,12 @@
 // long MPI jobs take from TrainJob creation until Kueue admitted them and
 // until every pod (launcher and workers) runs: one job of 1, 8 and 64
 // workers, then 50 jobs of 4 workers submitted at once. With -real-node,
-// real jobs on the cluster's real node instead (realnode.go).
+// real jobs on the cluster's real node instead (realnode.go); with
+// -upstream too, the same jobs on upstream Trainer's published MPI runtime,
+// on a cluster where upstream's controller runs instead of Torus
+// (hack/cluster -upstream-trainer; upstream.go).
 //
-//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-real-node]
+//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-real-node [-upstream]]
 package main
 
 import (
@@ -46,14 +49,19 @@ func main() {
 	fs := flag.NewFlagSet("benche2e", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cluster/kubeconfig", "the local cluster's kubeconfig")
 	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
+	upstream := fs.Bool("upstream", false, "with -real-node, on upstream Trainer's MPI runtime (hack/cluster up -real-node -upstream-trainer)")
 	_ = fs.Parse(os.Args[1:])
-	if err := run(*kubeconfig, *real); err != nil {
+	if *upstream && !*real {
+		fmt.Fprintln(os.Stderr, "benche2e: -upstream measures real jobs: add -real-node")
+		os.Exit(2)
+	}
+	if err := run(*kubeconfig, *real, *upstream); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, real bool) error {
+func run(kubeconfig string, real, upstream bool) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -70,7 +78,14 @@ func run(kubeconfig string, real bool) error {
 			return err
 		}
 		defer func() { _ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) }()
-		return runReal(ctx, c, ns)
+		rc := torusContender
+		if upstream {
+			if rc, err = upstreamContender(ctx, c); err != nil {
+				return err
+			}
+			defer func() { _ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}}) }()
+		}
+		return runReal(ctx, c, ns, rc)
 	}
 	if err := setup(ctx, c, ns); err != nil {
 		return err

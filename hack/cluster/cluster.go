@@ -21,13 +21,16 @@ import (
 // startOrder is the order components start in; they stop in reverse.
 var startOrder = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "coredns", "kubelet", "kwok",
-	"jobset", "kueue", "torus-operator",
+	"jobset", "kueue", "torus-operator", upstreamTrainer,
 }
 
 type cluster struct {
 	dir      string
 	testbin  string
 	operator string
+	// upstream: upstream Trainer's controller reconciles TrainJobs
+	// instead of the operator (-upstream-trainer).
+	upstream bool
 	nodes    int
 	// realNode: also a kubelet and containerd on this machine (root).
 	realNode bool
@@ -114,7 +117,10 @@ func (c *cluster) up(ctx context.Context) error {
 		{"JobSet", c.startJobSet},
 		{"Kueue", c.startKueue},
 	}...)
-	if c.operator != "" {
+	switch {
+	case c.upstream:
+		steps = append(steps, step{"upstream Trainer", c.startUpstreamTrainer})
+	case c.operator != "":
 		steps = append(steps, step{"Torus operator", c.startOperator})
 	}
 	if c.realNode {
@@ -136,8 +142,12 @@ func (c *cluster) up(ctx context.Context) error {
 func (c *cluster) expected() []string {
 	var out []string
 	for _, name := range startOrder {
-		// A cluster started with -operator "" runs no operator.
-		if name == "torus-operator" && c.operator == "" {
+		// A cluster started with -operator "" runs no operator, one
+		// with -upstream-trainer upstream's controller instead.
+		if name == "torus-operator" && (c.operator == "" || c.runsUpstream()) {
+			continue
+		}
+		if name == upstreamTrainer && !c.runsUpstream() {
 			continue
 		}
 		if (name == "containerd" || name == "coredns" || name == "kubelet") && !c.hasRealNode() {
@@ -165,6 +175,16 @@ func (c *cluster) hasRealNode() bool {
 	}
 	_, err := os.Stat(filepath.Join(c.dir, "node.json"))
 	return err == nil
+}
+
+// runsUpstream: this cluster was started with -upstream-trainer
+// (then, or by its PID file since, for status).
+func (c *cluster) runsUpstream() bool {
+	if c.upstream {
+		return true
+	}
+	_, ok := c.pids()[upstreamTrainer]
+	return ok
 }
 
 // allAlive fails with the name and log of the first component that is

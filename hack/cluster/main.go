@@ -28,6 +28,7 @@ func main() {
 	fs.StringVar(&c.dir, "dir", ".cluster", "state directory: kubeconfig, certificates, logs, PID files")
 	fs.StringVar(&c.testbin, "testbin", ".testbin/bin", "directory of the control-plane binaries (make testbin)")
 	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
+	fs.BoolVar(&c.upstream, "upstream-trainer", false, "run upstream Trainer's controller (trainer-controller-manager from -testbin, with its webhooks) instead of the Torus operator, for side-by-side measures (make bench-e2e-real)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
 	fs.BoolVar(&c.realNode, "real-node", false, "also run a real node (kubelet + containerd, root) on which pods really run")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
