@@ -83,7 +83,9 @@ func run(kubeconfig string, real, upstream bool) error {
 			if rc, err = upstreamContender(ctx, c); err != nil {
 				return err
 			}
-			defer func() { _ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}}) }()
+			defer func() {
+				_ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}})
+			}()
 		}
 		return runReal(ctx, c, ns, rc)
 	}
