@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	torus "github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/mpi"
 )
 
@@ -295,7 +294,7 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	secret, err := torus.BuildSSHSecret(tj, job, 0, nil, mpi.DefaultKeyAlgorithm)
+	secret, err := mpi.BuildSSHSecret(tj, job, 0, nil, mpi.DefaultKeyAlgorithm)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
 	fs.Int32Var(&o.MaxNodes, "max-nodes", mpi.DefaultMaxNodes, fmt.Sprintf(
-		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in a ConfigMap).", mpi.AbsoluteMaxNodes))
+		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in its Secret).", mpi.AbsoluteMaxNodes))
 	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
 		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
 	fs.StringVar(&o.SSHKeyAlgorithm, "ssh-key-algorithm", string(mpi.DefaultKeyAlgorithm), fmt.Sprintf(

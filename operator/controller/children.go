@@ -78,17 +78,16 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	desired.Annotations[mpi.AnnotationSpecHash] = hash
 
 	if existing == nil {
-		if r.creations.pending(childJobSet, s.tj, 0, s.now) {
+		if r.expectations.pending(childJobSet, s.tj, 0, s.now) {
 			// Created by an earlier reconcile; its watch event comes.
 			s.awaitCache = true
 			return nil
 		}
-		r.creations.created(childJobSet, s.tj, 0, s.now)
-		if err := r.client.Create(ctx, desired); err != nil {
+		if err := r.createExpected(ctx, s, childJobSet, 0, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				// A stale cache: its watch event comes.
 				return nil
 			}
-			r.creations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
 			if rejected(err) {
 				// Retrying cannot help; a runtime change brings the job back.
 				s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonJobSetRejected,

@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strconv"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,43 +16,6 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 )
-
-// BuildSSHSecret makes a job's Secret for a JobSet restart count: current
-// SSH keys for that run (fresh when nil) and fresh keys for the next (see
-// mpi.SSHSecretData), of the job's key algorithm, else alg, and the
-// hostfile.
-func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys, alg mpi.KeyAlgorithm) (*corev1.Secret, error) {
-	comment := "torus-mpi " + tj.Namespace + "/" + tj.Name
-	if job.SSH.KeyAlgorithm != "" {
-		alg = job.SSH.KeyAlgorithm
-	}
-	if current == nil {
-		var err error
-		if current, err = mpi.GenerateSSHKeys(rand.Reader, alg, comment); err != nil {
-			return nil, err
-		}
-	}
-	next, err := mpi.GenerateSSHKeys(rand.Reader, alg, comment)
-	if err != nil {
-		return nil, err
-	}
-	data := mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH)
-	// The launcher mounts the hostfile from here: one object fewer to
-	// write per job than a ConfigMap of its own (hack/bench).
-	data[mpi.HostfileKey] = []byte(job.Hostfile())
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            mpi.SSHSecretName(tj.Name),
-			Namespace:       tj.Namespace,
-			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
-			Annotations:     map[string]string{mpi.AnnotationJobSetRestarts: strconv.Itoa(int(restarts))},
-			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
-		},
-		Type:      corev1.SecretTypeSSHAuth,
-		Immutable: ptr.To(true),
-		Data:      data,
-	}, nil
-}
 
 // ensureSSHSecret makes sure the job has keys for its current run: it
 // creates them when missing and replaces them when the JobSet restarted
@@ -76,10 +37,10 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
 		if int32(made) >= restarts {
-			r.creations.seen(childSecret, job)
+			r.expectations.seen(childSecret, job)
 			return false, nil
 		}
-		if r.creations.pending(childSecret, s.tj, restarts, s.now) {
+		if r.expectations.pending(childSecret, s.tj, restarts, s.now) {
 			// The cache still shows the keys this run's replaced.
 			s.awaitCache = true
 			return false, nil
@@ -102,7 +63,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case r.creations.pending(childSecret, s.tj, restarts, s.now):
+	case r.expectations.pending(childSecret, s.tj, restarts, s.now):
 		s.awaitCache = true
 		return false, nil
 	}
@@ -111,14 +72,11 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			current = c.keys
 		}
 	}
-	secret, err := BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
+	secret, err := mpi.BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
-	r.creations.created(childSecret, s.tj, restarts, s.now)
-	if err := r.client.Create(ctx, secret); err != nil {
-		// Nothing was created to wait for.
-		r.creations.seen(childSecret, job)
+	if err := r.createExpected(ctx, s, childSecret, restarts, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// A stale cache, the Secret replaced still being deleted (a
 			// finalizer), or a Secret the cache does not hold (it lacks
@@ -180,7 +138,7 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 		pre.UID = ptr.To(cached.UID)
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case !r.creations.pending(childSecret, s.tj, anyRun, s.now):
+	case !r.expectations.pending(childSecret, s.tj, anyRun, s.now):
 		return true, nil
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
@@ -196,6 +154,6 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 		ctrl.LoggerFrom(ctx).V(2).Info("Deleted SSH keys", "secret", secret.Name)
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysDeleted, "Deleted SSH keys in Secret %s", secret.Name)
 	}
-	r.creations.seen(childSecret, client.ObjectKeyFromObject(s.tj))
+	r.expectations.seen(childSecret, client.ObjectKeyFromObject(s.tj))
 	return true, nil
 }

@@ -287,3 +287,14 @@ func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding, run
 	}
 	return msg
 }
+
+// maxConditionMessage is the API's limit on metav1.Condition messages.
+const maxConditionMessage = 32768
+
+func truncate(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	const ellipsis = "..."
+	return msg[:maxConditionMessage-len(ellipsis)] + ellipsis
+}

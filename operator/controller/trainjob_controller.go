@@ -58,8 +58,8 @@ type TrainJobReconciler struct {
 	// resourceVersion its last status patch replaced, until the cache shows
 	// a newer one. See Reconcile.
 	statusWritten sync.Map
-	// creations are children created but not yet in the cache.
-	creations creations
+	// expectations are children created but not yet in the cache.
+	expectations expectations
 	// carriedKeys maps a TrainJob to the keys a restarted run takes
 	// (carriedKeys), between deleting the old SSH Secret and creating the
 	// new one.
@@ -90,7 +90,7 @@ type scope struct {
 	now     time.Time
 	events  []queuedEvent
 	// awaitCache is set when a child this reconciler created is not in the
-	// cache yet (see creations).
+	// cache yet (see expectations).
 	awaitCache bool
 	// recheck is when to look again though no event may come.
 	recheck time.Duration
@@ -144,7 +144,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.statusWritten.Delete(req.NamespacedName)
-			r.creations.forget(req.NamespacedName)
+			r.expectations.forget(req.NamespacedName)
 			r.carriedKeys.Delete(req.NamespacedName)
 			r.deadlineWarned.Delete(req.NamespacedName)
 		}
@@ -197,7 +197,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	if s.awaitCache {
-		requeue = minPositive(requeue, creationTTL)
+		requeue = minPositive(requeue, expectationTTL)
 	}
 	if s.recheck > 0 {
 		requeue = minPositive(requeue, s.recheck)
@@ -285,7 +285,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
 	case err == nil:
 		s.jobSet = &js
-		r.creations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
+		r.expectations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("getting JobSet: %w", err)
 	}
@@ -369,7 +369,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 		// Pod Security): only the Job controller's events say so.
 		var events corev1.EventList
 		if err := r.client.List(ctx, &events, client.InNamespace(s.tj.Namespace)); err != nil {
-			return 0, fmt.Errorf("listing pod creation failures: %w", err)
+			return 0, fmt.Errorf("listing pod expectation failures: %w", err)
 		}
 		since, _ := trainjob.LastStart(s.tj, false)
 		if s.jobSet.CreationTimestamp.After(since) {

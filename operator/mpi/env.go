@@ -51,38 +51,10 @@ func SSHArgs(sshPath string) string {
 // environment; Open MPI forwards only OMPI_* unless told, which
 // mca_base_env_list does.
 func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string, forward []string) []corev1.EnvVar {
-	slots := strconv.Itoa(int(slotsPerHost))
-	ssh := SSHArgs(sshPath)
-	var envList []corev1.EnvVar
-	if len(forward) > 0 && (impl == OpenMPI || impl == OpenMPI5) {
-		envList = []corev1.EnvVar{{Name: EnvOMPIEnvList, Value: strings.Join(forward, ";")}}
+	f := impl.of()
+	env := f.env(strconv.Itoa(int(slotsPerHost)), SSHArgs(sshPath))
+	if len(forward) > 0 && !f.forwardsAll {
+		env = append(env, corev1.EnvVar{Name: EnvOMPIEnvList, Value: strings.Join(forward, ";")})
 	}
-	switch impl {
-	case OpenMPI5:
-		return append([]corev1.EnvVar{
-			{Name: EnvPRTEHostfile, Value: HostfilePath},
-			{Name: EnvPRTEKeepFQDN, Value: "1"},
-			{Name: EnvPRTESSHArgs, Value: ssh},
-		}, envList...)
-	case IntelMPI:
-		return []corev1.EnvVar{
-			{Name: EnvIntelHostfile, Value: HostfilePath},
-			{Name: EnvIntelBootstrap, Value: "ssh"},
-			{Name: EnvIntelBootstrapArg, Value: ssh},
-			{Name: EnvIntelPerHost, Value: slots},
-		}
-	case MPICH:
-		return []corev1.EnvVar{
-			{Name: EnvHydraHostfile, Value: HostfilePath},
-			{Name: EnvHydraLauncher, Value: "ssh"},
-			{Name: EnvHydraLaunchArgs, Value: ssh},
-		}
-	default:
-		return append([]corev1.EnvVar{
-			{Name: EnvOMPIHostfile, Value: HostfilePath},
-			{Name: EnvOMPIKeepFQDN, Value: "true"},
-			{Name: EnvOMPIDefaultSlots, Value: slots},
-			{Name: EnvOMPIRSHArgs, Value: ssh},
-		}, envList...)
-	}
+	return env
 }

@@ -6,20 +6,14 @@ import (
 )
 
 // Hostfile renders the hostfile of a placement in the implementation's
-// format: Open MPI "host slots=N", Hydra (Intel MPI, MPICH) "host:N".
+// format (Open MPI "host slots=N", Hydra "host:N").
 func Hostfile(impl Implementation, p Placement) string {
 	var b strings.Builder
 	// Host names are short; 48 bytes a line avoids regrowth for typical names.
 	b.Grow(len(p.Hosts) * 48)
-	slots := strconv.Itoa(int(p.SlotsPerHost))
+	slots := impl.of().slotsSeparator + strconv.Itoa(int(p.SlotsPerHost))
 	for _, h := range p.Hosts {
 		b.WriteString(h.Address)
-		switch impl {
-		case IntelMPI, MPICH:
-			b.WriteByte(':')
-		default:
-			b.WriteString(" slots=")
-		}
 		b.WriteString(slots)
 		b.WriteByte('\n')
 	}

@@ -2,10 +2,13 @@ package mpi
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Implementation is an MPI implementation as Torus distinguishes them. The
@@ -20,74 +23,156 @@ const (
 	MPICH    Implementation = "MPICH"
 )
 
+// facts is everything Torus knows of one MPI implementation: what its
+// launcher reads and how people and APIs name it. Supporting another
+// implementation is one entry in table.
+type facts struct {
+	impl Implementation
+	// display is the name people know it by.
+	display string
+	// cliNames are the plugin's --mpi spellings, the canonical one first.
+	cliNames []string
+	// runtime is the ClusterTrainingRuntime shipped in samples/ for it.
+	runtime string
+	// trainer is its mlPolicy.mpi.mpiImplementation.
+	trainer trainer.MPIImplementation
+	// openMPIVersion is the AnnotationOpenMPIVersion value that selects it
+	// among the implementations sharing its Trainer value; the first entry
+	// of a Trainer value is its default.
+	openMPIVersion string
+	// slotsSeparator joins a host and its slot count in the hostfile:
+	// Open MPI "host slots=N", Hydra "host:N".
+	slotsSeparator string
+	// shortHostNames: it resolves peers by their short host name (Hydra
+	// passes gethostname() around), so pods need the job's subdomain in
+	// their DNS search path.
+	shortHostNames bool
+	// forwardsAll: the launcher passes its whole environment to remote
+	// ranks (Hydra); otherwise Torus lists the job's variables in
+	// EnvOMPIEnvList, as Open MPI forwards only OMPI_* unless told.
+	forwardsAll bool
+	// env is the launcher's environment: where the hostfile is, the slots
+	// per host, and the ssh arguments.
+	env func(slots, ssh string) []corev1.EnvVar
+}
+
+var table = []facts{
+	{
+		impl: OpenMPI, display: "Open MPI 4", cliNames: []string{"openmpi", "openmpi4"}, runtime: "torus-openmpi",
+		trainer: trainer.MPIImplementationOpenMPI, openMPIVersion: "4", slotsSeparator: " slots=",
+		env: func(slots, ssh string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: EnvOMPIHostfile, Value: HostfilePath},
+				{Name: EnvOMPIKeepFQDN, Value: "true"},
+				{Name: EnvOMPIDefaultSlots, Value: slots},
+				{Name: EnvOMPIRSHArgs, Value: ssh},
+			}
+		},
+	},
+	{
+		impl: OpenMPI5, display: "Open MPI 5", cliNames: []string{"openmpi5"}, runtime: "torus-openmpi5",
+		trainer: trainer.MPIImplementationOpenMPI, openMPIVersion: "5", slotsSeparator: " slots=",
+		env: func(_, ssh string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: EnvPRTEHostfile, Value: HostfilePath},
+				{Name: EnvPRTEKeepFQDN, Value: "1"},
+				{Name: EnvPRTESSHArgs, Value: ssh},
+			}
+		},
+	},
+	{
+		impl: IntelMPI, display: "Intel MPI", cliNames: []string{"intel", "intelmpi"}, runtime: "torus-intelmpi",
+		trainer: trainer.MPIImplementationIntel, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
+		env: func(slots, ssh string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: EnvIntelHostfile, Value: HostfilePath},
+				{Name: EnvIntelBootstrap, Value: "ssh"},
+				{Name: EnvIntelBootstrapArg, Value: ssh},
+				{Name: EnvIntelPerHost, Value: slots},
+			}
+		},
+	},
+	{
+		impl: MPICH, display: "MPICH", cliNames: []string{"mpich"}, runtime: "torus-mpich",
+		trainer: trainer.MPIImplementationMPICH, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
+		env: func(_, ssh string) []corev1.EnvVar {
+			return []corev1.EnvVar{
+				{Name: EnvHydraHostfile, Value: HostfilePath},
+				{Name: EnvHydraLauncher, Value: "ssh"},
+				{Name: EnvHydraLaunchArgs, Value: ssh},
+			}
+		},
+	},
+}
+
 // Implementations lists every implementation Torus supports, in the order
 // users see them.
-var Implementations = []Implementation{OpenMPI, OpenMPI5, IntelMPI, MPICH}
+var Implementations = func() []Implementation {
+	out := make([]Implementation, len(table))
+	for i, f := range table {
+		out[i] = f.impl
+	}
+	return out
+}()
 
-// cliNames are the spellings of the plugin's --mpi flag.
-var cliNames = map[string]Implementation{
-	"openmpi":  OpenMPI,
-	"openmpi4": OpenMPI,
-	"openmpi5": OpenMPI5,
-	"intel":    IntelMPI,
-	"intelmpi": IntelMPI,
-	"mpich":    MPICH,
+// lookup is the implementation's entry, nil for an unknown one.
+func (i Implementation) lookup() *facts {
+	for k := range table {
+		if table[k].impl == i {
+			return &table[k]
+		}
+	}
+	return nil
+}
+
+// of is the implementation's entry; anything unknown is Open MPI 4, the
+// Trainer API's default.
+func (i Implementation) of() *facts {
+	if f := i.lookup(); f != nil {
+		return f
+	}
+	return &table[0]
 }
 
 // ParseImplementation reads the plugin's --mpi flag value.
 func ParseImplementation(s string) (Implementation, error) {
-	if impl, ok := cliNames[strings.ToLower(s)]; ok {
-		return impl, nil
-	}
-	names := make([]string, 0, len(cliNames))
-	for n := range cliNames {
-		names = append(names, n)
+	var names []string
+	for _, f := range table {
+		for _, n := range f.cliNames {
+			if strings.EqualFold(s, n) {
+				return f.impl, nil
+			}
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return "", fmt.Errorf("unknown MPI implementation %q: use one of %s", s, strings.Join(names, ", "))
 }
 
 // CLIName is the canonical --mpi spelling of the implementation.
-func (i Implementation) CLIName() string {
-	switch i {
-	case OpenMPI5:
-		return "openmpi5"
-	case IntelMPI:
-		return "intel"
-	case MPICH:
-		return "mpich"
-	default:
-		return "openmpi"
+func (i Implementation) CLIName() string { return i.of().cliNames[0] }
+
+// DisplayName is the name people know the implementation by ("Open MPI
+// 5"); an unknown one is shown as it is spelled.
+func (i Implementation) DisplayName() string {
+	if f := i.lookup(); f != nil {
+		return f.display
 	}
+	return string(i)
 }
 
 // RuntimeName is the ClusterTrainingRuntime shipped in samples/ for the
 // implementation; the plugin picks it when --runtime is not given.
-func (i Implementation) RuntimeName() string {
-	switch i {
-	case OpenMPI5:
-		return "torus-openmpi5"
-	case IntelMPI:
-		return "torus-intelmpi"
-	case MPICH:
-		return "torus-mpich"
-	default:
-		return "torus-openmpi"
-	}
-}
+func (i Implementation) RuntimeName() string { return i.of().runtime }
 
 // TrainerValue is the value of mlPolicy.mpi.mpiImplementation for the
 // implementation.
-func (i Implementation) TrainerValue() trainer.MPIImplementation {
-	switch i {
-	case IntelMPI:
-		return trainer.MPIImplementationIntel
-	case MPICH:
-		return trainer.MPIImplementationMPICH
-	default:
-		return trainer.MPIImplementationOpenMPI
-	}
-}
+func (i Implementation) TrainerValue() trainer.MPIImplementation { return i.of().trainer }
+
+// NeedsSearchDomain reports whether the implementation resolves peers by
+// their short host name, so pods need the job's subdomain in their DNS
+// search path.
+func (i Implementation) NeedsSearchDomain() bool { return i.of().shortHostNames }
 
 // ResolveImplementation maps the Trainer API value and the Open MPI version
 // annotation to an Implementation. An empty value means OpenMPI, as the CRD
@@ -95,36 +180,47 @@ func (i Implementation) TrainerValue() trainer.MPIImplementation {
 // sets AnnotationOpenMPIVersion wins (pass the TrainJob's before the
 // runtime's).
 func ResolveImplementation(v trainer.MPIImplementation, annotations ...map[string]string) (Implementation, error) {
-	switch v {
-	case trainer.MPIImplementationIntel:
-		return IntelMPI, nil
-	case trainer.MPIImplementationMPICH:
-		return MPICH, nil
-	case trainer.MPIImplementationOpenMPI, "":
-		for _, a := range annotations {
-			ver, ok := a[AnnotationOpenMPIVersion]
-			if !ok {
-				continue
-			}
-			switch ver {
-			case "4":
-				return OpenMPI, nil
-			case "5":
-				return OpenMPI5, nil
-			default:
-				return "", fmt.Errorf("annotation %s=%q: set it to \"4\" or \"5\"", AnnotationOpenMPIVersion, ver)
-			}
-		}
-		return OpenMPI, nil
-	default:
-		return "", fmt.Errorf("mpiImplementation %q is not supported: use %s, %s or %s",
-			v, trainer.MPIImplementationOpenMPI, trainer.MPIImplementationIntel, trainer.MPIImplementationMPICH)
+	if v == "" {
+		v = trainer.MPIImplementationOpenMPI
 	}
+	var candidates []*facts
+	var known []string
+	for k := range table {
+		f := &table[k]
+		if f.trainer == v {
+			candidates = append(candidates, f)
+		}
+		if !slices.Contains(known, string(f.trainer)) {
+			known = append(known, string(f.trainer))
+		}
+	}
+	switch {
+	case len(candidates) == 0:
+		return "", fmt.Errorf("mpiImplementation %q is not supported: use %s", v, orList(known))
+	case len(candidates) == 1:
+		return candidates[0].impl, nil
+	}
+	for _, a := range annotations {
+		ver, ok := a[AnnotationOpenMPIVersion]
+		if !ok {
+			continue
+		}
+		versions := make([]string, len(candidates))
+		for k, f := range candidates {
+			if f.openMPIVersion == ver {
+				return f.impl, nil
+			}
+			versions[k] = strconv.Quote(f.openMPIVersion)
+		}
+		return "", fmt.Errorf("annotation %s=%q: set it to %s", AnnotationOpenMPIVersion, ver, orList(versions))
+	}
+	return candidates[0].impl, nil
 }
 
-// NeedsSearchDomain reports whether the implementation resolves peers by
-// their short host name, so pods need the job's subdomain in their DNS
-// search path. Hydra (Intel MPI, MPICH) passes gethostname() around.
-func (i Implementation) NeedsSearchDomain() bool {
-	return i == IntelMPI || i == MPICH
+// orList joins choices as a sentence does: "a, b or c".
+func orList(choices []string) string {
+	if len(choices) < 2 {
+		return strings.Join(choices, "")
+	}
+	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
 }

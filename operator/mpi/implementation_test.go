@@ -54,3 +54,41 @@ func TestParseImplementation(t *testing.T) {
 		t.Error("ParseImplementation(lam) succeeded, want an error naming the choices")
 	}
 }
+
+// TestImplementationTable checks what adding an entry must get right: every
+// fact set, no --mpi spelling or runtime shared, and each Trainer value
+// resolving to its first entry by default and to every entry by version.
+func TestImplementationTable(t *testing.T) {
+	spellings, runtimes := map[string]Implementation{}, map[string]Implementation{}
+	for _, f := range table {
+		if f.display == "" || len(f.cliNames) == 0 || f.runtime == "" || f.trainer == "" || f.slotsSeparator == "" || f.env == nil {
+			t.Errorf("%s: a fact is missing: %+v", f.impl, f)
+		}
+		for _, n := range f.cliNames {
+			if other, ok := spellings[n]; ok {
+				t.Errorf("--mpi %s names both %s and %s", n, other, f.impl)
+			}
+			spellings[n] = f.impl
+		}
+		if other, ok := runtimes[f.runtime]; ok {
+			t.Errorf("runtime %s serves both %s and %s", f.runtime, other, f.impl)
+		}
+		runtimes[f.runtime] = f.impl
+		if len(f.env("2", "-F x")) == 0 {
+			t.Errorf("%s: the launcher gets no environment", f.impl)
+		}
+		got, err := ResolveImplementation(f.trainer, map[string]string{AnnotationOpenMPIVersion: f.openMPIVersion})
+		if f.openMPIVersion == "" {
+			got, err = ResolveImplementation(f.trainer)
+		}
+		if err != nil || got != f.impl {
+			t.Errorf("%s: resolved as %q, %v", f.impl, got, err)
+		}
+	}
+	if got, _ := ResolveImplementation(""); got != table[0].impl {
+		t.Errorf("an empty mpiImplementation resolves to %s, want %s (the CRD's default)", got, table[0].impl)
+	}
+	if got := Implementation("MVAPICH").DisplayName(); got != "MVAPICH" {
+		t.Errorf("an unknown implementation is displayed as %q", got)
+	}
+}

@@ -247,16 +247,16 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		}
 		// Unlike upstream (kubeflow/trainer#3427), env reaches workers too:
 		// ranks run there.
-		ctr.Env = upsertEnv(ctr.Env, t.Env...)
+		ctr.Env = UpsertEnv(ctr.Env, t.Env...)
 		if runsRanks && t.ResourcesPerNode != nil {
 			ctr.Resources = *t.ResourcesPerNode.DeepCopy()
 		}
 	}
 	if isLauncher {
-		ctr.Env = upsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
+		ctr.Env = UpsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
 		// The hostfile alone, from the job's Secret: no key reaches the
 		// MPI container this way.
-		ps.Volumes = upsertVolume(ps.Volumes, corev1.Volume{
+		ps.Volumes = UpsertVolume(ps.Volumes, corev1.Volume{
 			Name: HostfileVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName:  SSHSecretName(b.tj.Name),
@@ -264,7 +264,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 				DefaultMode: ptr.To[int32](0o444),
 			}},
 		})
-		ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})
+		ctr.VolumeMounts = UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})
 	}
 
 	b.addSSH(ps, ctr, role)
@@ -275,7 +275,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 			}
 		} else {
 			// mpirun forwards the profile's variables to the ranks.
-			ctr.Env = upsertEnv(ctr.Env, n.Env...)
+			ctr.Env = UpsertEnv(ctr.Env, n.Env...)
 		}
 	}
 	if b.job.Implementation.NeedsSearchDomain() {
@@ -313,7 +313,7 @@ func (b podBuilder) forwardedEnv() []string {
 // pod's UID: both from an in-memory emptyDir that an init container fills
 // as the pod's own user.
 func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
-	ps.Volumes = upsertVolume(ps.Volumes,
+	ps.Volumes = UpsertVolume(ps.Volumes,
 		corev1.Volume{
 			Name: SSHSecretVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -379,49 +379,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// upsertEnv sets variables by name, replacing earlier values in place.
-func upsertEnv(env []corev1.EnvVar, add ...corev1.EnvVar) []corev1.EnvVar {
-	for _, e := range add {
-		found := false
-		for i := range env {
-			if env[i].Name == e.Name {
-				env[i] = e
-				found = true
-				break
-			}
-		}
-		if !found {
-			env = append(env, e)
-		}
-	}
-	return env
-}
-
-func upsertVolume(vols []corev1.Volume, add ...corev1.Volume) []corev1.Volume {
-	for _, v := range add {
-		found := false
-		for i := range vols {
-			if vols[i].Name == v.Name {
-				vols[i] = v
-				found = true
-				break
-			}
-		}
-		if !found {
-			vols = append(vols, v)
-		}
-	}
-	return vols
-}
-
-func upsertMount(mounts []corev1.VolumeMount, m corev1.VolumeMount) []corev1.VolumeMount {
-	for i := range mounts {
-		if mounts[i].Name == m.Name {
-			mounts[i] = m
-			return mounts
-		}
-	}
-	return append(mounts, m)
 }

@@ -2,7 +2,9 @@ package mpi
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 )
 
 const (
@@ -49,4 +51,32 @@ func MaxTrainJobNameLength(workers int32) int {
 	launcher := len("-" + LauncherJob + "-0-0")
 	node := len("-"+NodeJob+"-0-") + len(strconv.Itoa(int(max(workers-1, 0))))
 	return dnsLabelMax - podNameSuffix - max(launcher, node)
+}
+
+// rfc1035 is the format the TrainJob CRD demands of metadata.name.
+var rfc1035 = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// TrainJobNameProblems says why name cannot name the TrainJob of an MPI job
+// with that many workers, or returns nothing: it must be an RFC 1035 label
+// (the CRD's rule), and short enough that the pods JobSet names after it
+// get valid names. The plugin, the webhook and migrate all ask it.
+func TrainJobNameProblems(name string, workers int32) []string {
+	var out []string
+	if len(name) > dnsLabelMax {
+		out = append(out, fmt.Sprintf("is %d characters; a TrainJob name is an RFC 1035 label of at most %d", len(name), dnsLabelMax))
+	}
+	if strings.Contains(name, ".") {
+		out = append(out, `contains ".": a TrainJob name is an RFC 1035 label, which has no dots`)
+	}
+	if !rfc1035.MatchString(strings.ReplaceAll(name, ".", "-")) {
+		out = append(out, "is not an RFC 1035 label: use lowercase letters, digits and '-', start with a letter and end with a letter or digit")
+	}
+	if len(out) > 0 {
+		return out
+	}
+	if limit := MaxTrainJobNameLength(workers); len(name) > limit {
+		out = append(out, fmt.Sprintf("is %d characters; an MPI job needs at most %d so that pod names such as %q fit in %d characters: choose a shorter name",
+			len(name), limit, PodHostname(name, LauncherJob, 0)+"-abcde", dnsLabelMax))
+	}
+	return out
 }

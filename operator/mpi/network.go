@@ -102,7 +102,7 @@ func PlanNetworks(p *torusv1alpha1.MPINetworkProfile, jobNamespace string, impl 
 	}
 	for _, e := range p.Spec.Env {
 		if e.Implementation == "" || Implementation(e.Implementation) == impl {
-			plan.Env = upsertEnv(plan.Env, e.EnvVar)
+			plan.Env = UpsertEnv(plan.Env, e.EnvVar)
 		}
 	}
 	return plan, problems, nil
@@ -163,12 +163,12 @@ func (p *NetworkPlan) apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container) 
 	}
 	if p.SharedMemorySize != nil {
 		size := p.SharedMemorySize.DeepCopy()
-		pod.Spec.Volumes = upsertVolume(pod.Spec.Volumes, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
+		pod.Spec.Volumes = UpsertVolume(pod.Spec.Volumes, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size},
 		}})
-		ctr.VolumeMounts = upsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmPath})
+		ctr.VolumeMounts = UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: shmVolume, MountPath: shmPath})
 	}
-	ctr.Env = upsertEnv(ctr.Env, p.Env...)
+	ctr.Env = UpsertEnv(ctr.Env, p.Env...)
 	return nil
 }
 

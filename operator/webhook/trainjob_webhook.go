@@ -185,10 +185,8 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 	if err := job.CheckSize(maxNodes); err != nil {
 		return field.ErrorList{field.Invalid(trainerPath.Child("numNodes"), job.NumNodes, err.Error())}
 	}
-	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name,
-			fmt.Sprintf("is %d characters; MPI jobs need at most %d so that pod names such as %q plus the 6 characters Kubernetes appends fit in 63: choose a shorter name",
-				len(tj.Name), limit, mpi.PodHostname(tj.Name, mpi.LauncherJob, 0))))
+	if problems := mpi.TrainJobNameProblems(tj.Name, job.Workers); len(problems) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name, strings.Join(problems, "; ")))
 	}
 	return errs
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
@@ -276,7 +275,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 	if o.DryRun == run.DryRunClient {
 		// Nothing is asked of the cluster: the job as the flags build it.
-		plan := &run.Plan{TrainJob: mpi.BuildTrainJob(spec)}
+		plan := &run.Plan{TrainJob: run.BuildTrainJob(spec)}
 		if len(vols) > 0 {
 			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
 		}

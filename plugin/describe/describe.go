@@ -152,16 +152,16 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		field("Fix", "%s", d.Operator.Fix())
 	}
 
-	impl := string(d.Info.Implementation())
-	if impl == "" {
-		impl = "unknown"
+	impl := "unknown"
+	if i := d.Info.Implementation(); i != "" {
+		impl = i.DisplayName()
 	}
 	workers, slots := d.Info.Workers(), d.Info.SlotsPerHost()
 	launcher := "the launcher runs no ranks"
 	if d.Info.Job != nil && d.Info.Job.LauncherRunsRanks {
 		launcher = "the launcher runs ranks too"
 	}
-	field("MPI", "%s: %d workers × %d slots = %d ranks; %s", implName(impl), workers, slots, placement.Size(), launcher)
+	field("MPI", "%s: %d workers × %d slots = %d ranks; %s", impl, workers, slots, placement.Size(), launcher)
 	rt := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind) + " " + tj.Spec.RuntimeRef.Name
 	field("Runtime", "%s", rt)
 	if t := tj.Spec.Trainer; t != nil {
@@ -296,20 +296,6 @@ func nodeOf(pods []corev1.Pod, name string) string {
 		}
 	}
 	return ""
-}
-
-func implName(impl string) string {
-	switch mpi.Implementation(impl) {
-	case mpi.OpenMPI:
-		return "Open MPI 4"
-	case mpi.OpenMPI5:
-		return "Open MPI 5"
-	case mpi.IntelMPI:
-		return "Intel MPI"
-	case mpi.MPICH:
-		return "MPICH"
-	}
-	return impl
 }
 
 func resources(r *corev1.ResourceRequirements) string {

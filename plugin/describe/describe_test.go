@@ -17,6 +17,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
+	"github.com/torus-mpi/torus/plugin/run"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -41,7 +42,7 @@ func workerPod(name string, index int, node string, terminated *corev1.Container
 }
 
 func failedJob() *Data {
-	tj := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"},
+	tj := run.BuildTrainJob(run.Spec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"},
 		Workers: ptr.To[int32](2), SlotsPerWorker: ptr.To[int32](2), Queue: "team"})
 	tj.Annotations = map[string]string{mpi.AnnotationRerunOf: "pi-1"}
 	tj.CreationTimestamp = metav1.NewTime(t0)

@@ -209,15 +209,11 @@ func (c *converter) checkJob() {
 		c.workers = *worker.Replicas
 	}
 
-	switch spec.MPIImplementation {
-	case "", kubeflow.MPIImplementationOpenMPI:
-		c.impl = mpi.OpenMPI
-	case kubeflow.MPIImplementationIntel:
-		c.impl = mpi.IntelMPI
-	case kubeflow.MPIImplementationMPICH:
-		c.impl = mpi.MPICH
-	default:
-		c.r.fail(pathSpec.Child("mpiImplementation"), "%q is not an MPI implementation mpi-operator or Torus knows: use OpenMPI, Intel or MPICH", spec.MPIImplementation)
+	// mpi-operator's values are the Trainer API's; neither has a version.
+	if impl, err := mpi.ResolveImplementation(trainer.MPIImplementation(spec.MPIImplementation)); err != nil {
+		c.r.fail(pathSpec.Child("mpiImplementation"), "%v", err)
+	} else {
+		c.impl = impl
 	}
 
 	c.slots = ptr.Deref(spec.SlotsPerWorker, 1)

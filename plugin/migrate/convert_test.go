@@ -408,7 +408,7 @@ func TestConvertRefuses(t *testing.T) {
 			j.Spec.MPIReplicaSpecs[kubeflow.MPIReplicaTypeLauncher].Replicas = ptr.To[int32](2)
 		}, "spec.mpiReplicaSpecs[Launcher].replicas", "exactly 1 launcher"},
 		{"zero slots", func(j *kubeflow.MPIJob) { j.Spec.SlotsPerWorker = ptr.To[int32](0) }, "spec.slotsPerWorker", "at least 1 slot"},
-		{"an unknown implementation", func(j *kubeflow.MPIJob) { j.Spec.MPIImplementation = "MVAPICH" }, "spec.mpiImplementation", `"MVAPICH" is not an MPI implementation`},
+		{"an unknown implementation", func(j *kubeflow.MPIJob) { j.Spec.MPIImplementation = "MVAPICH" }, "spec.mpiImplementation", `mpiImplementation "MVAPICH" is not supported: use OpenMPI, Intel or MPICH`},
 		{"restartPolicy ExitCode", func(j *kubeflow.MPIJob) {
 			j.Spec.MPIReplicaSpecs[kubeflow.MPIReplicaTypeWorker].RestartPolicy = kubeflow.RestartPolicyExitCode
 		}, "spec.mpiReplicaSpecs[Worker].restartPolicy", "accepts Never and OnFailure"},

@@ -14,15 +14,16 @@ import (
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/run"
 )
 
 func TestJobTable(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	running := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Workers: ptr.To[int32](4), Queue: "team"})
+	running := run.BuildTrainJob(run.Spec{Name: "pi", Namespace: "ns", Workers: ptr.To[int32](4), Queue: "team"})
 	running.CreationTimestamp = metav1.NewTime(now.Add(-5 * time.Minute))
 	running.Status.Conditions = []metav1.Condition{{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(now.Add(-299 * time.Second))}, {Type: "Admitted", Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.NewTime(now.Add(-270 * time.Second))}, {Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running, 4/4 workers ready", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Minute))}}
 	running.Status.JobsStatus = []trainer.JobStatus{{Name: mpi.NodeJob, Ready: ptr.To[int32](4)}, {Name: mpi.LauncherJob, Ready: ptr.To[int32](1)}}
-	unknown := mpi.BuildTrainJob(mpi.RunSpec{Name: "old", Namespace: "ns"})
+	unknown := run.BuildTrainJob(run.Spec{Name: "old", Namespace: "ns"})
 	unknown.CreationTimestamp = metav1.NewTime(now.Add(-48 * time.Hour))
 
 	infos := []*job.Info{

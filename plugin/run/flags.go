@@ -67,8 +67,8 @@ var JobFlags = []string{
 // Spec reads the flags that were set (changed reports which) into a
 // RunSpec and volumes; command is what follows --. Every problem is
 // reported at once.
-func (f *Flags) Spec(name, namespace string, command []string, changed func(flag string) bool) (mpi.RunSpec, []mpi.Volume, error) {
-	s := mpi.RunSpec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
+func (f *Flags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, []Volume, error) {
+	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
 	var errs []error
 	if changed(FlagWorkers) {
@@ -122,7 +122,7 @@ func (f *Flags) Spec(name, namespace string, command []string, changed func(flag
 		}
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: v})
 	}
-	var vols []mpi.Volume
+	var vols []Volume
 	for _, v := range f.Volumes {
 		vol, err := ParseVolume(v)
 		if err != nil {
@@ -154,15 +154,15 @@ func ParseRuntime(s string) (kind, name string, err error) {
 }
 
 // ParseVolume reads --volume pvc:CLAIM:/path[:ro].
-func ParseVolume(s string) (mpi.Volume, error) {
+func ParseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 || parts[0] != "pvc" || parts[1] == "" || parts[2] == "" {
-		return mpi.Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
+		return Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
 	}
-	v := mpi.Volume{Claim: parts[1], MountPath: parts[2]}
+	v := Volume{Claim: parts[1], MountPath: parts[2]}
 	if len(parts) == 4 {
 		if parts[3] != "ro" && parts[3] != "rw" {
-			return mpi.Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
+			return Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
 		}
 		v.ReadOnly = parts[3] == "ro"
 	}

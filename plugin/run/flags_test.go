@@ -19,14 +19,14 @@ func TestFlagsSpec(t *testing.T) {
 		flags     Flags
 		changed   []string
 		command   []string
-		wantSpec  mpi.RunSpec
-		wantVols  []mpi.Volume
+		wantSpec  Spec
+		wantVols  []Volume
 		wantError []string
 	}{
 		"only what was set": {
 			flags:    Flags{Image: "img", Workers: 0, GPUs: 0},
 			command:  []string{"mpirun", "./pi"},
-			wantSpec: mpi.RunSpec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"}},
+			wantSpec: Spec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"}},
 		},
 		"counts, resources, mpi, runtime kind, env and volumes": {
 			flags: Flags{
@@ -34,14 +34,14 @@ func TestFlagsSpec(t *testing.T) {
 				Runtime: "TrainingRuntime/mine", Env: []string{"A=1", "B=x=y"}, Volumes: []string{"pvc:data:/data", "pvc:models:/models:ro"},
 			},
 			changed: []string{FlagWorkers, FlagSlotsPerWorker, FlagGPUs, FlagCPU, FlagMemory},
-			wantSpec: mpi.RunSpec{
+			wantSpec: Spec{
 				Name: "pi", Namespace: "ns", Image: "img", Implementation: mpi.IntelMPI,
 				Runtime: "mine", RuntimeKind: trainer.TrainingRuntimeKind,
 				Workers: ptr.To[int32](4), SlotsPerWorker: ptr.To[int32](2), GPUs: ptr.To[int64](1),
 				CPU: q("500m"), Memory: q("2Gi"),
 				Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "x=y"}},
 			},
-			wantVols: []mpi.Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}},
+			wantVols: []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}},
 		},
 		"every mistake at once": {
 			flags: Flags{

@@ -60,7 +60,7 @@ func flavor(name string, gpus, borrow string) kueue.FlavorQuotas {
 func TestNeverFits(t *testing.T) {
 	rt := runtimeWith(corev1.ResourceRequirements{Requests: list("cpu", "1")}, corev1.ResourceRequirements{})
 	job := func(workers int32, res corev1.ResourceRequirements) []PodSet {
-		tj := mpi.BuildTrainJob(mpi.RunSpec{Name: "j", Workers: ptr.To(workers)})
+		tj := BuildTrainJob(Spec{Name: "j", Workers: ptr.To(workers)})
 		tj.Spec.Trainer.ResourcesPerNode = &res
 		return PodSets(tj, rt, &mpi.Job{Workers: workers})
 	}
@@ -103,7 +103,7 @@ func TestNeverFits(t *testing.T) {
 
 func TestPodSets(t *testing.T) {
 	rt := runtimeWith(corev1.ResourceRequirements{Requests: list("cpu", "1")}, corev1.ResourceRequirements{Requests: list("cpu", "2")})
-	tj := mpi.BuildTrainJob(mpi.RunSpec{Name: "j", Workers: ptr.To[int32](3), GPUs: ptr.To[int64](2)})
+	tj := BuildTrainJob(Spec{Name: "j", Workers: ptr.To[int32](3), GPUs: ptr.To[int64](2)})
 	sets := PodSets(tj, rt, &mpi.Job{Workers: 3})
 	if len(sets) != 2 {
 		t.Fatalf("PodSets() = %v, want launcher and node", sets)

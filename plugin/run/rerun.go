@@ -65,7 +65,7 @@ func NextName(orig *trainer.TrainJob, taken func(string) bool) string {
 
 // CopiedRuntime reads the runtime a job's own runtime copy was made from
 // (AnnotationRuntimeCopyOf), and the volumes the copy added to it.
-func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []mpi.Volume, ok bool) {
+func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []Volume, ok bool) {
 	from, found := copyAnnotations[AnnotationRuntimeCopyOf]
 	if !found {
 		return ref, nil, false
@@ -92,7 +92,7 @@ func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRunt
 			}
 			for _, m := range c.VolumeMounts {
 				if pvc, ok := claims[m.Name]; ok {
-					vols = append(vols, mpi.Volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
+					vols = append(vols, Volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
 				}
 			}
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 func TestClone(t *testing.T) {
-	orig := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
+	orig := BuildTrainJob(Spec{Name: "pi", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
 	orig.UID, orig.ResourceVersion = "uid", "7"
 	orig.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "a"}
 	orig.Spec.Suspend = ptr.To(true)
@@ -21,7 +21,7 @@ func TestClone(t *testing.T) {
 	orig.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue}}
 
 	got := Clone(orig, "pi-2")
-	want := mpi.BuildTrainJob(mpi.RunSpec{Name: "pi-2", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
+	want := BuildTrainJob(Spec{Name: "pi-2", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
 	want.Annotations = map[string]string{"team": "a", mpi.AnnotationRerunOf: "pi"}
 	want.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/other"}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -65,8 +65,8 @@ func TestNextName(t *testing.T) {
 
 func TestCopiedRuntime(t *testing.T) {
 	rt := runtimeWith(corev1Requirements(), corev1Requirements())
-	vols := []mpi.Volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
-	if err := mpi.AddVolumes(&rt.Spec, vols); err != nil {
+	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
+	if err := AddVolumes(&rt.Spec, vols); err != nil {
 		t.Fatal(err)
 	}
 	ref, got, ok := CopiedRuntime(map[string]string{AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)

@@ -50,15 +50,15 @@ type Plan struct {
 // the runtime exists and runs the implementation asked for, the name fits
 // the pods' host names, the volumes do not hide Torus's files, and the
 // queue exists and can ever admit the job.
-func Prepare(ctx context.Context, c client.Reader, spec mpi.RunSpec, vols []mpi.Volume) (*Plan, error) {
+func Prepare(ctx context.Context, c client.Reader, spec Spec, vols []Volume) (*Plan, error) {
 	explicitRuntime := spec.Runtime != ""
-	tj := mpi.BuildTrainJob(spec)
+	tj := BuildTrainJob(spec)
 	return Check(ctx, c, tj, spec.Implementation, explicitRuntime, vols)
 }
 
 // Check checks a TrainJob built from flags or copied for a rerun. impl is
 // the implementation asked for ("" when not asked).
-func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []mpi.Volume) (*Plan, error) {
+func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []Volume) (*Plan, error) {
 	plan := &Plan{TrainJob: tj}
 	rt, err := trainjob.GetRuntime(ctx, c, tj)
 	switch {
@@ -99,12 +99,13 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		return nil, err
 	}
 	plan.Job = job
-	if limit := mpi.MaxTrainJobNameLength(job.Workers); len(tj.Name) > limit {
-		return nil, fmt.Errorf("job name %q is %d characters; with %d workers MPI jobs need at most %d so that host names such as %q fit in 63 characters",
-			tj.Name, len(tj.Name), job.Workers, limit, mpi.PodHostname(tj.Name, mpi.LauncherJob, 0))
+	// Checked again with the runtime's worker count when --workers is not
+	// given.
+	if problems := mpi.TrainJobNameProblems(tj.Name, job.Workers); len(problems) > 0 {
+		return nil, fmt.Errorf("job name %q %s", tj.Name, strings.Join(problems, "; "))
 	}
 	if len(vols) > 0 {
-		if err := mpi.ValidateVolumes(vols, job.SSH.Path); err != nil {
+		if err := ValidateVolumes(vols, job.SSH.Path); err != nil {
 			return nil, err
 		}
 		copied := &trainer.TrainingRuntime{
@@ -119,7 +120,7 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 			copied.Annotations = map[string]string{}
 		}
 		copied.Annotations[AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
-		if err := mpi.AddVolumes(&copied.Spec, vols); err != nil {
+		if err := AddVolumes(&copied.Spec, vols); err != nil {
 			return nil, fmt.Errorf("mounting volumes into a copy of %s %q: %w", rt.Kind, rt.Name, err)
 		}
 		plan.Runtime = copied

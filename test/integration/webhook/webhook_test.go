@@ -54,7 +54,7 @@ var _ = Describe("Admission", Ordered, func() {
 		}, "spec.trainer.env[1].name: Forbidden: OMPI_MCA_orte_default_hostfile is set by Torus", "remove it"),
 		Entry("a name too long for pod host names", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob(strings.Repeat("a", 45), ns).RuntimeRef("wh-openmpi").Obj()
-		}, "metadata.name", "is 45 characters; MPI jobs need at most 44", "choose a shorter name"),
+		}, "metadata.name", "is 45 characters; an MPI job needs at most 44", "choose a shorter name"),
 		Entry("an unknown Open MPI version", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("ompi6", ns).RuntimeRef("wh-openmpi").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj()
 		}, `torus-mpi.io/openmpi-version="6": set it to "4" or "5"`),

@@ -1,4 +1,4 @@
-package mpi
+package run
 
 import (
 	"strings"
@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/mpi"
 )
 
 func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
@@ -22,11 +24,11 @@ func runtimeRef(kind, name string) trainer.RuntimeRef {
 func TestBuildTrainJob(t *testing.T) {
 	typeMeta := metav1.TypeMeta{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob"}
 	cases := map[string]struct {
-		spec RunSpec
+		spec Spec
 		want *trainer.TrainJob
 	}{
 		"the runtime follows the implementation": {
-			spec: RunSpec{Name: "pi", Namespace: "ns", Implementation: IntelMPI, Image: "img"},
+			spec: Spec{Name: "pi", Namespace: "ns", Implementation: mpi.IntelMPI, Image: "img"},
 			want: &trainer.TrainJob{
 				TypeMeta:   typeMeta,
 				ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"},
@@ -37,17 +39,17 @@ func TestBuildTrainJob(t *testing.T) {
 			},
 		},
 		"Open MPI 5 is an annotation on the job": {
-			spec: RunSpec{Name: "pi", Implementation: OpenMPI5},
+			spec: Spec{Name: "pi", Implementation: mpi.OpenMPI5},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
 				ObjectMeta: metav1.ObjectMeta{Name: "pi", Annotations: map[string]string{
-					AnnotationOpenMPIVersion: "5",
+					mpi.AnnotationOpenMPIVersion: "5",
 				}},
 				Spec: trainer.TrainJobSpec{RuntimeRef: runtimeRef(trainer.ClusterTrainingRuntimeKind, "torus-openmpi5")},
 			},
 		},
 		"every flag": {
-			spec: RunSpec{
+			spec: Spec{
 				Name: "train", Namespace: "ml", Runtime: "mine", RuntimeKind: trainer.TrainingRuntimeKind,
 				Image: "img:1", Command: []string{"mpirun", "-n", "8", "./train"},
 				Workers: ptr.To[int32](4), SlotsPerWorker: ptr.To[int32](2), GPUs: ptr.To[int64](2),
@@ -59,11 +61,11 @@ func TestBuildTrainJob(t *testing.T) {
 				TypeMeta: typeMeta,
 				ObjectMeta: metav1.ObjectMeta{
 					Name: "train", Namespace: "ml",
-					Labels: map[string]string{KueueQueueLabel: "team"},
+					Labels: map[string]string{mpi.KueueQueueLabel: "team"},
 					Annotations: map[string]string{
-						AnnotationNetworkProfile:    "ib",
-						AnnotationTopology:          "cloud.provider.com/topology-rack",
-						AnnotationSchedulingTimeout: "10m",
+						mpi.AnnotationNetworkProfile:    "ib",
+						mpi.AnnotationTopology:          "cloud.provider.com/topology-rack",
+						mpi.AnnotationSchedulingTimeout: "10m",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -84,7 +86,7 @@ func TestBuildTrainJob(t *testing.T) {
 			},
 		},
 		"a command without arguments": {
-			spec: RunSpec{Name: "pi", Implementation: MPICH, Command: []string{"./pi"}, GPUResource: "amd.com/gpu", GPUs: ptr.To[int64](1)},
+			spec: Spec{Name: "pi", Implementation: mpi.MPICH, Command: []string{"./pi"}, GPUResource: "amd.com/gpu", GPUs: ptr.To[int64](1)},
 			want: &trainer.TrainJob{
 				TypeMeta:   typeMeta,
 				ObjectMeta: metav1.ObjectMeta{Name: "pi"},
@@ -115,40 +117,40 @@ func TestBuildTrainJob(t *testing.T) {
 // modify.
 func TestApplyOverrides(t *testing.T) {
 	base := func() *trainer.TrainJob {
-		return BuildTrainJob(RunSpec{
-			Name: "pi", Implementation: OpenMPI5, Image: "img", Command: []string{"mpirun", "./pi"},
+		return BuildTrainJob(Spec{
+			Name: "pi", Implementation: mpi.OpenMPI5, Image: "img", Command: []string{"mpirun", "./pi"},
 			Workers: ptr.To[int32](2), GPUs: ptr.To[int64](4), Memory: qty("1Gi"),
 			Env: []corev1.EnvVar{{Name: "A", Value: "1"}},
 		})
 	}
 	cases := map[string]struct {
-		spec RunSpec
+		spec Spec
 		edit func(*trainer.TrainJob)
 	}{
 		"nothing set changes nothing": {},
 		"more workers": {
-			spec: RunSpec{Workers: ptr.To[int32](8)},
+			spec: Spec{Workers: ptr.To[int32](8)},
 			edit: func(tj *trainer.TrainJob) { tj.Spec.Trainer.NumNodes = ptr.To[int32](8) },
 		},
 		"zero GPUs removes the GPU request": {
-			spec: RunSpec{GPUs: ptr.To[int64](0)},
+			spec: Spec{GPUs: ptr.To[int64](0)},
 			edit: func(tj *trainer.TrainJob) {
 				delete(tj.Spec.Trainer.ResourcesPerNode.Requests, DefaultGPUResource)
 				delete(tj.Spec.Trainer.ResourcesPerNode.Limits, DefaultGPUResource)
 			},
 		},
 		"env replaces by name and adds": {
-			spec: RunSpec{Env: []corev1.EnvVar{{Name: "A", Value: "2"}, {Name: "B", Value: "3"}}},
+			spec: Spec{Env: []corev1.EnvVar{{Name: "A", Value: "2"}, {Name: "B", Value: "3"}}},
 			edit: func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "A", Value: "2"}, {Name: "B", Value: "3"}}
 			},
 		},
 		"back to Open MPI 4": {
-			spec: RunSpec{Implementation: OpenMPI},
-			edit: func(tj *trainer.TrainJob) { tj.Annotations[AnnotationOpenMPIVersion] = "4" },
+			spec: Spec{Implementation: mpi.OpenMPI},
+			edit: func(tj *trainer.TrainJob) { tj.Annotations[mpi.AnnotationOpenMPIVersion] = "4" },
 		},
 		"a new command drops the old arguments": {
-			spec: RunSpec{Command: []string{"./other"}},
+			spec: Spec{Command: []string{"./other"}},
 			edit: func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer.Command = []string{"./other"}
 				tj.Spec.Trainer.Args = nil
@@ -170,22 +172,22 @@ func TestApplyOverrides(t *testing.T) {
 	}
 }
 
-func TestRunSpecValidate(t *testing.T) {
+func TestSpecValidate(t *testing.T) {
 	cases := map[string]struct {
-		spec    RunSpec
+		spec    Spec
 		wantErr []string
 	}{
-		"valid": {spec: RunSpec{Name: "pi", Workers: ptr.To[int32](2), Env: []corev1.EnvVar{{Name: "OMP_NUM_THREADS", Value: "1"}}}},
+		"valid": {spec: Spec{Name: "pi", Workers: ptr.To[int32](2), Env: []corev1.EnvVar{{Name: "OMP_NUM_THREADS", Value: "1"}}}},
 		"bad name": {
-			spec:    RunSpec{Name: "Pi_1"},
-			wantErr: []string{`job name "Pi_1": a DNS-1035 label must consist of lower case alphanumeric characters or '-'`},
+			spec:    Spec{Name: "Pi_1"},
+			wantErr: []string{`job name "Pi_1" is not an RFC 1035 label`},
 		},
 		"a name too long for host names": {
-			spec:    RunSpec{Name: strings.Repeat("a", 60)},
-			wantErr: []string{"MPI jobs need at most 44"},
+			spec:    Spec{Name: strings.Repeat("a", 60)},
+			wantErr: []string{"an MPI job needs at most 44"},
 		},
 		"counts": {
-			spec: RunSpec{Workers: ptr.To[int32](0), SlotsPerWorker: ptr.To[int32](-1), GPUs: ptr.To[int64](-2), Memory: qty("-1Gi")},
+			spec: Spec{Workers: ptr.To[int32](0), SlotsPerWorker: ptr.To[int32](-1), GPUs: ptr.To[int64](-2), Memory: qty("-1Gi")},
 			wantErr: []string{
 				"--workers=0: a job needs at least 1 worker",
 				"--slots-per-worker=-1: each worker runs at least 1 rank",
@@ -194,7 +196,7 @@ func TestRunSpecValidate(t *testing.T) {
 			},
 		},
 		"reserved and duplicate env": {
-			spec: RunSpec{Env: []corev1.EnvVar{{Name: EnvOMPIHostfile}, {Name: "X"}, {Name: "X"}, {Name: "1BAD"}}},
+			spec: Spec{Env: []corev1.EnvVar{{Name: mpi.EnvOMPIHostfile}, {Name: "X"}, {Name: "X"}, {Name: "1BAD"}}},
 			wantErr: []string{
 				"--env OMPI_MCA_orte_default_hostfile: Torus sets OMPI_MCA_orte_default_hostfile",
 				"--env X is given twice",
@@ -202,11 +204,11 @@ func TestRunSpecValidate(t *testing.T) {
 			},
 		},
 		"topology must be a label": {
-			spec:    RunSpec{Topology: "rack level"},
+			spec:    Spec{Topology: "rack level"},
 			wantErr: []string{`--topology "rack level" must be a node label`},
 		},
 		"scheduling timeout must be a duration": {
-			spec:    RunSpec{SchedulingTimeout: "soon"},
+			spec:    Spec{SchedulingTimeout: "soon"},
 			wantErr: []string{`--scheduling-timeout "soon" must be a positive duration such as 10m or 90s`},
 		},
 	}
@@ -249,11 +251,11 @@ func TestVolumes(t *testing.T) {
 
 	pod := func(name string) jobsetv1alpha2.ReplicatedJob {
 		rj := jobsetv1alpha2.ReplicatedJob{Name: name}
-		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: TrainerContainer}}
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: mpi.TrainerContainer}}
 		return rj
 	}
 	spec := &trainer.TrainingRuntimeSpec{}
-	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{pod(LauncherJob), pod(NodeJob)}
+	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{pod(mpi.LauncherJob), pod(mpi.NodeJob)}
 	if err := AddVolumes(spec, vols); err != nil {
 		t.Fatalf("AddVolumes() = %v", err)
 	}

@@ -21,32 +21,32 @@ func TestCreationsPending(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	pi, other, again := trainJob("pi", "uid-1"), trainJob("other", "uid-2"), trainJob("pi", "uid-3")
 	tests := map[string]struct {
-		steps func(c *creations)
+		steps func(c *expectations)
 		kind  string
 		job   *trainer.TrainJob
 		run   int32
 		at    time.Time
 		want  bool
 	}{
-		"nothing created":       {steps: func(*creations) {}, kind: childJobSet, job: pi, at: t0},
-		"created, unseen":       {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(time.Second), want: true},
-		"another kind":          {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childSecret, job: pi, at: t0},
-		"another job":           {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: other, at: t0},
-		"a namesake made again": {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: again, at: t0},
-		"seen in cache": {steps: func(c *creations) {
-			c.created(childSecret, pi, 0, t0)
+		"nothing created":       {steps: func(*expectations) {}, kind: childJobSet, job: pi, at: t0},
+		"created, unseen":       {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(time.Second), want: true},
+		"another kind":          {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childSecret, job: pi, at: t0},
+		"another job":           {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: other, at: t0},
+		"a namesake made again": {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: again, at: t0},
+		"seen in cache": {steps: func(c *expectations) {
+			c.expect(childSecret, pi, 0, t0)
 			c.seen(childSecret, client.ObjectKeyFromObject(pi))
 		}, kind: childSecret, job: pi, at: t0},
-		"past the TTL":        {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(creationTTL + time.Second)},
-		"at the TTL still":    {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(creationTTL), want: true},
-		"job gone":            {steps: func(c *creations) { c.created(childJobSet, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childJobSet, job: pi, at: t0},
-		"keys of another run": {steps: func(c *creations) { c.created(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
-		"keys of this run":    {steps: func(c *creations) { c.created(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
-		"keys of any run":     {steps: func(c *creations) { c.created(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
+		"past the TTL":        {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL + time.Second)},
+		"at the TTL still":    {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL), want: true},
+		"job gone":            {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childJobSet, job: pi, at: t0},
+		"keys of another run": {steps: func(c *expectations) { c.expect(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
+		"keys of this run":    {steps: func(c *expectations) { c.expect(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
+		"keys of any run":     {steps: func(c *expectations) { c.expect(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var c creations
+			var c expectations
 			tc.steps(&c)
 			if got := c.pending(tc.kind, tc.job, tc.run, tc.at); got != tc.want {
 				t.Errorf("pending(%s, %s, run %d) = %t, want %t", tc.kind, tc.job.Name, tc.run, got, tc.want)
@@ -80,9 +80,9 @@ func TestCreationsObserved(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var c creations
+			var c expectations
 			if tc.created {
-				c.created(childSecret, pi, tc.run, t0)
+				c.expect(childSecret, pi, tc.run, t0)
 			}
 			kind := childSecret
 			if _, ok := tc.obj.(*corev1.ConfigMap); ok {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -16,18 +17,18 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 )
 
-// creations remembers the children a reconcile created until their watch
+// expectations remembers the children a reconcile created until their watch
 // events arrive, as the Job and ReplicaSet controllers do with their
 // expectations. Another event (the job's own, a pod's) often brings the job
 // back before the cache holds its new children: without this, the reconcile
 // would create them again and be refused (hack/bench counted 409s for 0-2%
 // of jobs), or replace SSH keys it had just made. And the create events of
 // children it expects need no reconcile (expectedCreate).
-type creations struct {
+type expectations struct {
 	mu sync.Mutex
 	// made maps a child, by its kind and its TrainJob (a job has one child
 	// of each kind), to when and for what it was created.
-	made map[child]creation
+	made map[child]expectation
 }
 
 type child struct {
@@ -35,7 +36,7 @@ type child struct {
 	job  client.ObjectKey
 }
 
-type creation struct {
+type expectation struct {
 	at time.Time
 	// uid is the TrainJob's: a job deleted and made again under the same
 	// name expects nothing of its namesake.
@@ -54,29 +55,29 @@ const (
 // anyRun matches SSH keys made for any run.
 const anyRun = -1
 
-// creationTTL bounds the wait for a watch event: past it, the cache is
+// expectationTTL bounds the wait for a watch event: past it, the cache is
 // trusted again (the child may have been deleted before it was seen).
-const creationTTL = time.Minute
+const expectationTTL = time.Minute
 
-func (c *creations) created(kind string, tj *trainer.TrainJob, run int32, now time.Time) {
+func (c *expectations) expect(kind string, tj *trainer.TrainJob, run int32, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.made == nil {
-		c.made = map[child]creation{}
+		c.made = map[child]expectation{}
 	}
-	c.made[child{kind, client.ObjectKeyFromObject(tj)}] = creation{at: now, uid: tj.UID, run: run}
+	c.made[child{kind, client.ObjectKeyFromObject(tj)}] = expectation{at: now, uid: tj.UID, run: run}
 }
 
 // pending reports whether a child was created recently for this job (and,
 // for keys, this run, or anyRun) and its watch event has not come yet.
-// Callers then wait for it, and requeue after creationTTL in case the child
+// Callers then wait for it, and requeue after expectationTTL in case the child
 // went before it was seen.
-func (c *creations) pending(kind string, tj *trainer.TrainJob, run int32, now time.Time) bool {
+func (c *expectations) pending(kind string, tj *trainer.TrainJob, run int32, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := child{kind, client.ObjectKeyFromObject(tj)}
 	made, ok := c.made[key]
-	if ok && (now.Sub(made.at) > creationTTL || made.uid != tj.UID) {
+	if ok && (now.Sub(made.at) > expectationTTL || made.uid != tj.UID) {
 		delete(c.made, key)
 		return false
 	}
@@ -84,14 +85,14 @@ func (c *creations) pending(kind string, tj *trainer.TrainJob, run int32, now ti
 }
 
 // seen forgets a child once the cache holds it, or once it is deleted.
-func (c *creations) seen(kind string, job client.ObjectKey) {
+func (c *expectations) seen(kind string, job client.ObjectKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.made, child{kind, job})
 }
 
 // forget drops what is remembered of a job that is gone.
-func (c *creations) forget(job client.ObjectKey) {
+func (c *expectations) forget(job client.ObjectKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, kind := range []string{childJobSet, childSecret} {
@@ -101,7 +102,7 @@ func (c *creations) forget(job client.ObjectKey) {
 
 // observed reports whether a child that appeared in the cache is the one
 // its TrainJob's reconcile created and waits for, and forgets it then.
-func (c *creations) observed(kind string, obj client.Object, run int32) bool {
+func (c *expectations) observed(kind string, obj client.Object, run int32) bool {
 	owner := metav1.GetControllerOf(obj)
 	if owner == nil || owner.Kind != trainer.TrainJobKind {
 		return false
@@ -117,6 +118,19 @@ func (c *creations) observed(kind string, obj client.Object, run int32) bool {
 	return true
 }
 
+// createExpected creates a child of the job, expected before the request
+// (a reconcile that comes before its watch event then waits for it rather
+// than creating it again) and no longer when the request fails: nothing
+// was created to wait for.
+func (r *TrainJobReconciler) createExpected(ctx context.Context, s *scope, kind string, run int32, obj client.Object) error {
+	r.expectations.expect(kind, s.tj, run, s.now)
+	if err := r.client.Create(ctx, obj); err != nil {
+		r.expectations.seen(kind, client.ObjectKeyFromObject(s.tj))
+		return err
+	}
+	return nil
+}
+
 // expectedCreate drops the create events of children the reconciler made
 // and was waiting for: the reconcile that created one already did what its
 // appearance would call for (hack/bench: about four reconciles per job,
@@ -130,7 +144,7 @@ func (r *TrainJobReconciler) expectedCreate(kind string) predicate.Predicate {
 			made, _ := strconv.Atoi(e.Object.GetAnnotations()[mpi.AnnotationJobSetRestarts])
 			run = int32(made)
 		}
-		if !r.creations.observed(kind, e.Object, run) {
+		if !r.expectations.observed(kind, e.Object, run) {
 			return true
 		}
 		js, ok := e.Object.(*jobsetv1alpha2.JobSet)

@@ -1,0 +1,364 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/operator/mpi"
+)
+
+// DefaultGPUResource is the extended resource a GPU count requests unless
+// the user names another vendor's.
+const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// Spec is an MPI job as `kubectl mpi run` asks for it. Zero values mean
+// "not set": Apply leaves those parts of a TrainJob as they are, so one spec
+// builds a new job (BuildTrainJob) and overrides a copied one (rerun).
+type Spec struct {
+	Name      string
+	Namespace string
+
+	// Runtime names the runtime; RuntimeKind is ClusterTrainingRuntimeKind
+	// (the default) or TrainingRuntimeKind. BuildTrainJob picks
+	// Implementation.RuntimeName() when Runtime is empty.
+	Runtime     string
+	RuntimeKind string
+	// Implementation selects Open MPI 5 over 4 on the job itself
+	// (mpi.AnnotationOpenMPIVersion); the other implementations are the
+	// runtime's, chosen through Runtime.
+	Implementation mpi.Implementation
+
+	Image string
+	// Command is the launcher's command line: the first word becomes the
+	// container's command, the rest its arguments.
+	Command []string
+
+	// Workers is the number of MPI nodes (spec.trainer.numNodes).
+	Workers *int32
+	// SlotsPerWorker is the number of ranks per node (numProcPerNode).
+	SlotsPerWorker *int32
+	// GPUs per worker, of GPUResource (DefaultGPUResource when empty).
+	GPUs        *int64
+	GPUResource corev1.ResourceName
+	// CPU and Memory per worker, requested and limited alike so that ranks
+	// get what they were promised.
+	CPU    *resource.Quantity
+	Memory *resource.Quantity
+
+	// Env reaches the launcher and every worker; entries replace those of
+	// the same name.
+	Env []corev1.EnvVar
+
+	// Queue is the Kueue LocalQueue.
+	Queue string
+	// NetworkProfile names an MPINetworkProfile.
+	NetworkProfile string
+	// Topology names the node label whose domain all pods must share.
+	Topology string
+	// SchedulingTimeout is how long the job may wait for all its ranks to
+	// run (a Go duration; mpi.AnnotationSchedulingTimeout).
+	SchedulingTimeout string
+
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// BuildTrainJob builds the TrainJob of a run.
+func BuildTrainJob(s Spec) *trainer.TrainJob {
+	if s.Runtime == "" {
+		s.Runtime = s.Implementation.RuntimeName()
+	}
+	tj := mpi.NewTrainJob(s.Name, s.Namespace)
+	s.Apply(tj)
+	return tj
+}
+
+// Apply writes every field the spec sets onto tj; Name and Namespace are
+// the caller's to set.
+func (s Spec) Apply(tj *trainer.TrainJob) {
+	if s.Runtime != "" {
+		kind := s.RuntimeKind
+		if kind == "" {
+			kind = trainer.ClusterTrainingRuntimeKind
+		}
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{
+			Name:     s.Runtime,
+			APIGroup: ptr.To(trainer.GroupVersion.Group),
+			Kind:     ptr.To(kind),
+		}
+	}
+	switch s.Implementation {
+	case mpi.OpenMPI5:
+		setString(&tj.Annotations, mpi.AnnotationOpenMPIVersion, "5")
+	case mpi.OpenMPI:
+		// Only an explicit "5" on the job (a rerun of an Open MPI 5 job)
+		// needs undoing; otherwise the runtime's version stands.
+		if _, ok := tj.Annotations[mpi.AnnotationOpenMPIVersion]; ok {
+			tj.Annotations[mpi.AnnotationOpenMPIVersion] = "4"
+		}
+	}
+	for k, v := range s.Labels {
+		setString(&tj.Labels, k, v)
+	}
+	for k, v := range s.Annotations {
+		setString(&tj.Annotations, k, v)
+	}
+	if s.Queue != "" {
+		setString(&tj.Labels, mpi.KueueQueueLabel, s.Queue)
+	}
+	if s.NetworkProfile != "" {
+		setString(&tj.Annotations, mpi.AnnotationNetworkProfile, s.NetworkProfile)
+	}
+	if s.Topology != "" {
+		setString(&tj.Annotations, mpi.AnnotationTopology, s.Topology)
+	}
+	if s.SchedulingTimeout != "" {
+		setString(&tj.Annotations, mpi.AnnotationSchedulingTimeout, s.SchedulingTimeout)
+	}
+
+	t := tj.Spec.Trainer
+	if t == nil {
+		t = &trainer.Trainer{}
+	}
+	if s.Image != "" {
+		t.Image = ptr.To(s.Image)
+	}
+	if len(s.Command) > 0 {
+		t.Command = []string{s.Command[0]}
+		t.Args = nil
+		if len(s.Command) > 1 {
+			t.Args = append([]string(nil), s.Command[1:]...)
+		}
+	}
+	if s.Workers != nil {
+		t.NumNodes = ptr.To(*s.Workers)
+	}
+	if s.SlotsPerWorker != nil {
+		t.NumProcPerNode = ptr.To(*s.SlotsPerWorker)
+	}
+	for _, e := range s.Env {
+		t.Env = mpi.UpsertEnv(t.Env, e)
+	}
+	s.applyResources(t)
+	if t.Image != nil || len(t.Command) > 0 || len(t.Args) > 0 || len(t.Env) > 0 || t.NumNodes != nil ||
+		t.NumProcPerNode != nil || t.ResourcesPerNode != nil {
+		tj.Spec.Trainer = t
+	}
+}
+
+func (s Spec) applyResources(t *trainer.Trainer) {
+	if s.CPU == nil && s.Memory == nil && s.GPUs == nil {
+		return
+	}
+	res := t.ResourcesPerNode
+	if res == nil {
+		res = &corev1.ResourceRequirements{}
+	}
+	set := func(name corev1.ResourceName, q *resource.Quantity) {
+		if q == nil {
+			return
+		}
+		if q.IsZero() {
+			delete(res.Requests, name)
+			delete(res.Limits, name)
+			return
+		}
+		if res.Requests == nil {
+			res.Requests = corev1.ResourceList{}
+		}
+		if res.Limits == nil {
+			res.Limits = corev1.ResourceList{}
+		}
+		res.Requests[name] = q.DeepCopy()
+		res.Limits[name] = q.DeepCopy()
+	}
+	set(corev1.ResourceCPU, s.CPU)
+	set(corev1.ResourceMemory, s.Memory)
+	if s.GPUs != nil {
+		gpu := s.GPUResource
+		if gpu == "" {
+			gpu = DefaultGPUResource
+		}
+		set(gpu, resource.NewQuantity(*s.GPUs, resource.DecimalSI))
+	}
+	if len(res.Requests) == 0 {
+		res.Requests = nil
+	}
+	if len(res.Limits) == 0 {
+		res.Limits = nil
+	}
+	if res.Requests == nil && res.Limits == nil && res.Claims == nil {
+		res = nil
+	}
+	t.ResourcesPerNode = res
+}
+
+// Validate reports every problem of the spec at once, in the words of the
+// run command's flags, before anything reaches the API server.
+func (s Spec) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if s.Name != "" {
+		workers := int32(1)
+		if s.Workers != nil {
+			workers = *s.Workers
+		}
+		for _, p := range mpi.TrainJobNameProblems(s.Name, workers) {
+			add("job name %q %s", s.Name, p)
+		}
+	}
+	if s.Workers != nil && *s.Workers < 1 {
+		add("--workers=%d: a job needs at least 1 worker", *s.Workers)
+	}
+	if s.SlotsPerWorker != nil && *s.SlotsPerWorker < 1 {
+		add("--slots-per-worker=%d: each worker runs at least 1 rank", *s.SlotsPerWorker)
+	}
+	if s.GPUs != nil && *s.GPUs < 0 {
+		add("--gpus=%d: the GPU count cannot be negative", *s.GPUs)
+	}
+	if s.CPU != nil && s.CPU.Sign() < 0 {
+		add("--cpu=%s: the CPU request cannot be negative", s.CPU)
+	}
+	if s.Memory != nil && s.Memory.Sign() < 0 {
+		add("--memory=%s: the memory request cannot be negative", s.Memory)
+	}
+	if len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "" {
+		add("the command after -- starts with an empty word")
+	}
+	seen := map[string]bool{}
+	for _, e := range s.Env {
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			add("--env %s: %s", e.Name, msg)
+		}
+		if mpi.ReservedEnvNames.Has(e.Name) {
+			add("--env %s: Torus sets %s from the job's hostfile and SSH settings; remove it", e.Name, e.Name)
+		}
+		if seen[e.Name] {
+			add("--env %s is given twice", e.Name)
+		}
+		seen[e.Name] = true
+	}
+	if s.Queue != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.Queue) {
+			add("--queue %q: %s", s.Queue, msg)
+		}
+	}
+	if s.NetworkProfile != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.NetworkProfile) {
+			add("--network %q: %s", s.NetworkProfile, msg)
+		}
+	}
+	if s.Topology != "" {
+		for _, msg := range validation.IsQualifiedName(s.Topology) {
+			add("--topology %q must be a node label such as cloud.provider.com/topology-rack: %s", s.Topology, msg)
+		}
+	}
+	if s.SchedulingTimeout != "" {
+		if d, err := time.ParseDuration(s.SchedulingTimeout); err != nil || d <= 0 {
+			add("--scheduling-timeout %q must be a positive duration such as 10m or 90s", s.SchedulingTimeout)
+		}
+	}
+	if s.Runtime != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.Runtime) {
+			add("--runtime %q: %s", s.Runtime, msg)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Volume is a PersistentVolumeClaim mounted into the launcher and every
+// worker.
+type Volume struct {
+	Claim     string
+	MountPath string
+	ReadOnly  bool
+}
+
+// Name is the pod volume's name.
+func (v Volume) Name() string {
+	name := "pvc-" + v.Claim
+	if len(name) > validation.DNS1123LabelMaxLength {
+		name = strings.TrimRight(name[:validation.DNS1123LabelMaxLength], "-.")
+	}
+	return strings.ReplaceAll(name, ".", "-")
+}
+
+// ValidateVolumes checks claims and mount paths: valid names, absolute
+// distinct paths, none over the files Torus mounts.
+func ValidateVolumes(vols []Volume, sshPath string) error {
+	var errs []error
+	paths := map[string]bool{}
+	for _, v := range vols {
+		for _, msg := range validation.IsDNS1123Subdomain(v.Claim) {
+			errs = append(errs, fmt.Errorf("--volume pvc:%s: claim name: %s", v.Claim, msg))
+		}
+		clean := path.Clean(v.MountPath)
+		switch {
+		case !path.IsAbs(v.MountPath):
+			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s: the mount path must be absolute", v.Claim, v.MountPath))
+		case clean == mpi.HostfileDir || strings.HasPrefix(mpi.HostfileDir, clean+"/") || clean == "/":
+			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s would hide the job's hostfile in %s: choose another path", v.Claim, v.MountPath, mpi.HostfileDir))
+		case sshPath != "" && (clean == sshPath || strings.HasPrefix(sshPath, clean+"/")):
+			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s would hide the job's SSH directory %s: choose another path", v.Claim, v.MountPath, sshPath))
+		case paths[clean]:
+			errs = append(errs, fmt.Errorf("--volume ...:%s: two volumes are mounted at the same path", v.MountPath))
+		}
+		paths[clean] = true
+	}
+	return errors.Join(errs...)
+}
+
+// AddVolumes mounts PersistentVolumeClaims into the trainer container of the
+// launcher and node pods of a runtime's template. A TrainJob cannot carry
+// volumes that Torus applies, so a job with volumes runs on its own copy of
+// its runtime.
+func AddVolumes(spec *trainer.TrainingRuntimeSpec, vols []Volume) error {
+	found := 0
+	for i := range spec.Template.Spec.ReplicatedJobs {
+		rj := &spec.Template.Spec.ReplicatedJobs[i]
+		if rj.Name != mpi.LauncherJob && rj.Name != mpi.NodeJob {
+			continue
+		}
+		ps := &rj.Template.Spec.Template.Spec
+		var ctr *corev1.Container
+		for c := range ps.Containers {
+			if ps.Containers[c].Name == mpi.TrainerContainer {
+				ctr = &ps.Containers[c]
+			}
+		}
+		if ctr == nil {
+			return fmt.Errorf("replicated job %q has no %q container to mount volumes into", rj.Name, mpi.TrainerContainer)
+		}
+		found++
+		for _, v := range vols {
+			ps.Volumes = mpi.UpsertVolume(ps.Volumes, corev1.Volume{
+				Name: v.Name(),
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+					ClaimName: v.Claim, ReadOnly: v.ReadOnly,
+				}},
+			})
+			ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: v.Name(), MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+		}
+	}
+	if found < 2 {
+		return fmt.Errorf("the runtime needs a %q and a %q replicated job", mpi.LauncherJob, mpi.NodeJob)
+	}
+	return nil
+}
+
+func setString(m *map[string]string, k, v string) {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[k] = v
+}
