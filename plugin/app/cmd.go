@@ -65,7 +65,7 @@ func NewCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions
 	cmd.AddCommand(newRerunCmd(getter, streams))
 	cmd.AddCommand(newDoctorCmd(getter, streams))
 	cmd.AddCommand(newCompletionCmd())
-	cmd.AddCommand(newMigrateCmd(configFlags, streams))
+	cmd.AddCommand(newMigrateCmd(getter, streams))
 	return cmd
 }
 

@@ -18,6 +18,29 @@ import (
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 )
 
+// command is the shape of every kubectl-mpi command, kubectl's: Complete
+// reads the command line, the namespace and the clients and sets up
+// printers; Validate checks the command line without I/O; Run does the
+// work.
+type command interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runE runs a command's three steps in order, as cobra's RunE.
+func runE(o command) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+}
+
 // mpiSelector selects MPI TrainJobs (the label Torus's webhook sets)
 // within a user's -l selector.
 func mpiSelector(user string) (labels.Selector, error) {

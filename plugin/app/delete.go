@@ -35,31 +35,38 @@ type DeleteOptions struct {
 
 	names     []string
 	namespace string
+	client    client.WithWatch
+}
+
+// NewDeleteOptions returns delete's defaults.
+func NewDeleteOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DeleteOptions {
+	return &DeleteOptions{getter: getter, IOStreams: streams}
 }
 
 func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DeleteOptions{getter: getter, IOStreams: streams}
+	o := NewDeleteOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "delete NAME... | --all [--wait]",
 		Short:             "Delete MPI jobs with everything they own",
 		Example:           deleteExample,
 		ValidArgsFunction: completeJobNames(getter, -1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.names = args
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			var err error
-			if o.namespace, err = getter.Namespace(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	cmd.Flags().BoolVar(&o.All, "all", false, "Delete every MPI job of the namespace")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the jobs are gone")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "With --wait, give up after this long (exit 4); 0 waits forever")
 	return cmd
+}
+
+// Complete reads the names, the namespace and the client.
+func (o *DeleteOptions) Complete(_ *cobra.Command, args []string) error {
+	o.names = args
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	o.client, err = o.getter.Client()
+	return err
 }
 
 // Validate checks that jobs are named one way.
@@ -77,10 +84,7 @@ func (o *DeleteOptions) Validate() error {
 
 // Run deletes.
 func (o *DeleteOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
+	c := o.client
 	var jobs []*trainer.TrainJob
 	var errs []error
 	if o.All {

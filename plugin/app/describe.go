@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/describe"
@@ -22,39 +23,47 @@ type DescribeOptions struct {
 
 	name      string
 	namespace string
+	client    client.Client
 	clock     clock.PassiveClock
 }
 
+// NewDescribeOptions returns describe's defaults.
+func NewDescribeOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DescribeOptions {
+	return &DescribeOptions{getter: getter, IOStreams: streams, clock: clock.RealClock{}}
+}
+
 func newDescribeCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DescribeOptions{getter: getter, IOStreams: streams, clock: clock.RealClock{}}
-	cmd := &cobra.Command{
+	o := NewDescribeOptions(getter, streams)
+	return &cobra.Command{
 		Use:               "describe NAME",
 		Short:             "Show a job's state, why it waits or failed (rank, cause, fix), its ranks, conditions and events",
 		Example:           describeExample,
 		Args:              exactArgs(1, "one job name"),
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name = args[0]
-			var err error
-			if o.namespace, err = getter.Namespace(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
-	return cmd
 }
+
+// Complete reads NAME, the namespace and the client.
+func (o *DescribeOptions) Complete(_ *cobra.Command, args []string) error {
+	o.name = args[0]
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	o.client, err = o.getter.Client()
+	return err
+}
+
+// Validate has nothing to check: exactArgs took the one name.
+func (o *DescribeOptions) Validate() error { return nil }
 
 // Run describes the job.
 func (o *DescribeOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	tj, err := job.Get(ctx, c, o.namespace, o.name)
+	tj, err := job.Get(ctx, o.client, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
 	now := o.clock.Now()
-	return describe.Write(o.Out, describe.Gather(ctx, c, tj, now), now)
+	return describe.Write(o.Out, describe.Gather(ctx, o.client, tj, now), now)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
@@ -29,44 +31,60 @@ type DoctorOptions struct {
 	Output  string
 	Network string
 	MPI     string
+
+	namespace string
+	impl      mpi.Implementation
+	client    client.Client
+	kube      kubernetes.Interface
+}
+
+// NewDoctorOptions returns doctor's defaults.
+func NewDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DoctorOptions {
+	return &DoctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
 }
 
 func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &DoctorOptions{getter: getter, IOStreams: streams}
+	o := NewDoctorOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "doctor [-o json]",
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
 		Long:    doctorLong,
 		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov",
 		Args:    exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Output != "" && o.Output != "json" {
-				return cmdutil.UsageError("-o %q: use json, or nothing for the report", o.Output)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
 	cmd.Flags().StringVar(&o.Network, "network", "", "Also run the operator's preflight for this MPINetworkProfile in the namespace")
-	cmd.Flags().StringVar(&o.MPI, "mpi", "openmpi", "MPI implementation the --network check assumes (its profile environment)")
+	cmd.Flags().StringVar(&o.MPI, "mpi", o.MPI, "MPI implementation the --network check assumes (its profile environment)")
 	return cmd
 }
 
-// Run checks and reports.
-func (o *DoctorOptions) Run(ctx context.Context) error {
-	c, kube, err := plugclient.Clients(o.getter)
-	if err != nil {
+// Complete reads the namespace and the clients.
+func (o *DoctorOptions) Complete(_ *cobra.Command, _ []string) error {
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
 		return err
 	}
-	ns, err := o.getter.Namespace()
-	if err != nil {
-		return err
+	o.client, o.kube, err = plugclient.Clients(o.getter)
+	return err
+}
+
+// Validate checks -o and reads --mpi.
+func (o *DoctorOptions) Validate() error {
+	if o.Output != "" && o.Output != "json" {
+		return cmdutil.UsageError("-o %q: use json, or nothing for the report", o.Output)
 	}
 	impl, err := mpi.ParseImplementation(o.MPI)
 	if err != nil {
 		return cmdutil.UsageError("--mpi: %v", err)
 	}
-	d := &doctor.Doctor{Client: c, Discovery: kube.Discovery(), Namespace: ns, Network: o.Network, Implementation: impl}
+	o.impl = impl
+	return nil
+}
+
+// Run checks and reports.
+func (o *DoctorOptions) Run(ctx context.Context) error {
+	d := &doctor.Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
@@ -40,26 +43,30 @@ type ExecRankOptions struct {
 	Quiet     bool
 	Container string
 
-	name      string
-	rank      int32
-	command   []string
-	namespace string
+	positional []string
+	name       string
+	rank       int32
+	command    []string
+	namespace  string
+	client     client.Client
+	kube       kubernetes.Interface
+	config     *rest.Config
+}
+
+// NewExecRankOptions returns exec-rank's defaults.
+func NewExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *ExecRankOptions {
+	return &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
 }
 
 func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
+	o := NewExecRankOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "exec-rank NAME RANK [-it] -- COMMAND [ARGS...] | exec-rank NAME --all -- COMMAND [ARGS...]",
 		Short:             "Run a command in the pod of an MPI rank, or on every worker",
 		Long:              execRankLong,
 		Example:           execRankExample,
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&o.Stdin, "stdin", "i", false, "Pass standard input to the command")
@@ -70,12 +77,27 @@ func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams
 	return cmd
 }
 
-// Complete reads NAME, RANK and the command.
+// Complete splits the arguments into NAME, RANK and the command, and reads
+// the namespace and the clients.
 func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
-	pos := args
+	o.positional = args
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
-		pos, o.command = args[:dash], args[dash:]
+		o.positional, o.command = args[:dash], args[dash:]
 	}
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	if o.client, o.kube, err = plugclient.Clients(o.getter); err != nil {
+		return err
+	}
+	o.config, err = o.getter.RESTConfig()
+	return err
+}
+
+// Validate checks the arguments and reads RANK.
+func (o *ExecRankOptions) Validate() error {
+	pos := o.positional
 	if len(o.command) == 0 {
 		return cmdutil.UsageError("give the command after --, e.g. kubectl mpi exec-rank pi 3 -- hostname")
 	}
@@ -100,21 +122,12 @@ func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.All && (o.Stdin || o.TTY) {
 		return cmdutil.UsageError("--all runs on many pods at once: -i and -t need one")
 	}
-	var err error
-	o.namespace, err = o.getter.Namespace()
-	return err
+	return nil
 }
 
 // Run execs.
 func (o *ExecRankOptions) Run(ctx context.Context) error {
-	c, kube, err := plugclient.Clients(o.getter)
-	if err != nil {
-		return err
-	}
-	cfg, err := o.getter.RESTConfig()
-	if err != nil {
-		return err
-	}
+	c, kube, cfg := o.client, o.kube, o.config
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -39,6 +40,9 @@ type ListOptions struct {
 	LabelSelector string
 
 	namespace string
+	selector  labels.Selector
+	client    client.Client
+	printer   printers.ResourcePrinter
 	clock     clock.PassiveClock
 }
 
@@ -60,15 +64,7 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 		Short:   "List MPI jobs: state, workers ready, slots, queue, age",
 		Example: listExample,
 		Args:    exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runE(o),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace")
 	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", "", "Label selector, e.g. team=vision")
@@ -76,18 +72,37 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 	return cmd
 }
 
-// Complete reads the namespace.
-func (o *ListOptions) Complete() error {
+// Complete reads the namespace and the client, and sets up the printer.
+func (o *ListOptions) Complete(_ *cobra.Command, _ []string) error {
 	var err error
-	o.namespace, err = o.getter.Namespace()
-	return err
-}
-
-// Validate checks -o and -l.
-func (o *ListOptions) Validate() error {
-	if _, err := mpiSelector(o.LabelSelector); err != nil {
+	if o.namespace, err = o.getter.Namespace(); err != nil {
 		return err
 	}
+	if o.client, err = o.getter.Client(); err != nil {
+		return err
+	}
+	switch *o.PrintFlags.OutputFormat {
+	case "json", "yaml", "name":
+		if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+			return err
+		}
+	case "", "wide":
+		o.printer = printers.NewTablePrinter(printers.PrintOptions{
+			WithNamespace: o.AllNamespaces,
+			Wide:          *o.PrintFlags.OutputFormat == "wide",
+		})
+	}
+	// Any other -o is Validate's to refuse.
+	return nil
+}
+
+// Validate checks -l and -o.
+func (o *ListOptions) Validate() error {
+	sel, err := mpiSelector(o.LabelSelector)
+	if err != nil {
+		return err
+	}
+	o.selector = sel
 	switch *o.PrintFlags.OutputFormat {
 	case "", "wide", "json", "yaml", "name":
 		return nil
@@ -97,20 +112,12 @@ func (o *ListOptions) Validate() error {
 
 // Run lists and prints.
 func (o *ListOptions) Run(ctx context.Context) error {
-	sel, err := mpiSelector(o.LabelSelector)
-	if err != nil {
-		return err
-	}
-	c, err := o.getter.Client()
-	if err != nil {
-		return err
-	}
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: o.selector}}
 	if !o.AllNamespaces {
 		opts = append(opts, client.InNamespace(o.namespace))
 	}
 	var list trainer.TrainJobList
-	if err := c.List(ctx, &list, opts...); err != nil {
+	if err := o.client.List(ctx, &list, opts...); err != nil {
 		return fmt.Errorf("listing MPI jobs: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
@@ -121,22 +128,17 @@ func (o *ListOptions) Run(ctx context.Context) error {
 		return a.Name < b.Name
 	})
 
-	switch out := *o.PrintFlags.OutputFormat; out {
-	case "json", "yaml", "name":
-		p, err := o.PrintFlags.ToPrinter()
-		if err != nil {
-			return err
-		}
-		if out == "name" {
-			for i := range list.Items {
-				if err := p.PrintObj(&list.Items[i], o.Out); err != nil {
-					return err
-				}
+	switch *o.PrintFlags.OutputFormat {
+	case "name":
+		for i := range list.Items {
+			if err := o.printer.PrintObj(&list.Items[i], o.Out); err != nil {
+				return err
 			}
-			return nil
 		}
+		return nil
+	case "json", "yaml":
 		list.Kind, list.APIVersion = "TrainJobList", trainer.GroupVersion.String()
-		return p.PrintObj(&list, o.Out)
+		return o.printer.PrintObj(&list, o.Out)
 	}
 
 	if len(list.Items) == 0 {
@@ -147,15 +149,10 @@ func (o *ListOptions) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	runtimes := job.NewRuntimes(c)
+	runtimes := job.NewRuntimes(o.client)
 	infos := make([]*job.Info, 0, len(list.Items))
 	for i := range list.Items {
 		infos = append(infos, job.Resolve(ctx, runtimes, &list.Items[i]))
 	}
-	table := plugprinters.JobTable(infos, o.clock.Now())
-	p := printers.NewTablePrinter(printers.PrintOptions{
-		WithNamespace: o.AllNamespaces,
-		Wide:          *o.PrintFlags.OutputFormat == "wide",
-	})
-	return p.PrintObj(table, o.Out)
+	return o.printer.PrintObj(plugprinters.JobTable(infos, o.clock.Now()), o.Out)
 }

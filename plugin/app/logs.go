@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,28 +52,24 @@ type LogsOptions struct {
 	name      string
 	namespace string
 	changed   func(string) bool
+	client    client.WithWatch
+	kube      kubernetes.Interface
+}
+
+// NewLogsOptions returns logs' defaults.
+func NewLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *LogsOptions {
+	return &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
 }
 
 func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
+	o := NewLogsOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
 		Short:             "Stream the logs of every pod of a job at once, each line prefixed with its host",
 		Example:           logsExample,
 		Args:              exactArgs(1, "one job name"),
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name = args[0]
-			o.changed = cmd.Flags().Changed
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			var err error
-			if o.namespace, err = getter.Namespace(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	f := cmd.Flags()
 	f.Int32Var(&o.Rank, "rank", 0, "Only the pod that runs this MPI rank")
@@ -85,6 +82,19 @@ func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 	f.BoolVarP(&o.Previous, "previous", "p", false, "The logs of the previous run of each container (after a restart)")
 	f.StringVarP(&o.Container, "container", "c", o.Container, "Container to read: node (the MPI one) or mpi-ssh-setup")
 	return cmd
+}
+
+// Complete reads NAME, which flags were given, the namespace and the
+// clients.
+func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.name = args[0]
+	o.changed = cmd.Flags().Changed
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	o.client, o.kube, err = plugclient.Clients(o.getter)
+	return err
 }
 
 // Validate checks the flags.
@@ -118,10 +128,7 @@ func (o *LogsOptions) Validate() error {
 
 // Run streams the logs.
 func (o *LogsOptions) Run(ctx context.Context) error {
-	c, kube, err := plugclient.Clients(o.getter)
-	if err != nil {
-		return err
-	}
+	c := o.client
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err
@@ -134,7 +141,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		Namespace:     tj.Namespace,
 		LabelSelector: mpi.LabelJobName + "=" + tj.Name,
 		Include:       include,
-		Prefix:        hostPrefix,
+		Prefix:        job.HostPrefix,
 		Order:         job.SortPods,
 		Container:     o.Container,
 		Follow:        o.Follow,
@@ -160,7 +167,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		}()
 		opts.Ended = ended
 	}
-	return logs.Stream(ctx, kube, opts)
+	return logs.Stream(ctx, o.kube, opts)
 }
 
 // include picks the pods of --rank, --worker or --launcher.

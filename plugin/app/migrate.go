@@ -2,44 +2,22 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	kubeflow "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/migrate"
 )
 
 const (
 	dryRunNone   = "none"
 	dryRunServer = "server"
-	// migrateFieldManager names kubectl-mpi migrate in managedFields.
-	migrateFieldManager = "kubectl-mpi-migrate"
-	stdinName           = "<stdin>"
-	clusterSource       = "cluster"
-)
-
-var (
-	mpiJobGVR          = kubeflow.SchemeGroupVersion.WithResource("mpijobs")
-	trainJobGVR        = trainer.GroupVersion.WithResource("trainjobs")
-	trainingRuntimeGVR = trainer.GroupVersion.WithResource("trainingruntimes")
-	manifestExtensions = []string{".yaml", ".yml", ".json"}
 )
 
 const migrateLong = `Convert legacy Kubeflow MPIJobs (kubeflow.org/v2beta1, mpi-operator v0.8.2) into TrainJobs that Torus runs.
@@ -70,7 +48,7 @@ const migrateExample = `  # Convert one manifest and read what changed
 
 // MigrateOptions are the flags and clients of kubectl mpi migrate.
 type MigrateOptions struct {
-	configFlags *genericclioptions.ConfigFlags
+	getter plugclient.Getter
 	genericiooptions.IOStreams
 
 	Filenames     []string
@@ -91,9 +69,9 @@ type MigrateOptions struct {
 }
 
 // NewMigrateOptions returns options with the defaults.
-func NewMigrateOptions(configFlags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *MigrateOptions {
+func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *MigrateOptions {
 	return &MigrateOptions{
-		configFlags: configFlags,
+		getter:      getter,
 		IOStreams:   streams,
 		RuntimeMode: string(migrate.RuntimeModeReuse),
 		Output:      string(migrate.FormatYAML),
@@ -101,8 +79,8 @@ func NewMigrateOptions(configFlags *genericclioptions.ConfigFlags, streams gener
 	}
 }
 
-func newMigrateCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewMigrateOptions(configFlags, streams)
+func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewMigrateOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "migrate (-f FILE|DIR|- [-R] | --from-cluster [-A]) [--runtime-mode=reuse|generate] [-o yaml|json] [--output-dir DIR] [--apply [--dry-run=server]] [--strict]",
 		Short:   "Convert legacy MPIJobs (kubeflow.org/v2beta1) into TrainJobs, reporting every change",
@@ -110,19 +88,11 @@ func newMigrateCmd(configFlags *genericclioptions.ConfigFlags, streams genericio
 		Example: migrateExample,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("migrate takes no arguments (got %q): give manifests with -f", args)
+				return cmdutil.UsageError("migrate takes no arguments (got %q): give manifests with -f", args)
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Filenames, "filename", "f", nil, "MPIJob manifests: a file, a directory (its .yaml, .yml and .json files) or - for standard input; repeatable")
@@ -139,54 +109,49 @@ func newMigrateCmd(configFlags *genericclioptions.ConfigFlags, streams genericio
 }
 
 // Complete reads the flags into typed values and, when the cluster is
-// needed, builds its client.
-func (o *MigrateOptions) Complete() error {
+// needed, the namespace and the client: converting files needs no cluster.
+func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
 	o.mode = migrate.RuntimeMode(o.RuntimeMode)
 	o.format = migrate.Format(strings.ToLower(o.Output))
 	if !o.FromCluster && !o.Apply {
 		return nil
 	}
-	ns, _, err := o.configFlags.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
 	}
-	o.namespace = ns
-	cfg, err := o.configFlags.ToRESTConfig()
-	if err != nil {
+	if _, err = o.getter.RESTConfig(); err != nil {
 		return fmt.Errorf("reading the kubeconfig: %w", err)
 	}
-	o.client, err = dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building the cluster client: %w", err)
-	}
-	return nil
+	o.client, err = o.getter.Dynamic()
+	return err
 }
 
 // Validate refuses flag combinations that cannot mean anything.
 func (o *MigrateOptions) Validate() error {
 	if len(o.Filenames) == 0 && !o.FromCluster {
-		return errors.New("nothing to migrate: give manifests with -f FILE|DIR|- or read the cluster's MPIJobs with --from-cluster")
+		return cmdutil.UsageError("nothing to migrate: give manifests with -f FILE|DIR|- or read the cluster's MPIJobs with --from-cluster")
 	}
 	if o.AllNamespaces && !o.FromCluster {
-		return errors.New("-A/--all-namespaces selects the namespaces --from-cluster reads: add --from-cluster")
+		return cmdutil.UsageError("-A/--all-namespaces selects the namespaces --from-cluster reads: add --from-cluster")
 	}
 	if o.Recursive && len(o.Filenames) == 0 {
-		return errors.New("-R/--recursive applies to directories given with -f")
+		return cmdutil.UsageError("-R/--recursive applies to directories given with -f")
 	}
 	if !slices.Contains(migrate.RuntimeModes, o.mode) {
-		return fmt.Errorf("--runtime-mode=%q: use reuse or generate", o.RuntimeMode)
+		return cmdutil.UsageError("--runtime-mode=%q: use reuse or generate", o.RuntimeMode)
 	}
 	if !slices.Contains(migrate.Formats, o.format) {
-		return fmt.Errorf("--output=%q: use yaml or json", o.Output)
+		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
 	case dryRunNone:
 	case dryRunServer:
 		if !o.Apply {
-			return errors.New("--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)")
+			return cmdutil.UsageError("--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)")
 		}
 	default:
-		return fmt.Errorf("--dry-run=%q: use server (with --apply) or none", o.DryRun)
+		return cmdutil.UsageError("--dry-run=%q: use server (with --apply) or none", o.DryRun)
 	}
 	stdin := 0
 	for _, f := range o.Filenames {
@@ -195,31 +160,34 @@ func (o *MigrateOptions) Validate() error {
 		}
 	}
 	if stdin > 1 {
-		return errors.New("-f - (standard input) can be given once")
+		return cmdutil.UsageError("-f - (standard input) can be given once")
 	}
 	return nil
-}
-
-// input is one source of documents and where its results are written
-// with --output-dir.
-type input struct {
-	items   []*migrate.Item
-	outPath string
 }
 
 // Run converts, reports, writes and applies.
 func (o *MigrateOptions) Run(ctx context.Context) error {
 	opts := migrate.Options{RuntimeMode: o.mode}
-	var inputs []input
+	cluster := &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
+		DryRun: o.DryRun == dryRunServer, Out: o.Out, ErrOut: o.ErrOut}
+	var inputs []migrate.Input
 	for _, f := range o.Filenames {
-		in, err := o.readFilename(f, opts)
+		if f == "-" {
+			in, err := migrate.ReadStdin(o.In, o.format, opts)
+			if err != nil {
+				return err
+			}
+			inputs = append(inputs, in)
+			continue
+		}
+		in, err := migrate.ReadPath(f, o.Recursive, o.format, opts)
 		if err != nil {
 			return err
 		}
 		inputs = append(inputs, in...)
 	}
 	if o.FromCluster {
-		in, err := o.readCluster(ctx, opts)
+		in, err := cluster.Read(ctx, o.format, opts)
 		if err != nil {
 			return err
 		}
@@ -228,7 +196,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 
 	var all []*migrate.Item
 	for _, in := range inputs {
-		all = append(all, in.items...)
+		all = append(all, in.Items...)
 	}
 	for _, it := range all {
 		for _, f := range it.Findings {
@@ -236,290 +204,21 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 
-	var err error
 	switch {
 	case o.OutputDir != "":
-		err = o.writeDir(inputs)
-	case !o.Apply:
-		err = migrate.Write(o.Out, all, o.format)
-	}
-	if err != nil {
-		return err
-	}
-	applyFailures := 0
-	if o.Apply {
-		applyFailures = o.apply(ctx, all)
-	}
-	return o.summarize(all, applyFailures)
-}
-
-// readFilename reads one -f argument: standard input, a file, or the
-// manifest files of a directory.
-func (o *MigrateOptions) readFilename(name string, opts migrate.Options) ([]input, error) {
-	if name == "-" {
-		data, err := readAllLimited(o.In, "standard input")
-		if err != nil {
-			return nil, err
-		}
-		return []input{{items: migrate.File(stdinName, data, opts), outPath: "stdin" + o.extension(".yaml")}}, nil
-	}
-	st, err := os.Stat(name)
-	if err != nil {
-		// A missing file fails the run, not the other files.
-		return []input{o.readFile(name, filepath.Base(name), opts)}, nil
-	}
-	if !st.IsDir() {
-		return []input{o.readFile(name, filepath.Base(name), opts)}, nil
-	}
-	var files []string
-	err = filepath.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
+		written, err := migrate.WriteDir(o.OutputDir, inputs, o.format)
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			if p != name && !o.Recursive {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if slices.Contains(manifestExtensions, strings.ToLower(filepath.Ext(p))) {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading directory %s: %w", name, err)
-	}
-	slices.Sort(files)
-	out := make([]input, 0, len(files))
-	for _, f := range files {
-		rel, err := filepath.Rel(name, f)
-		if err != nil {
-			rel = filepath.Base(f)
-		}
-		out = append(out, o.readFile(f, rel, opts))
-	}
-	return out, nil
-}
-
-func (o *MigrateOptions) readFile(path, rel string, opts migrate.Options) input {
-	outPath := strings.TrimSuffix(rel, filepath.Ext(rel)) + o.extension(filepath.Ext(rel))
-	data, err := readFileLimited(path)
-	if err != nil {
-		it := &migrate.Item{Source: path, Findings: []migrate.Finding{{Level: migrate.LevelError, Message: fmt.Sprintf("reading the file: %v", err)}}}
-		return input{items: []*migrate.Item{it}, outPath: outPath}
-	}
-	return input{items: migrate.File(path, data, opts), outPath: outPath}
-}
-
-// extension is the output file extension: the input's for YAML (.yaml or
-// .yml), .json for JSON.
-func (o *MigrateOptions) extension(in string) string {
-	if o.format == migrate.FormatJSON {
-		return ".json"
-	}
-	if in == ".yml" {
-		return in
-	}
-	return ".yaml"
-}
-
-// readCluster lists MPIJobs through the dynamic client: the MPIJob CRD
-// may well be gone, and its Go client is not needed.
-func (o *MigrateOptions) readCluster(ctx context.Context, opts migrate.Options) ([]input, error) {
-	ns := o.namespace
-	where := "namespace " + ns
-	if o.AllNamespaces {
-		ns, where = metav1.NamespaceAll, "any namespace"
-	}
-	list, err := o.client.Resource(mpiJobGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("the cluster serves no MPIJobs (%s, resource %s): the MPIJob CRD of mpi-operator is not installed, so there is nothing to migrate from it; convert manifests with -f instead",
-			migrate.MPIJobAPIVersion, mpiJobGVR.GroupResource())
-	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("listing MPIJobs in %s: %w", where, err)
-	case err != nil:
-		return nil, fmt.Errorf("listing MPIJobs in %s: %w", where, err)
-	}
-	if len(list.Items) == 0 {
-		fmt.Fprintf(o.ErrOut, "%s: no MPIJobs in %s\n", clusterSource, where)
-	}
-	out := make([]input, 0, len(list.Items))
-	for i := range list.Items {
-		u := &list.Items[i]
-		out = append(out, input{
-			items:   []*migrate.Item{migrate.Object(clusterSource, u.Object, opts)},
-			outPath: filepath.Join(u.GetNamespace(), u.GetName()+o.extension(".yaml")),
-		})
-	}
-	return out, nil
-}
-
-// writeDir writes each input's results to its own file under OutputDir.
-func (o *MigrateOptions) writeDir(inputs []input) error {
-	written := 0
-	for _, in := range inputs {
-		produced := false
-		for _, it := range in.items {
-			outs, err := it.Outputs()
-			if err != nil {
-				return err
-			}
-			produced = produced || len(outs) > 0 || it.Blank
-		}
-		if !produced {
-			continue
-		}
-		path := filepath.Join(o.OutputDir, in.outPath)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
-		}
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		werr := migrate.Write(f, in.items, o.format)
-		if err := errors.Join(werr, f.Close()); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		written++
-	}
-	fmt.Fprintf(o.ErrOut, "wrote %d files to %s\n", written, o.OutputDir)
-	return nil
-}
-
-// apply creates each converted job's runtime and TrainJob, in that order,
-// and reports each on standard output. It returns how many failed.
-func (o *MigrateOptions) apply(ctx context.Context, items []*migrate.Item) int {
-	dryRun := o.DryRun == dryRunServer
-	opts := metav1.CreateOptions{FieldManager: migrateFieldManager}
-	suffix := "created"
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-		suffix = "created (server dry run)"
-	}
-	failures, passed := 0, 0
-	for _, it := range items {
-		if !it.Converted() {
-			if !it.Failed() && !it.Blank {
-				passed++
-			}
-			continue
-		}
-		objs, err := it.Created()
-		if err != nil {
-			fmt.Fprintf(o.ErrOut, "%s: %s: %v\n", it.Source, it.Describe(), err)
-			failures++
-			continue
-		}
-		dryRunRuntime, createdRuntime := "", ""
-		for _, u := range objs {
-			if u.GetNamespace() == "" {
-				u.SetNamespace(o.namespace)
-			}
-			gvr := trainJobGVR
-			if u.GetKind() == trainer.TrainingRuntimeKind {
-				gvr = trainingRuntimeGVR
-			}
-			ref := strings.ToLower(u.GetKind()) + "." + gvr.Group + "/" + u.GetName()
-			err := o.create(ctx, gvr, u, opts, dryRunRuntime == "" && createdRuntime != "", createdRuntime)
-			switch {
-			case err == nil:
-				fmt.Fprintf(o.Out, "%s %s\n", ref, suffix)
-				if gvr == trainingRuntimeGVR {
-					if dryRun {
-						dryRunRuntime = u.GetName()
-					} else {
-						createdRuntime = u.GetName()
-					}
-				}
-			case dryRun && dryRunRuntime != "" && refersToMissingRuntime(err, u, dryRunRuntime):
-				// The webhook looks the runtime up, and a dry run kept none.
-				fmt.Fprintf(o.Out, "%s checked (server dry run): accepted except for its runtime reference, TrainingRuntime %s, which only a real --apply creates\n", ref, dryRunRuntime)
-			default:
-				fmt.Fprintf(o.ErrOut, "%s: %s: creating %s in namespace %s: %v\n", it.Source, it.Describe(), ref, u.GetNamespace(), err)
-				failures++
-			}
+		fmt.Fprintf(o.ErrOut, "wrote %d files to %s\n", written, o.OutputDir)
+	case !o.Apply:
+		if err := migrate.Write(o.Out, all, o.format); err != nil {
+			return err
 		}
 	}
-	if passed > 0 {
-		fmt.Fprintf(o.ErrOut, "%d documents passed through were not applied: apply them yourself if the jobs need them\n", passed)
+	applyFailures := 0
+	if o.Apply {
+		applyFailures = cluster.Apply(ctx, all)
 	}
-	return failures
-}
-
-// create creates one object. When retryMissingRuntime is set the TrainJob's
-// runtime was created a moment ago, and admission webhooks that read
-// runtimes from a cache may not see it yet: a refusal naming it is retried
-// for a few seconds.
-func (o *MigrateOptions) create(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, opts metav1.CreateOptions, retryMissingRuntime bool, runtime string) error {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 7}
-	var err error
-	werr := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		_, err = o.client.Resource(gvr).Namespace(u.GetNamespace()).Create(ctx, u, opts)
-		return err == nil || !retryMissingRuntime || !refersToMissingRuntime(err, u, runtime), nil
-	})
-	if err == nil && werr != nil && !wait.Interrupted(werr) {
-		return werr
-	}
-	return err
-}
-
-// refersToMissingRuntime reports whether a TrainJob was refused only
-// because its (dry-run) runtime does not exist.
-func refersToMissingRuntime(err error, u *unstructured.Unstructured, runtime string) bool {
-	if !apierrors.IsInvalid(err) || u.GetKind() != trainer.TrainJobKind {
-		return false
-	}
-	status, ok := err.(apierrors.APIStatus)
-	if !ok || status.Status().Details == nil {
-		return false
-	}
-	causes := status.Status().Details.Causes
-	if len(causes) == 0 {
-		return false
-	}
-	want := fmt.Sprintf("%s %q not found", trainer.TrainingRuntimeKind, runtime)
-	for _, c := range causes {
-		if !strings.Contains(c.Message, want) {
-			return false
-		}
-	}
-	return true
-}
-
-// summarize prints the tally and turns failures (and, with --strict,
-// warnings) into the command's error.
-func (o *MigrateOptions) summarize(items []*migrate.Item, applyFailures int) error {
-	var converted, generated, reused, passed, failed int
-	for _, it := range items {
-		switch {
-		case it.Converted():
-			converted++
-			if it.Result.Runtime != nil {
-				generated++
-			} else {
-				reused++
-			}
-		case it.Failed():
-			failed++
-		case !it.Blank:
-			passed++
-		}
-	}
-	warnings := migrate.Count(items, migrate.LevelWarning)
-	fmt.Fprintf(o.ErrOut, "migrate: %d MPIJobs converted (%d runtimes generated, %d shipped runtimes used), %d documents passed through, %d failed; %d warnings, %d changes, %d notes\n",
-		converted, generated, reused, passed, failed, warnings, migrate.Count(items, migrate.LevelChange), migrate.Count(items, migrate.LevelNote))
-	var errs []error
-	if failed > 0 {
-		errs = append(errs, fmt.Errorf("%d documents could not be converted (errors above)", failed))
-	}
-	if applyFailures > 0 {
-		errs = append(errs, fmt.Errorf("%d objects could not be created (errors above)", applyFailures))
-	}
-	if o.Strict && warnings > 0 {
-		errs = append(errs, fmt.Errorf("--strict: %d warnings, fields without an exact equivalent (listed above)", warnings))
-	}
-	return errors.Join(errs...)
+	return migrate.Summarize(o.ErrOut, all, applyFailures, o.Strict)
 }

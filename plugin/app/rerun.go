@@ -34,27 +34,23 @@ type RerunOptions struct {
 	NewName string
 }
 
-func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+// NewRerunOptions returns rerun's defaults: run's, with the job taken from
+// an existing one.
+func NewRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RerunOptions {
 	o := &RerunOptions{RunOptions: NewRunOptions(getter, streams)}
 	o.rerun = true
+	return o
+}
+
+func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewRerunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "rerun NAME [--name NEW] [run flags] [-- COMMAND [ARGS...]]",
 		Short:             "Run a job again, or a modified copy of it, under a new name",
 		Long:              rerunLong,
 		Example:           rerunExample,
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.RunOptions.Complete(cmd, args); err != nil {
-				return err
-			}
-			if o.name == "" {
-				return cmdutil.UsageError("rerun needs the name of the job to run again")
-			}
-			if err := o.RunOptions.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)
@@ -62,17 +58,16 @@ func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *
 	return cmd
 }
 
+// Validate checks that a job is named, then the flags as run does.
+func (o *RerunOptions) Validate() error {
+	if o.name == "" {
+		return cmdutil.UsageError("rerun needs the name of the job to run again")
+	}
+	return o.RunOptions.Validate()
+}
+
 // Run copies, overrides and submits.
 func (o *RerunOptions) Run(ctx context.Context) error {
-	if err := o.completePrinter(); err != nil {
-		return err
-	}
-	if err := o.readNamespace(); err != nil {
-		return err
-	}
-	if err := o.clients(o.Follow); err != nil {
-		return err
-	}
 	orig, err := job.Get(ctx, o.client, o.namespace, o.name)
 	if err != nil {
 		return err

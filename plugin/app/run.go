@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -73,6 +71,7 @@ type RunOptions struct {
 	Follow    bool
 	Timeout   time.Duration
 
+	names     []string
 	name      string
 	command   []string
 	namespace string
@@ -106,15 +105,7 @@ func newRunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 		Short:   "Run an MPI job",
 		Long:    runLong,
 		Example: runExample,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    runE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)
@@ -153,25 +144,44 @@ func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
 	o.PrintFlags.AddFlags(cmd)
 }
 
-// Complete reads the command line.
+// Complete reads the command line, the namespace and the clients, and
+// sets up the printer.
 func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.changed = cmd.Flags().Changed
 	o.explicitNS = cmd.Flags().Changed("namespace")
-	names := args
+	o.names = args
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
-		names, o.command = args[:dash], args[dash:]
+		o.names, o.command = args[:dash], args[dash:]
 	}
-	switch {
-	case len(names) > 1:
-		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", names)
-	case len(names) == 1:
-		o.name = names[0]
+	if len(o.names) > 0 {
+		o.name = o.names[0]
 	}
-	return nil
+	if err := o.completePrinter(); err != nil {
+		return err
+	}
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	// --dry-run=client asks nothing of the cluster, unless the job comes
+	// from one there.
+	if o.DryRun == run.DryRunClient && !o.rerun {
+		return nil
+	}
+	if o.client, err = o.getter.Client(); err != nil {
+		return err
+	}
+	if o.Follow {
+		o.kube, err = o.getter.Kubernetes()
+	}
+	return err
 }
 
 // Validate checks the command line before anything is sent.
 func (o *RunOptions) Validate() error {
+	if len(o.names) > 1 {
+		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", o.names)
+	}
 	switch o.DryRun {
 	case run.DryRunNone, run.DryRunClient, run.DryRunServer:
 	default:
@@ -220,13 +230,14 @@ func (o *RunOptions) Validate() error {
 	return nil
 }
 
-func (o *RunOptions) readNamespace() error {
-	var err error
-	o.namespace, err = o.getter.Namespace()
-	return err
-}
-
+// completePrinter sets up the printer of -o. Any -o but yaml, json and
+// name is Validate's to refuse, in its own words.
 func (o *RunOptions) completePrinter() error {
+	switch *o.PrintFlags.OutputFormat {
+	case "", "yaml", "json", "name":
+	default:
+		return nil
+	}
 	switch o.DryRun {
 	case run.DryRunClient:
 		if err := o.PrintFlags.Complete("%s (dry run)"); err != nil {
@@ -245,27 +256,8 @@ func (o *RunOptions) completePrinter() error {
 	return nil
 }
 
-func (o *RunOptions) clients(needKube bool) error {
-	var err error
-	if o.client, err = o.getter.Client(); err != nil {
-		return err
-	}
-	if needKube {
-		if o.kube, err = o.getter.Kubernetes(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Run submits the job (or jobs) and waits as asked.
 func (o *RunOptions) Run(ctx context.Context) error {
-	if err := o.completePrinter(); err != nil {
-		return err
-	}
-	if err := o.readNamespace(); err != nil {
-		return err
-	}
 	if len(o.Filenames) > 0 {
 		return o.runFiles(ctx)
 	}
@@ -280,9 +272,6 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
 		}
 		return o.submit(ctx, plan)
-	}
-	if err := o.clients(o.Follow); err != nil {
-		return err
 	}
 	plan, err := run.Prepare(ctx, o.client, spec, vols)
 	if err != nil {
@@ -315,22 +304,16 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 	if !o.Wait && !o.Follow {
 		return nil
 	}
-	if o.kube == nil && o.Follow {
-		var err error
-		if o.kube, err = o.getter.Kubernetes(); err != nil {
-			return err
-		}
-	}
-	w := &waiter{client: o.client, errOut: o.ErrOut, clock: o.clock, timeout: o.Timeout, quiet: o.Follow}
+	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout, Quiet: o.Follow}
 	var errs []error
 	code := cmdutil.ExitOK
 	for _, tj := range jobs {
 		var final *trainer.TrainJob
 		var err error
 		if o.Follow {
-			final, err = w.followJob(ctx, o.kube, o.Out, o.ErrOut, tj)
+			final, err = w.Follow(ctx, o.kube, o.Out, o.ErrOut, tj)
 		} else {
-			final, err = w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
+			final, err = w.Until(ctx, tj.Namespace, tj.Name, wait.Complete)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -351,94 +334,23 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 
 // runFiles submits the jobs of files: all are checked first, then created.
 func (o *RunOptions) runFiles(ctx context.Context) error {
-	var all []*run.Manifest
-	var errs []error
-	for _, f := range o.Filenames {
-		data, source, err := readInput(f, o.In)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		objs, notes, ferrs := run.Load(source, data)
-		for _, n := range notes {
-			fmt.Fprintln(o.ErrOut, n)
-		}
-		errs = append(errs, ferrs...)
-		all = append(all, objs...)
+	all, notes, err := run.ReadFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
+	for _, n := range notes {
+		fmt.Fprintln(o.ErrOut, n)
 	}
-	for _, m := range all {
-		if err := run.SetNamespace(m, o.namespace, o.explicitNS); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == 0 && len(all) == 0 {
-		errs = append(errs, errors.New("no TrainJob or MPIJob in the input"))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("nothing was created:\n%w", errors.Join(errs...))
+	if err != nil {
+		return err
 	}
 	if o.DryRun != run.DryRunClient {
-		if err := o.clients(o.Follow); err != nil {
-			return err
-		}
 		if errs := run.CheckAll(ctx, o.client, all); len(errs) > 0 {
 			return fmt.Errorf("the API server rejected the input; nothing was created:\n%w", errors.Join(errs...))
 		}
 	}
-	var jobs []*trainer.TrainJob
-	// Runtimes first: the jobs refer to them.
-	ordered := append(filter(all, func(m *run.Manifest) bool { return !m.IsTrainJob() }), filter(all, (*run.Manifest).IsTrainJob)...)
-	for _, m := range ordered {
-		if o.DryRun == run.DryRunNone {
-			if err := o.client.Create(ctx, m.Object, client.FieldOwner(run.FieldManager)); err != nil {
-				return fmt.Errorf("%s: %s", m.Where, run.Explain(err))
-			}
-		}
-		obj, err := typed(m.Object)
-		if err != nil {
-			return fmt.Errorf("%s: %w", m.Where, err)
-		}
-		if err := o.printer.PrintObj(obj, o.Out); err != nil {
-			return err
-		}
-		if tj, ok := obj.(*trainer.TrainJob); ok {
-			jobs = append(jobs, tj)
-		}
+	jobs, err := run.CreateAll(ctx, o.client, all, o.DryRun, func(obj runtime.Object) error {
+		return o.printer.PrintObj(obj, o.Out)
+	})
+	if err != nil {
+		return err
 	}
 	return o.await(ctx, jobs)
-}
-
-func filter(ms []*run.Manifest, keep func(*run.Manifest) bool) []*run.Manifest {
-	var out []*run.Manifest
-	for _, m := range ms {
-		if keep(m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// typed converts a manifest to its Go type, for printing with its kind.
-func typed(u *unstructured.Unstructured) (runtime.Object, error) {
-	obj, err := scheme.New().New(u.GroupVersionKind())
-	if err != nil {
-		return u, nil
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-		return nil, err
-	}
-	obj.GetObjectKind().SetGroupVersionKind(u.GroupVersionKind())
-	return obj, nil
-}
-
-func readInput(name string, stdin io.Reader) ([]byte, string, error) {
-	if name == "-" {
-		data, err := readAllLimited(stdin, "standard input")
-		return data, "<stdin>", err
-	}
-	data, err := readFileLimited(name)
-	if err != nil {
-		return nil, name, fmt.Errorf("reading %s: %w", name, err)
-	}
-	return data, name, nil
 }

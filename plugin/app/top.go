@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
@@ -40,10 +42,18 @@ type TopOptions struct {
 
 	name      string
 	namespace string
+	client    client.Client
+	kube      kubernetes.Interface
+	metrics   metricsclient.Interface
+}
+
+// NewTopOptions returns top's defaults.
+func NewTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *TopOptions {
+	return &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
 }
 
 func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
+	o := NewTopOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "top NAME [--watch]",
 		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
@@ -51,43 +61,50 @@ func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 		Example:           topExample,
 		Args:              exactArgs(1, "one job name"),
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name = args[0]
-			if o.Interval < 500*time.Millisecond {
-				return cmdutil.UsageError("--interval=%s: use at least 500ms", o.Interval)
-			}
-			var err error
-			if o.namespace, err = getter.Namespace(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "Refresh until the job ends (Ctrl-C to stop)")
 	cmd.Flags().DurationVar(&o.Interval, "interval", o.Interval, "Time between refreshes with --watch")
 	return cmd
 }
 
-// Run prints usage once, or until the job ends.
-func (o *TopOptions) Run(ctx context.Context) error {
-	c, kube, err := plugclient.Clients(o.getter)
-	if err != nil {
+// Complete reads NAME, the namespace and the clients, metrics included.
+func (o *TopOptions) Complete(_ *cobra.Command, args []string) error {
+	o.name = args[0]
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	if o.client, o.kube, err = plugclient.Clients(o.getter); err != nil {
 		return err
 	}
 	cfg, err := o.getter.RESTConfig()
 	if err != nil {
 		return err
 	}
-	mc, err := metricsclient.NewForConfig(cfg)
-	if err != nil {
+	if o.metrics, err = metricsclient.NewForConfig(cfg); err != nil {
 		return fmt.Errorf("building the metrics client: %w", err)
 	}
+	return nil
+}
+
+// Validate checks --interval.
+func (o *TopOptions) Validate() error {
+	if o.Interval < 500*time.Millisecond {
+		return cmdutil.UsageError("--interval=%s: use at least 500ms", o.Interval)
+	}
+	return nil
+}
+
+// Run prints usage once, or until the job ends.
+func (o *TopOptions) Run(ctx context.Context) error {
+	c := o.client
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
-	reader := &top.Reader{Kube: kube, Metrics: mc, Interval: time.Second}
+	reader := &top.Reader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {
 		if round > 0 {

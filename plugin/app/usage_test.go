@@ -72,6 +72,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-f", "job.yaml", "--workers", "3"}, "--workers shapes a job built from flags; with -f, set it in the file"},
 		{[]string{"run", "-f", "-", "-f", "-"}, "-f - (standard input) can be given once"},
 		{[]string{"run", "pi", "--image", "x", "-o", "wide"}, `-o "wide": use yaml, json or name`},
+		{[]string{"run", "pi", "--image", "x", "-o", "jsonpath"}, `-o "jsonpath": use yaml, json or name`},
 		{[]string{"run", "pi", "--image", "x", "--workers", "0", "--mpi", "lam"}, "--mpi: unknown MPI implementation \"lam\": use one of intel, intelmpi, mpich, openmpi, openmpi4, openmpi5\n--workers=0: a job needs at least 1 worker"},
 		{[]string{"run", "pi", "--image", "x", "--volume", "/data:/data"}, `--volume "/data:/data": write it as pvc:CLAIM:/mount/path (append :ro for read-only)`},
 		{[]string{"run", "pi", "--image", "x", "--env", "OMPI_MCA_orte_default_hostfile=/x"}, "--env OMPI_MCA_orte_default_hostfile: Torus sets OMPI_MCA_orte_default_hostfile from the job's hostfile and SSH settings; remove it"},
@@ -95,6 +96,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"doctor", "-o", "yaml"}, `-o "yaml": use json, or nothing for the report`},
 		{[]string{"completion"}, "completion takes a shell: bash, zsh or fish"},
 		{[]string{"rerun"}, "rerun needs the name of the job to run again"},
+		{[]string{"migrate"}, "nothing to migrate: give manifests with -f FILE|DIR|- or read the cluster's MPIJobs with --from-cluster"},
+		{[]string{"migrate", "-f", "-", "--dry-run=server"}, "--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)"},
+		{[]string{"migrate", "pi.yaml"}, `migrate takes no arguments (got ["pi.yaml"]): give manifests with -f`},
+		{[]string{"migrate", "--bogus"}, "unknown flag: --bogus (see kubectl mpi migrate --help)"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
@@ -31,10 +32,17 @@ type WaitOptions struct {
 	name      string
 	namespace string
 	cond      wait.Condition
+	client    client.WithWatch
+	clock     clock.WithTicker
+}
+
+// NewWaitOptions returns wait's defaults.
+func NewWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *WaitOptions {
+	return &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
 }
 
 func newWaitCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete"}
+	o := NewWaitOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:   "wait NAME --for=condition=Complete|Failed|Running [--timeout D]",
 		Short: "Wait for a job to complete, fail or run",
@@ -46,21 +54,22 @@ A job that completed counts as having run (Running).`,
 		Example:           waitExample,
 		Args:              exactArgs(1, "one job name"),
 		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			var err error
-			if o.namespace, err = getter.Namespace(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:              runE(o),
 	}
 	cmd.Flags().StringVar(&o.For, "for", o.For, "condition=Complete, condition=Failed or condition=Running")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (exit 4); 0 waits forever")
 	return cmd
+}
+
+// Complete reads NAME, the namespace and the client.
+func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
+	o.name = args[0]
+	var err error
+	if o.namespace, err = o.getter.Namespace(); err != nil {
+		return err
+	}
+	o.client, err = o.getter.Client()
+	return err
 }
 
 // Validate reads --for.
@@ -78,14 +87,10 @@ func (o *WaitOptions) Validate() error {
 
 // Run waits.
 func (o *WaitOptions) Run(ctx context.Context) error {
-	c, err := o.getter.Client()
-	if err != nil {
+	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
+	if _, err := w.Until(ctx, o.namespace, o.name, o.cond); err != nil {
 		return err
 	}
-	w := &waiter{client: c, errOut: o.ErrOut, clock: clock.RealClock{}, timeout: o.Timeout}
-	if _, err := w.waitFor(ctx, o.namespace, o.name, o.cond); err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s condition met: %s\n", o.name, o.cond)
+	_, err := fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s condition met: %s\n", o.name, o.cond)
 	return err
 }

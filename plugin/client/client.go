@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,9 @@ type Getter interface {
 	Client() (ctrlclient.WithWatch, error)
 	// Kubernetes is the typed clientset, for pod logs and exec.
 	Kubernetes() (kubernetes.Interface, error)
+	// Dynamic reads and writes types without their Go client (migrate's
+	// MPIJobs, whose CRD may be gone).
+	Dynamic() (dynamic.Interface, error)
 	// RESTConfig is the configuration the clients are built on.
 	RESTConfig() (*rest.Config, error)
 }
@@ -44,6 +48,7 @@ type getter struct {
 	config *rest.Config
 	client ctrlclient.WithWatch
 	kube   kubernetes.Interface
+	dyn    dynamic.Interface
 }
 
 func (g *getter) Namespace() (string, error) {
@@ -112,6 +117,24 @@ func (g *getter) Kubernetes() (kubernetes.Interface, error) {
 	}
 	g.kube = k
 	return k, nil
+}
+
+func (g *getter) Dynamic() (dynamic.Interface, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dyn != nil {
+		return g.dyn, nil
+	}
+	cfg, err := g.restConfigLocked()
+	if err != nil {
+		return nil, err
+	}
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the cluster client: %w", err)
+	}
+	g.dyn = d
+	return d, nil
 }
 
 // Clients returns both clients, for the commands that read Torus's types

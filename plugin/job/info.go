@@ -209,6 +209,10 @@ func HostOf(p *corev1.Pod) mpi.Host {
 // HostName is how people see a pod: "launcher" or "worker-<i>".
 func HostName(p *corev1.Pod) string { return HostOf(p).Name() }
 
+// HostPrefix is what logs put before each line of a pod: its host in
+// brackets, "[launcher] " or "[worker-3] ".
+func HostPrefix(p *corev1.Pod) string { return "[" + HostName(p) + "] " }
+
 // PodOf finds the current pod of a host: the newest one not being deleted,
 // else the newest.
 func PodOf(pods []corev1.Pod, role string, index int32) *corev1.Pod {

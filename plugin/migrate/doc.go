@@ -9,6 +9,8 @@
 // equivalent, an error for a document that cannot be converted. Nothing is
 // dropped without a finding.
 //
-// The package reads and writes manifests only; it does not talk to the API
-// server. kubectl-mpi's migrate command wires it to files and clusters.
+// The conversion reads and writes manifests only. Around it, files.go reads
+// files and directories (the -f of migrate and run) and writes output
+// directories, and cluster.go reads MPIJobs from a cluster and creates
+// their conversions; kubectl-mpi's migrate command wires them to flags.
 package migrate

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -12,8 +13,105 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/migrate"
 )
+
+// ReadFiles reads the manifests of run -f: files, or standard input for
+// "-", loaded as Load does and put in the command line's namespace as
+// SetNamespace does. notes are the conversions' findings worth reading.
+// The error lists every problem of every file; nothing may be created
+// when it is set.
+func ReadFiles(names []string, stdin io.Reader, namespace string, explicitNS bool) (all []*Manifest, notes []string, err error) {
+	var errs []error
+	for _, name := range names {
+		data, source, err := readInput(name, stdin)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		objs, n, ferrs := Load(source, data)
+		notes = append(notes, n...)
+		errs = append(errs, ferrs...)
+		all = append(all, objs...)
+	}
+	for _, m := range all {
+		if err := SetNamespace(m, namespace, explicitNS); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && len(all) == 0 {
+		errs = append(errs, errors.New("no TrainJob or MPIJob in the input"))
+	}
+	if len(errs) > 0 {
+		return nil, notes, fmt.Errorf("nothing was created:\n%w", errors.Join(errs...))
+	}
+	return all, notes, nil
+}
+
+func readInput(name string, stdin io.Reader) ([]byte, string, error) {
+	if name == "-" {
+		data, err := cmdutil.ReadAll(stdin, "standard input")
+		return data, migrate.StdinSource, err
+	}
+	data, err := cmdutil.ReadFile(name)
+	if err != nil {
+		return nil, name, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return data, name, nil
+}
+
+// CreateAll creates manifests that CheckAll passed, runtimes first since
+// the jobs refer to them; a dry run creates none. Each object is handed to
+// print as its Go type, so that printers name its kind. It returns the
+// TrainJobs, to wait for.
+func CreateAll(ctx context.Context, c client.Client, all []*Manifest, dryRun string, print func(runtime.Object) error) ([]*trainer.TrainJob, error) {
+	var jobs []*trainer.TrainJob
+	ordered := append(filter(all, func(m *Manifest) bool { return !m.IsTrainJob() }), filter(all, (*Manifest).IsTrainJob)...)
+	for _, m := range ordered {
+		if dryRun == DryRunNone {
+			if err := c.Create(ctx, m.Object, client.FieldOwner(FieldManager)); err != nil {
+				return jobs, fmt.Errorf("%s: %s", m.Where, Explain(err))
+			}
+		}
+		obj, err := typed(m.Object)
+		if err != nil {
+			return jobs, fmt.Errorf("%s: %w", m.Where, err)
+		}
+		if err := print(obj); err != nil {
+			return jobs, err
+		}
+		if tj, ok := obj.(*trainer.TrainJob); ok {
+			jobs = append(jobs, tj)
+		}
+	}
+	return jobs, nil
+}
+
+func filter(ms []*Manifest, keep func(*Manifest) bool) []*Manifest {
+	var out []*Manifest
+	for _, m := range ms {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// typed converts a manifest to its Go type; one of a kind the scheme does
+// not know stays unstructured.
+func typed(u *unstructured.Unstructured) (runtime.Object, error) {
+	obj, err := scheme.New().New(u.GroupVersionKind())
+	if err != nil {
+		return u, nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(u.GroupVersionKind())
+	return obj, nil
+}
 
 // Manifest is one object of a run -f input, with where it came from.
 type Manifest struct {
@@ -156,7 +254,7 @@ func CheckAll(ctx context.Context, c client.Client, objs []*Manifest) []error {
 		if err == nil {
 			continue
 		}
-		if m.IsTrainJob() && onlyRuntimeMissing(err) && refersToBatch(m.Object, batch) {
+		if rt, ok := batchRuntime(m, batch); ok && migrate.OnlyRuntimeMissing(err, rt) {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%s: %s", m.Where, Explain(err)))
@@ -164,19 +262,15 @@ func CheckAll(ctx context.Context, c client.Client, objs []*Manifest) []error {
 	return errs
 }
 
-func refersToBatch(tj *unstructured.Unstructured, batch map[string]bool) bool {
-	kind, _, _ := unstructured.NestedString(tj.Object, "spec", "runtimeRef", "kind")
-	name, _, _ := unstructured.NestedString(tj.Object, "spec", "runtimeRef", "name")
-	return kind == trainer.TrainingRuntimeKind && batch[tj.GetNamespace()+"/"+name]
-}
-
-func onlyRuntimeMissing(err error) bool {
-	var se *apierrors.StatusError
-	if !errors.As(err, &se) || se.ErrStatus.Details == nil {
-		return false
+// batchRuntime is the TrainingRuntime a TrainJob manifest refers to when
+// that runtime is among the manifests.
+func batchRuntime(m *Manifest, batch map[string]bool) (string, bool) {
+	if !m.IsTrainJob() {
+		return "", false
 	}
-	causes := se.ErrStatus.Details.Causes
-	return len(causes) == 1 && causes[0].Field == "spec.runtimeRef" && strings.Contains(causes[0].Message, "not found")
+	kind, _, _ := unstructured.NestedString(m.Object.Object, "spec", "runtimeRef", "kind")
+	name, _, _ := unstructured.NestedString(m.Object.Object, "spec", "runtimeRef", "name")
+	return name, kind == trainer.TrainingRuntimeKind && batch[m.Object.GetNamespace()+"/"+name]
 }
 
 // Explain renders an API error for people: an invalid object's causes one

@@ -1,4 +1,4 @@
-package app
+package cmdutil
 
 import (
 	"strings"
@@ -6,11 +6,11 @@ import (
 )
 
 func TestReadAllLimited(t *testing.T) {
-	if data, err := readAllLimited(strings.NewReader("kind: MPIJob\n"), "standard input"); err != nil || string(data) != "kind: MPIJob\n" {
+	if data, err := ReadAll(strings.NewReader("kind: MPIJob\n"), "standard input"); err != nil || string(data) != "kind: MPIJob\n" {
 		t.Fatalf("a manifest: %q, %v", data, err)
 	}
 	// An endless input (as /dev/zero) ends in an error naming the limit.
-	_, err := readAllLimited(zeros{}, "standard input")
+	_, err := ReadAll(zeros{}, "standard input")
 	if err == nil || !strings.Contains(err.Error(), "standard input is larger than 64 MiB") {
 		t.Fatalf("error = %v", err)
 	}

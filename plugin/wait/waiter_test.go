@@ -1,4 +1,4 @@
-package app
+package wait
 
 import (
 	"bytes"
@@ -18,7 +18,6 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
-	"github.com/torus-mpi/torus/plugin/wait"
 )
 
 // oneJob serves one TrainJob that never changes: the wait's own reads.
@@ -88,8 +87,8 @@ func TestWaitStopsWhenTheOperatorIsDown(t *testing.T) {
 			fc := testingclock.NewFakeClock(t0)
 			var mu sync.Mutex
 			checks := 0
-			w := &waiter{client: &oneJob{tj: tj}, errOut: &bytes.Buffer{}, clock: fc, timeout: tc.timeout,
-				operator: func(context.Context) operatorstatus.Status {
+			w := &Waiter{Client: &oneJob{tj: tj}, ErrOut: &bytes.Buffer{}, Clock: fc, Timeout: tc.timeout,
+				Operator: func(context.Context) operatorstatus.Status {
 					mu.Lock()
 					defer mu.Unlock()
 					st := tc.operator[min(checks, len(tc.operator)-1)]
@@ -101,12 +100,12 @@ func TestWaitStopsWhenTheOperatorIsDown(t *testing.T) {
 					}
 					return st
 				}}
-			if w.timeout == 0 {
+			if w.Timeout == 0 {
 				// A wait that does not end when it should fails the
 				// test as a timeout rather than hanging it.
-				w.timeout = 10 * time.Second
+				w.Timeout = 10 * time.Second
 			}
-			_, err := w.waitFor(context.Background(), "ns", "pi-demo", wait.Complete)
+			_, err := w.Until(context.Background(), "ns", "pi-demo", Complete)
 			if got := cmdutil.Code(err); got != tc.wantCode {
 				t.Errorf("exit code %d (%v), want %d", got, err, tc.wantCode)
 			}

@@ -1,4 +1,4 @@
-package app
+package wait
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -21,7 +20,6 @@ import (
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/logs"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
-	"github.com/torus-mpi/torus/plugin/wait"
 )
 
 // operatorCheckInterval is how often a wait re-reads the operator's lease:
@@ -29,18 +27,20 @@ import (
 // lease going stale, rarely enough to cost the API server nothing.
 const operatorCheckInterval = 10 * time.Second
 
-// waiter waits for jobs and turns how the wait ended into exit codes.
-type waiter struct {
-	client client.WithWatch
-	errOut io.Writer
-	// clock dates the progress line and ticks the operator checks.
-	clock   clock.WithTicker
-	timeout time.Duration
-	// quiet: no progress line (logs are being followed on the terminal).
-	quiet bool
-	// operator says whether the Torus operator runs; nil reads its lease
-	// through client. Tests replace it.
-	operator func(context.Context) operatorstatus.Status
+// Waiter waits for jobs as run --wait, run --follow and wait do, and turns
+// how a wait ended into the command's exit code.
+type Waiter struct {
+	Client client.WithWatch
+	// ErrOut gets the progress line.
+	ErrOut io.Writer
+	// Clock dates the progress line and ticks the operator checks.
+	Clock   clock.WithTicker
+	Timeout time.Duration
+	// Quiet: no progress line (logs are being followed on the terminal).
+	Quiet bool
+	// Operator says whether the Torus operator runs; nil reads its lease
+	// through Client. Tests replace it.
+	Operator func(context.Context) operatorstatus.Status
 }
 
 // operatorDownError ends a wait whose job cannot progress.
@@ -48,15 +48,15 @@ type operatorDownError struct{ status operatorstatus.Status }
 
 func (e *operatorDownError) Error() string { return e.status.Message() }
 
-// waitFor waits until a job reaches cond. It returns nil when it did, an
+// Until waits until a job reaches cond. It returns nil when it did, an
 // ExitJobFailed error when the job ended otherwise, ExitTimeout when the
 // timeout passed, and a plain error (exit 1) at once when the operator is
 // known not to run: no job moves on without it, so waiting longer would
 // only hide why.
-func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.Condition) (*trainer.TrainJob, error) {
-	if w.timeout > 0 {
+func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Condition) (*trainer.TrainJob, error) {
+	if w.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.timeout)
+		ctx, cancel = context.WithTimeout(ctx, w.Timeout)
 		defer cancel()
 	}
 	ctx, stop := context.WithCancelCause(ctx)
@@ -68,22 +68,22 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 	watchdog.Go(func() { w.watchOperator(ctx, seen, stop) })
 	var progress *cmdutil.Progress
 	var report func(*trainer.TrainJob)
-	if !w.quiet {
-		progress = cmdutil.NewProgress(w.errOut)
-		start := w.clock.Now()
+	if !w.Quiet {
+		progress = cmdutil.NewProgress(w.ErrOut)
+		start := w.Clock.Now()
 		report = func(tj *trainer.TrainJob) {
 			st := trainjob.StateOf(tj)
 			state := fmt.Sprintf("%s: %s", name, st.Phase)
 			if st.Message != "" {
 				state += ": " + st.Message
 			}
-			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.clock.Since(start)), cond))
+			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.Clock.Since(start)), cond))
 		}
 	}
-	var outcome wait.Outcome
-	tj, err := wait.For(ctx, w.client, namespace, name, func(tj *trainer.TrainJob) bool {
+	var outcome Outcome
+	tj, err := For(ctx, w.Client, namespace, name, func(tj *trainer.TrainJob) bool {
 		var done bool
-		outcome, done = wait.Check(cond, tj)
+		outcome, done = Check(cond, tj)
 		if !done {
 			seenOnce.Do(func() { close(seen) })
 		}
@@ -97,7 +97,7 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 	case err != nil && errors.As(context.Cause(ctx), &down):
 		return tj, cmdutil.WithCode(cmdutil.ExitFailure, fmt.Errorf("MPI job %s cannot progress: %s; %s", name, down.status.Message(), down.status.Fix()))
 	case errors.Is(err, context.DeadlineExceeded):
-		msg := fmt.Sprintf("timed out after %s waiting for MPI job %s to be %s", w.timeout, name, cond)
+		msg := fmt.Sprintf("timed out after %s waiting for MPI job %s to be %s", w.Timeout, name, cond)
 		if tj != nil {
 			st := trainjob.StateOf(tj)
 			msg += fmt.Sprintf("; it is %s", st.Phase)
@@ -106,12 +106,12 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 			}
 		}
 		return tj, cmdutil.WithCode(cmdutil.ExitTimeout, errors.New(msg))
-	case errors.Is(err, wait.ErrDeleted):
+	case errors.Is(err, ErrDeleted):
 		return tj, fmt.Errorf("MPI job %s was deleted while waiting for it to be %s", name, cond)
 	case err != nil:
 		return tj, err
 	}
-	if outcome == wait.Unreachable {
+	if outcome == Unreachable {
 		st := trainjob.StateOf(tj)
 		switch st.Phase {
 		case trainjob.PhaseFailed:
@@ -128,19 +128,19 @@ func (w *waiter) waitFor(ctx context.Context, namespace, name string, cond wait.
 // operator), then every operatorCheckInterval, and stops the wait when the
 // operator is known not to run. An unknown state (the lease may not be
 // read, or there is none) lets the wait go on.
-func (w *waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop context.CancelCauseFunc) {
+func (w *Waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop context.CancelCauseFunc) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-seen:
 	}
-	check := w.operator
+	check := w.Operator
 	if check == nil {
 		check = func(ctx context.Context) operatorstatus.Status {
-			return operatorstatus.Check(ctx, w.client, w.clock.Now())
+			return operatorstatus.Check(ctx, w.Client, w.Clock.Now())
 		}
 	}
-	tick := w.clock.NewTicker(operatorCheckInterval)
+	tick := w.Clock.NewTicker(operatorCheckInterval)
 	defer tick.Stop()
 	for {
 		if st := check(ctx); st.Down() && ctx.Err() == nil {
@@ -155,9 +155,9 @@ func (w *waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop c
 	}
 }
 
-// followJob streams a job's logs while waiting for it to end, and then
-// reports how it ended.
-func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) (*trainer.TrainJob, error) {
+// Follow streams a job's logs to out while waiting for it to complete,
+// and then reports how it ended as Until does.
+func (w *Waiter) Follow(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) (*trainer.TrainJob, error) {
 	ended := make(chan struct{})
 	done := make(chan error, 1)
 	lctx, cancel := context.WithCancel(ctx)
@@ -166,7 +166,7 @@ func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, 
 		done <- logs.Stream(lctx, kube, logs.Options{
 			Namespace:     tj.Namespace,
 			LabelSelector: mpi.LabelJobName + "=" + tj.Name,
-			Prefix:        hostPrefix,
+			Prefix:        job.HostPrefix,
 			Order:         job.SortPods,
 			Container:     mpi.TrainerContainer,
 			Follow:        true,
@@ -175,12 +175,10 @@ func (w *waiter) followJob(ctx context.Context, kube kubernetes.Interface, out, 
 			ErrOut:        errOut,
 		})
 	}()
-	final, err := w.waitFor(ctx, tj.Namespace, tj.Name, wait.Complete)
+	final, err := w.Until(ctx, tj.Namespace, tj.Name, Complete)
 	close(ended)
 	if lerr := <-done; lerr != nil && err == nil && !errors.Is(lerr, context.Canceled) {
 		fmt.Fprintf(errOut, "Warning: %v\n", lerr)
 	}
 	return final, err
 }
-
-func hostPrefix(p *corev1.Pod) string { return "[" + job.HostName(p) + "] " }
