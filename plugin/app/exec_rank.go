@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/kubectl/pkg/util/term"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/mpi"
@@ -172,25 +173,29 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 	if o.Stdin {
 		req.Stdin = o.In
 	}
+	// kubectl's terminal handling: raw while an interactive session runs,
+	// restored however it ends (a signal included), its size followed.
+	tty := term.TTY{In: o.In, Out: o.Out, Raw: o.Stdin}
 	if o.TTY {
-		if t := exec.OpenTerminal(o.In, o.Out); t == nil {
+		if !tty.IsTerminalIn() {
 			if !o.Quiet {
 				fmt.Fprintln(o.ErrOut, "Unable to use a TTY: input is not a terminal")
 			}
 		} else {
 			req.TTY = true
-			sctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			req.Sizes = t.Sizes(sctx)
-			if o.Stdin {
-				if err := t.Raw(); err != nil {
-					return fmt.Errorf("setting the terminal to raw mode: %w", err)
-				}
-				defer t.Restore()
-			}
+			req.Sizes = exec.SizeQueue(tty.MonitorSize(tty.GetSize()))
 		}
 	}
-	code, err := exec.Run(ctx, cfg, kube, req)
+	var code int
+	run := func() (err error) {
+		code, err = exec.Run(ctx, cfg, kube, req)
+		return err
+	}
+	if req.TTY {
+		err = tty.Safe(run)
+	} else {
+		err = run()
+	}
 	if err != nil {
 		return err
 	}
