@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -30,20 +31,37 @@ func (w write) event() bool {
 	return w.Resource == "events" || w.Resource == "events.k8s.io/events"
 }
 
-// counts are write requests by kind, and reads.
+// counts are write requests by kind, the bytes of their bodies, and reads.
 type counts struct {
 	Writes map[write]int
+	Bytes  map[write]int64
 	Reads  int
 }
 
 func (c counts) sub(o counts) counts {
-	out := counts{Writes: map[write]int{}, Reads: c.Reads - o.Reads}
+	out := counts{Writes: map[write]int{}, Bytes: map[write]int64{}, Reads: c.Reads - o.Reads}
 	for k, v := range c.Writes {
 		if d := v - o.Writes[k]; d != 0 {
 			out.Writes[k] = d
 		}
 	}
+	for k, v := range c.Bytes {
+		if d := v - o.Bytes[k]; d != 0 {
+			out.Bytes[k] = d
+		}
+	}
 	return out
+}
+
+// bytes sums the request bodies of the writes keep accepts.
+func (c counts) bytes(keep func(write) bool) int64 {
+	var n int64
+	for k, v := range c.Bytes {
+		if keep(k) {
+			n += v
+		}
+	}
+	return n
 }
 
 // total sums the writes keep accepts.
@@ -83,6 +101,7 @@ type countingProxy struct {
 
 	mu       sync.Mutex
 	writes   map[write]int
+	bytes    map[write]int64
 	reads    int
 	lastSeen time.Time // of the last write that was not a lease renewal
 }
@@ -107,7 +126,7 @@ func startProxy(cp *controlPlane) (*countingProxy, error) {
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	p := &countingProxy{writes: map[write]int{}}
+	p := &countingProxy{writes: map[write]int{}, bytes: map[write]int64{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -151,6 +170,9 @@ func (p *countingProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, 
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+	// Counted as the proxy reads it: a chunked body has no length.
+	body := &countingReader{ReadCloser: r.Body}
+	r.Body = body
 	rp.ServeHTTP(rec, r)
 	resource, sub, named := parsePath(r.URL.Path)
 	if verb == "delete" && !named {
@@ -160,6 +182,7 @@ func (p *countingProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, 
 	k := write{Agent: agent, Verb: verb, Resource: resource, Subresource: sub, Failed: rec.code >= 400}
 	p.mu.Lock()
 	p.writes[k]++
+	p.bytes[k] += body.n
 	if !k.lease() {
 		p.lastSeen = time.Now()
 	}
@@ -169,11 +192,26 @@ func (p *countingProxy) serve(rp *httputil.ReverseProxy, w http.ResponseWriter, 
 func (p *countingProxy) snapshot() counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := counts{Writes: make(map[write]int, len(p.writes)), Reads: p.reads}
+	c := counts{Writes: make(map[write]int, len(p.writes)), Bytes: make(map[write]int64, len(p.bytes)), Reads: p.reads}
 	for k, v := range p.writes {
 		c.Writes[k] = v
 	}
+	for k, v := range p.bytes {
+		c.Bytes[k] = v
+	}
 	return c
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	io.ReadCloser
+	n int64
+}
+
+func (r *countingReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.n += int64(n)
+	return n, err
 }
 
 // quiet waits until no write but lease renewals came for the given

@@ -112,6 +112,11 @@ func isOther(w write) bool {
 	return !w.lease() && !isObject(w) && !isStatus(w) && !isEvent(w) && !isFailed(w)
 }
 
+// kib is bytes per job in KiB.
+func kib(b int64, n int) string {
+	return fmt.Sprintf("%.1f KiB", float64(b)/1024/float64(n))
+}
+
 func perJob(c counts, n int, keep func(write) bool) string {
 	return fmt.Sprintf("%.2f", float64(c.total(keep))/float64(n))
 }
@@ -171,6 +176,18 @@ func (rep *report) markdown(quick bool) string {
 		p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", r.N, r.Contender.Label,
 			perJob(w, r.N, isObject), perJob(w, r.N, isStatus), perJob(w, r.N, isEvent), perJob(w, r.N, isFailed),
 			perJob(w, r.N, isOther), perJob(w, r.N, func(w write) bool { return !w.lease() }))
+	}
+
+	p("\n## Bytes written per job\n\n")
+	p("Request bodies the proxy passed to the API server, per job, lease renewals left out: *objects* as above " +
+		"(the JobSet, Secret and, for upstream and the floor, hostfile ConfigMap, as each contender encodes them), *all* every write.\n\n")
+	p("| N | contender | objects | all writes |\n| --- | --- | --- | --- |\n")
+	for _, r := range rep.results {
+		if r.Err != "" {
+			continue
+		}
+		p("| %d | %s | %s | %s |\n", r.N, r.Contender.Label, kib(r.Writes.bytes(isObject), r.N),
+			kib(r.Writes.bytes(func(w write) bool { return !w.lease() }), r.N))
 	}
 
 	p("\n## Controller memory and CPU\n\n")

@@ -153,16 +153,7 @@ func (o *MigrateOptions) Validate() error {
 	default:
 		return cmdutil.UsageError("--dry-run=%q: use server (with --apply) or none", o.DryRun)
 	}
-	stdin := 0
-	for _, f := range o.Filenames {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		return cmdutil.UsageError("-f - (standard input) can be given once")
-	}
-	return nil
+	return cmdutil.StdinOnce(o.Filenames)
 }
 
 // Run converts, reports, writes and applies.

@@ -208,16 +208,7 @@ func (o *RunOptions) Validate() error {
 				return cmdutil.UsageError("--%s shapes a job built from flags; with -f, set it in the file", f)
 			}
 		}
-		stdin := 0
-		for _, f := range o.Filenames {
-			if f == "-" {
-				stdin++
-			}
-		}
-		if stdin > 1 {
-			return cmdutil.UsageError("-f - (standard input) can be given once")
-		}
-		return nil
+		return cmdutil.StdinOnce(o.Filenames)
 	}
 	if o.name == "" {
 		return cmdutil.UsageError("run needs a job name: kubectl mpi run NAME --image IMAGE -- COMMAND (or -f FILE)")

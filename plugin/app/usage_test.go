@@ -71,6 +71,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "pi", "--image", "x", "--dry-run=server", "--wait"}, "--dry-run=server submits nothing to wait for: drop --wait and --follow"},
 		{[]string{"run", "-f", "job.yaml", "--workers", "3"}, "--workers shapes a job built from flags; with -f, set it in the file"},
 		{[]string{"run", "-f", "-", "-f", "-"}, "-f - (standard input) can be given once"},
+		{[]string{"migrate", "-f", "-", "-f", "-"}, "-f - (standard input) can be given once"},
 		{[]string{"run", "pi", "--image", "x", "-o", "wide"}, `-o "wide": use yaml, json or name`},
 		{[]string{"run", "pi", "--image", "x", "-o", "jsonpath"}, `-o "jsonpath": use yaml, json or name`},
 		{[]string{"run", "pi", "--image", "x", "--workers", "0", "--mpi", "lam"}, "--mpi: unknown MPI implementation \"lam\": use one of intel, intelmpi, mpich, openmpi, openmpi4, openmpi5\n--workers=0: a job needs at least 1 worker"},

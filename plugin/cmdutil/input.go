@@ -33,3 +33,18 @@ func ReadFile(path string) ([]byte, error) {
 	defer f.Close()
 	return ReadAll(f, path)
 }
+
+// StdinOnce refuses -f - (standard input) given more than once: the second
+// would read nothing.
+func StdinOnce(filenames []string) error {
+	stdin := 0
+	for _, f := range filenames {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return UsageError("-f - (standard input) can be given once")
+	}
+	return nil
+}
