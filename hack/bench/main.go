@@ -68,7 +68,7 @@ func main() {
 	sizes := fs.String("n", "100,500,1000", "numbers of TrainJobs, comma-separated")
 	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
 	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
-	big := fs.Int("big-workers", 4096, "workers of the single large TrainJob; 0 skips it")
+	big := fs.Int("big-workers", int(mpi.DefaultMaxNodes), "workers of the single large TrainJob (default: the operator's default --max-nodes); 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for one batch")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")

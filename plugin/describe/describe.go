@@ -110,7 +110,14 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 	// cause and the fix; for a waiting one, why it waits.
 	switch st.Phase {
 	case trainjob.PhaseFailed:
-		if f := firstTerminal(findings); f != nil {
+		// A job Torus stopped (its scheduling timeout or deadline) failed
+		// for that, whatever its pods show while they go; the message
+		// names what it waited for.
+		f := firstTerminal(findings)
+		if st.Reason == trainjob.ReasonSchedulingTimeout || st.Reason == trainjob.ReasonDeadlineExceeded {
+			f = nil
+		}
+		if f != nil {
 			who := f.Host
 			if f.Ranks != "" {
 				who += " (" + f.Ranks + ")"

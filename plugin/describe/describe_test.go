@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/plugin/run"
@@ -95,6 +96,25 @@ func TestFailureInFirstLines(t *testing.T) {
 	} {
 		if !strings.Contains(squash(out.String()), want) {
 			t.Errorf("the description lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A job Torus stopped fails for that, even while the pod it waited for is
+// still there (ErrImageNeverPull, about to be deleted).
+func TestStoppedJobFailsForItsOwnReason(t *testing.T) {
+	for _, reason := range []string{trainjob.ReasonSchedulingTimeout, trainjob.ReasonDeadlineExceeded} {
+		d := failedJob()
+		msg := "Not all ranks ran within the scheduling timeout of 40s; it waited for: worker-1 (ranks 2-3) ErrImageNeverPull"
+		d.Info.TrainJob.Status.Conditions[1].Reason, d.Info.TrainJob.Status.Conditions[1].Message = reason, msg
+		d.Pods[1].Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull"}}
+		var out bytes.Buffer
+		if err := Write(&out, d, t0.Add(3*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		first := strings.Join(strings.Split(squash(out.String()), "\n")[:4], "\n")
+		if !strings.Contains(first, "Reason: "+msg) || strings.Contains(first, "Failed rank") {
+			t.Errorf("%s: the first lines are not the job's own reason:\n%s", reason, first)
 		}
 	}
 }
