@@ -41,6 +41,16 @@ func runE(o command) func(*cobra.Command, []string) error {
 	}
 }
 
+// completeJob reads what a command about one job completes with: its NAME
+// argument, the namespace and the client.
+func completeJob(g plugclient.Getter, args []string) (name, namespace string, c client.WithWatch, err error) {
+	if namespace, err = g.Namespace(); err != nil {
+		return "", "", nil, err
+	}
+	c, err = g.Client()
+	return args[0], namespace, c, err
+}
+
 // mpiSelector selects MPI TrainJobs (the label Torus's webhook sets)
 // within a user's -l selector.
 func mpiSelector(user string) (labels.Selector, error) {

@@ -46,12 +46,8 @@ func newDescribeCmd(getter plugclient.Getter, streams genericiooptions.IOStreams
 
 // Complete reads NAME, the namespace and the client.
 func (o *DescribeOptions) Complete(_ *cobra.Command, args []string) error {
-	o.name = args[0]
 	var err error
-	if o.namespace, err = o.getter.Namespace(); err != nil {
-		return err
-	}
-	o.client, err = o.getter.Client()
+	o.name, o.namespace, o.client, err = completeJob(o.getter, args)
 	return err
 }
 

@@ -63,12 +63,8 @@ A job that completed counts as having run (Running).`,
 
 // Complete reads NAME, the namespace and the client.
 func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
-	o.name = args[0]
 	var err error
-	if o.namespace, err = o.getter.Namespace(); err != nil {
-		return err
-	}
-	o.client, err = o.getter.Client()
+	o.name, o.namespace, o.client, err = completeJob(o.getter, args)
 	return err
 }
 
