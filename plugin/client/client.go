@@ -84,57 +84,42 @@ func (g *getter) restConfigLocked() (*rest.Config, error) {
 }
 
 func (g *getter) Client() (ctrlclient.WithWatch, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.client != nil {
-		return g.client, nil
-	}
-	cfg, err := g.restConfigLocked()
-	if err != nil {
-		return nil, err
-	}
-	c, err := ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme.New()})
-	if err != nil {
-		return nil, fmt.Errorf("building the API client: %w", err)
-	}
-	g.client = c
-	return c, nil
+	return cached(g, &g.client, "the API client", func(cfg *rest.Config) (ctrlclient.WithWatch, error) {
+		return ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme.New()})
+	})
 }
 
 func (g *getter) Kubernetes() (kubernetes.Interface, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.kube != nil {
-		return g.kube, nil
-	}
-	cfg, err := g.restConfigLocked()
-	if err != nil {
-		return nil, err
-	}
-	k, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
-	}
-	g.kube = k
-	return k, nil
+	return cached(g, &g.kube, "the Kubernetes client", func(cfg *rest.Config) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(cfg)
+	})
 }
 
 func (g *getter) Dynamic() (dynamic.Interface, error) {
+	return cached(g, &g.dyn, "the cluster client", func(cfg *rest.Config) (dynamic.Interface, error) {
+		return dynamic.NewForConfig(cfg)
+	})
+}
+
+// cached builds a client from the shared REST config once and keeps it in
+// slot for the command's other steps.
+func cached[T comparable](g *getter, slot *T, what string, build func(*rest.Config) (T, error)) (T, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.dyn != nil {
-		return g.dyn, nil
+	var zero T
+	if *slot != zero {
+		return *slot, nil
 	}
 	cfg, err := g.restConfigLocked()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	d, err := dynamic.NewForConfig(cfg)
+	c, err := build(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building the cluster client: %w", err)
+		return zero, fmt.Errorf("building %s: %w", what, err)
 	}
-	g.dyn = d
-	return d, nil
+	*slot = c
+	return c, nil
 }
 
 // Clients returns both clients, for the commands that read Torus's types
