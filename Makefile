@@ -10,6 +10,12 @@ export TESTBIN
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/torus-mpi/torus/operator/version.Version=$(VERSION)
 GO          ?= go
+# Every go command here builds static binaries without cgo, the way they
+# ship, and in one configuration: so vet, the tests, make build and the
+# helper modules share each compiled package in the build cache instead of
+# compiling Kubernetes's libraries once per configuration (a cold run's
+# largest cost). Release archives add -trimpath (hack/release).
+export CGO_ENABLED := 0
 RELEASE_VERSION := $(shell cat VERSION)
 IMG            ?= ghcr.io/torus-mpi/torus-operator:v$(RELEASE_VERSION)
 CONTAINER_TOOL ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
@@ -23,6 +29,12 @@ GO_TEST_P   ?= 2
 TESTBIN_COMPONENTS ?= cluster
 CLUSTER_DIR        ?= $(ROOT)/.cluster
 CONTROLLER_GEN     := $(TESTBIN)/bin/controller-gen
+# Each Ginkgo suite writes a JSON report in its package directory; when one
+# fails, hack/failures prints each failed spec with the end of its message,
+# so that the last lines of the run say why.
+GINKGO_REPORT := -ginkgo.json-report=ginkgo-report.json
+clean-reports = find $(1) -name ginkgo-report.json -delete
+ginkgo-failed = { $(GO) run ./hack/failures $(1); exit 1; }
 
 .DEFAULT_GOAL := help
 
@@ -36,8 +48,8 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build bin/torus-operator and bin/kubectl-mpi, static as they ship (the operator image holds only its binary).
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/torus-operator ./operator/cmd/torus-operator
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mpi ./plugin/cmd/kubectl-mpi
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/torus-operator ./operator/cmd/torus-operator
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mpi ./plugin/cmd/kubectl-mpi
 
 .PHONY: testbin
 testbin: ## Build control-plane binaries from pinned modules into .testbin/bin (TESTBIN_COMPONENTS selects).
@@ -73,15 +85,19 @@ unit: ## Unit tests (no API server).
 .PHONY: integration
 integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
 	hack/testbin/build.sh trainer
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v
+	$(call clean-reports,test/integration)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v $(GINKGO_REPORT) \
+	  || $(call ginkgo-failed,test/integration)
 
 .PHONY: chaos
 chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v
+	$(call clean-reports,test/chaos)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
 
 .PHONY: wire-test
 wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v
+	$(call clean-reports,test/wire)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
 
 .PHONY: node-deps
 node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins (root), and the kubelet from pinned modules.
@@ -90,14 +106,17 @@ node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins
 
 .PHONY: cluster-test
 cluster-test: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
-	$(GO) test -count=1 -timeout 15m ./test/cluster/ -ginkgo.v
+	$(call clean-reports,test/cluster)
+	$(GO) test -count=1 -timeout 15m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
 
 .PHONY: e2e
 e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
+	$(call clean-reports,test/e2e)
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/... -ginkgo.v; \
-	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/... -ginkgo.v $(GINKGO_REPORT) && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); \
+	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
 .PHONY: lint
 lint: ## go vet and gofmt.
@@ -122,26 +141,26 @@ fuzz: ## Short fuzz runs (part of make test): the migrate parser; admission, job
 bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 64-worker job, on a fresh local cluster.
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl'; \
-	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl' && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e
 bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running, on a fresh local cluster.
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig; \
-	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real
 bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all ranks Running and to Complete for real 2-worker jobs on a real node (root), p50/p95 of 10; then the same with upstream Trainer's controller and MPI runtime on a fresh cluster.
 	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node; \
-	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream; \
-	  status=$$?; $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 ##@ Packaging
 
@@ -174,7 +193,8 @@ krew-check: ## The krew manifest, checked with krew's own types, on a placeholde
 .PHONY: olm-test
 olm-test: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
 	hack/testbin/build.sh cluster olm
-	$(GO) test -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v
+	$(call clean-reports,test/olm)
+	$(GO) test -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/olm)
 
 ##@ Local cluster
 

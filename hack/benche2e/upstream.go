@@ -42,7 +42,7 @@ func upstreamContender(ctx context.Context, c client.Client) (realContender, err
 	if err != nil {
 		return realContender{}, err
 	}
-	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "trainer"))
+	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "controllers"))
 	if err != nil {
 		return realContender{}, err
 	}

@@ -179,7 +179,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kwok, err := moduleDir("sigs.k8s.io/kwok", "kwok")
+	kwok, err := moduleDir("sigs.k8s.io/kwok", "controllers")
 	if err != nil {
 		return err
 	}

@@ -231,7 +231,7 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 		return "", err
 	}
 	bin := c.nodeDir("images", "tiny")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./hack/images/tiny")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./hack/images/tiny")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -29,7 +29,7 @@ func (c *cluster) startUpstreamTrainer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "trainer"))
+	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "controllers"))
 	if err != nil {
 		return err
 	}

@@ -32,8 +32,11 @@ if (( EUID != 0 )); then
 fi
 echo "node: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Another apt (the machine's daily update) may hold the locks: wait for
+# them; a mirror's dropped connection is tried again.
+apt=(apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+"${apt[@]}" update -qq
+"${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for p in "${packages[@]}"; do
   name=${p%%=*} min=${p#*=}
   if ! dpkg --compare-versions "$(dpkg-query -W -f='${Version}' "$name")" ge "$min"; then

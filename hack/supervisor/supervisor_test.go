@@ -35,7 +35,7 @@ func child(mode string, args []string) {
 		fmt.Println("fatal: the configuration names no cluster")
 		os.Exit(3)
 	case "idle":
-		select {}
+		untilKilled()
 	}
 	var ls []net.Listener
 	for _, a := range args {
@@ -47,7 +47,16 @@ func child(mode string, args []string) {
 		ls = append(ls, l)
 	}
 	fmt.Println("serving on", args)
-	select {}
+	untilKilled()
+}
+
+// untilKilled blocks until a signal ends the process. Not select {}:
+// without cgo the runtime sees every goroutine asleep and exits with
+// "deadlock!".
+func untilKilled() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 func childSpec(mode string, ports []int) Spec {

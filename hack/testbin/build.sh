@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test control-plane binaries from pinned Go modules into $TESTBIN/bin.
-# Each binary is rebuilt only when its pinned version changes: a stamp file
-# $TESTBIN/stamps/<name> records the version it was built from.
+# Each binary is rebuilt only when its pinned version or helper module
+# changes: a stamp file $TESTBIN/stamps/<name> records both.
 #
 #   hack/testbin/build.sh etcd kube-apiserver ...
 #   hack/testbin/build.sh envtest      # etcd and kube-apiserver
@@ -23,13 +23,15 @@ modversion() { # dir module
 build() { # name helper-dir package version [ldflags] [build tags]
   local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-} tags=${6:-}
   local stamp="$testbin/stamps/$name"
+  # The helper module decides the versions of the libraries linked in.
+  version="$version ($dir)"
   if [[ -x "$testbin/bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
     echo "testbin: $name $version up to date"
     return
   fi
   echo "testbin: building $name $version"
   local start=$SECONDS
-  (cd "$here/$dir" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$testbin/bin/$name" "$pkg")
+  (cd "$here/$dir" && CGO_ENABLED=0 go build -tags "$tags" -ldflags "-s -w $ldflags" -o "$testbin/bin/$name" "$pkg")
   echo "$version" > "$stamp"
   echo "testbin: built $name in $((SECONDS - start))s"
 }
@@ -64,16 +66,17 @@ for component in $(expand "$@"); do
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet)
       v=$(modversion kube k8s.io/kubernetes)
       build "$component" kube "k8s.io/kubernetes/cmd/$component" "$v" "$(kube_ldflags "$v")" ;;
+    # One helper module for the controllers: their shared libraries compile once.
     kwok)
-      build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$(modversion kwok sigs.k8s.io/kwok)" ;;
+      build kwok controllers sigs.k8s.io/kwok/cmd/kwok "$(modversion controllers sigs.k8s.io/kwok)" ;;
     jobset)
-      build jobset-controller jobset sigs.k8s.io/jobset "$(modversion jobset sigs.k8s.io/jobset)" ;;
+      build jobset-controller controllers sigs.k8s.io/jobset "$(modversion controllers sigs.k8s.io/jobset)" ;;
     kueue)
-      build kueue kueue sigs.k8s.io/kueue/cmd/kueue "$(modversion kueue sigs.k8s.io/kueue)" ;;
+      build kueue controllers sigs.k8s.io/kueue/cmd/kueue "$(modversion controllers sigs.k8s.io/kueue)" ;;
     trainer)
-      # Upstream's Trainer controller, only for hack/bench's side-by-side measure.
-      build trainer-controller-manager trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
-        "$(modversion trainer github.com/kubeflow/trainer/v2)" ;;
+      # Upstream's Trainer controller, for the side-by-side measures and the drop-in suite.
+      build trainer-controller-manager controllers github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
+        "$(modversion controllers github.com/kubeflow/trainer/v2)" ;;
     olm-operator)
       build olm olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
         "$(modversion olm github.com/operator-framework/operator-lifecycle-manager)" ;;

@@ -33,12 +33,13 @@ func ensurePackages(ctx context.Context) error {
 		return fmt.Errorf("packages %v are missing and there is no apt-get to install them (the wire test expects Debian): %w", missing, err)
 	}
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if _, err := runFor(ctx, 5*time.Minute, env, "apt-get", "update"); err != nil {
+	// Other people's apt runs may hold the locks for a while: wait for them
+	// rather than fail; a mirror's dropped connection is tried again.
+	apt := []string{"apt-get", "-o", "DPkg::Lock::Timeout=300", "-o", "Acquire::Retries=3"}
+	if _, err := runFor(ctx, 5*time.Minute, env, append(apt, "update")...); err != nil {
 		return fmt.Errorf("refreshing the package lists to install %v: %w", missing, err)
 	}
-	// Other people's apt runs may hold the dpkg lock for a while: wait
-	// for it rather than fail.
-	args := append([]string{"apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300"}, missing...)
+	args := append(append(apt, "install", "-y", "--no-install-recommends"), missing...)
 	if _, err := runFor(ctx, 10*time.Minute, env, args...); err != nil {
 		return fmt.Errorf("installing %v: %w", missing, err)
 	}

@@ -79,8 +79,11 @@ fi
 mkdir -p "$cache"
 if ! command -v mmdebstrap >/dev/null; then
   echo "mpi image: installing mmdebstrap" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap=1.3.5-7 >/dev/null
+  # Another apt (the machine's daily update) may hold the locks: wait for
+  # them; a mirror's dropped connection is tried again.
+  apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3 \
+    install -y -qq --no-install-recommends mmdebstrap=1.3.5-7 >/dev/null
 fi
 echo "mpi image: building with mmdebstrap ($suite, minbase + $packages)" >&2
 start=$SECONDS
@@ -90,7 +93,7 @@ trap 'rm -f "$tmp"' EXIT
 args=()
 for h in "${hooks[@]}"; do args+=(--customize-hook="$h"); done
 include=$packages${build_packages:+,$build_packages}
-mmdebstrap --quiet --variant=minbase --include="$include" "${args[@]}" \
+mmdebstrap --quiet --variant=minbase --aptopt='Acquire::Retries "3"' --include="$include" "${args[@]}" \
   "$suite" "$tmp" "deb $mirror $suite main" >&2
 mv "$tmp" "$out"
 # One recipe a suite at a time: older root filesystems and the images made
