@@ -53,8 +53,9 @@ var allContenders = []contender{
 
 // binaries are what the contenders run.
 type binaries struct {
-	testbin  string // etcd, kube-apiserver, trainer-controller-manager
+	testbin  string // etcd, kube-apiserver, kubectl, trainer-controller-manager
 	operator string // torus-operator built from this tree
+	plugin   string // kubectl-mpi built from this tree
 	// upstreamConfig is the Configuration upstream ships
 	// (manifests/base/manager/controller_manager_config.yaml).
 	upstreamConfig string

@@ -241,8 +241,8 @@ func prepare(o options) (binaries, crdSources, error) {
 	var crds crdSources
 	bins.testbin = o.testbin
 	if o.build {
-		logf("building etcd, kube-apiserver and trainer-controller-manager (cached after the first time)")
-		cmd := exec.Command("hack/testbin/build.sh", "etcd", "kube-apiserver", "trainer")
+		logf("building etcd, kube-apiserver, kubectl and trainer-controller-manager (cached after the first time)")
+		cmd := exec.Command("hack/testbin/build.sh", "etcd", "kube-apiserver", "kubectl", "trainer")
 		cmd.Env = append(os.Environ(), "TESTBIN="+filepath.Dir(o.testbin))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -255,21 +255,29 @@ func prepare(o options) (binaries, crdSources, error) {
 		logf("building the Torus operator from this tree")
 		// As make build ships it, and as hack/testbin builds upstream's
 		// binary: stripped, without cgo.
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bins.operator, "./operator/cmd/torus-operator")
+		cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bins.operator, "./operator/cmd/torus-operator")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return bins, crds, fmt.Errorf("building the operator: %w", err)
 		}
 	}
-	for _, b := range []string{filepath.Join(o.testbin, "etcd"), filepath.Join(o.testbin, "kube-apiserver"), filepath.Join(o.testbin, "trainer-controller-manager"), bins.operator} {
+	// The plugin, for the listing measure, as make build builds it.
+	bins.plugin = filepath.Join(o.work, "kubectl-mpi")
+	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bins.plugin, "./plugin/cmd/kubectl-mpi")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return bins, crds, fmt.Errorf("building the plugin: %w", err)
+	}
+	for _, b := range []string{filepath.Join(o.testbin, "etcd"), filepath.Join(o.testbin, "kube-apiserver"), filepath.Join(o.testbin, "kubectl"), filepath.Join(o.testbin, "trainer-controller-manager"), bins.operator} {
 		if _, err := os.Stat(b); err != nil {
-			return bins, crds, fmt.Errorf("%s is missing: run hack/testbin/build.sh etcd kube-apiserver trainer", b)
+			return bins, crds, fmt.Errorf("%s is missing: run hack/testbin/build.sh etcd kube-apiserver kubectl trainer", b)
 		}
 	}
 	// Upstream's own CRDs and configuration, from the very module its
 	// binary was built from.
-	trainerDir, err := repo.ModuleDir(upstreamtrainer.Module, "hack/testbin/trainer")
+	trainerDir, err := repo.ModuleDir(upstreamtrainer.Module, "hack/testbin/controllers")
 	if err != nil {
 		return bins, crds, err
 	}
@@ -312,6 +320,10 @@ type result struct {
 	// three objects.
 	BigJobSet, BigAll time.Duration
 	BigErr            string
+	// Listing times the plugin against kubectl get on Torus's largest
+	// batch.
+	Listing    *listing
+	ListingErr string
 }
 
 // quietWindow: a contender is done when it wrote nothing but lease
@@ -477,6 +489,12 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		}
 		s := proxy.snapshot().sub(s0)
 		r.Steady, r.SteadyWindow = &s, o.steady
+	}
+	if c.Name == "torus" && largest {
+		logf("%s N=%d: kubectl mpi list -A against kubectl get trainjobs -A", c.Name, n)
+		if r.Listing, err = measureListing(ctx, cp, bins, dir, n); err != nil {
+			r.ListingErr = err.Error()
+		}
 	}
 	if smallest && o.bigWorkers > 0 {
 		if err := measureBig(ctx, o, bench, mc, r); err != nil {

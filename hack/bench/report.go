@@ -236,6 +236,29 @@ func (rep *report) markdown(quick bool) string {
 	}
 
 	largest := rep.largest()
+	for _, r := range rep.results {
+		if r.Err != "" || r.N != largest || (r.Listing == nil && r.ListingErr == "") {
+			continue
+		}
+		p("\n## Listing %d jobs\n\n", largest)
+		if r.ListingErr != "" {
+			p("Failed: %s\n", oneLine(r.ListingErr))
+			continue
+		}
+		l := r.Listing
+		mpi, get := median(l.MPI), median(l.Get)
+		p("On %s's control plane after its batch, straight to the API server; the median of %d runs each, alternating.\n\n", r.Contender.Label, len(l.MPI))
+		p("| command | rows | first row | all | runs (all) |\n| --- | --- | --- | --- | --- |\n")
+		runs := func(ts []listTime) string {
+			var parts []string
+			for _, t := range ts {
+				parts = append(parts, secs(t.Total))
+			}
+			return strings.Join(parts, ", ")
+		}
+		p("| `kubectl mpi list -A` | %d | %s | %s | %s |\n", l.MPIRows, secs(mpi.First), secs(mpi.Total), runs(l.MPI))
+		p("| `kubectl get trainjobs -A` | %d | %s | %s | %s |\n", l.GetRows, secs(get.First), secs(get.Total), runs(l.Get))
+	}
 	p("\n## Every write at N=%d, per job\n\n", largest)
 	p("| contender | user agent | verb | resource | refused | per job |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rep.results {

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
@@ -38,6 +37,10 @@ type ListOptions struct {
 
 	AllNamespaces bool
 	LabelSelector string
+	// ChunkSize: jobs asked of the API server a request (kubectl get's
+	// --chunk-size), so that no single response holds every job of a big
+	// cluster; 0 asks for all at once.
+	ChunkSize int64
 
 	namespace string
 	selector  labels.Selector
@@ -52,6 +55,7 @@ func NewListOptions(getter plugclient.Getter, streams genericiooptions.IOStreams
 		getter:     getter,
 		IOStreams:  streams,
 		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.New()),
+		ChunkSize:  500,
 		clock:      clock.RealClock{},
 	}
 }
@@ -68,6 +72,7 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace")
 	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", "", "Label selector, e.g. team=vision")
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
@@ -103,6 +108,9 @@ func (o *ListOptions) Validate() error {
 		return err
 	}
 	o.selector = sel
+	if o.ChunkSize < 0 {
+		return cmdutil.UsageError("--chunk-size %d: use a positive number, or 0 for one request", o.ChunkSize)
+	}
 	switch *o.PrintFlags.OutputFormat {
 	case "", "wide", "json", "yaml", "name":
 		return nil
@@ -110,49 +118,65 @@ func (o *ListOptions) Validate() error {
 	return cmdutil.UsageError("-o %q: use wide, json, yaml or name", *o.PrintFlags.OutputFormat)
 }
 
-// Run lists and prints.
+// Run lists and prints, a page at a time: the API server returns jobs in
+// namespace and name order, and table rows go through one tab writer, so
+// that columns line up across pages as in kubectl get.
 func (o *ListOptions) Run(ctx context.Context) error {
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: o.selector}}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: o.selector}, client.Limit(o.ChunkSize)}
 	if !o.AllNamespaces {
 		opts = append(opts, client.InNamespace(o.namespace))
 	}
-	var list trainer.TrainJobList
-	if err := o.client.List(ctx, &list, opts...); err != nil {
-		return fmt.Errorf("listing MPI jobs: %w", err)
-	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, b := &list.Items[i], &list.Items[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
+	format := *o.PrintFlags.OutputFormat
+	out := printers.GetNewTabWriter(o.Out)
+	runtimes := job.NewRuntimes(o.client)
+	all := trainer.TrainJobList{Items: []trainer.TrainJob{}} // -o json|yaml print one list
+	found := 0
+	for cont := ""; ; {
+		var page trainer.TrainJobList
+		if err := o.client.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+			return fmt.Errorf("listing MPI jobs: %w", err)
 		}
-		return a.Name < b.Name
-	})
-
-	switch *o.PrintFlags.OutputFormat {
-	case "name":
-		for i := range list.Items {
-			if err := o.printer.PrintObj(&list.Items[i], o.Out); err != nil {
+		found += len(page.Items)
+		switch format {
+		case "json", "yaml":
+			all.Items = append(all.Items, page.Items...)
+		case "name":
+			for i := range page.Items {
+				if err := o.printer.PrintObj(&page.Items[i], out); err != nil {
+					return err
+				}
+			}
+		default:
+			if len(page.Items) == 0 {
+				break
+			}
+			infos := make([]*job.Info, 0, len(page.Items))
+			for i := range page.Items {
+				infos = append(infos, job.Resolve(ctx, runtimes, &page.Items[i]))
+			}
+			if err := o.printer.PrintObj(plugprinters.JobTable(infos, o.clock.Now()), out); err != nil {
 				return err
 			}
 		}
-		return nil
-	case "json", "yaml":
-		list.Kind, list.APIVersion = "TrainJobList", trainer.GroupVersion.String()
-		return o.printer.PrintObj(&list, o.Out)
+		if cont = page.Continue; cont == "" {
+			break
+		}
 	}
-
-	if len(list.Items) == 0 {
+	if format == "json" || format == "yaml" {
+		all.Kind, all.APIVersion = "TrainJobList", trainer.GroupVersion.String()
+		if err := o.printer.PrintObj(&all, out); err != nil {
+			return err
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if found == 0 && (format == "" || format == "wide") {
 		if o.AllNamespaces {
 			fmt.Fprintln(o.ErrOut, "No MPI jobs found.")
 		} else {
 			fmt.Fprintf(o.ErrOut, "No MPI jobs found in %s namespace.\n", o.namespace)
 		}
-		return nil
 	}
-	runtimes := job.NewRuntimes(o.client)
-	infos := make([]*job.Info, 0, len(list.Items))
-	for i := range list.Items {
-		infos = append(infos, job.Resolve(ctx, runtimes, &list.Items[i]))
-	}
-	return o.printer.PrintObj(plugprinters.JobTable(infos, o.clock.Now()), o.Out)
+	return nil
 }

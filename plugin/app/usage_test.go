@@ -81,6 +81,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus (see kubectl mpi run --help)"},
 		{[]string{"list", "-o", "table"}, `-o "table": use wide, json, yaml or name`},
 		{[]string{"list", "pi"}, "list takes no arguments (got 1 arguments): see kubectl mpi list --help"},
+		{[]string{"list", "--chunk-size", "-1"}, "--chunk-size -1: use a positive number, or 0 for one request"},
 		{[]string{"list", "-l", "a in (b"}, `-l "a in (b": unable to parse requirement: found '', expected: ',' or ')'`},
 		{[]string{"describe"}, "describe takes one job name (got 0 arguments): see kubectl mpi describe --help"},
 		{[]string{"logs", "pi", "--rank", "1", "--worker", "2"}, "--rank, --worker and --launcher each pick pods: give one of them"},

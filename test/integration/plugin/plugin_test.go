@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -72,6 +73,34 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		r = kubectlMPI("", "-n", ns, "delete", "pi", "pi-2")
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi deleted\ntrainjob.trainer.kubeflow.org/pi-2 deleted\n"))
+	})
+
+	It("lists a page at a time, in namespace and name order, as one table", func() {
+		ns := namespace()
+		// A long name on the first page: a page printed on its own would
+		// align its columns narrower.
+		for _, name := range []string{"c", "a", "e", "b-with-a-longer-name", "d"} {
+			r := kubectlMPI("", "-n", ns, "run", name, "--image", "img", "--", "mpirun", "./pi")
+			Expect(r.Err).NotTo(HaveOccurred())
+		}
+		// Two jobs a request: three pages.
+		r := kubectlMPI("", "-n", ns, "list", "--chunk-size", "2")
+		Expect(r.Err).NotTo(HaveOccurred())
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		Expect(lines).To(HaveLen(6), r.Stdout)
+		Expect(lines[0]).To(MatchRegexp(`^NAME\s+STATE\s+WORKERS`))
+		// One tab writer for every page: the columns line up.
+		stateColumn := regexp.MustCompile(`^\S+\s+`)
+		for i, name := range []string{"a", "b-with-a-longer-name", "c", "d", "e"} {
+			Expect(lines[i+1]).To(HavePrefix(name + " "))
+			Expect(stateColumn.FindString(lines[i+1])).To(HaveLen(len(stateColumn.FindString(lines[0]))), r.Stdout)
+		}
+		r = kubectlMPI("", "-n", ns, "list", "--chunk-size", "2", "-o", "name")
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/a\ntrainjob.trainer.kubeflow.org/b-with-a-longer-name\ntrainjob.trainer.kubeflow.org/c\ntrainjob.trainer.kubeflow.org/d\ntrainjob.trainer.kubeflow.org/e\n"))
+		r = kubectlMPI("", "-n", ns, "list", "--chunk-size", "2", "-o", "json")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(strings.Count(r.Stdout, `"kind": "TrainJob"`)).To(Equal(5))
+		Expect(r.Stdout).To(ContainSubstring(`"kind": "TrainJobList"`))
 	})
 
 	It("shows a job the operator will not start as Blocked, with why", func() {
