@@ -58,6 +58,9 @@ func measureListing(ctx context.Context, cp *controlPlane, bins binaries, dir st
 			return nil, fmt.Errorf("kubectl get trainjobs -A: %w", err)
 		}
 		l.Get, l.GetRows = append(l.Get, get), rows
+		if l.MPIRows != l.GetRows {
+			return nil, fmt.Errorf("kubectl mpi list -A printed %d jobs, kubectl get trainjobs -A %d", l.MPIRows, l.GetRows)
+		}
 	}
 	return l, nil
 }

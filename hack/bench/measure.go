@@ -223,7 +223,9 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // newTrainJob is an MPI TrainJob on the OpenMPI runtime.
 func newTrainJob(ns, name string, workers int32) *trainer.TrainJob {
 	return &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		// The label Torus's admission webhook (not run here) defaults onto
+		// MPI jobs, which kubectl mpi list selects by.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{mpi.LabelImplementation: string(mpi.OpenMPI)}},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{
 				Name:     runtimeName,
