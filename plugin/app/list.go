@@ -72,7 +72,7 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace")
 	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", "", "Label selector, e.g. team=vision")
-	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Return large lists in chunks rather than all at once. Pass 0 to disable.")
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Jobs to ask the API server for in each request, so a big cluster is read in pages; 0 reads all in one request")
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
 }
