@@ -20,7 +20,6 @@ const listRuns = 3
 // control plane holding the batch's jobs: to the first job's row and to
 // the end.
 type listing struct {
-	Jobs             int
 	MPIRows, GetRows int
 	MPI, Get         []listTime
 }
@@ -41,12 +40,12 @@ func median(runs []listTime) listTime {
 
 // measureListing runs both commands against the API server directly (not
 // through the counting proxy, whose tally belongs to the controller).
-func measureListing(ctx context.Context, cp *controlPlane, bins binaries, dir string, jobs int) (*listing, error) {
+func measureListing(ctx context.Context, cp *controlPlane, bins binaries, dir string) (*listing, error) {
 	kubeconfig := filepath.Join(dir, "list.kubeconfig")
 	if err := cp.writeKubeconfig(kubeconfig, cp.config.Host); err != nil {
 		return nil, err
 	}
-	l := &listing{Jobs: jobs}
+	l := &listing{}
 	for range listRuns {
 		mpi, rows, err := timeListing(ctx, bins.plugin, "--kubeconfig", kubeconfig, "list", "-A")
 		if err != nil {

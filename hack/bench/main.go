@@ -253,21 +253,13 @@ func prepare(o options) (binaries, crdSources, error) {
 	if bins.operator == "" {
 		bins.operator = filepath.Join(o.work, "torus-operator")
 		logf("building the Torus operator from this tree")
-		// As make build ships it, and as hack/testbin builds upstream's
-		// binary: stripped, without cgo.
-		cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bins.operator, "./operator/cmd/torus-operator")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
+		if err := goBuild(bins.operator, "./operator/cmd/torus-operator"); err != nil {
 			return bins, crds, fmt.Errorf("building the operator: %w", err)
 		}
 	}
-	// The plugin, for the listing measure, as make build builds it.
+	// The plugin, for the listing measure.
 	bins.plugin = filepath.Join(o.work, "kubectl-mpi")
-	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bins.plugin, "./plugin/cmd/kubectl-mpi")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
+	if err := goBuild(bins.plugin, "./plugin/cmd/kubectl-mpi"); err != nil {
 		return bins, crds, fmt.Errorf("building the plugin: %w", err)
 	}
 	for _, b := range []string{filepath.Join(o.testbin, "etcd"), filepath.Join(o.testbin, "kube-apiserver"), filepath.Join(o.testbin, "kubectl"), filepath.Join(o.testbin, "trainer-controller-manager"), bins.operator} {
@@ -294,6 +286,15 @@ func prepare(o options) (binaries, crdSources, error) {
 	}
 	bins.upstreamConfig = upstreamtrainer.ShippedConfig(trainerDir)
 	return bins, crds, nil
+}
+
+// goBuild builds a command of this tree as make build ships it, and as
+// hack/testbin builds upstream's binary: stripped, without cgo.
+func goBuild(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
 }
 
 // result is one contender at one N.
@@ -492,7 +493,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 	}
 	if c.Name == "torus" && largest {
 		logf("%s N=%d: kubectl mpi list -A against kubectl get trainjobs -A", c.Name, n)
-		if r.Listing, err = measureListing(ctx, cp, bins, dir, n); err != nil {
+		if r.Listing, err = measureListing(ctx, cp, bins, dir); err != nil {
 			r.ListingErr = err.Error()
 		}
 	}

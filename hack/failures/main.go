@@ -84,7 +84,7 @@ func printFailures(path string) (int, error) {
 	return n, nil
 }
 
-// tail returns the last n non-empty-trailing lines of s.
+// tail returns the last n lines of s, trailing blank lines dropped.
 func tail(s string, n int) []string {
 	lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
 	if len(lines) > n {
