@@ -11,7 +11,7 @@ import (
 // panic, every converted job must render, and every finding must have a
 // known level. Seeds: the MPIJob corpus and the test inputs.
 //
-//	go test ./plugin/migrate/ -run '^$' -fuzz '^FuzzParse$' -fuzztime=10s
+//	go test ./plugin/migrate/ -run '^$' -fuzz '^FuzzParse$' -fuzztime=15000x -fuzzminimizetime=200x
 func FuzzParse(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join(corpusDir(), "*.yaml"))
 	inputs, _ := filepath.Glob(filepath.Join("testdata", "input", "*"))
