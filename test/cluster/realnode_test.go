@@ -118,7 +118,10 @@ spec:
     resources: {limits: {nvidia.com/gpu: "1"}}
 `
 
-var _ = Describe("hack/cluster with a real node", Ordered, func() {
+// One real-node cluster serves the whole tier: bringing one up and down
+// takes about half a minute, and the specs do not need one each. It keeps
+// running the specs after a failure, so one broken job hides no other.
+var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, func() {
 	var dir string
 	var before hostState
 
@@ -127,12 +130,12 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		_, err := os.Stat(filepath.Join(testbin, "kubelet"))
 		Expect(err).NotTo(HaveOccurred(), "kubelet is missing: run hack/testbin/build.sh node")
 		DeferCleanup(func() { clusterCmd(dir, "down") })
+		out, code := clusterCmd(dir, "up", "-operator", operator, "-real-node")
+		Expect(code).To(Equal(0), "cluster up -real-node failed:\n%s", out)
 	})
 
 	It("runs pods in real containers, with logs and exec through the kubelet", func() {
-		out, code := clusterCmd(dir, "up", "-operator", operator, "-real-node")
-		Expect(code).To(Equal(0), "cluster up -real-node failed:\n%s", out)
-		out, code = clusterCmd(dir, "status")
+		out, code := clusterCmd(dir, "status")
 		Expect(code).To(Equal(0), out)
 		Expect(out).To(MatchRegexp(`kubelet\s+running`))
 
@@ -140,13 +143,13 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		Expect(os.WriteFile(manifest, []byte(realNodePods), 0o644)).To(Succeed())
 		_, code = kubectl(dir, "apply", "-f", manifest)
 		Expect(code).To(Equal(0))
+		DeferCleanup(func() { kubectl(dir, "delete", "-f", manifest, "--wait=false") })
 		Eventually(func() string {
 			out, _ := kubectl(dir, "get", "pod", "hostname", "-o", "jsonpath={.status.phase}")
 			return out
 		}, time.Minute, time.Second).Should(Equal("Succeeded"))
 		_, code = kubectl(dir, "wait", "pod/sleeper", "--for=condition=Ready", "--timeout=60s")
 		Expect(code).To(Equal(0))
-
 		By("pods that ask for no GPUs land on the real node, those that do on the simulated GPU nodes")
 		out, _ = kubectl(dir, "get", "pod", "hostname", "-o", "jsonpath={.spec.nodeName}")
 		Expect(out).To(Equal("real-node-0"))
@@ -176,6 +179,8 @@ var _ = Describe("hack/cluster with a real node", Ordered, func() {
 		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "example.com")
 		Expect(code).NotTo(Equal(0), "a name beyond the cluster was answered: DNS must not forward off the machine")
 	})
+
+	realNodeJobs(&dir)
 
 	It("leaves no trace on the machine after down", func() {
 		out, code := clusterCmd(dir, "down")
