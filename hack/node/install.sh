@@ -13,6 +13,13 @@ packages=(
   containernetworking-plugins=1.1.1+ds1-3+b5
 )
 
+# One install at a time (make test's prefetch and node-deps may overlap):
+# the second sees what the first installed.
+if (( EUID == 0 )); then
+  exec 9>/run/lock/torus-node-install.lock
+  flock 9
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   name=${p%%=*} min=${p#*=}

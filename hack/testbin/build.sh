@@ -9,6 +9,9 @@
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
 #   hack/testbin/build.sh node         # kubelet and CoreDNS, for a real node beside the kwok nodes
+#
+# With TESTBIN_DOWNLOAD_ONLY set, it only downloads the modules the builds
+# need (hack/prefetch.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +30,13 @@ build() { # name helper-dir package version [ldflags] [build tags]
   version="$version ($dir)"
   if [[ -x "$testbin/bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
     echo "testbin: $name $version up to date"
+    return
+  fi
+  if [[ -n ${TESTBIN_DOWNLOAD_ONLY:-} ]]; then
+    # What the build would download, and nothing more (go mod download
+    # would fetch every module the helper's go.mod lists).
+    (cd "$here/$dir" && CGO_ENABLED=0 go list -deps -tags "$tags" "$pkg" >/dev/null)
+    echo "testbin: downloaded what $name needs"
     return
   fi
   echo "testbin: building $name $version"
@@ -94,7 +104,9 @@ for component in $(expand "$@"); do
         "$(modversion olm github.com/operator-framework/operator-registry)-$(sha256sum "$here/olm/catalog-server/main.go" | cut -c1-12)" "" \
         "netgo osusergo containers_image_openpgp" ;;
     coredns)
-      build coredns coredns github.com/coredns/coredns "$(modversion coredns github.com/coredns/coredns)" ;;
+      # Ours: CoreDNS with the plugins the local cluster uses.
+      build coredns coredns . \
+        "$(modversion coredns github.com/coredns/coredns)-$(sha256sum "$here/coredns/main.go" | cut -c1-12)" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

@@ -77,6 +77,14 @@ if [[ -s $out ]]; then
   exit 0
 fi
 mkdir -p "$cache"
+# One build of a suite at a time: a second caller (cluster up while make
+# test's prefetch builds) waits for the first and takes its result.
+exec 9>"$cache/.mpi-rootfs-$suite.lock"
+flock 9
+if [[ -s $out ]]; then
+  echo "$out"
+  exit 0
+fi
 if ! command -v mmdebstrap >/dev/null; then
   echo "mpi image: installing mmdebstrap" >&2
   # Another apt (the machine's daily update) may hold the locks: wait for

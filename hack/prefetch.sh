@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Starts, in the background, the network-bound work `make test` needs later
+# so it overlaps the first compile (go vet), which keeps both cores busy for
+# minutes on a fresh machine: the pinned helper modules' downloads, the real
+# node's Debian packages and the MPI images' root filesystems. Each step is
+# one a later target runs again, cached or behind a lock, so a step that
+# fails here only loses its head start; its log says why.
+#
+#   hack/prefetch.sh        # returns at once; the log is $TESTBIN/prefetch.log
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+testbin=${TESTBIN:-$root/.testbin}
+mkdir -p "$testbin"
+log=$testbin/prefetch.log
+
+modules() {
+  TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" cluster trainer node olm controller-gen ||
+    echo "prefetch: the helper modules: failed"
+}
+
+node() {
+  if (( EUID != 0 )); then
+    echo "prefetch: not root: no real node, so no packages or images"
+    return
+  fi
+  "$root/hack/node/install.sh" || echo "prefetch: the node's packages: failed"
+  local suite
+  for suite in bookworm trixie; do
+    "$root/hack/images/mpi/build.sh" "$suite" >/dev/null || echo "prefetch: the $suite image: failed"
+  done
+}
+
+# Two lanes: the module proxy and Debian's mirror are different servers.
+# stdin, stdout and stderr leave make's: CI's log pipe must not wait on
+# them.
+(
+  modules &
+  node &
+  wait
+  echo "prefetch: done"
+) </dev/null >"$log" 2>&1 &
+echo "prefetch: started in the background (pid $!), log in $log"
