@@ -35,7 +35,7 @@ build() { # name helper-dir package version [ldflags] [build tags]
   if [[ -n ${TESTBIN_DOWNLOAD_ONLY:-} ]]; then
     # What the build would download, and nothing more (go mod download
     # would fetch every module the helper's go.mod lists).
-    (cd "$here/$dir" && CGO_ENABLED=0 go list -deps -tags "$tags" "$pkg" >/dev/null)
+    (cd "$here/$dir" && CGO_ENABLED=0 go list -e -deps -tags "$tags" "$pkg" >/dev/null)
     echo "testbin: downloaded what $name needs"
     return
   fi
