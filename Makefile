@@ -124,7 +124,7 @@ e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwa
 
 .PHONY: lint
 lint: ## go vet and gofmt.
-	$(GO) vet ./...
+	$(GO) vet ./... ./hack/... ./test/...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/testbin/\|^hack/tools/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -187,7 +187,7 @@ bundle: ## Regenerate the OLM bundle in bundle/ (IMG=...@sha256:... for a discon
 .PHONY: release
 release: ## Cross-compile kubectl-mpi, pack the krew archives, fill dist/release/mpi.yaml, and check it.
 	$(GO) run ./hack/release -out dist/release
-	cd hack/krewcheck && KREW_RELEASE_DIR=$(ROOT)/dist/release $(GO) test -count=1 ./...
+	cd hack/krewcheck && GOWORK=off KREW_RELEASE_DIR=$(ROOT)/dist/release $(GO) test -count=1 ./...
 
 .PHONY: image
 image: ## Build the operator image with podman or docker (needs a container engine).
@@ -196,11 +196,11 @@ image: ## Build the operator image with podman or docker (needs a container engi
 
 .PHONY: rule-check
 rule-check: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
-	cd hack/rulecheck && $(GO) test -count=1 ./...
+	cd hack/rulecheck && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: krew-check
 krew-check: ## The krew manifest, checked with krew's own types, on a placeholder release.
-	cd hack/krewcheck && $(GO) test -count=1 ./...
+	cd hack/krewcheck && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: olm-test
 olm-test: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.

@@ -18,19 +18,19 @@ import (
 )
 
 // Root is the repository's top directory: the nearest one above the
-// working directory that holds go.mod.
+// working directory that holds go.work (each of its modules has a go.mod).
 func Root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("run from inside the repository: no go.mod found above the working directory")
+			return "", errors.New("run from inside the repository: no go.work found above the working directory")
 		}
 		dir = parent
 	}

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# The helper modules are outside the repository's workspace (go.work).
+export GOWORK=off
 root=$(cd "$here/../.." && pwd)
 testbin=${TESTBIN:-$root/.testbin}
 mkdir -p "$testbin/bin" "$testbin/stamps"

@@ -4,6 +4,7 @@
 # do not apply to a dependent, so each one is replaced here with its published tag.
 # Run it when bumping KUBE_VERSION, then `go mod tidy` in hack/testbin/kube.
 set -euo pipefail
+export GOWORK=off # a release module, outside the repository's workspace
 kube_version=${1:?usage: genkubemod.sh v1.X.Y}
 staging_version="v0.${kube_version#v1.}"
 dir=$(cd "$(dirname "$0")/kube" && pwd)

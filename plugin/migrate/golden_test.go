@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/torus-mpi/torus/test/corpus"
+	"github.com/torus-mpi/torus/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")

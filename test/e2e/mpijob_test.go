@@ -16,7 +16,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
-	"github.com/torus-mpi/torus/test/wrappers"
+	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 func gpuJob(name, ns, queue string, workers int32, gpus int64) *trainer.TrainJob {

@@ -16,7 +16,7 @@ import (
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
-	"github.com/torus-mpi/torus/test/wrappers"
+	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 const rdma = "rdma/hca_shared_devices_a"

@@ -16,8 +16,8 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/test/corpus"
-	"github.com/torus-mpi/torus/test/wrappers"
+	"github.com/torus-mpi/torus/internal/corpus"
+	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 var _ = Describe("Kueue eviction", func() {

@@ -56,12 +56,12 @@ func RepoRoot() string {
 	dir, err := os.Getwd()
 	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			ginkgo.Fail("no go.mod above the working directory")
+			ginkgo.Fail("no go.work above the working directory")
 		}
 		dir = parent
 	}

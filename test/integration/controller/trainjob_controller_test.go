@@ -28,7 +28,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/test/wrappers"
+	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 const sshArgs = "-F /home/mpiuser/.ssh/config"

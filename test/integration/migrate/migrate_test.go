@@ -23,7 +23,7 @@ import (
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/app"
 	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/test/corpus"
+	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/test/framework"
 )
 

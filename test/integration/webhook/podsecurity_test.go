@@ -11,7 +11,7 @@ import (
 	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/test/wrappers"
+	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 // The pods Torus makes from each default runtime, as shipped: admitted by
