@@ -37,10 +37,15 @@ func Root() (string, error) {
 }
 
 // ModuleDir is where a module of the build list of the module in dir (""
-// for the working directory's) is unpacked; CRDs and stages ship there.
+// for the working directory's workspace) is unpacked; CRDs and stages ship
+// there. A module in dir is taken alone: the pinned helper modules are not
+// part of the workspace.
 func ModuleDir(module, dir string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = dir
+	if dir != "" {
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating module %s: %w", module, err)
