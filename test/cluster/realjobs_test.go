@@ -222,7 +222,7 @@ func realNodeJobs(dirp *string) {
 				loop := regexp.MustCompile(`launcher (CrashLoopBackOff: container node keeps exiting|Error: container node exited with code 1 and is restarted by the kubelet) ` +
 					`\(restarted (once|\d+ times)\); see kubectl mpi (logs crashing --launcher( --previous)?)`)
 				var msg string
-				Eventually(func() string { msg = runningMessage(dir, "crashing"); return msg }, 2*time.Minute, 200*time.Millisecond).Should(MatchRegexp(loop.String()))
+				Eventually(func() string { msg = running(dir, "crashing").Message; return msg }, 2*time.Minute, 200*time.Millisecond).Should(MatchRegexp(loop.String()))
 				// The logs it points at hold the failed run's output: the
 				// exited container's own, or while the kubelet holds it back,
 				// the previous one's (the kubelet keeps one exited container).
@@ -264,7 +264,7 @@ func realNodeJobs(dirp *string) {
 
 			It("a container whose ConfigMap is missing: CreateContainerConfigError in the kubelet's words", func() {
 				DeferCleanup(func() { kubectlMPI(dir, "delete", "noconfig") })
-				Eventually(func() string { return runningMessage(dir, "noconfig") }, 2*time.Minute, time.Second).Should(
+				Eventually(func() string { return running(dir, "noconfig").Message }, 2*time.Minute, time.Second).Should(
 					MatchRegexp(`CreateContainerConfigError: configmap "torus-not-there" not found; check the Secrets, ConfigMaps and volumes the pod refers to`))
 				describe, _ := kubectlMPI(dir, "describe", "noconfig")
 				Expect(describe).To(MatchRegexp(`Problem:\s+.*CreateContainerConfigError: configmap "torus-not-there" not found`))
@@ -275,10 +275,7 @@ func realNodeJobs(dirp *string) {
 			// Not waited for: sleep, PID 1 of its container, ignores
 			// SIGTERM, so its pods take the 30 s grace period to go.
 			DeferCleanup(func() { kubectlMPI(dir, "delete", "held") })
-			Eventually(func() string {
-				out, _ := kubectl(dir, "get", "trainjob", "held", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
-				return out
-			}, 2*time.Minute, time.Second).Should(Equal("True"))
+			Eventually(func() string { return running(dir, "held").Status }, 2*time.Minute, time.Second).Should(Equal("True"))
 			By("rank 3 lives on worker-1: its own host name, answered from its container")
 			out, code := kubectlMPI(dir, "exec-rank", "held", "3", "-q", "--", "hostname")
 			Expect(code).To(Equal(0))
@@ -323,10 +320,7 @@ func realNodeJobs(dirp *string) {
 			// restart, so the new workers mount it, and the launcher, held
 			// back until the workers are Ready, mounts the new one.
 			DeferCleanup(func() { kubectlMPI(dir, "delete", "rotate") })
-			Eventually(func() string {
-				out, _ := kubectl(dir, "get", "trainjob", "rotate", "-o", `jsonpath={.status.conditions[?(@.type=="Running")].status}`)
-				return out
-			}, 2*time.Minute, time.Second).Should(Equal("True"))
+			Eventually(func() string { return running(dir, "rotate").Status }, 2*time.Minute, time.Second).Should(Equal("True"))
 			By("the old Secret held by a finalizer across the restart: the new workers mount it")
 			hold := func(finalizers string) {
 				out, code := kubectl(dir, "patch", "secret", "rotate-mpi-ssh", "--type", "merge", "-p", `{"metadata":{"finalizers":`+finalizers+`}}`)
@@ -537,10 +531,15 @@ spec:
 	Expect(code).To(Equal(0), out)
 }
 
-// runningMessage is the message of a job's Running condition.
-func runningMessage(dir, name string) string {
-	out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")].message}`)
-	return out
+// condition is the status and message of a job's condition.
+type condition struct{ Status, Message string }
+
+// running is a job's Running condition, empty while it has none.
+func running(dir, name string) condition {
+	out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")]}`)
+	var c condition
+	_ = json.Unmarshal([]byte(out), &c)
+	return c
 }
 
 // localVariant applies a TrainingRuntime made from a local runtime,
