@@ -25,12 +25,18 @@ modversion() { # dir module
   (cd "$here/$1" && go list -m -f '{{.Version}}' "$2")
 }
 
+# current says whether a binary was built at this stamp: its pinned
+# version and the helper module (which decides the versions of the
+# libraries linked in).
+current() { # name stamp
+  [[ -x "$testbin/bin/$1" && -f "$testbin/stamps/$1" && "$(cat "$testbin/stamps/$1")" == "$2" ]]
+}
+
 build() { # name helper-dir package version [ldflags] [build tags]
   local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-} tags=${6:-}
   local stamp="$testbin/stamps/$name"
-  # The helper module decides the versions of the libraries linked in.
   version="$version ($dir)"
-  if [[ -x "$testbin/bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
+  if current "$name" "$version"; then
     echo "testbin: $name $version up to date"
     return
   fi
@@ -71,13 +77,51 @@ expand() { # groups of components
   done
 }
 
-for component in $(expand "$@"); do
+# Kubernetes's binaries share most of their packages: one go build makes
+# those out of date together, so that one's link overlaps another's
+# compile rather than following it.
+build_kube() { # components
+  local v stamp c start
+  v=$(modversion kube k8s.io/kubernetes)
+  stamp="$v (kube)"
+  local stale=() pkgs=()
+  for c in "$@"; do
+    if current "$c" "$stamp"; then
+      echo "testbin: $c $stamp up to date"
+    else
+      stale+=("$c")
+      pkgs+=("k8s.io/kubernetes/cmd/$c")
+    fi
+  done
+  (( ${#stale[@]} )) || return 0
+  if [[ -n ${TESTBIN_DOWNLOAD_ONLY:-} ]]; then
+    (cd "$here/kube" && CGO_ENABLED=0 go list -e -deps "${pkgs[@]}" >/dev/null)
+    echo "testbin: downloaded what ${stale[*]} need"
+    return
+  fi
+  echo "testbin: building ${stale[*]} $stamp"
+  start=$SECONDS
+  (cd "$here/kube" && CGO_ENABLED=0 go build -ldflags "-s -w $(kube_ldflags "$v")" -o "$testbin/bin/" "${pkgs[@]}")
+  for c in "${stale[@]}"; do
+    echo "$stamp" > "$testbin/stamps/$c"
+  done
+  echo "testbin: built ${stale[*]} in $((SECONDS - start))s"
+}
+
+components=$(expand "$@")
+kubes=()
+for component in $components; do
+  case "$component" in
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet) kubes+=("$component") ;;
+  esac
+done
+(( ${#kubes[@]} == 0 )) || build_kube "${kubes[@]}"
+
+for component in $components; do
   case "$component" in
     etcd)
       build etcd etcd go.etcd.io/etcd/server/v3 "$(modversion etcd go.etcd.io/etcd/server/v3)" ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet)
-      v=$(modversion kube k8s.io/kubernetes)
-      build "$component" kube "k8s.io/kubernetes/cmd/$component" "$v" "$(kube_ldflags "$v")" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet) ;; # above
     # One helper module for the controllers: their shared libraries compile once.
     kwok)
       build kwok controllers sigs.k8s.io/kwok/cmd/kwok "$(modversion controllers sigs.k8s.io/kwok)" ;;
