@@ -2,7 +2,8 @@
 # Starts, in the background, the network-bound work `make test` needs later
 # so it overlaps the first compile (go vet), which keeps both cores busy for
 # minutes on a fresh machine: the pinned helper modules' downloads, the real
-# node's Debian packages and the MPI images' root filesystems. Each step is
+# node's Debian packages and the MPI images' root filesystems; then, at the
+# lowest CPU priority, the binaries only the later suites use. Each step is
 # one a later target runs again, cached or behind a lock, so a step that
 # fails here only loses its head start; its log says why.
 #
@@ -16,6 +17,11 @@ log=$testbin/prefetch.log
 modules() {
   TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" cluster trainer node olm controller-gen ||
     echo "prefetch: the helper modules: failed"
+  # Then, at the lowest priority, the binaries the later suites need, in
+  # the order they need them: the test suites leave a core idle much of
+  # the time, and this build takes it. A target that needs one of them
+  # waits for it (build.sh locks each binary).
+  nice -n 19 "$root/hack/testbin/build.sh" trainer node olm || echo "prefetch: the later binaries: failed"
 }
 
 node() {

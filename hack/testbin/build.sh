@@ -32,7 +32,28 @@ current() { # name stamp
   [[ -x "$testbin/bin/$1" && -f "$testbin/stamps/$1" && "$(cat "$testbin/stamps/$1")" == "$2" ]]
 }
 
+# lock waits until no other build.sh builds the same binary (make test
+# starts some builds early, at low priority; a target that needs one
+# waits for it); unlock lets the next one look.
+lock() { # name
+  exec {lockfd}>"$testbin/stamps/.$1.lock"
+  flock "$lockfd"
+}
+unlock() {
+  exec {lockfd}>&-
+}
+
 build() { # name helper-dir package version [ldflags] [build tags]
+  if [[ -n ${TESTBIN_DOWNLOAD_ONLY:-} ]]; then
+    build_locked "$@"
+    return
+  fi
+  lock "$1"
+  build_locked "$@"
+  unlock
+}
+
+build_locked() {
   local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-} tags=${6:-}
   local stamp="$testbin/stamps/$name"
   version="$version ($dir)"
@@ -81,6 +102,16 @@ expand() { # groups of components
 # those out of date together, so that one's link overlaps another's
 # compile rather than following it.
 build_kube() { # components
+  if [[ -n ${TESTBIN_DOWNLOAD_ONLY:-} ]]; then
+    build_kube_locked "$@"
+    return
+  fi
+  lock kube
+  build_kube_locked "$@"
+  unlock
+}
+
+build_kube_locked() {
   local v stamp c start
   v=$(modversion kube k8s.io/kubernetes)
   stamp="$v (kube)"
