@@ -273,26 +273,38 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckNoUpstreamTrainer(ctx, mgr.GetAPIReader()); err != nil {
+	if err := retryAPI(ctx, startupBackoff, func() error { return CheckNoUpstreamTrainer(ctx, mgr.GetAPIReader()) }); err != nil {
 		return err
 	}
 	ctrl.Log.WithName("setup").Info("Starting Torus operator")
 	return mgr.Start(ctx)
 }
 
+// startupBackoff bounds the start-up retries: about a minute in all.
+var startupBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second}
+
 // newManagerRetrying builds the manager, trying again while the API server
-// answers its first requests (discovery) with an error or not at all: one
-// lost answer at start-up must not take down the webhooks every TrainJob
-// write goes through until the kubelet's restart back-off lets the pod try
-// again. A flag error, or an API server away for a minute, still fails.
+// answers its first requests (discovery) with an error or not at all.
 func newManagerRetrying(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	log := ctrl.Log.WithName("setup")
 	var mgr ctrl.Manager
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second}
-	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+	err := retryAPI(ctx, startupBackoff, func() error {
 		var err error
 		mgr, err = NewManager(cfg, o)
+		return err
+	})
+	return mgr, err
+}
+
+// retryAPI calls fn until it succeeds, fails otherwise than by the API
+// server's answer (a bad setting, upstream's controller installed), or
+// the back-off runs out, which returns the last answer: one lost answer at
+// start-up must not take down the webhooks every TrainJob write goes
+// through until the kubelet's restart back-off lets the pod try again.
+func retryAPI(ctx context.Context, backoff wait.Backoff, fn func() error) error {
+	log := ctrl.Log.WithName("setup")
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		err := fn()
 		if err == nil {
 			return true, nil
 		}
@@ -304,9 +316,9 @@ func newManagerRetrying(ctx context.Context, cfg *rest.Config, o Options) (ctrl.
 		return false, nil
 	})
 	if wait.Interrupted(err) && last != nil {
-		return nil, last
+		return last
 	}
-	return mgr, err
+	return err
 }
 
 // fromAPIServer reports whether err is an answer of the API server, or the

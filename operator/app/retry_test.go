@@ -1,13 +1,16 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Start-up retries what the API server answered, or failed to, and nothing
@@ -26,6 +29,39 @@ func TestFromAPIServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := fromAPIServer(tc.err); got != tc.want {
 				t.Errorf("fromAPIServer(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// Every start-up request is retried alike: the chaos suite's fault proxy
+// once failed the check for upstream's controller, after the manager was
+// built, and the operator exited.
+func TestRetryAPI(t *testing.T) {
+	serverError := apierrors.NewInternalError(errors.New("injected"))
+	upstream := &UpstreamInstalledError{Namespace: "kubeflow-system", Name: "kubeflow-trainer-controller-manager"}
+	backoff := wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 4}
+	for name, tc := range map[string]struct {
+		answers   []error // one per call; the last repeats
+		wantCalls int
+		want      error
+	}{
+		"answered at last":               {answers: []error{serverError, serverError, nil}, wantCalls: 3},
+		"never answered: the last error": {answers: []error{serverError}, wantCalls: 4, want: serverError},
+		"upstream installed: at once":    {answers: []error{upstream}, wantCalls: 1, want: upstream},
+	} {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			err := retryAPI(context.Background(), backoff, func() error {
+				a := tc.answers[min(calls, len(tc.answers)-1)]
+				calls++
+				return a
+			})
+			if !errors.Is(err, tc.want) {
+				t.Errorf("retryAPI() = %v, want %v", err, tc.want)
+			}
+			if calls != tc.wantCalls {
+				t.Errorf("%d calls, want %d", calls, tc.wantCalls)
 			}
 		})
 	}
