@@ -8,8 +8,8 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/operator/mpi"
 )
 
 // Sizes no configuration admits are refused by resolution itself, before a

@@ -14,9 +14,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 func gpuJob(name, ns, queue string, workers int32, gpus int64) *trainer.TrainJob {

@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/operator/trainjob"
 )
 
 // A namespace's ResourceQuota refuses a job's pods: the real API server

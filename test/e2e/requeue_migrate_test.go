@@ -13,11 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/internal/corpus"
+	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/internal/corpus"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 var _ = Describe("Kueue eviction", func() {

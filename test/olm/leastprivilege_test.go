@@ -33,11 +33,11 @@ import (
 
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
 	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 // lpNamespace plays the namespace OLM would install the operator into.

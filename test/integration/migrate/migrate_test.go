@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/plugin/app"
 	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/test/framework"
 )
 

@@ -20,11 +20,11 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/internal/wrappers"
 	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 const rdmaResource = "openshift.io/mlnxib"

@@ -9,9 +9,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 // The pods Torus makes from each default runtime, as shipped: admitted by

@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/test/framework"
-	"github.com/torus-mpi/torus/internal/wrappers"
 )
 
 var _ = Describe("Admission", Ordered, func() {
