@@ -80,7 +80,7 @@ test: prefetch lint verify-generate testbin unit fuzz krew-check rule-check inte
 
 .PHONY: prefetch
 prefetch: ## Start the downloads later targets need (helper modules, the node's packages, the MPI images) in the background.
-	@hack/prefetch.sh
+	@hack/prefetch.sh $$PPID
 
 .PHONY: unit
 unit: ## Unit tests (no API server).

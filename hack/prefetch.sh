@@ -7,7 +7,8 @@
 # one a later target runs again, cached or behind a lock, so a step that
 # fails here only loses its head start; its log says why.
 #
-#   hack/prefetch.sh        # returns at once; the log is $TESTBIN/prefetch.log
+#   hack/prefetch.sh [PID]  # returns at once; the log is $TESTBIN/prefetch.log;
+#                           # the builds stop when PID (default: the caller) ends
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 testbin=${TESTBIN:-$root/.testbin}
@@ -36,12 +37,28 @@ node() {
   done
 }
 
+# owner is the process whose end ends the builds: make, which passes its
+# PID, so that a make test that fails early leaves nothing building.
+owner=${1:-$PPID}
+
 # Two lanes: the module proxy and Debian's mirror are different servers.
-# stdin, stdout and stderr leave make's: CI's log pipe must not wait on
-# them.
+# Each lane is a process group of its own (set -m), so the builds' lane
+# ends with its go commands. The node's lane is left to finish rather
+# than cut in the middle of dpkg. stdin, stdout and stderr leave make's:
+# CI's log pipe must not wait on them.
 (
+  set -m
   modules &
+  builds=$!
   node &
+  while kill -0 "$builds" 2>/dev/null; do
+    if ! kill -0 "$owner" 2>/dev/null; then
+      echo "prefetch: make ended; stopping the builds"
+      kill -- -"$builds" 2>/dev/null
+      break
+    fi
+    sleep 5
+  done
   wait
   echo "prefetch: done"
 ) </dev/null >"$log" 2>&1 &
