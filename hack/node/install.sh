@@ -20,10 +20,16 @@ if (( EUID == 0 )); then
   flock 9
 fi
 
+# installed is a package's version when it is installed: a package
+# removed but not purged ("rc") keeps its version in dpkg's database.
+installed() { # name
+  dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1" 2>/dev/null | sed -n 's/^ii *//p'
+}
+
 missing=()
 for p in "${packages[@]}"; do
   name=${p%%=*} min=${p#*=}
-  have=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null || true)
+  have=$(installed "$name")
   if [[ -z $have ]] || ! dpkg --compare-versions "$have" ge "$min"; then
     missing+=("$name")
   fi
@@ -46,7 +52,7 @@ apt=(apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
 "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for p in "${packages[@]}"; do
   name=${p%%=*} min=${p#*=}
-  if ! dpkg --compare-versions "$(dpkg-query -W -f='${Version}' "$name")" ge "$min"; then
+  if ! dpkg --compare-versions "$(installed "$name")" ge "$min"; then
     echo "node: $name is older than $min" >&2
     exit 1
   fi
