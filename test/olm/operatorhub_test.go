@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
@@ -335,5 +335,7 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // moduleDirIn locates a module of a helper module's build list.
 func moduleDirIn(dir, module string) string {
 	GinkgoHelper()
-	return strings.TrimSpace(run(dir, "go", "list", "-m", "-f", "{{.Dir}}", module))
+	d, err := repo.ModuleDir(module, dir)
+	Expect(err).NotTo(HaveOccurred())
+	return d
 }
