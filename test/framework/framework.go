@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/upstream"
@@ -51,28 +50,19 @@ type Framework struct {
 	Kubeconfig string
 }
 
-// RepoRoot is the repository's top directory.
+// RepoRoot is the repository's top directory (repo.Root).
 func RepoRoot() string {
-	dir, err := os.Getwd()
+	dir, err := repo.Root()
 	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			ginkgo.Fail("no go.work above the working directory")
-		}
-		dir = parent
-	}
+	return dir
 }
 
-// ModuleDir is where a module of the build list is unpacked; the JobSet and
-// Kueue CRDs ship inside their modules.
+// ModuleDir is where a module of the workspace's build list is unpacked;
+// the JobSet and Kueue CRDs ship inside their modules.
 func ModuleDir(module string) string {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
-	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred(), "locating module %s", module)
-	return strings.TrimSpace(string(out))
+	dir, err := repo.ModuleDir(module, "")
+	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
+	return dir
 }
 
 // CRDPaths are the CRDs Torus works with: Trainer's as Torus ships them,
