@@ -318,7 +318,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 			Name: SSHSecretVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: SSHSecretName(b.tj.Name),
-				// Only what the role uses: no host key on the launcher.
+				// No host key on the launcher.
 				Items: sshSecretItems(role),
 				// Readable by whichever user the init container runs as
 				// (a Secret volume's files are root's, or fsGroup's if the

@@ -274,8 +274,13 @@ func SSHFileModes(role string) map[string]string {
 }
 
 // sshSecretItems are the keys of the job's SSH Secret a role's pods mount:
-// what SSHSetupScript copies for the role, in both generations.
+// what SSHSetupScript copies for the role, in both generations. Workers use
+// every key but the hostfile, which is no secret, and mount them all (nil):
+// a list of them would cost a kilobyte in every job's JobSet.
 func sshSecretItems(role string) []corev1.KeyToPath {
+	if runsSSHD(role) {
+		return nil
+	}
 	keys := []string{SSHRun}
 	for _, f := range sshFiles {
 		if f.sshd && !runsSSHD(role) {
@@ -319,8 +324,12 @@ var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail"}
 func SSHSetupScript(sshPath, role string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
-	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath)
-	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat %s/%s)\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHSecretMountPath, SSHRun, SSHNextPrefix)
+	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\ns=%s\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath, SSHSecretMountPath)
+	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat \"$s/%s\")\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHRun, SSHNextPrefix)
+	// One cp per file, then one chmod per mode: the script is in each of
+	// the JobSet's two pod templates, written and stored with every job.
+	var modes []string
+	byMode := map[string][]string{}
 	for _, f := range sshFiles {
 		if f.sshd && !runsSSHD(role) {
 			continue
@@ -329,7 +338,14 @@ func SSHSetupScript(sshPath, role string) string {
 		if f.keyed {
 			key = "${k}" + key
 		}
-		fmt.Fprintf(&b, "cp %s/%s \"$d/%s\" && chmod %s \"$d/%s\"\n", SSHSecretMountPath, key, f.file, f.mode, f.file)
+		fmt.Fprintf(&b, "cp \"$s/%s\" \"$d/%s\"\n", key, f.file)
+		if _, ok := byMode[f.mode]; !ok {
+			modes = append(modes, f.mode)
+		}
+		byMode[f.mode] = append(byMode[f.mode], fmt.Sprintf("\"$d/%s\"", f.file))
+	}
+	for _, m := range modes {
+		fmt.Fprintf(&b, "chmod %s %s\n", m, strings.Join(byMode[m], " "))
 	}
 	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)

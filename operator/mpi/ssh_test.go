@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestSSHKeys(t *testing.T) {
@@ -141,7 +142,13 @@ func TestSSHConfigs(t *testing.T) {
 	for _, role := range []string{RoleLauncher, RoleWorker} {
 		script := SSHSetupScript(s.Path, role)
 		for file, mode := range SSHFileModes(role) {
-			if !strings.Contains(script, "chmod "+mode+" \"$d/"+file+"\"") {
+			found := false
+			for _, line := range strings.Split(script, "\n") {
+				if strings.HasPrefix(line, "chmod "+mode+" ") && slices.Contains(strings.Fields(line), "\"$d/"+file+"\"") {
+					found = true
+				}
+			}
+			if !found {
 				t.Errorf("%s's setup script does not give %s mode %s:\n%s", role, file, mode, script)
 			}
 		}
@@ -249,6 +256,13 @@ func TestSSHFilesPerRole(t *testing.T) {
 			got := map[string]bool{}
 			for _, e := range entries {
 				got[e.Name()] = true
+				info, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := SSHFileModes(role)[e.Name()]; want != "" && fmt.Sprintf("%04o", info.Mode().Perm()) != want {
+					t.Errorf("the %s's %s has mode %04o, want %s", role, e.Name(), info.Mode().Perm(), want)
+				}
 			}
 			for file := range SSHFileModes(role) {
 				if !got[file] {
@@ -282,7 +296,14 @@ func writeSecretVolume(t *testing.T, data map[string][]byte, role string) (mount
 	if err := os.Mkdir(mount, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, item := range sshSecretItems(role) {
+	items := sshSecretItems(role)
+	if items == nil {
+		// No items: the kubelet projects every key.
+		for k := range data {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+	}
+	for _, item := range items {
 		v, ok := data[item.Key]
 		if !ok {
 			// The kubelet refuses to start the pod.
