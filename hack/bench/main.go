@@ -5,15 +5,18 @@
 // which carries the hostfile in the Secret; JobSet, SSH Secret and hostfile
 // ConfigMap for upstream), the API writes each controller sends per job (counted by a
 // proxy in front of the API server), its writes per minute at rest, and its
-// peak RSS and CPU seconds; and the time one job of 4,096 workers takes to
-// get its JobSet. The floor is the benchmark itself creating the TrainJob,
-// JobSet, Secret and ConfigMap directly, with no controller.
+// peak RSS and CPU seconds, its API server's CPU seconds; the time one job
+// of 16,384 workers takes to get its JobSet; and, with the largest batch in
+// the cluster, the plugin's list, describe and wait. The floor is the
+// benchmark itself creating the TrainJob, JobSet, Secret and ConfigMap
+// directly, with no controller.
 //
 // Each contender runs alone on a fresh etcd and kube-apiserver (Trainer,
-// JobSet and Torus CRDs; no JobSet controller, no admission webhooks).
+// JobSet and Torus CRDs; no JobSet controller, no admission webhooks), three
+// times at each N, so that each ratio comes with its spread.
 //
-//	go run ./hack/bench                 # N = 100, 500, 1000; writes bench/results.md
-//	go run ./hack/bench -quick          # N = 100 only, defaults only; prints, writes nothing
+//	go run ./hack/bench                 # N = 100, 500, 1000, 10000, 3 runs; writes bench/results.md
+//	go run ./hack/bench -quick          # N = 100 only, defaults only, 1 run; prints, writes nothing
 package main
 
 import (
@@ -59,18 +62,20 @@ type options struct {
 	pprofDir    string
 	pprofSecs   int
 	torusFlags  []string
+	runs        int
 }
 
 func main() {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")
-	sizes := fs.String("n", "100,500,1000", "numbers of TrainJobs, comma-separated")
+	sizes := fs.String("n", "100,500,1000,10000", "numbers of TrainJobs, comma-separated")
 	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
 	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
 	big := fs.Int("big-workers", int(mpi.DefaultMaxNodes), "workers of the single large TrainJob (default: the operator's default --max-nodes); 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "longest wait for one batch")
+	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest wait for one batch")
+	fs.IntVar(&o.runs, "runs", 3, "runs of every contender at each N, interleaved; ratios are reported as the median with every run's value")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")
 	testbin := ".testbin/bin"
 	if dir := os.Getenv("TESTBIN"); dir != "" {
@@ -92,6 +97,9 @@ func main() {
 		if !isFlagSet(fs, "n") {
 			*sizes = "100"
 		}
+		if !isFlagSet(fs, "runs") {
+			o.runs = 1
+		}
 		if !isFlagSet(fs, "steady") {
 			o.steady = 20 * time.Second
 		}
@@ -108,6 +116,9 @@ func main() {
 			fatal(fmt.Errorf("bad -n %q", s))
 		}
 		o.sizes = append(o.sizes, n)
+	}
+	if o.runs < 1 {
+		fatal(fmt.Errorf("bad -runs %d", o.runs))
 	}
 	if *names == "" {
 		o.contenders = allContenders
@@ -199,31 +210,35 @@ func run(ctx context.Context, o options, quick bool) (err error) {
 	for _, n := range o.sizes {
 		smallest = min(smallest, n)
 	}
-	// N outermost: every contender's run at one N is close in time to the
-	// others', so a change of the machine's load hits them alike.
+	// N outermost, then the run: every contender's run at one N is close
+	// in time to the others' of the same round, so a change of the
+	// machine's load hits them alike.
 	for _, n := range o.sizes {
-		for _, c := range o.contenders {
-			if c.LargestOnly && n != largest {
-				continue
-			}
-			r := measureOne(ctx, o, bins, crds, c, n, n == largest, n == smallest)
-			rep.results = append(rep.results, r)
-			logf("%s", r.summary())
-			if ctx.Err() != nil {
-				return ctx.Err()
+		for run := 1; run <= o.runs; run++ {
+			for _, c := range o.contenders {
+				if !c.runsAt(n, o.sizes) {
+					continue
+				}
+				r := measureOne(ctx, o, bins, crds, c, n, run, n == largest, n == smallest)
+				rep.results = append(rep.results, r)
+				logf("%s", r.summary())
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// A long invocation keeps what it measured so far.
+				if o.out != "" && o.runs > 1 {
+					if err := rep.write(o.out, quick, true); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
-	m.LoadEnd = loadAverage()
-	rep.machine = m
-	text := rep.markdown(quick)
+	text := rep.finish(quick)
 	fmt.Println()
 	fmt.Print(text)
 	if o.out != "" {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+		if err := rep.write(o.out, quick, false); err != nil {
 			return err
 		}
 		logf("wrote %s", o.out)
@@ -301,6 +316,7 @@ func goBuild(out, pkg string) error {
 type result struct {
 	Contender contender
 	N         int
+	Run       int    // 1 to -runs
 	Load      string // load average when the run started
 	Err       string
 	Done      int
@@ -325,6 +341,9 @@ type result struct {
 	// batch.
 	Listing    *listing
 	ListingErr string
+	// Jobs times describe and wait on one job of Torus's largest batch.
+	Jobs    *jobCommands
+	JobsErr string
 }
 
 // quietWindow: a contender is done when it wrote nothing but lease
@@ -333,16 +352,16 @@ const quietWindow = 3 * time.Second
 
 func (r *result) summary() string {
 	if r.Err != "" {
-		return fmt.Sprintf("%-16s N=%-5d FAILED: %s", r.Contender.Name, r.N, r.Err)
+		return fmt.Sprintf("%-16s N=%-5d run %d FAILED: %s", r.Contender.Name, r.N, r.Run, r.Err)
 	}
-	return fmt.Sprintf("%-16s N=%-5d total %6.2fs  p50 %6.2fs  p99 %6.2fs  writes/job %.2f  peak RSS %s (now %s heap, %s binary)  CPU %.1fs  apiserver CPU %.1fs",
-		r.Contender.Name, r.N, r.Total.Seconds(), r.P50.Seconds(), r.P99.Seconds(),
+	return fmt.Sprintf("%-16s N=%-5d run %d total %6.2fs  p50 %6.2fs  p99 %6.2fs  writes/job %.2f  peak RSS %s (now %s heap, %s binary)  CPU %.1fs  apiserver CPU %.1fs",
+		r.Contender.Name, r.N, r.Run, r.Total.Seconds(), r.P50.Seconds(), r.P99.Seconds(),
 		float64(r.Writes.total(func(w write) bool { return !w.lease() }))/float64(r.N),
 		mib(r.Usage.PeakRSS), mib(r.Usage.RSSAnon), mib(r.Usage.RSSFile), r.CPU, r.APICPU)
 }
 
-func measureOne(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n int, largest, smallest bool) *result {
-	r := &result{Contender: c, N: n, Load: loadAverage()}
+func measureOne(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n, run int, largest, smallest bool) *result {
+	r := &result{Contender: c, N: n, Run: run, Load: loadAverage()}
 	if err := measure(ctx, o, bins, crds, c, n, largest, smallest, r); err != nil {
 		r.Err = err.Error()
 	}
@@ -350,11 +369,11 @@ func measureOne(ctx context.Context, o options, bins binaries, crds crdSources, 
 }
 
 func measure(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n int, largest, smallest bool, r *result) error {
-	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d", c.Name, n))
+	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d-%d", c.Name, n, r.Run))
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	logf("%s N=%d: starting etcd and kube-apiserver", c.Name, n)
+	logf("%s N=%d run %d: starting etcd and kube-apiserver", c.Name, n, r.Run)
 	cp, err := startControlPlane(ctx, dir, o.testbin, crds)
 	if err != nil {
 		return err
@@ -390,7 +409,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
 		}
 	} else {
-		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest
+		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest && r.Run == 1
 		logf("%s N=%d: starting the controller", c.Name, n)
 		if ctrl, err = startContender(ctx, c, bins, cp, proxy, dir, pprof, o.torusFlags); err != nil {
 			return err
@@ -433,7 +452,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 			profDone <- fetchProfile(ctx, ctrl.pprof, "profile", fmt.Sprintf("?seconds=%d", o.pprofSecs), filepath.Join(o.pprofDir, "cpu.pprof"))
 		}()
 	}
-	if o.pprofDir != "" && largest && (c.Name == "torus" || c.Kind == kindFloor) {
+	if o.pprofDir != "" && largest && r.Run == 1 && (c.Name == "torus" || c.Kind == kindFloor) {
 		// What each job costs the API server, where the time goes.
 		profiles++
 		go func() {
@@ -480,7 +499,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		logf("profiles in %s", o.pprofDir)
 	}
 
-	if c.Steady && largest && ctrl != nil {
+	if c.Steady && largest && r.Run == 1 && ctrl != nil {
 		logf("%s N=%d: counting writes at rest for %s", c.Name, n, o.steady)
 		s0 := proxy.snapshot()
 		select {
@@ -495,6 +514,10 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		logf("%s N=%d: kubectl mpi list -A against kubectl get trainjobs -A", c.Name, n)
 		if r.Listing, err = measureListing(ctx, cp, bins, dir); err != nil {
 			r.ListingErr = err.Error()
+		}
+		logf("%s N=%d: kubectl mpi describe and wait on one job", c.Name, n)
+		if r.Jobs, err = measureJobCommands(ctx, cp, bins, dir, names[0]); err != nil {
+			r.JobsErr = err.Error()
 		}
 	}
 	if smallest && o.bigWorkers > 0 {
