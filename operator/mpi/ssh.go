@@ -328,6 +328,8 @@ func SSHSetupScript(sshPath, role string) string {
 	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat \"$s/%s\")\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHRun, SSHNextPrefix)
 	// One cp per file, then one chmod per mode: the script is in each of
 	// the JobSet's two pod templates, written and stored with every job.
+	// -f: a copy left read-only by a run cut short is replaced when the
+	// init container runs again.
 	var modes []string
 	byMode := map[string][]string{}
 	for _, f := range sshFiles {
@@ -338,7 +340,7 @@ func SSHSetupScript(sshPath, role string) string {
 		if f.keyed {
 			key = "${k}" + key
 		}
-		fmt.Fprintf(&b, "cp \"$s/%s\" \"$d/%s\"\n", key, f.file)
+		fmt.Fprintf(&b, "cp -f \"$s/%s\" \"$d/%s\"\n", key, f.file)
 		if _, ok := byMode[f.mode]; !ok {
 			modes = append(modes, f.mode)
 		}
