@@ -21,9 +21,11 @@ if (( EUID == 0 )); then
 fi
 
 # installed is a package's version when it is installed: a package
-# removed but not purged ("rc") keeps its version in dpkg's database.
+# removed but not purged ("rc") keeps its version in dpkg's database, and
+# dpkg-query fails on one it has never seen (a fresh machine), which is
+# not installed either, not an error.
 installed() { # name
-  dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1" 2>/dev/null | sed -n 's/^ii *//p'
+  { dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1" 2>/dev/null || true; } | sed -n 's/^ii *//p'
 }
 
 missing=()
