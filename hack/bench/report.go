@@ -153,14 +153,17 @@ func medianFloat(xs []float64) float64 {
 
 // spread is the median of xs and, with more than one run, every run's
 // value: "2.51 (median of 3 runs: 2.40, 2.51, 2.63)".
-func spread(xs []float64) string {
-	m := fmt.Sprintf("%.2f", medianFloat(xs))
+func spread(xs []float64) string { return spreadUnit(xs, "") }
+
+// spreadUnit is spread with a unit after each figure ("×").
+func spreadUnit(xs []float64, unit string) string {
+	m := fmt.Sprintf("%.2f%s", medianFloat(xs), unit)
 	if len(xs) < 2 {
 		return m
 	}
 	parts := make([]string, len(xs))
 	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%.2f", x)
+		parts[i] = fmt.Sprintf("%.2f%s", x, unit)
 	}
 	return fmt.Sprintf("%s (median of %d runs: %s)", m, len(xs), strings.Join(parts, ", "))
 }
@@ -224,6 +227,7 @@ func (rep *report) markdown(quick bool) string {
 		p(": %d runs of each contender at each N, the contenders of a run one after the other", rep.opts.runs)
 	}
 	p(".\n\n")
+	p("**Invocation:** `go run ./hack/bench %s`.\n\n", strings.Join(os.Args[1:], " "))
 	p("**Machine:** %s; %s memory; %s; %s. Load average (1, 5, 15 min) %s at the start, %s at the end; ",
 		m.CPU, m.Memory, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
 	p("the machine is shared, so each run's load average is listed with it.\n\n")
@@ -489,13 +493,13 @@ func (rep *report) goals(p func(string, ...any)) {
 			floor = fmt.Sprintf("; the floor itself: %.2f×", medianFloat(fs))
 		}
 		m := medianFloat(xs)
-		p("| throughput at least %.0f× upstream's, both at their defaults (%s) | %s×%s | %s |\n", want, issue, spread(xs), floor, met(m >= want))
+		p("| throughput at least %.0f× upstream's, both at their defaults (%s) | %s%s | %s |\n", want, issue, spreadUnit(xs, "×"), floor, met(m >= want))
 	}
 	if xs := rep.ratios("torus", "floor", n, func(t, f *result) float64 { return t.Total.Seconds() / f.Total.Seconds() }); len(xs) > 0 {
-		p("| time within 1.5× the floor's (issue 8) | %s× | %s |\n", spread(xs), met(medianFloat(xs) <= 1.5))
+		p("| time within 1.5× the floor's (issue 8) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 1.5))
 	}
 	if xs := rep.ratios("torus", "floor", n, func(t, f *result) float64 { return t.APICPU / f.APICPU }); len(xs) > 0 {
-		p("| API-server CPU per job at most 0.75× the three-object floor's (issue 19) | %s× | %s |\n", spread(xs), met(medianFloat(xs) <= 0.75))
+		p("| API-server CPU per job at most 0.75× the three-object floor's (issue 19) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 0.75))
 	}
 	objects := float64(t.Writes.total(isObject)) / float64(n)
 	refused := float64(t.Writes.total(isFailed)) / float64(n)
@@ -506,7 +510,7 @@ func (rep *report) goals(p func(string, ...any)) {
 		p("| no writes at rest apart from leader election | %.1f other writes per minute (run 1) | %s |\n", other, met(other == 0))
 	}
 	if xs := rep.ratios("torus", "upstream", n, func(t, u *result) float64 { return float64(t.Usage.PeakRSS) / float64(u.Usage.PeakRSS) }); len(xs) > 0 {
-		p("| peak RSS at most 0.6× upstream's (issue 19; issue 8: at most upstream's) | %s× | %s |\n", spread(xs), met(medianFloat(xs) <= 0.6))
+		p("| peak RSS at most 0.6× upstream's (issue 19; issue 8: at most upstream's) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 0.6))
 	}
 }
 
