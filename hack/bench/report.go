@@ -527,7 +527,7 @@ func (rep *report) pluginAtScale(p func(string, ...any), largest int) {
 		return
 	}
 	p("\n## The plugin with %d jobs in the cluster\n\n", largest)
-	p("On %s's control plane after its batch (%d TrainJobs with their JobSets and Secrets, and the warm-up's), straight to the API server; each command %d times, alternating with the one it is compared with, and the median.\n\n",
+	p("On %s's control plane after its batch (%d TrainJobs, the batch's and the warm-up job, with their JobSets and Secrets), straight to the API server; each command %d times, alternating with the one it is compared with, and the median.\n\n",
 		rs[0].Contender.Label, largest+1, listRuns)
 	p("| run | command | rows | first row | all | runs (all) |\n| --- | --- | --- | --- | --- | --- |\n")
 	durations := func(ds []time.Duration) string {
