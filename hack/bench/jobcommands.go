@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -53,8 +52,8 @@ func measureJobCommands(ctx context.Context, cp *controlPlane, bins binaries, di
 	if err != nil {
 		return nil, fmt.Errorf("TrainJob %s was not reported Complete after its JobSet completed: %w", job, err)
 	}
-	kubeconfig := filepath.Join(dir, "list.kubeconfig")
-	if err := cp.writeKubeconfig(kubeconfig, cp.config.Host); err != nil {
+	kubeconfig, err := directKubeconfig(cp, dir)
+	if err != nil {
 		return nil, err
 	}
 	kubectl := filepath.Join(bins.testbin, "kubectl")
@@ -120,11 +119,4 @@ func timeCommand(ctx context.Context, argv []string, want string) (time.Duration
 		return 0, fmt.Errorf("its output does not name %s: %q", want, stdout.String())
 	}
 	return d, nil
-}
-
-// medianDuration is the median of ds.
-func medianDuration(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

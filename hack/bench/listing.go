@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,16 +34,22 @@ func median(runs []listTime) listTime {
 	for i, r := range runs {
 		first[i], total[i] = r.First, r.Total
 	}
-	slices.Sort(first)
-	slices.Sort(total)
-	return listTime{first[len(first)/2], total[len(total)/2]}
+	return listTime{middle(first), middle(total)}
+}
+
+// middle is the middle value of xs once sorted (the upper one of an even
+// count); xs is left as it was.
+func middle[T cmp.Ordered](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // measureListing runs both commands against the API server directly (not
 // through the counting proxy, whose tally belongs to the controller).
 func measureListing(ctx context.Context, cp *controlPlane, bins binaries, dir string) (*listing, error) {
-	kubeconfig := filepath.Join(dir, "list.kubeconfig")
-	if err := cp.writeKubeconfig(kubeconfig, cp.config.Host); err != nil {
+	kubeconfig, err := directKubeconfig(cp, dir)
+	if err != nil {
 		return nil, err
 	}
 	l := &listing{}
@@ -62,6 +69,13 @@ func measureListing(ctx context.Context, cp *controlPlane, bins binaries, dir st
 		}
 	}
 	return l, nil
+}
+
+// directKubeconfig writes a kubeconfig for the API server itself, not the
+// counting proxy, whose tally belongs to the controller.
+func directKubeconfig(cp *controlPlane, dir string) (string, error) {
+	kubeconfig := filepath.Join(dir, "direct.kubeconfig")
+	return kubeconfig, cp.writeKubeconfig(kubeconfig, cp.config.Host)
 }
 
 // timeListing runs a listing command and returns when its first row (the

@@ -556,7 +556,7 @@ func (rep *report) pluginAtScale(p func(string, ...any), largest int) {
 			p("| %d | describe and wait | failed: %s | | | |\n", r.Run, oneLine(r.JobsErr))
 		} else if j := r.Jobs; j != nil {
 			for _, c := range j.Commands {
-				p("| %d | %s %s | | | %s | %s |\n", r.Run, c.Label, j.Job, secs(medianDuration(c.Runs)), durations(c.Runs))
+				p("| %d | %s %s | | | %s | %s |\n", r.Run, c.Label, j.Job, secs(middle(c.Runs)), durations(c.Runs))
 			}
 		}
 	}
