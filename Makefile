@@ -19,6 +19,11 @@ export CGO_ENABLED := 0
 RELEASE_VERSION := $(shell cat VERSION)
 IMG            ?= ghcr.io/torus-mpi/torus-operator:v$(RELEASE_VERSION)
 CONTAINER_TOOL ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null)
+# The suites run without go test's own vet pass: make lint has run go vet,
+# every analyzer of it, over the same packages and their tests, and go
+# test's subset would analyze each package again (its results are not
+# shared with go vet's).
+GO_TEST     := $(GO) test -vet=off
 # Integration suites start their own API servers; two packages at once fill
 # the two cores without starving either.
 GO_TEST_P   ?= 2
@@ -76,32 +81,44 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: prefetch lint verify-generate testbin unit krew-check rule-check integration chaos wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), integration, wire and end to end.
+test: prefetch lint verify-generate testbin unit krew-check rule-check integration chaos wire-test cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), integration, wire and end to end.
+
+.PHONY: cluster-suites
+cluster-suites: ## The suites on local clusters: make e2e (kwok nodes) beside make cluster-test, then make olm-test (a real node each, one at a time); each suite's output is printed when it ends.
+	$(MAKE) --no-print-directory -j2 --output-sync=target CLUSTER_SUITES=1 e2e cluster-test olm-test
+
+# In cluster-suites, the two suites with a real node take turns: a machine
+# runs one kubelet. e2e's cluster has kwok nodes only, and its suite waits
+# on the cluster more than it computes (a third of the two cores, measured
+# in a cold run), so it runs beside them.
+ifdef CLUSTER_SUITES
+olm-test: | cluster-test
+endif
 
 .PHONY: prefetch
-prefetch: ## Start the downloads later targets need (helper modules, the node's packages, the MPI images) in the background.
+prefetch: ## Start in the background what later targets need: downloads (helper modules, the node's and the wire test's packages, the MPI images), then at the lowest priority the binaries.
 	@hack/prefetch.sh $$PPID
 
 .PHONY: unit
 unit: ## Unit tests (no API server).
-	$(GO) test -count=1 ./operator/... ./plugin/... ./hack/...
+	$(GO_TEST) -count=1 ./operator/... ./plugin/... ./hack/...
 
 .PHONY: integration
 integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
 	hack/testbin/build.sh trainer
 	$(call clean-reports,test/integration)
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v $(GINKGO_REPORT) \
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v $(GINKGO_REPORT) \
 	  || $(call ginkgo-failed,test/integration)
 
 .PHONY: chaos
 chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
 	$(call clean-reports,test/chaos)
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
 
 .PHONY: wire-test
 wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
 	$(call clean-reports,test/wire)
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO) test -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
 
 .PHONY: node-deps
 node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins (root), and the kubelet from pinned modules.
@@ -111,14 +128,14 @@ node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins
 .PHONY: cluster-test
 cluster-test: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
 	$(call clean-reports,test/cluster)
-	$(GO) test -count=1 -timeout 15m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
+	$(GO_TEST) -count=1 -timeout 15m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
 
 .PHONY: e2e
 e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
 	$(call clean-reports,test/e2e)
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout 20m ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); \
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
@@ -153,7 +170,7 @@ fuzz: ## Short fuzz runs: the migrate parser; admission, job resolution and Buil
 bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 256-rank job (257 pods), on a fresh local cluster.
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO) test -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl' && status=0 || status=$$?; \
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl' && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e
@@ -206,7 +223,7 @@ krew-check: ## The krew manifest, checked with krew's own types, on a placeholde
 olm-test: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
 	hack/testbin/build.sh cluster olm
 	$(call clean-reports,test/olm)
-	$(GO) test -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/olm)
+	$(GO_TEST) -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/olm)
 
 ##@ Local cluster
 

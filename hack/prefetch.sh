@@ -2,10 +2,11 @@
 # Starts, in the background, the network-bound work `make test` needs later
 # so it overlaps the first compile (go vet), which keeps both cores busy for
 # minutes on a fresh machine: the pinned helper modules' downloads, the real
-# node's Debian packages and the MPI images' root filesystems; then, at the
-# lowest CPU priority, the binaries only the later suites use. Each step is
-# one a later target runs again, cached or behind a lock, so a step that
-# fails here only loses its head start; its log says why.
+# node's and the wire test's Debian packages and the MPI images' root
+# filesystems; then, at the lowest CPU priority, every binary make test
+# builds, in the order it needs them. Each step is one a later target runs
+# again, cached or behind a lock, so a step that fails here only loses its
+# head start; its log says why.
 #
 #   hack/prefetch.sh [PID]  # returns at once; the log is $TESTBIN/prefetch.log;
 #                           # the builds stop when PID (default: the caller) ends
@@ -16,23 +17,41 @@ mkdir -p "$testbin"
 log=$testbin/prefetch.log
 
 modules() {
-  TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" cluster trainer node olm controller-gen ||
-    echo "prefetch: the helper modules: failed"
-  # Then, at the lowest priority, the binaries the later suites need, in
-  # the order they need them: the test suites leave a core idle much of
-  # the time, and this build takes it. A target that needs one of them
-  # waits for it (build.sh locks each binary).
-  nice -n 19 "$root/hack/testbin/build.sh" trainer coredns || echo "prefetch: the later binaries: failed"
-  # The kubelet shares its lock, and most of its packages, with the
-  # control plane's Kubernetes binaries, which make testbin builds in the
-  # foreground: started first, at this priority, it held make waiting on
-  # the lock for 5.4 minutes of a cold run. After them, it compiles only
-  # what is the kubelet's own.
-  until "$root/hack/testbin/build.sh" -current kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    kill -0 "$owner" 2>/dev/null || return 0
-    sleep 10
+  # The downloads run beside the builds below: a build fetches what it
+  # lacks itself, and Go's module cache lets two go commands share it.
+  {
+    TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" controller-gen cluster trainer node olm ||
+      echo "prefetch: the helper modules: failed"
+  } &
+  # Meanwhile, at the lowest priority, the binaries make test needs, in the
+  # order it needs them: make generate's controller-gen, make testbin's
+  # control plane, then the suites'. This lane works in the time go vet
+  # leaves a core idle, and a target that needs a binary it is building
+  # waits for it (build.sh locks each binary, and Kubernetes's as one
+  # group) rather than compiling the same packages again. So the kubelet
+  # comes after the control plane: started first, it held make testbin on
+  # the group's lock while it compiled packages only the kubelet uses.
+  local group
+  for group in controller-gen cluster trainer node olm; do
+    nice -n 19 "$root/hack/testbin/build.sh" "$group" || echo "prefetch: the $group binaries: failed"
   done
-  nice -n 19 "$root/hack/testbin/build.sh" kubelet olm || echo "prefetch: the later binaries: failed"
+  wait
+}
+
+# wire_packages installs the Debian packages the wire test runs
+# (test/wire/packages.txt), which it would otherwise install itself when
+# it starts, half an hour into a cold make test.
+wire_packages() {
+  local p missing=()
+  while read -r p; do
+    [[ -z $p || $p == '#'* ]] && continue
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+  done <"$root/test/wire/packages.txt"
+  (( ${#missing[@]} )) || return 0
+  echo "prefetch: installing the wire test's ${missing[*]}"
+  local apt=(apt-get -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 node() {
@@ -41,6 +60,7 @@ node() {
     return
   fi
   "$root/hack/node/install.sh" || echo "prefetch: the node's packages: failed"
+  wire_packages || echo "prefetch: the wire test's packages: failed"
   local suite
   for suite in bookworm trixie; do
     "$root/hack/images/mpi/build.sh" "$suite" >/dev/null || echo "prefetch: the $suite image: failed"

@@ -26,6 +26,12 @@ type contender struct {
 	Steady bool
 	// Flags are extra operator flags (Torus only).
 	Flags []string
+	// TwoObjects makes the floor create only the two objects Torus does
+	// (the JobSet, and the Secret that carries the hostfile), not the
+	// hostfile ConfigMap upstream and mpi-operator add: the least API-server
+	// work any controller making Torus's objects can cost, so that Torus
+	// against it is the price of being a controller (its watches).
+	TwoObjects bool
 	// LargestOnly runs the contender at the largest N alone (of those up
 	// to MaxN).
 	LargestOnly bool
@@ -51,6 +57,12 @@ func (c contender) runsAt(n int, sizes []int) bool {
 	return n == largest
 }
 
+// makesConfigMap reports whether a job's objects include a hostfile
+// ConfigMap: upstream's do, and the three-object floor's.
+func (c contender) makesConfigMap() bool {
+	return c.Kind == kindUpstream || (c.Kind == kindFloor && !c.TwoObjects)
+}
+
 const (
 	kindTorus    = "torus"
 	kindUpstream = "upstream"
@@ -62,6 +74,7 @@ const (
 // 50/100), and the floor.
 var allContenders = []contender{
 	{Name: "floor", Label: "floor (direct client, no controller)", Kind: kindFloor},
+	{Name: "floor2", Label: "two-object floor (Torus's objects, direct client)", Kind: kindFloor, TwoObjects: true},
 	{Name: "torus", Label: "Torus, defaults (QPS 500/1000)", Kind: kindTorus, Steady: true},
 	{Name: "upstream", Label: "upstream v2.3.0, defaults (QPS 50/100)", Kind: kindUpstream, Steady: true},
 	{Name: "upstream-qps500", Label: "upstream v2.3.0, QPS 500/1000", Kind: kindUpstream, QPS: 500, Burst: 1000, MaxN: 1000},

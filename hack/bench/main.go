@@ -70,7 +70,7 @@ func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")
 	sizes := fs.String("n", "100,500,1000,10000", "numbers of TrainJobs, comma-separated")
-	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
+	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all): floor,floor2,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
 	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
 	big := fs.Int("big-workers", int(mpi.DefaultMaxNodes), "workers of the single large TrainJob (default: the operator's default --max-nodes); 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
@@ -408,6 +408,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		bench.children, bench.floor = pc, &mpi.Runtime{
 			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
 		}
+		bench.hostfileConfigMap = !c.TwoObjects
 	} else {
 		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest && r.Run == 1
 		logf("%s N=%d: starting the controller", c.Name, n)
@@ -417,7 +418,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		defer ctrl.stop()
 		// One job end to end proves the controller has its caches and
 		// its lease before the clock starts.
-		warm := newTracker(nsWarmup, 1, c.Kind != kindTorus)
+		warm := newTracker(nsWarmup, 1, c.makesConfigMap())
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		if err := warm.start(wctx, mc); err != nil {
@@ -432,7 +433,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		proxy.quiet(ctx, quietWindow, 30*time.Second)
 	}
 
-	t := newTracker(nsBench, n, c.Kind != kindTorus)
+	t := newTracker(nsBench, n, c.makesConfigMap())
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := t.start(tctx, mc); err != nil {
@@ -531,7 +532,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 // measureBig times one TrainJob of o.bigWorkers workers to its JobSet.
 func measureBig(ctx context.Context, o options, bench *creator, mc metadata.Interface, r *result) error {
 	logf("%s: one TrainJob of %d workers", r.Contender.Name, o.bigWorkers)
-	t := newTracker(nsBig, 1, r.Contender.Kind != kindTorus)
+	t := newTracker(nsBig, 1, r.Contender.makesConfigMap())
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := t.start(tctx, mc); err != nil {

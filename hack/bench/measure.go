@@ -238,8 +238,9 @@ func newTrainJob(ns, name string, workers int32) *trainer.TrainJob {
 }
 
 // creator submits jobs from a fixed number of goroutines, as fast as the
-// API server takes them. For the floor it also creates each job's JobSet,
-// Secret and ConfigMap itself, exactly as Torus renders them.
+// API server takes them. For the floor it also creates each job's JobSet
+// and Secret itself, exactly as Torus renders them, and for the
+// three-object floor the hostfile ConfigMap.
 type creator struct {
 	// c creates the TrainJobs, directly: a contender's requests alone go
 	// through the counting proxy.
@@ -249,6 +250,8 @@ type creator struct {
 	// children the client that creates them, through the proxy.
 	floor    *mpi.Runtime
 	children client.Client
+	// hostfileConfigMap: the floor creates the hostfile ConfigMap too.
+	hostfileConfigMap bool
 }
 
 func (cr *creator) run(ctx context.Context, t *tracker, names []string, workers int32) (time.Time, error) {
@@ -300,7 +303,11 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	for _, o := range []client.Object{floorHostfile(tj, job), secret, js} {
+	objs := []client.Object{secret, js}
+	if cr.hostfileConfigMap {
+		objs = append([]client.Object{floorHostfile(tj, job)}, objs...)
+	}
+	for _, o := range objs {
 		if err := cr.children.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T for %s: %w", o, name, err)
 		}

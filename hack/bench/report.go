@@ -386,6 +386,12 @@ func (rep *report) ratioLines() []string {
 		add("torus/floor API-server CPU per job at N=%d", rep.ratios("torus", "floor", n, func(t, f *result) float64 {
 			return t.APICPU / f.APICPU
 		}), n)
+		add("two-object floor/floor API-server CPU per job at N=%d", rep.ratios("floor2", "floor", n, func(f2, f *result) float64 {
+			return f2.APICPU / f.APICPU
+		}), n)
+		add("torus/two-object floor API-server CPU per job at N=%d", rep.ratios("torus", "floor2", n, func(t, f2 *result) float64 {
+			return t.APICPU / f2.APICPU
+		}), n)
 		add("torus/upstream API-server CPU per job at N=%d", rep.ratios("torus", "upstream", n, func(t, u *result) float64 {
 			return t.APICPU / u.APICPU
 		}), n)
@@ -499,7 +505,13 @@ func (rep *report) goals(p func(string, ...any)) {
 		p("| time within 1.5× the floor's (issue 8) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 1.5))
 	}
 	if xs := rep.ratios("torus", "floor", n, func(t, f *result) float64 { return t.APICPU / f.APICPU }); len(xs) > 0 {
-		p("| API-server CPU per job at most 0.75× the three-object floor's (issue 19) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 0.75))
+		floor2 := ""
+		if fs := rep.ratios("floor2", "floor", n, func(f2, f *result) float64 { return f2.APICPU / f.APICPU }); len(fs) > 0 {
+			// What the two objects cost with no controller at all: no
+			// controller making them can go below it.
+			floor2 = fmt.Sprintf("; the two-object floor itself: %.2f×", medianFloat(fs))
+		}
+		p("| API-server CPU per job at most 0.75× the three-object floor's (issue 19) | %s%s | %s |\n", spreadUnit(xs, "×"), floor2, met(medianFloat(xs) <= 0.75))
 	}
 	objects := float64(t.Writes.total(isObject)) / float64(n)
 	refused := float64(t.Writes.total(isFailed)) / float64(n)

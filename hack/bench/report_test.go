@@ -67,3 +67,20 @@ func TestRatiosPairRuns(t *testing.T) {
 		t.Fatalf("ratios = %v, want %v (a failed run pairs with nothing)", got, want)
 	}
 }
+
+func TestMakesConfigMap(t *testing.T) {
+	tests := []struct {
+		c    contender
+		want bool
+	}{
+		{contender{Kind: kindUpstream}, true},
+		{contender{Kind: kindFloor}, true},
+		{contender{Kind: kindFloor, TwoObjects: true}, false},
+		{contender{Kind: kindTorus}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.c.makesConfigMap(); got != tt.want {
+			t.Errorf("%+v.makesConfigMap() = %v, want %v", tt.c, got, tt.want)
+		}
+	}
+}

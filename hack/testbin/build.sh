@@ -12,10 +12,6 @@
 #
 # With TESTBIN_DOWNLOAD_ONLY set, it only downloads the modules the builds
 # need (hack/prefetch.sh).
-#
-#   hack/testbin/build.sh -current kube-apiserver ...
-#                                      # exit 0 when those Kubernetes binaries
-#                                      # are built at their pinned version
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -142,15 +138,6 @@ build_kube_locked() {
   done
   echo "testbin: built ${stale[*]} in $((SECONDS - start))s"
 }
-
-if [[ ${1:-} == -current ]]; then
-  shift
-  v="$(modversion kube k8s.io/kubernetes) (kube)"
-  for c in "$@"; do
-    current "$c" "$v" || exit 1
-  done
-  exit 0
-fi
 
 components=$(expand "$@")
 kubes=()

@@ -78,8 +78,8 @@ type Options struct {
 
 // CacheOptions limits the manager's cache to what Torus owns: pods and
 // Secrets labelled with a Torus job name, so the operator neither holds nor
-// needs to list every Secret of the cluster. Secrets are cached as metadata
-// only (see secretMetadata). ConfigMaps, which Torus no longer makes but
+// needs to list every Secret of the cluster. Secrets are cached without
+// their data (secretCacheTransform). ConfigMaps, which Torus no longer makes but
 // upstream's MPI and Flux plugins watch, are held to the same label rather
 // than cached cluster-wide.
 func CacheOptions() cache.Options {
@@ -238,7 +238,11 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
 		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet))).
-		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(r.expectedCreate(childSecret))).
+		// Typed, not OnlyMetadata: upstream's MPI and Flux plugins watch
+		// Secrets as whole objects, and one informer serves both, where a
+		// metadata watch beside theirs had the API server send and convert
+		// every key Secret event twice.
+		Owns(&corev1.Secret{}, builder.WithPredicates(r.expectedCreate(childSecret))).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).

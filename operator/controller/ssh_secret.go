@@ -27,7 +27,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	}
 	job := client.ObjectKeyFromObject(s.tj)
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}
-	existing := secretMetadata()
+	existing := &corev1.Secret{}
 	err := r.client.Get(ctx, key, existing)
 	var current *mpi.SSHKeys
 	switch {
@@ -47,7 +47,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		// The new run's keys are the ones the old Secret holds for it:
 		// its pods may have mounted either Secret (mpi.SSHSecretData).
-		// Read past the cache, which keeps Secrets' metadata only.
+		// Read past the cache, which keeps no Secret's data.
 		var old corev1.Secret
 		if err := r.apiReader.Get(ctx, key, &old); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("reading SSH secret: %w", err)
@@ -111,17 +111,6 @@ type carried struct {
 	keys *mpi.SSHKeys
 }
 
-// secretMetadata is how Torus reads its Secrets: what it decides needs only
-// their names and annotations, so the cache holds their metadata only. The
-// operator then keeps no private key in memory, and the API server sends
-// none on the watch; a heap profile at 1,000 jobs (hack/bench -pprof) showed
-// decoded Secrets as 2.5-4 MB of a 48-54 MB in-use heap.
-func secretMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
-}
-
 // deleteSSHSecret removes the job's keys, if any, and reports whether they
 // are gone. It asks the cache first, so that reconciling a suspended job
 // sends no request, and deletes only the Secret the cache shows (a UID
@@ -129,7 +118,7 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 // created but not cached yet are deleted by name.
 func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (bool, error) {
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}
-	cached := secretMetadata()
+	cached := &corev1.Secret{}
 	var pre client.Preconditions
 	switch err := r.client.Get(ctx, key, cached); {
 	case err == nil && !metav1.IsControlledBy(cached, s.tj):

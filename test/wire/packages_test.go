@@ -9,18 +9,29 @@ import (
 	"time"
 )
 
-// debianPackages are what the wire test runs: the real sshd, both MPI
-// implementations Debian ships with their compiler wrappers, and the C
-// compiler those wrappers call. Intel MPI is missing on purpose: it has no
-// Debian package and its installer has to be downloaded from Intel, which
-// this machine cannot do, so Intel MPI's environment is only checked by the
-// operator's unit and integration tests.
-var debianPackages = []string{"openssh-server", "openmpi-bin", "libopenmpi-dev", "mpich", "libmpich-dev", "gcc"}
+// debianPackages reads packages.txt: what the wire test runs, and why.
+func debianPackages() ([]string, error) {
+	data, err := os.ReadFile("packages.txt")
+	if err != nil {
+		return nil, fmt.Errorf("reading the wire test's package list: %w", err)
+	}
+	var pkgs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			pkgs = append(pkgs, line)
+		}
+	}
+	return pkgs, nil
+}
 
 // ensurePackages installs the packages that are missing, once.
 func ensurePackages(ctx context.Context) error {
+	pkgs, err := debianPackages()
+	if err != nil {
+		return err
+	}
 	var missing []string
-	for _, p := range debianPackages {
+	for _, p := range pkgs {
 		out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${db:Status-Abbrev}", p).Output()
 		if err != nil || !strings.HasPrefix(string(out), "ii") {
 			missing = append(missing, p)
