@@ -32,6 +32,8 @@ type contender struct {
 	// work any controller making Torus's objects can cost, so that Torus
 	// against it is the price of being a controller (its watches).
 	TwoObjects bool
+	// OnRequest contenders run only when -contenders names them.
+	OnRequest bool
 	// LargestOnly runs the contender at the largest N alone (of those up
 	// to MaxN).
 	LargestOnly bool
@@ -74,7 +76,7 @@ const (
 // 50/100), and the floor.
 var allContenders = []contender{
 	{Name: "floor", Label: "floor (direct client, no controller)", Kind: kindFloor},
-	{Name: "floor2", Label: "two-object floor (Torus's objects, direct client)", Kind: kindFloor, TwoObjects: true},
+	{Name: "floor2", Label: "two-object floor (Torus's objects, direct client)", Kind: kindFloor, TwoObjects: true, OnRequest: true},
 	{Name: "torus", Label: "Torus, defaults (QPS 500/1000)", Kind: kindTorus, Steady: true},
 	{Name: "upstream", Label: "upstream v2.3.0, defaults (QPS 50/100)", Kind: kindUpstream, Steady: true},
 	{Name: "upstream-qps500", Label: "upstream v2.3.0, QPS 500/1000", Kind: kindUpstream, QPS: 500, Burst: 1000, MaxN: 1000},
