@@ -28,9 +28,10 @@ modules() {
   # control plane, then the suites'. This lane works in the time go vet
   # leaves a core idle, and a target that needs a binary it is building
   # waits for it (build.sh locks each binary, and Kubernetes's as one
-  # group) rather than compiling the same packages again. So the kubelet
-  # comes after the control plane: started first, it held make testbin on
-  # the group's lock while it compiled packages only the kubelet uses.
+  # group) rather than compiling the same packages again. The kubelet
+  # comes after the control plane, whose packages it mostly shares: built
+  # first, it held make testbin on the group's lock while it compiled the
+  # packages only the kubelet uses.
   local group
   for group in controller-gen cluster trainer node olm; do
     nice -n 19 "$root/hack/testbin/build.sh" "$group" || echo "prefetch: the $group binaries: failed"

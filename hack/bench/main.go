@@ -413,7 +413,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		bench.children, bench.floor = pc, &mpi.Runtime{
 			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
 		}
-		bench.hostfileConfigMap = !c.TwoObjects
+		bench.hostfileConfigMap = c.makesConfigMap()
 	} else {
 		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest && r.Run == 1
 		logf("%s N=%d: starting the controller", c.Name, n)
