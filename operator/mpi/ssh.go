@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -281,7 +282,9 @@ func sshSecretItems(role string) []corev1.KeyToPath {
 	if runsSSHD(role) {
 		return nil
 	}
-	keys := []string{SSHRun}
+	// The launcher's init container also waits for the hostfile's hosts
+	// to resolve (SSHSetupScript).
+	keys := []string{SSHRun, HostfileKey}
 	for _, f := range sshFiles {
 		if f.sshd && !runsSSHD(role) {
 			continue
@@ -302,8 +305,14 @@ func sshSecretItems(role string) []corev1.KeyToPath {
 
 // SSHSetupTools are the programs SSHSetupScript runs: the image of the
 // launcher and the workers must have them (any POSIX shell and coreutils or
-// busybox do).
-var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail"}
+// busybox do). The launcher's also uses getent where the image has it
+// (glibc's, in every Debian, Ubuntu and RHEL image).
+var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail", "sleep"}
+
+// HostsResolveTimeout bounds how long the launcher's init container waits
+// for the hostfile's hosts to resolve before mpirun starts anyway and
+// reports what it finds.
+const HostsResolveTimeout = 120 * time.Second
 
 // SSHSetupScript is the init container's shell script. It runs as the pod's
 // user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
@@ -316,6 +325,12 @@ var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail"}
 //     refuses for the owner; an emptyDir's root is root's and 0777. A pod
 //     of a later JobSet run than the Secret's current keys are for takes
 //     the next ones (SSHSecretData); its run comes from EnvRestartAttempt.
+//   - On the launcher, a wait until every host of the hostfile resolves
+//     (at most HostsResolveTimeout). Workers are Ready before the launcher
+//     starts, but their DNS names come from EndpointSlices that the
+//     controller manager writes on its own schedule, which on a busy
+//     cluster trails readiness by seconds; mpirun's ssh gives up at the
+//     first name that does not resolve.
 //   - PasswdSubPath, the user database the other containers mount over
 //     /etc/passwd: the image's own, plus an account for the pod's UID if
 //     the image has none. ssh refuses to run for a UID without one and sshd
@@ -348,6 +363,21 @@ func SSHSetupScript(sshPath, role string) string {
 	}
 	for _, m := range modes {
 		fmt.Fprintf(&b, "chmod %s %s\n", m, strings.Join(byMode[m], " "))
+	}
+	if !runsSSHD(role) {
+		// A hostfile line starts with the host: "host slots=N" or "host:N".
+		fmt.Fprintf(&b, `if command -v getent >/dev/null; then
+t=0
+while read -r h rest || [ -n "$h" ]; do
+h=${h%%%%:*}
+while [ -n "$h" ] && ! getent hosts "$h" >/dev/null; do
+if [ $t -ge %[2]d ]; then echo "torus: $h does not resolve after %[2]ds; starting anyway" >&2; break 2; fi
+if [ $t -eq 0 ]; then echo "torus: waiting for the job's hosts to resolve ($h)" >&2; fi
+t=$((t+1)); sleep 1
+done
+done < "$s/%[1]s"
+fi
+`, HostfileKey, int(HostsResolveTimeout/time.Second))
 	}
 	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)

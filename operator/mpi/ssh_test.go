@@ -237,6 +237,7 @@ func TestSSHFilesPerRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
+	data[HostfileKey] = []byte("localhost slots=2\n")
 	for role, absent := range map[string][]string{
 		RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, SSHAuthorizedKeys},
 		RoleWorker:   nil,
@@ -333,15 +334,72 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 			t.Fatal(err)
 		}
 	}
-	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh", role))
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd := setupScriptCommand(mount, sshDir, passwd, role)
 	if attempt != "" {
 		cmd.Env = append(cmd.Env, EnvRestartAttempt+"="+attempt)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("script: %v: %s", err, out)
+	}
+}
+
+func setupScriptCommand(mount, sshDir, passwd, role string) *exec.Cmd {
+	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", role))
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	return cmd
+}
+
+// The launcher's init container holds mpirun back until every host of the
+// hostfile resolves, in each implementation's format. The resolver here is
+// a getent on PATH that answers for "late" only from its third question
+// on, as a worker's DNS name that trails its readiness.
+func TestSSHSetupScriptWaitsForHosts(t *testing.T) {
+	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, impl := range []Implementation{OpenMPI, MPICH} {
+		t.Run(string(impl), func(t *testing.T) {
+			data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
+			data[HostfileKey] = []byte(Hostfile(impl, Placement{SlotsPerHost: 2, Hosts: []Host{{Address: "early"}, {Address: "late"}}}))
+			mount, sshDir := writeSecretVolume(t, data, RoleLauncher)
+			bin := t.TempDir()
+			asked := filepath.Join(t.TempDir(), "asked")
+			getent := `#!/bin/sh
+[ "$1" = hosts ] || exit 1
+echo "$2" >> "$ASKED"
+case "$2" in
+early) exit 0 ;;
+late) [ "$(grep -c '^late$' "$ASKED")" -ge 3 ] ;;
+*) exit 2 ;;
+esac
+`
+			if err := os.WriteFile(filepath.Join(bin, "getent"), []byte(getent), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			passwd := filepath.Join(t.TempDir(), "passwd")
+			if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534::/:/bin/sh\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := setupScriptCommand(mount, sshDir, passwd, RoleLauncher)
+			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "ASKED=" + asked}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("script: %v: %s", err, out)
+			}
+			got, err := os.ReadFile(asked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "early\nlate\nlate\nlate\n"; string(got) != want {
+				t.Errorf("getent was asked:\n%s\nwant:\n%s", got, want)
+			}
+			if !strings.Contains(string(out), "waiting for the job's hosts to resolve (late)") {
+				t.Errorf("the script did not say what it waits for: %s", out)
+			}
+		})
 	}
 }
 
