@@ -43,6 +43,13 @@ const (
 	bridgeName = "torus0"
 	podSubnet  = "10.234.0.0/24"
 	nodeIP     = "10.234.0.1"
+	// bridgeMAC is set, not left to the kernel: a bridge without one takes
+	// the lowest MAC of its ports, so deleting the pod whose veth holds it
+	// changes the node's MAC under every other pod, whose ARP entry then
+	// sends DNS to an address nobody answers (tens of seconds of "Temporary
+	// failure in name resolution" until the entry expires). Locally
+	// administered: "torus" in ASCII.
+	bridgeMAC = "02:74:6f:72:75:73"
 	// Images of the node's store, imported from archives built here.
 	pauseImage = "registry.torus.local/pause:1"
 	tinyImage  = "registry.torus.local/tiny:1"
@@ -113,7 +120,7 @@ func (c *cluster) prepareRealNode(ctx context.Context) error {
 	// The bridge is made here, with the node's address, rather than by the
 	// CNI plugin: its isGateway would also turn on ip_forward.
 	for _, args := range [][]string{
-		{"link", "add", bridgeName, "type", "bridge"},
+		{"link", "add", bridgeName, "address", bridgeMAC, "type", "bridge"},
 		{"addr", "add", nodeIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
 	} {

@@ -173,6 +173,12 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		By("pod addresses on the cluster's bridge, and the cluster's DNS")
 		out, _ = kubectl(dir, "get", "pod", "sleeper", "-o", "jsonpath={.status.podIP}")
 		Expect(out).To(HavePrefix("10.234.0."))
+		// The node's address on the bridge keeps one MAC while pods come
+		// and go: the kernel's own word, NET_ADDR_SET (3), not the lowest
+		// port's MAC that changes when that pod is deleted (1).
+		assign, err := os.ReadFile("/sys/class/net/torus0/addr_assign_type")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(assign))).To(Equal("3"), "the bridge's MAC follows its ports: deleting a pod can cut the others off the node's DNS")
 		out, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "kubernetes.default")
 		Expect(code).To(Equal(0))
 		Expect(strings.TrimSpace(out)).To(Equal("10.96.0.1"))
