@@ -81,7 +81,7 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: prefetch lint verify-generate testbin unit krew-check rule-check integration chaos wire-test cluster-test e2e olm-test ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), integration, wire and end to end.
+test: prefetch lint verify-generate testbin unit krew-check rule-check integration chaos wire-test cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), integration, wire and end to end.
 
 .PHONY: cluster-suites
 cluster-suites: ## The suites on local clusters: make e2e (kwok nodes) beside make cluster-test, then make olm-test (a real node each, one at a time); each suite's output is printed when it ends.

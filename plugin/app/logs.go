@@ -129,6 +129,23 @@ func (o *LogsOptions) Validate() error {
 // Run streams the logs.
 func (o *LogsOptions) Run(ctx context.Context) error {
 	c := o.client
+	opts := logs.Options{
+		Namespace:     o.namespace,
+		LabelSelector: mpi.LabelJobName + "=" + o.name,
+	}
+	// The job's name alone selects its pods: they are listed while the
+	// TrainJob is read, which puts the first line a round trip sooner.
+	type listing struct {
+		pods *corev1.PodList
+		err  error
+	}
+	listed := make(chan listing, 1)
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		pods, err := logs.List(lctx, o.kube, opts)
+		listed <- listing{pods, err}
+	}()
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err
@@ -137,9 +154,14 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := logs.Options{
-		Namespace:     tj.Namespace,
-		LabelSelector: mpi.LabelJobName + "=" + tj.Name,
+	l := <-listed
+	if l.err != nil {
+		return l.err
+	}
+	opts = logs.Options{
+		Namespace:     opts.Namespace,
+		LabelSelector: opts.LabelSelector,
+		Listed:        l.pods,
 		Include:       include,
 		Prefix:        job.HostPrefix,
 		Order:         job.SortPods,

@@ -85,7 +85,13 @@ func (g *getter) restConfigLocked() (*rest.Config, error) {
 
 func (g *getter) Client() (ctrlclient.WithWatch, error) {
 	return cached(g, &g.client, "the API client", func(cfg *rest.Config) (ctrlclient.WithWatch, error) {
-		return ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme.New()})
+		// kubectl's mapper, on discovery cached on disk as kubectl caches
+		// it: a command's first read then waits for no discovery requests.
+		mapper, err := g.ToRESTMapper()
+		if err != nil {
+			return nil, err
+		}
+		return ctrlclient.NewWithWatch(cfg, ctrlclient.Options{Scheme: scheme.New(), Mapper: mapper})
 	})
 }
 

@@ -55,6 +55,9 @@ type Options struct {
 	Ended <-chan struct{}
 	// Drain is DefaultDrain when zero.
 	Drain time.Duration
+	// Listed is the pods as List returned them for these options, for a
+	// caller that listed them while it did something else; nil lists them.
+	Listed *corev1.PodList
 
 	// Out gets the lines; ErrOut notes about pods that have no logs yet and
 	// errors of single streams.
@@ -105,10 +108,22 @@ type stream struct {
 	done    atomic.Bool
 }
 
-func (s *streamer) run(ctx context.Context) error {
-	pods, err := s.kube.CoreV1().Pods(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.opts.LabelSelector})
+// List lists the pods opts select, before Include picks among them.
+func List(ctx context.Context, kube kubernetes.Interface, opts Options) (*corev1.PodList, error) {
+	pods, err := kube.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector})
 	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return pods, nil
+}
+
+func (s *streamer) run(ctx context.Context) error {
+	pods := s.opts.Listed
+	if pods == nil {
+		var err error
+		if pods, err = List(ctx, s.kube, s.opts); err != nil {
+			return err
+		}
 	}
 	items := s.included(pods.Items)
 	if !s.opts.Follow {
