@@ -5,17 +5,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"path"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 )
 
 func TestPrefixLines(t *testing.T) {
@@ -152,5 +158,60 @@ func TestPipeBoundsLinesWithoutEnd(t *testing.T) {
 	}
 	if total != len(endless) {
 		t.Errorf("wrote %d bytes of %d", total, len(endless))
+	}
+}
+
+// Without -f the first pod's stream opens alone, before the others: its
+// first line does not wait on the server answering every stream at once.
+// The server holds the first request back a while; a request for another
+// pod arriving meanwhile fails the test.
+func TestFirstStreamOpensAlone(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	firstAnswered := false
+	early := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := path.Base(path.Dir(r.URL.Path))
+		mu.Lock()
+		order = append(order, name)
+		if len(order) > 1 && !firstAnswered {
+			early++
+		}
+		first := len(order) == 1
+		mu.Unlock()
+		if first {
+			time.Sleep(200 * time.Millisecond)
+			mu.Lock()
+			firstAnswered = true
+			mu.Unlock()
+		}
+		fmt.Fprintf(w, "hello from %s\n", name)
+	}))
+	defer srv.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &corev1.PodList{}
+	for _, name := range []string{"pi-launcher", "pi-node-0", "pi-node-1", "pi-node-2"} {
+		list.Items = append(list.Items, *pod(name, "worker", corev1.PodRunning, true))
+	}
+	var out bytes.Buffer
+	err = Stream(context.Background(), kube, Options{
+		Namespace: "ns", LabelSelector: "job=pi", Container: "node", Listed: list,
+		Order: func([]corev1.Pod) {},
+		Out:   &out, ErrOut: io.Discard,
+	})
+	if err != nil {
+		t.Fatalf("Stream() = %v", err)
+	}
+	if len(order) != 4 || order[0] != "pi-launcher" {
+		t.Fatalf("log requests %v, want the launcher's first of 4", order)
+	}
+	if early > 0 {
+		t.Errorf("%d streams were requested before the first one was answered", early)
+	}
+	if got := strings.Count(out.String(), "hello from"); got != 4 {
+		t.Errorf("%d lines, want 4:\n%s", got, out.String())
 	}
 }
