@@ -107,7 +107,7 @@ func TestPods(t *testing.T) {
 				}},
 			}}})},
 			want: []string{`worker-0 (ranks 0-3) StartError: container mpi-ssh-setup could not start: exec: "sh": executable file not found in $PATH; ` +
-				"the SSH setup failed: the image needs sh, mkdir, chmod, cp, id, cat, tail (see kubectl logs pi-node-0-0-abcde -c mpi-ssh-setup) [pod pi-node-0-0-abcde]"},
+				"the SSH setup failed: the image needs sh, mkdir, chmod, cp, id, cat, tail, sleep (see kubectl logs pi-node-0-0-abcde -c mpi-ssh-setup) [pod pi-node-0-0-abcde]"},
 		},
 		"terminal failures before transient ones": {
 			pods: []corev1.Pod{

@@ -257,7 +257,7 @@ func realNodeJobs(dirp *string) {
 				out, code := jobs["noshell"].wait()
 				Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
 				Expect(out).To(ContainSubstring(`StartError: container mpi-ssh-setup could not start: exec: "/bin/sh": stat /bin/sh: no such file or directory;`))
-				Expect(out).To(ContainSubstring("the image needs sh, mkdir, chmod, cp, id, cat, tail"))
+				Expect(out).To(ContainSubstring("the image needs sh, mkdir, chmod, cp, id, cat, tail, sleep"))
 				describe, _ := kubectlMPI(dir, "describe", "noshell")
 				Expect(describe).To(MatchRegexp(`Reason:\s+StartError: container mpi-ssh-setup could not start`))
 			})
