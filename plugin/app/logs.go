@@ -132,6 +132,14 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	opts := logs.Options{
 		Namespace:     o.namespace,
 		LabelSelector: mpi.LabelJobName + "=" + o.name,
+		Prefix:        job.HostPrefix,
+		Order:         job.SortPods,
+		Container:     o.Container,
+		Follow:        o.Follow,
+		Timestamps:    o.Timestamps,
+		Previous:      o.Previous,
+		Out:           o.Out,
+		ErrOut:        o.ErrOut,
 	}
 	// The job's name alone selects its pods: they are listed while the
 	// TrainJob is read, which puts the first line a round trip sooner.
@@ -158,20 +166,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
-	opts = logs.Options{
-		Namespace:     opts.Namespace,
-		LabelSelector: opts.LabelSelector,
-		Listed:        l.pods,
-		Include:       include,
-		Prefix:        job.HostPrefix,
-		Order:         job.SortPods,
-		Container:     o.Container,
-		Follow:        o.Follow,
-		Timestamps:    o.Timestamps,
-		Previous:      o.Previous,
-		Out:           o.Out,
-		ErrOut:        o.ErrOut,
-	}
+	opts.Listed, opts.Include = l.pods, include
 	if o.Since > 0 {
 		opts.SinceSeconds = ptr.To(int64(o.Since.Seconds()))
 	}
