@@ -309,9 +309,9 @@ func sshSecretItems(role string) []corev1.KeyToPath {
 // (glibc's, in every Debian, Ubuntu and RHEL image).
 var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail", "sleep"}
 
-// HostsResolveTimeout bounds how long the launcher's init container waits
-// for the hostfile's hosts to resolve before mpirun starts anyway and
-// reports what it finds.
+// HostsResolveTimeout bounds how long the launcher's init container sleeps
+// between lookups of the hostfile's hosts (a lookup that times out adds
+// its own time) before mpirun starts anyway and reports what it finds.
 const HostsResolveTimeout = 120 * time.Second
 
 // SSHSetupScript is the init container's shell script. It runs as the pod's
