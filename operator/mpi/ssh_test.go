@@ -360,7 +360,9 @@ func TestSSHSetupScriptWaitsForHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, impl := range []Implementation{OpenMPI, MPICH} {
+	// Every implementation's hostfile format: the script reads the host as
+	// what comes before the first blank or colon of each line.
+	for _, impl := range Implementations {
 		t.Run(string(impl), func(t *testing.T) {
 			data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
 			data[HostfileKey] = []byte(Hostfile(impl, Placement{SlotsPerHost: 2, Hosts: []Host{{Address: "early"}, {Address: "late"}}}))

@@ -133,17 +133,17 @@ func (s *streamer) run(ctx context.Context) error {
 	}
 	items := s.included(pods.Items)
 	if !s.opts.Follow {
-		first := true
+		waited := false
 		for i := range items {
 			st := s.maybeStart(ctx, &items[i], true)
-			if st != nil && first {
+			if st != nil && !waited {
 				// The first stream opens alone: opened beside all the
 				// others, its first line waits on the API server and the
 				// kubelets serving every stream at once (30–170 ms more at
 				// 257 pods, measured). Without -f a kubelet answers at
 				// once, with what the log holds; a slow one holds the
 				// others back by firstStreamWait at most.
-				first = false
+				waited = true
 				select {
 				case <-st.opened:
 				case <-time.After(firstStreamWait):
