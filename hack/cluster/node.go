@@ -74,6 +74,13 @@ var kernelTunables = []string{
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
 
+// hostClaim names the cluster directory whose real node owns what the
+// machine has one of (the bridge, the kubepods cgroups, the kubelet's
+// sysctls): two real nodes at once would share and then delete them under
+// each other. Under /run, so a reboot, which ends both the node and its
+// bridge, ends the claim too.
+const hostClaim = "/run/torus-real-node"
+
 // nodeTraces is what the node leaves on the host, kept in node.json for
 // down.
 type nodeTraces struct {
@@ -114,8 +121,19 @@ func (c *cluster) prepareRealNode(ctx context.Context) error {
 	if err := c.nodeCheck(ctx); err != nil {
 		return err
 	}
+	if err := c.claimHost(); err != nil {
+		return err
+	}
 	if err := c.recordTraces(); err != nil {
 		return err
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", bridgeName)); err == nil {
+		// No cluster claims it (one that did was cleaned up above): left
+		// by a real node from before the claim.
+		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
+			return fmt.Errorf("deleting bridge %s, which no cluster claims: %w: %s", bridgeName, err, out)
+		}
+		c.logf("deleted bridge %s, which no cluster claimed", bridgeName)
 	}
 	// The bridge is made here, with the node's address, rather than by the
 	// CNI plugin: its isGateway would also turn on ip_forward.
@@ -582,21 +600,53 @@ serializeImagePulls: false
 	return err
 }
 
-// cleanRealNode undoes what the node left on the host once its processes
-// are gone: the pod bridge, the kubelet's and runc's cgroups, the sysctls
-// the kubelet changed, the directories made for its mounts.
-func (c *cluster) cleanRealNode() error {
-	data, err := os.ReadFile(filepath.Join(c.dir, "node.json"))
+// claimHost makes this cluster the machine's one real node. A claim held
+// by a cluster that still runs is refused, with how to stop it; one whose
+// processes are all gone (killed with the session that started them, so
+// down never ran) is cleaned up first, from that cluster's own record of
+// the machine's state before it.
+func (c *cluster) claimHost() error {
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(hostClaim, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, err = f.WriteString(c.dir + "\n")
+			return errors.Join(err, f.Close())
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("claiming the machine for the real node: %w", err)
+		}
+		owner, err := claimOwner()
+		if err != nil {
+			return err
+		}
+		if attempt > 1 || owner == "" {
+			return fmt.Errorf("%s holds %q: remove it once no real node runs on this machine", hostClaim, owner)
+		}
+		prev := &cluster{dir: owner}
+		if running := prev.running(); len(running) > 0 {
+			return fmt.Errorf("the real node of the cluster in %s runs on this machine, and there can be one at a time (its bridge %s and kubepods cgroups are the machine's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
+		}
+		if err := prev.cleanRealNode(); err != nil {
+			return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)
+		}
+		c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
+	}
+}
+
+// claimOwner is the directory of the cluster holding hostClaim, or "".
+func claimOwner() (string, error) {
+	data, err := os.ReadFile(hostClaim)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // no real node ran
+		return "", nil
 	}
 	if err != nil {
-		return err
+		return "", fmt.Errorf("reading %s: %w", hostClaim, err)
 	}
-	var t nodeTraces
-	if err := json.Unmarshal(data, &t); err != nil {
-		return fmt.Errorf("reading node.json: %w", err)
-	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// releaseHost deletes the bridge and the kubepods cgroups, then the claim.
+func releaseHost() error {
 	var errs []error
 	if _, err := os.Stat(filepath.Join("/sys/class/net", bridgeName)); err == nil {
 		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
@@ -610,22 +660,69 @@ func (c *cluster) cleanRealNode() error {
 			errs = append(errs, err)
 		}
 	}
-	for s, v := range t.Sysctls {
-		if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
-			errs = append(errs, fmt.Errorf("restoring sysctl %s: %w", s, err))
-		}
-	}
-	// Only if still empty: another program may have put something there
-	// since (ip netns add, for one).
-	for _, d := range t.CreatedDirs {
-		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing %s, made for the node's mounts: %w", d, err))
-		}
-	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	return os.Remove(filepath.Join(c.dir, "node.json"))
+	if err := os.Remove(hostClaim); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("releasing the machine's real node: %w", err)
+	}
+	return nil
+}
+
+// cleanRealNode undoes what the node left on the host once its processes
+// are gone: the sysctls the kubelet changed and the directories made for
+// its mounts (from node.json), then, while this cluster holds the
+// machine's claim, the bridge and the kubepods cgroups. Without the claim
+// those are another cluster's, and the record is stale: another start
+// already cleaned up after this one.
+func (c *cluster) cleanRealNode() error {
+	record := filepath.Join(c.dir, "node.json")
+	var t *nodeTraces
+	data, err := os.ReadFile(record)
+	switch {
+	case err == nil:
+		t = &nodeTraces{}
+		if err := json.Unmarshal(data, t); err != nil {
+			return fmt.Errorf("reading node.json: %w", err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	owner, err := claimOwner()
+	if err != nil {
+		return err
+	}
+	if owner != c.dir {
+		if t == nil {
+			return nil // no real node ran
+		}
+		return os.Remove(record)
+	}
+	if t != nil {
+		var errs []error
+		for s, v := range t.Sysctls {
+			if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("restoring sysctl %s: %w", s, err))
+			}
+		}
+		// Only if still empty: another program may have put something there
+		// since (ip netns add, for one).
+		for _, d := range t.CreatedDirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing %s, made for the node's mounts: %w", d, err))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+	if err := releaseHost(); err != nil {
+		return err
+	}
+	if t == nil {
+		return nil
+	}
+	return os.Remove(record)
 }
 
 // removeCgroup removes a cgroup directory tree, children first (cgroup

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -48,7 +49,7 @@ func snapshotHost() hostState {
 		Expect(err).NotTo(HaveOccurred())
 		s.Sysctls[k] = strings.TrimSpace(string(v))
 	}
-	for _, p := range []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", "/var/log/pods", "/var/lib/kubelet"} {
+	for _, p := range []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/run/torus-real-node"} {
 		_, err := os.Stat(p)
 		s.Paths[p] = err == nil
 	}
@@ -186,6 +187,21 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(code).NotTo(Equal(0), "a name beyond the cluster was answered: DNS must not forward off the machine")
 	})
 
+	It("refuses a second real node while this one runs, and leaves this one as it was", func() {
+		second := filepath.Join(GinkgoT().TempDir(), "second")
+		out, code := clusterCmd(second, "up", "-real-node")
+		Expect(code).NotTo(Equal(0), "a second real node started beside the first:\n%s", out)
+		Expect(out).To(ContainSubstring("the real node of the cluster in %s runs on this machine", dir))
+		Expect(out).To(ContainSubstring("stop it first: go run ./hack/cluster down -dir %s", dir))
+		claim, err := os.ReadFile("/run/torus-real-node")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.TrimSpace(string(claim))).To(Equal(dir))
+		_, err = os.Stat("/sys/class/net/torus0")
+		Expect(err).NotTo(HaveOccurred(), "the running node's bridge was deleted by the refused start")
+		out, code = clusterCmd(dir, "status")
+		Expect(code).To(Equal(0), out)
+	})
+
 	realNodeJobs(&dir)
 
 	It("leaves no trace on the machine after down", func() {
@@ -198,11 +214,32 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
 	})
 
-	It("leaves no trace either when a start with a real node fails", func() {
-		out, code := clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
+	It("cleans up after a real node whose processes were all killed at the next start, and after that start when it fails", func() {
+		killed := filepath.Join(GinkgoT().TempDir(), "killed")
+		out, code := clusterCmd(killed, "up", "-real-node")
+		Expect(code).To(Equal(0), out)
+		By("killing every process of it, as the end of a session does: down never runs")
+		pids := readPIDs(killed)
+		Expect(pids).To(HaveKey("kubelet"))
+		for _, pid := range pids {
+			Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		}
+		for name, pid := range pids {
+			Eventually(func() bool { return alive(pid) }, 10*time.Second).Should(BeFalse(), "%s (pid %d) survived SIGKILL", name, pid)
+		}
+		_, err := os.Stat("/sys/class/net/torus0")
+		Expect(err).NotTo(HaveOccurred(), "the killed node's bridge")
+
+		By("a start from another directory")
+		out, code = clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
+		Expect(out).To(ContainSubstring("cleaned up the real node left by %s, whose processes had been killed", killed))
+		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the new start ran its own real node")
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
-		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the real node was started before the operator failed")
+		expectNoTrace(before)
+		out, code = clusterCmd(killed, "down")
+		Expect(code).To(Equal(0), out)
+		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
 		expectNoTrace(before)
 	})
 })
