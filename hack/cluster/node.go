@@ -623,7 +623,10 @@ func (c *cluster) claimHost() error {
 			return fmt.Errorf("%s holds %q: remove it once no real node runs on this machine", hostClaim, owner)
 		}
 		prev := &cluster{dir: owner}
-		if running := prev.running(); len(running) > 0 {
+		// Its recorded PIDs alone do not say the node is gone: the kubelet
+		// and containerd run in the node's namespaces and outlive a SIGKILL
+		// of those PIDs (measured), so their command lines are looked for too.
+		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.nodeDir()) {
 			return fmt.Errorf("the real node of the cluster in %s runs on this machine, and there can be one at a time (its bridge %s and kubepods cgroups are the machine's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
 		}
 		if err := prev.cleanRealNode(); err != nil {
@@ -631,6 +634,18 @@ func (c *cluster) claimHost() error {
 		}
 		c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
 	}
+}
+
+// nodeProcessRuns reports whether a process's command line names dir,
+// where a real node's kubelet and containerd keep their configuration.
+func nodeProcessRuns(dir string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // claimOwner is the directory of the cluster holding hostClaim, or "".
