@@ -128,29 +128,18 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 
 // install creates the CRDs, the namespaces and the OpenMPI runtime.
 func (cp *controlPlane) install(ctx context.Context, crds crdSources) error {
-	var names []string
-	for _, dir := range []string{crds.trainer, crds.jobset, crds.torus} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			objs, err := repo.ReadObjects(f)
-			if err != nil {
-				return err
-			}
-			for _, o := range objs {
-				if o.GetKind() != "CustomResourceDefinition" {
-					continue // e.g. a kustomization.yaml
-				}
-				if err := cp.client.Create(ctx, o); err != nil {
-					return fmt.Errorf("creating CRD from %s: %w", f, err)
-				}
-				names = append(names, o.GetName())
-			}
-		}
+	objs, err := repo.ReadCRDs(crds.trainer, crds.jobset, crds.torus)
+	if err != nil {
+		return err
 	}
-	if err := supervisor.Poll(ctx, 60*time.Second, func(ctx context.Context) error { return cp.established(ctx, names) }); err != nil {
+	names := make([]string, 0, len(objs))
+	for _, o := range objs {
+		if err := cp.client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating CRD %s: %w", o.GetName(), err)
+		}
+		names = append(names, o.GetName())
+	}
+	if err := supervisor.Poll(ctx, 60*time.Second, func(ctx context.Context) error { return controlplane.CRDsEstablished(ctx, cp.client, names) }); err != nil {
 		return err
 	}
 	for _, ns := range []string{nsBench, nsWarmup, nsBig, nsSystem} {
@@ -171,23 +160,6 @@ func (cp *controlPlane) install(ctx context.Context, crds crdSources) error {
 		}
 		return err
 	})
-}
-
-func (cp *controlPlane) established(ctx context.Context, names []string) error {
-	for _, n := range names {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := cp.client.Get(ctx, client.ObjectKey{Name: n}, &crd); err != nil {
-			return err
-		}
-		ok := false
-		for _, c := range crd.Status.Conditions {
-			ok = ok || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
-		}
-		if !ok {
-			return fmt.Errorf("CRD %s not established", n)
-		}
-	}
-	return nil
 }
 
 // writeKubeconfig writes a kubeconfig for the admin against server (the

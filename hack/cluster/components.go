@@ -139,29 +139,16 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 		filepath.Join(jobset, "config", "components", "crd", "bases"),
 		filepath.Join(kueue, "config", "components", "crd", "bases"),
 	}
-	var names []string
-	for _, d := range dirs {
-		files := []string{d}
-		if !strings.HasSuffix(d, ".yaml") {
-			if files, err = filepath.Glob(filepath.Join(d, "*.yaml")); err != nil {
-				return err
-			}
+	crds, err := repo.ReadCRDs(dirs...)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(crds))
+	for _, o := range crds {
+		if err := c.apply(ctx, o); err != nil {
+			return fmt.Errorf("applying CRD %s: %w", o.GetName(), err)
 		}
-		for _, f := range files {
-			objs, err := repo.ReadObjects(f)
-			if err != nil {
-				return err
-			}
-			for _, o := range objs {
-				if o.GetKind() != "CustomResourceDefinition" {
-					continue
-				}
-				if err := c.apply(ctx, o); err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				names = append(names, o.GetName())
-			}
-		}
+		names = append(names, o.GetName())
 	}
 	return c.waitEstablished(ctx, names)
 }

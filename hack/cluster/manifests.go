@@ -10,12 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
 )
 
@@ -27,20 +27,7 @@ func (c *cluster) apply(ctx context.Context, o *unstructured.Unstructured) error
 
 func (c *cluster) waitEstablished(ctx context.Context, names []string) error {
 	return c.waitFor(ctx, "kube-apiserver", 60*time.Second, func(ctx context.Context) error {
-		for _, n := range names {
-			var crd apiextensionsv1.CustomResourceDefinition
-			if err := c.client.Get(ctx, client.ObjectKey{Name: n}, &crd); err != nil {
-				return err
-			}
-			established := false
-			for _, cond := range crd.Status.Conditions {
-				established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
-			}
-			if !established {
-				return fmt.Errorf("CRD %s not established", n)
-			}
-		}
-		return nil
+		return controlplane.CRDsEstablished(ctx, c.client, names)
 	})
 }
 

@@ -482,7 +482,13 @@ state = %q
 		fmt.Fprintf(&mounts, "mkdir -p %[1]s\nmount -t tmpfs -o mode=0755 tmpfs %[1]s\n", p)
 	}
 	// sh is the namespace's first process: it reaps, and when containerd
-	// ends it exits, which ends every process of the namespace.
+	// ends it exits, which ends every process of the namespace (the
+	// kubelet, entered into it, the shims and the containers). unshare's
+	// --kill-child ties sh to the recorded PID: a SIGKILL of unshare (a
+	// session killed before down runs) kills sh, and with it the whole
+	// node, rather than leaving a kubelet behind that would remove the
+	// next node's pod cgroups as orphans. SIGTERM still stops it gently:
+	// unshare blocks it, and sh forwards it to containerd.
 	script := "set -e\n" + mounts.String() + fmt.Sprintf(`containerd --config %s &
 pid=$!
 trap 'kill -TERM $pid' TERM INT
@@ -493,7 +499,7 @@ wait $pid || true
 		Name: "containerd", Timeout: 60 * time.Second,
 		Command: func(context.Context, []int) (supervisor.Spec, error) {
 			return supervisor.Spec{Argv: []string{"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
-				"/bin/sh", "-c", script}}, nil
+				"--kill-child", "/bin/sh", "-c", script}}, nil
 		},
 		Ready: func(ctx context.Context, _ []int) error {
 			out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "version").CombinedOutput()

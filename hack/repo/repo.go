@@ -74,3 +74,31 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 		}
 	}
 }
+
+// ReadCRDs reads the CustomResourceDefinitions of manifest files, each path
+// a YAML file or a directory whose *.yaml files are read; other kinds (a
+// kustomization.yaml) are skipped.
+func ReadCRDs(paths ...string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, p := range paths {
+		files := []string{p}
+		if !strings.HasSuffix(p, ".yaml") {
+			var err error
+			if files, err = filepath.Glob(filepath.Join(p, "*.yaml")); err != nil {
+				return nil, err
+			}
+		}
+		for _, f := range files {
+			objs, err := ReadObjects(f)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				if o.GetKind() == "CustomResourceDefinition" {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	return out, nil
+}

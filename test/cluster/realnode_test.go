@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -213,11 +214,45 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
 	})
 
-	It("leaves no trace either when a start with a real node fails", func() {
-		out, code := clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
+	It("ends a real node whose recorded processes are killed, and cleans up after it at the next start, and after that start when it fails", func() {
+		killed := filepath.Join(GinkgoT().TempDir(), "killed")
+		out, code := clusterCmd(killed, "up", "-real-node")
+		Expect(code).To(Equal(0), out)
+		By("killing every process it recorded, as the end of a session does: down never runs")
+		pids := readPIDs(killed)
+		Expect(pids).To(HaveKey("kubelet"))
+		for _, pid := range pids {
+			Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		}
+		for name, pid := range pids {
+			Eventually(func() bool { return alive(pid) }, 10*time.Second).Should(BeFalse(), "%s (pid %d) survived SIGKILL", name, pid)
+		}
+		// The kubelet, containerd, its shims and the containers are not
+		// among the recorded PIDs: they end with the node's PID namespace.
+		Eventually(func() string {
+			ps, err := exec.Command("ps", "-eo", "pid,args").Output()
+			Expect(err).NotTo(HaveOccurred())
+			var left []string
+			for _, l := range strings.Split(string(ps), "\n") {
+				if strings.Contains(l, filepath.Join(killed, "node")+"/") {
+					left = append(left, l)
+				}
+			}
+			return strings.Join(left, "\n")
+		}, 20*time.Second, 200*time.Millisecond).Should(BeEmpty(), "processes of the killed node outlived it")
+		_, err := os.Stat("/sys/class/net/torus0")
+		Expect(err).NotTo(HaveOccurred(), "the killed node's bridge")
+
+		By("a start from another directory")
+		out, code = clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
+		Expect(out).To(ContainSubstring("cleaned up the real node left by %s, whose processes had been killed", killed))
+		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the new start ran its own real node")
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
-		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the real node was started before the operator failed")
+		expectNoTrace(before)
+		out, code = clusterCmd(killed, "down")
+		Expect(code).To(Equal(0), out)
+		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
 		expectNoTrace(before)
 	})
 })
