@@ -100,7 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SSHKeyAlgorithm, "ssh-key-algorithm", string(mpi.DefaultKeyAlgorithm), fmt.Sprintf(
 		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", mpi.AnnotationSSHKeyAlgorithm))
 	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
-		"Install the default MPI ClusterTrainingRuntimes (torus-openmpi, torus-openmpi5, torus-intelmpi, torus-mpich) at start; fields an administrator changed are kept.")
+		"Install the default MPI ClusterTrainingRuntimes ("+strings.Join(mpi.RuntimeNames(), ", ")+") at start; fields an administrator changed are kept.")
 	fs.BoolVar(&o.InstallMonitoring, "install-monitoring", true,
 		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),

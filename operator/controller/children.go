@@ -78,9 +78,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	desired.Annotations[mpi.AnnotationSpecHash] = hash
 
 	if existing == nil {
-		if r.expectations.pending(childJobSet, s.tj, 0, s.now) {
-			// Created by an earlier reconcile; its watch event comes.
-			s.awaitCache = true
+		if r.awaitingCreated(s, childJobSet, 0) {
 			return nil
 		}
 		if err := r.createExpected(ctx, s, childJobSet, 0, desired); err != nil {

@@ -131,6 +131,17 @@ func (r *TrainJobReconciler) createExpected(ctx context.Context, s *scope, kind 
 	return nil
 }
 
+// awaitingCreated reports whether a child an earlier reconcile created (for
+// this run) has yet to reach the cache, and if so makes this reconcile wait
+// for its watch event rather than act on the stale cache.
+func (r *TrainJobReconciler) awaitingCreated(s *scope, kind string, run int32) bool {
+	if !r.expectations.pending(kind, s.tj, run, s.now) {
+		return false
+	}
+	s.awaitCache = true
+	return true
+}
+
 // expectedCreate drops the create events of children the reconciler made
 // and was waiting for: the reconcile that created one already did what its
 // appearance would call for (hack/bench: about four reconciles per job,

@@ -40,9 +40,8 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			r.expectations.seen(childSecret, job)
 			return false, nil
 		}
-		if r.expectations.pending(childSecret, s.tj, restarts, s.now) {
+		if r.awaitingCreated(s, childSecret, restarts) {
 			// The cache still shows the keys this run's replaced.
-			s.awaitCache = true
 			return false, nil
 		}
 		// The new run's keys are the ones the old Secret holds for it:
@@ -63,8 +62,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case r.expectations.pending(childSecret, s.tj, restarts, s.now):
-		s.awaitCache = true
+	case r.awaitingCreated(s, childSecret, restarts):
 		return false, nil
 	}
 	if c, ok := r.carriedKeys.Load(job); ok {

@@ -69,7 +69,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		// reporting then takes one status write instead of two, and
 		// Created=True also says the JobSet controller took the job up.
 		// (hack/bench: the status patch was the API server's costliest
-		// request per job; see bench/notes.md.)
+		// request per job; see bench/results.md.)
 		r.awaitJobSetReport(s)
 		return
 	}

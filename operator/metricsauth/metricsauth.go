@@ -6,7 +6,7 @@
 // controller-runtime ships such a filter, but it is built on
 // k8s.io/apiserver's delegating authenticator and authorizer, which link
 // cel-go, OpenTelemetry and gRPC into the operator: 20 MB of binary and
-// about 15 MiB of resident memory at 1,000 jobs (bench/notes.md). This one
+// about 15 MiB of resident memory at 1,000 jobs (bench/results.md). This one
 // uses client-go's review clients only.
 package metricsauth
 

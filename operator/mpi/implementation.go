@@ -115,6 +115,25 @@ var Implementations = func() []Implementation {
 	return out
 }()
 
+// CLINames are the canonical --mpi spellings of Implementations, in their
+// order.
+func CLINames() []string {
+	out := make([]string, len(table))
+	for i, f := range table {
+		out[i] = f.cliNames[0]
+	}
+	return out
+}
+
+// RuntimeNames are the default runtimes of Implementations, in their order.
+func RuntimeNames() []string {
+	out := make([]string, len(table))
+	for i, f := range table {
+		out[i] = f.runtime
+	}
+	return out
+}
+
 // lookup is the implementation's entry, nil for an unknown one.
 func (i Implementation) lookup() *facts {
 	for k := range table {
@@ -173,6 +192,43 @@ func (i Implementation) TrainerValue() trainer.MPIImplementation { return i.of()
 // their short host name, so pods need the job's subdomain in their DNS
 // search path.
 func (i Implementation) NeedsSearchDomain() bool { return i.of().shortHostNames }
+
+// VersionSelector is the annotation, and its value, with which a job
+// selects the implementation among those sharing its Trainer value (Open
+// MPI 4 and 5), or "" for one that shares it with none (or is unknown).
+func (i Implementation) VersionSelector() (key, value string) {
+	if f := i.lookup(); f != nil && f.openMPIVersion != "" {
+		return AnnotationOpenMPIVersion, f.openMPIVersion
+	}
+	return "", ""
+}
+
+// IsTrainerDefault reports whether the implementation is what its Trainer
+// value means on a runtime and job that select no version.
+func (i Implementation) IsTrainerDefault() bool {
+	f := i.of()
+	for k := range table {
+		if table[k].trainer == f.trainer {
+			return &table[k] == f
+		}
+	}
+	return true
+}
+
+// SelectOn records in a job's annotations that it runs the implementation
+// on a runtime that runs other, and reports false when no annotation can
+// (they differ in their Trainer value).
+func (i Implementation) SelectOn(annotations map[string]string, other Implementation) bool {
+	if i == other {
+		return true
+	}
+	key, value := i.VersionSelector()
+	if key == "" || i.TrainerValue() != other.TrainerValue() {
+		return false
+	}
+	annotations[key] = value
+	return true
+}
 
 // ResolveImplementation maps the Trainer API value and the Open MPI version
 // annotation to an Implementation. An empty value means OpenMPI, as the CRD

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"maps"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -90,5 +91,49 @@ func TestImplementationTable(t *testing.T) {
 	}
 	if got := Implementation("MVAPICH").DisplayName(); got != "MVAPICH" {
 		t.Errorf("an unknown implementation is displayed as %q", got)
+	}
+}
+
+func TestSelectOn(t *testing.T) {
+	cases := map[string]struct {
+		impl, runtime Implementation
+		before        map[string]string
+		want          map[string]string
+		ok            bool
+	}{
+		"the runtime's own":                   {impl: MPICH, runtime: MPICH, before: map[string]string{}, want: map[string]string{}, ok: true},
+		"Open MPI 5 on an Open MPI 4 runtime": {impl: OpenMPI5, runtime: OpenMPI, before: map[string]string{}, want: map[string]string{AnnotationOpenMPIVersion: "5"}, ok: true},
+		"Open MPI 4 on a runtime set to 5":    {impl: OpenMPI, runtime: OpenMPI5, before: map[string]string{"a": "b"}, want: map[string]string{"a": "b", AnnotationOpenMPIVersion: "4"}, ok: true},
+		"MPICH on an Open MPI runtime":        {impl: MPICH, runtime: OpenMPI, before: map[string]string{}, want: map[string]string{}},
+		"Open MPI 5 on an Intel MPI runtime":  {impl: OpenMPI5, runtime: IntelMPI, before: map[string]string{}, want: map[string]string{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if ok := tc.impl.SelectOn(tc.before, tc.runtime); ok != tc.ok {
+				t.Fatalf("SelectOn = %v, want %v", ok, tc.ok)
+			}
+			if !maps.Equal(tc.before, tc.want) {
+				t.Errorf("annotations = %v, want %v", tc.before, tc.want)
+			}
+			if !tc.ok {
+				return
+			}
+			got, err := ResolveImplementation(tc.runtime.TrainerValue(), tc.before)
+			if err != nil || got != tc.impl {
+				t.Errorf("the job resolves to %q (%v), want %q", got, err, tc.impl)
+			}
+		})
+	}
+}
+
+func TestIsTrainerDefault(t *testing.T) {
+	for _, i := range Implementations {
+		want := i != OpenMPI5
+		if got := i.IsTrainerDefault(); got != want {
+			t.Errorf("%s.IsTrainerDefault() = %v, want %v", i, got, want)
+		}
+		if got, _ := ResolveImplementation(i.TrainerValue()); (got == i) != want {
+			t.Errorf("%s: with no annotation its Trainer value resolves to %s", i, got)
+		}
 	}
 }

@@ -2,15 +2,17 @@ package mpi
 
 import (
 	"fmt"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 const (
 	sshSecretSuffix = "-mpi-ssh"
 	// dnsLabelMax is the longest DNS label, and so the longest pod host name.
-	dnsLabelMax = 63
+	dnsLabelMax = validation.DNS1035LabelMaxLength
 )
 
 // JobSetName is the name of the JobSet a TrainJob owns.
@@ -53,9 +55,6 @@ func MaxTrainJobNameLength(workers int32) int {
 	return dnsLabelMax - podNameSuffix - max(launcher, node)
 }
 
-// rfc1035 is the format the TrainJob CRD demands of metadata.name.
-var rfc1035 = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-
 // TrainJobNameProblems says why name cannot name the TrainJob of an MPI job
 // with that many workers, or returns nothing: it must be an RFC 1035 label
 // (the CRD's rule), and short enough that the pods JobSet names after it
@@ -68,7 +67,11 @@ func TrainJobNameProblems(name string, workers int32) []string {
 	if strings.Contains(name, ".") {
 		out = append(out, `contains ".": a TrainJob name is an RFC 1035 label, which has no dots`)
 	}
-	if !rfc1035.MatchString(strings.ReplaceAll(name, ".", "-")) {
+	// The API server's own check of the CRD's rule, its length reported
+	// above and dots already named.
+	if slices.ContainsFunc(validation.IsDNS1035Label(strings.ReplaceAll(name, ".", "-")), func(p string) bool {
+		return p != validation.MaxLenError(dnsLabelMax)
+	}) {
 		out = append(out, "is not an RFC 1035 label: use lowercase letters, digits and '-', start with a letter and end with a letter or digit")
 	}
 	if len(out) > 0 {

@@ -139,15 +139,15 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 	if t := tj.Spec.Trainer; t != nil {
 		if t.NumNodes != nil && *t.NumNodes < 1 {
 			errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *t.NumNodes,
-				"must be at least 1: it is the number of MPI nodes (pods running ranks); with kubectl mpi run, set --workers"))
+				"must be at least 1: it is the number of MPI nodes (pods running ranks)"))
 		}
 		if t.NumNodes != nil && *t.NumNodes > maxNodes {
 			errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *t.NumNodes,
-				fmt.Sprintf("must be at most %d, the nodes this Torus operator runs a job (its --max-nodes): use fewer nodes, or more slots per node (--slots-per-worker)", maxNodes)))
+				fmt.Sprintf("must be at most %d, the nodes this Torus operator runs a job (its --max-nodes): use fewer nodes, or more slots per node (numProcPerNode)", maxNodes)))
 		}
 		if t.NumProcPerNode != nil && *t.NumProcPerNode < 1 {
 			errs = append(errs, field.Invalid(trainerPath.Child("numProcPerNode"), *t.NumProcPerNode,
-				"must be at least 1: it is the number of MPI ranks (slots) on each node; with kubectl mpi run, set --slots-per-worker"))
+				"must be at least 1: it is the number of MPI ranks (slots) on each node"))
 		}
 		if t.NumProcPerNode != nil && *t.NumProcPerNode > mpi.MaxSlotsPerNode {
 			errs = append(errs, field.Invalid(trainerPath.Child("numProcPerNode"), *t.NumProcPerNode,

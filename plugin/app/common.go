@@ -10,12 +10,12 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
 )
 
 // command is the shape of every kubectl-mpi command, kubectl's: Complete
@@ -51,21 +51,13 @@ func completeJob(g plugclient.Getter, args []string) (name, namespace string, c 
 	return args[0], namespace, c, err
 }
 
-// mpiSelector selects MPI TrainJobs (the label Torus's webhook sets)
-// within a user's -l selector.
+// mpiSelector selects MPI TrainJobs within a user's -l selector.
 func mpiSelector(user string) (labels.Selector, error) {
-	sel := labels.Everything()
-	if user != "" {
-		var err error
-		if sel, err = labels.Parse(user); err != nil {
-			return nil, cmdutil.UsageError("-l %q: %v", user, err)
-		}
-	}
-	req, err := labels.NewRequirement(mpi.LabelImplementation, selection.Exists, nil)
+	sel, err := job.Selector(user)
 	if err != nil {
-		return nil, err
+		return nil, cmdutil.UsageError("-l %q: %v", user, err)
 	}
-	return sel.Add(*req), nil
+	return sel, nil
 }
 
 // completeJobNames completes MPI job names in the command line's namespace.
@@ -100,16 +92,12 @@ func jobNames(ctx context.Context, getter plugclient.Getter) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	sel, err := mpiSelector("")
+	jobs, err := job.List(ctx, c, ns)
 	if err != nil {
 		return nil, err
 	}
-	var list trainer.TrainJobList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, tj := range list.Items {
+	names := make([]string, 0, len(jobs))
+	for _, tj := range jobs {
 		names = append(names, tj.Name)
 	}
 	sort.Strings(names)
@@ -140,4 +128,12 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 
 func warn(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "Warning: "+format+"\n", args...)
+}
+
+// printName prints "trainjob.trainer.kubeflow.org/NAME OPERATION", as
+// kubectl delete and wait do, with cli-runtime's NamePrinter.
+func printName(w io.Writer, tj *trainer.TrainJob, operation string) error {
+	obj := tj.DeepCopy()
+	obj.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	return (&printers.NamePrinter{Operation: operation}).PrintObj(obj, w)
 }

@@ -88,16 +88,9 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 	var jobs []*trainer.TrainJob
 	var errs []error
 	if o.All {
-		sel, err := mpiSelector("")
-		if err != nil {
+		var err error
+		if jobs, err = job.List(ctx, c, o.namespace); err != nil {
 			return err
-		}
-		var list trainer.TrainJobList
-		if err := c.List(ctx, &list, client.InNamespace(o.namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return fmt.Errorf("listing MPI jobs: %w", err)
-		}
-		for i := range list.Items {
-			jobs = append(jobs, &list.Items[i])
 		}
 		if len(jobs) == 0 {
 			fmt.Fprintf(o.ErrOut, "No MPI jobs found in %s namespace.\n", o.namespace)
@@ -126,27 +119,14 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 			continue
 		}
 		deleted = append(deleted, tj)
-		fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s deleted\n", tj.Name)
+		if err := printName(o.Out, tj, "deleted"); err != nil {
+			return err
+		}
 	}
-	if o.Wait && len(deleted) > 0 {
-		wctx := ctx
-		if o.Timeout > 0 {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(ctx, o.Timeout)
-			defer cancel()
+	if o.Wait {
+		if err := wait.Deleted(ctx, c, o.ErrOut, deleted, o.Timeout); err != nil {
+			return err
 		}
-		progress := cmdutil.NewProgress(o.ErrOut)
-		for _, tj := range deleted {
-			progress.Update("waiting for %s to be deleted", tj.Name)
-			if err := wait.Gone(wctx, c, tj.Namespace, tj.Name); err != nil {
-				progress.Done()
-				if errors.Is(err, context.DeadlineExceeded) {
-					return cmdutil.WithCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for MPI job %s to be deleted", o.Timeout, tj.Name))
-				}
-				return err
-			}
-		}
-		progress.Done()
 	}
 	return errors.Join(errs...)
 }

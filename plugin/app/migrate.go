@@ -13,11 +13,7 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/migrate"
-)
-
-const (
-	dryRunNone   = "none"
-	dryRunServer = "server"
+	"github.com/torus-mpi/torus/plugin/run"
 )
 
 const migrateLong = `Convert legacy Kubeflow MPIJobs (kubeflow.org/v2beta1, mpi-operator v0.8.2) into TrainJobs that Torus runs.
@@ -75,7 +71,7 @@ func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStre
 		IOStreams:   streams,
 		RuntimeMode: string(migrate.RuntimeModeReuse),
 		Output:      string(migrate.FormatYAML),
-		DryRun:      dryRunNone,
+		DryRun:      run.DryRunNone,
 	}
 }
 
@@ -145,8 +141,8 @@ func (o *MigrateOptions) Validate() error {
 		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
-	case dryRunNone:
-	case dryRunServer:
+	case run.DryRunNone:
+	case run.DryRunServer:
 		if !o.Apply {
 			return cmdutil.UsageError("--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)")
 		}
@@ -158,58 +154,13 @@ func (o *MigrateOptions) Validate() error {
 
 // Run converts, reports, writes and applies.
 func (o *MigrateOptions) Run(ctx context.Context) error {
-	opts := migrate.Options{RuntimeMode: o.mode}
-	cluster := &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
-		DryRun: o.DryRun == dryRunServer, Out: o.Out, ErrOut: o.ErrOut}
-	var inputs []migrate.Input
-	for _, f := range o.Filenames {
-		if f == "-" {
-			in, err := migrate.ReadStdin(o.In, o.format, opts)
-			if err != nil {
-				return err
-			}
-			inputs = append(inputs, in)
-			continue
-		}
-		in, err := migrate.ReadPath(f, o.Recursive, o.format, opts)
-		if err != nil {
-			return err
-		}
-		inputs = append(inputs, in...)
+	r := &migrate.Run{
+		Filenames: o.Filenames, Recursive: o.Recursive, FromCluster: o.FromCluster,
+		Format: o.format, Options: migrate.Options{RuntimeMode: o.mode},
+		OutputDir: o.OutputDir, Apply: o.Apply, Strict: o.Strict,
+		Cluster: &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
+			DryRun: o.DryRun == run.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
+		In: o.In, Out: o.Out, ErrOut: o.ErrOut,
 	}
-	if o.FromCluster {
-		in, err := cluster.Read(ctx, o.format, opts)
-		if err != nil {
-			return err
-		}
-		inputs = append(inputs, in...)
-	}
-
-	var all []*migrate.Item
-	for _, in := range inputs {
-		all = append(all, in.Items...)
-	}
-	for _, it := range all {
-		for _, f := range it.Findings {
-			fmt.Fprintln(o.ErrOut, it.FormatFinding(f))
-		}
-	}
-
-	switch {
-	case o.OutputDir != "":
-		written, err := migrate.WriteDir(o.OutputDir, inputs, o.format)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(o.ErrOut, "wrote %d files to %s\n", written, o.OutputDir)
-	case !o.Apply:
-		if err := migrate.Write(o.Out, all, o.format); err != nil {
-			return err
-		}
-	}
-	applyFailures := 0
-	if o.Apply {
-		applyFailures = cluster.Apply(ctx, all)
-	}
-	return migrate.Summarize(o.ErrOut, all, applyFailures, o.Strict)
+	return r.Do(ctx)
 }

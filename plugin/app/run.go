@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -18,20 +18,20 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/scheme"
-	"github.com/torus-mpi/torus/operator/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/run"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
-const runLong = `Run an MPI job: a launcher that starts mpirun and workers that run the ranks, as a Kubeflow Trainer
+var runLong = `Run an MPI job: a launcher that starts mpirun and workers that run the ranks, as a Kubeflow Trainer
 TrainJob that the Torus operator runs.
 
-The runtime follows --mpi (openmpi, openmpi5, intel, mpich; Torus's ClusterTrainingRuntimes torus-openmpi,
-torus-openmpi5, torus-intelmpi, torus-mpich) unless --runtime names one. The command after -- is the
-launcher's; workers run sshd as the runtime says.
+The runtime follows --mpi (` + strings.Join(mpi.CLINames(), ", ") + `; Torus's ClusterTrainingRuntimes
+` + strings.Join(mpi.RuntimeNames(), ", ") + `) unless --runtime names one.
+The command after -- is the launcher's; workers run sshd as the runtime says.
 
 Before anything is submitted the job is checked: flag values, the runtime (it exists and runs the MPI asked
 for), host name lengths, volumes, and with --queue that the LocalQueue exists and that its ClusterQueue's
@@ -123,7 +123,7 @@ func addJobFlags(f *pflag.FlagSet, j *run.Flags) {
 	f.StringVar(&j.GPUResource, run.FlagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
 	f.StringVar(&j.CPU, run.FlagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
 	f.StringVar(&j.Memory, run.FlagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
-	f.StringVar(&j.MPI, run.FlagMPI, "", "MPI implementation: openmpi, openmpi5, intel or mpich (default openmpi); picks the runtime unless --runtime is set")
+	f.StringVar(&j.MPI, run.FlagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
 	f.StringVar(&j.Runtime, run.FlagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
 	f.StringVar(&j.Queue, run.FlagQueue, "", "Kueue LocalQueue that admits the whole job at once")
 	f.StringVar(&j.Network, run.FlagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
@@ -296,31 +296,7 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 		return nil
 	}
 	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout, Quiet: o.Follow}
-	var errs []error
-	code := cmdutil.ExitOK
-	for _, tj := range jobs {
-		var final *trainer.TrainJob
-		var err error
-		if o.Follow {
-			final, err = w.Follow(ctx, o.kube, o.Out, o.ErrOut, tj)
-		} else {
-			final, err = w.Until(ctx, tj.Namespace, tj.Name, wait.Complete)
-		}
-		if err != nil {
-			errs = append(errs, err)
-			code = max(code, cmdutil.Code(err))
-			continue
-		}
-		ran := ""
-		if d, ok := trainjob.TimesOf(final).Duration(o.clock.Now()); ok {
-			ran = " in " + duration.HumanDuration(d)
-		}
-		fmt.Fprintf(o.ErrOut, "MPI job %s completed%s\n", tj.Name, ran)
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return cmdutil.WithCode(code, errors.Join(errs...))
+	return w.Completion(ctx, o.kube, o.Out, jobs, o.Follow)
 }
 
 // runFiles submits the jobs of files: all are checked first, then created.

@@ -84,9 +84,9 @@ func (o *WaitOptions) Validate() error {
 // Run waits.
 func (o *WaitOptions) Run(ctx context.Context) error {
 	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
-	if _, err := w.Until(ctx, o.namespace, o.name, o.cond); err != nil {
+	tj, err := w.Until(ctx, o.namespace, o.name, o.cond)
+	if err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(o.Out, "trainjob.trainer.kubeflow.org/%s condition met: %s\n", o.name, o.cond)
-	return err
+	return printName(o.Out, tj, fmt.Sprintf("condition met: %s", o.cond))
 }

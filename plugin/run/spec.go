@@ -96,14 +96,12 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 			Kind:     ptr.To(kind),
 		}
 	}
-	switch s.Implementation {
-	case mpi.OpenMPI5:
-		setString(&tj.Annotations, mpi.AnnotationOpenMPIVersion, "5")
-	case mpi.OpenMPI:
-		// Only an explicit "5" on the job (a rerun of an Open MPI 5 job)
-		// needs undoing; otherwise the runtime's version stands.
-		if _, ok := tj.Annotations[mpi.AnnotationOpenMPIVersion]; ok {
-			tj.Annotations[mpi.AnnotationOpenMPIVersion] = "4"
+	if key, value := s.Implementation.VersionSelector(); key != "" {
+		// The default needs no annotation, but one already on the job (a
+		// rerun of an Open MPI 5 job) must be undone; otherwise the
+		// runtime's version stands.
+		if _, set := tj.Annotations[key]; set || !s.Implementation.IsTrainerDefault() {
+			setString(&tj.Annotations, key, value)
 		}
 	}
 	for k, v := range s.Labels {

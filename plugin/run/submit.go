@@ -86,10 +86,12 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		return nil, err
 	}
 	if impl != "" && rtImpl != impl {
-		if impl == mpi.OpenMPI && rtImpl == mpi.OpenMPI5 {
-			// An Open MPI runtime set to 5: the job can ask for 4.
-			setAnnotation(tj, mpi.AnnotationOpenMPIVersion, "4")
-		} else if !(impl == mpi.OpenMPI5 && rtImpl == mpi.OpenMPI) {
+		// A runtime of the same Trainer value (Open MPI set to 5, say) runs
+		// the other version when the job asks for it.
+		if tj.Annotations == nil {
+			tj.Annotations = map[string]string{}
+		}
+		if !impl.SelectOn(tj.Annotations, rtImpl) {
 			return nil, fmt.Errorf("--mpi %s does not match %s %q, which runs %s: drop --runtime to use %s, or drop --mpi",
 				impl.CLIName(), rt.Kind, rt.Name, rtImpl, impl.RuntimeName())
 		}
@@ -127,13 +129,6 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: copied.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)}
 	}
 	return plan, checkQueue(ctx, c, plan)
-}
-
-func setAnnotation(tj *trainer.TrainJob, k, v string) {
-	if tj.Annotations == nil {
-		tj.Annotations = map[string]string{}
-	}
-	tj.Annotations[k] = v
 }
 
 // checkQueue finds the job's LocalQueue and tells when its ClusterQueue can

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,10 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	apiwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -172,23 +175,43 @@ func consume(ctx context.Context, w watch.Interface, tick <-chan time.Time, chec
 	}
 }
 
-// Gone waits until a TrainJob no longer exists.
+// Gone waits until a TrainJob no longer exists; it returns ctx's error
+// when ctx ends first.
 func Gone(ctx context.Context, c client.Reader, namespace, name string) error {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return apiwait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var tj trainer.TrainJob
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &tj)
-		if apierrors.IsNotFound(err) {
-			return nil
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil && ctx.Err() == nil:
+			return false, fmt.Errorf("waiting for MPI job %s/%s to be deleted: %w", namespace, name, err)
 		}
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("waiting for MPI job %s/%s to be deleted: %w", namespace, name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
+		return false, nil
+	})
+}
+
+// Deleted waits until every job is gone, with a progress line on errOut,
+// for at most timeout (0: no limit; then it fails with ExitTimeout).
+func Deleted(ctx context.Context, c client.Reader, errOut io.Writer, jobs []*trainer.TrainJob, timeout time.Duration) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	progress := cmdutil.NewProgress(errOut)
+	defer progress.Done()
+	for _, tj := range jobs {
+		progress.Update("waiting for %s to be deleted", tj.Name)
+		if err := Gone(ctx, c, tj.Namespace, tj.Name); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return cmdutil.WithCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for MPI job %s to be deleted", timeout, tj.Name))
+			}
+			return err
 		}
 	}
+	return nil
 }

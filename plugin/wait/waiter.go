@@ -182,3 +182,35 @@ func (w *Waiter) Follow(ctx context.Context, kube kubernetes.Interface, out, err
 	}
 	return final, err
 }
+
+// Completion waits for each job in turn to complete, following its logs
+// on out when follow (kube reads them), and says on ErrOut when each did
+// and how long it ran. Its error joins every job's that did not, with the
+// highest exit code among them.
+func (w *Waiter) Completion(ctx context.Context, kube kubernetes.Interface, out io.Writer, jobs []*trainer.TrainJob, follow bool) error {
+	var errs []error
+	code := cmdutil.ExitOK
+	for _, tj := range jobs {
+		var final *trainer.TrainJob
+		var err error
+		if follow {
+			final, err = w.Follow(ctx, kube, out, w.ErrOut, tj)
+		} else {
+			final, err = w.Until(ctx, tj.Namespace, tj.Name, Complete)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			code = max(code, cmdutil.Code(err))
+			continue
+		}
+		ran := ""
+		if d, ok := trainjob.TimesOf(final).Duration(w.Clock.Now()); ok {
+			ran = " in " + duration.HumanDuration(d)
+		}
+		fmt.Fprintf(w.ErrOut, "MPI job %s completed%s\n", tj.Name, ran)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return cmdutil.WithCode(code, errors.Join(errs...))
+}

@@ -36,7 +36,7 @@ var _ = Describe("Admission", Ordered, func() {
 		},
 		Entry("numNodes < 1", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("zero", ns).RuntimeRef("wh-openmpi").NumNodes(0).Obj()
-		}, "spec.trainer.numNodes: Invalid value: 0: must be at least 1", "--workers"),
+		}, "spec.trainer.numNodes: Invalid value: 0: must be at least 1: it is the number of MPI nodes"),
 		Entry("numNodes MaxInt32, which overflowed the operator's placement", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("huge", ns).RuntimeRef("wh-openmpi").NumNodes(math.MaxInt32).Obj()
 		}, "spec.trainer.numNodes: Invalid value: 2147483647: must be at most 16384, the nodes this Torus operator runs a job (its --max-nodes)"),
@@ -48,7 +48,7 @@ var _ = Describe("Admission", Ordered, func() {
 		}, "spec.trainer.numNodes", "more than the 983040 the job's Secret holds beside its keys: use at most"),
 		Entry("numProcPerNode < 1", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("noslots", ns).RuntimeRef("wh-openmpi").NumProcPerNode(0).Obj()
-		}, "spec.trainer.numProcPerNode: Invalid value: 0: must be at least 1", "--slots-per-worker"),
+		}, "spec.trainer.numProcPerNode: Invalid value: 0: must be at least 1: it is the number of MPI ranks (slots) on each node"),
 		Entry("a reserved environment variable", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("env", ns).RuntimeRef("wh-openmpi").Env("FOO", "1").Env("OMPI_MCA_orte_default_hostfile", "/tmp/h").Obj()
 		}, "spec.trainer.env[1].name: Forbidden: OMPI_MCA_orte_default_hostfile is set by Torus", "remove it"),
