@@ -629,9 +629,10 @@ func (c *cluster) claimHost() error {
 			return fmt.Errorf("%s holds %q: remove it once no real node runs on this machine", hostClaim, owner)
 		}
 		prev := &cluster{dir: owner}
-		// Its recorded PIDs alone do not say the node is gone: the kubelet
-		// and containerd run in the node's namespaces and outlive a SIGKILL
-		// of those PIDs (measured), so their command lines are looked for too.
+		// Its recorded PIDs are dead; the node's namespace dies with them
+		// (unshare --kill-child). Command lines naming its directory are
+		// looked for too, for a node whose processes outlived them (one
+		// started before --kill-child was used).
 		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.nodeDir()) {
 			return fmt.Errorf("the real node of the cluster in %s runs on this machine, and there can be one at a time (its bridge %s and kubepods cgroups are the machine's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
 		}

@@ -215,9 +215,9 @@ func (i Implementation) IsTrainerDefault() bool {
 	return true
 }
 
-// SelectOn records in a job's annotations that it runs the implementation
-// on a runtime that runs other, and reports false when no annotation can
-// (they differ in their Trainer value).
+// SelectOn records in a job's annotations (a non-nil map) that it runs the
+// implementation on a runtime that runs other, and reports false when no
+// annotation can (they differ in their Trainer value).
 func (i Implementation) SelectOn(annotations map[string]string, other Implementation) bool {
 	if i == other {
 		return true

@@ -67,8 +67,8 @@ func TrainJobNameProblems(name string, workers int32) []string {
 	if strings.Contains(name, ".") {
 		out = append(out, `contains ".": a TrainJob name is an RFC 1035 label, which has no dots`)
 	}
-	// The API server's own check of the CRD's rule, its length reported
-	// above and dots already named.
+	// apimachinery's DNS-1035 label check, the pattern of the CRD's CEL
+	// rule; its length is reported above and dots already named.
 	if slices.ContainsFunc(validation.IsDNS1035Label(strings.ReplaceAll(name, ".", "-")), func(p string) bool {
 		return p != validation.MaxLenError(dnsLabelMax)
 	}) {

@@ -192,7 +192,8 @@ func Gone(ctx context.Context, c client.Reader, namespace, name string) error {
 }
 
 // Deleted waits until every job is gone, with a progress line on errOut,
-// for at most timeout (0: no limit; then it fails with ExitTimeout).
+// for at most timeout (0: no limit), failing with ExitTimeout when it
+// runs out.
 func Deleted(ctx context.Context, c client.Reader, errOut io.Writer, jobs []*trainer.TrainJob, timeout time.Duration) error {
 	if len(jobs) == 0 {
 		return nil
