@@ -106,7 +106,13 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		s.stopRunning(trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonFailed, "%s", msg)
-			r.metrics.failed(tj, trainjob.ReasonFailed, s.now)
+			// The metric counts failures by their cause (OOMKilled,
+			// SSHConnectionRefused, ...): a bounded set, from diagnosis.
+			cause := trainjob.ReasonFailed
+			if len(findings) > 0 {
+				cause = findings[0].Reason
+			}
+			r.metrics.failed(tj, cause, s.now)
 		}
 	case s.waiting != "":
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonQueued, s.waiting)

@@ -25,6 +25,9 @@ type Finding struct {
 	// Detail says what happened; Fix what to change.
 	Detail string
 	Fix    string
+	// Output is the end of a failed container's own output, as the
+	// kubelet kept it: escaped, bounded, without key material.
+	Output []string
 	// Terminal is true when the pod will not recover by itself.
 	Terminal bool
 	at       time.Time
@@ -37,6 +40,9 @@ func (f Finding) Message() string {
 		who += " (" + f.Ranks + ")"
 	}
 	msg := fmt.Sprintf("%s %s: %s", who, f.Reason, f.Detail)
+	if len(f.Output) > 0 {
+		msg += "; it printed: " + f.Quote()
+	}
 	if f.Fix != "" {
 		msg += "; " + f.Fix
 	}
@@ -44,6 +50,15 @@ func (f Finding) Message() string {
 		return msg
 	}
 	return msg + " [pod " + f.Pod + "]"
+}
+
+// Quote renders the finding's output lines, each in quotes.
+func (f Finding) Quote() string {
+	q := make([]string, len(f.Output))
+	for i, l := range f.Output {
+		q[i] = `"` + l + `"`
+	}
+	return strings.Join(q, " ")
 }
 
 // Pods inspects a job's pods and returns their problems, the most likely
@@ -113,15 +128,26 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				f.Reason = "Error"
 				f.Detail = fmt.Sprintf("container %s exited with code %d%s", cs.Name, t.ExitCode, signal(t.ExitCode))
 				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host)
+				var classified bool
 				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
 					// The runtime's words: what could not be run.
 					f.Reason = t.Reason
 					f.Detail = fmt.Sprintf("container %s could not start: %s", cs.Name, startError(t.Message))
+				} else {
+					// The program's own words, where the kubelet kept them
+					// (terminationMessagePolicy FallbackToLogsOnError).
+					out := readOutput(t.Message, contextOf(p))
+					f.Output = out.quote
+					if classified = out.reason != ""; classified {
+						f.Reason = out.reason
+						f.Detail += ": " + out.detail
+						f.Fix = out.fix
+					}
 				}
 				if !f.Terminal {
 					f.Detail += " and is restarted by the kubelet" + restarts(cs.RestartCount)
 				}
-				if cs.Name == mpi.SSHInitContainer {
+				if cs.Name == mpi.SSHInitContainer && !classified {
 					f.Fix = "the SSH setup failed: the image needs " + strings.Join(mpi.SSHSetupTools, ", ") +
 						" (see kubectl logs " + p.Name + " -c " + mpi.SSHInitContainer + ")"
 				}
@@ -151,6 +177,20 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 		}
 	}
 	return Finding{}, false
+}
+
+// contextOf is what a fix names of a pod's job: its name, and where its
+// pods find the job's sshd configuration.
+func contextOf(p *corev1.Pod) failureContext {
+	c := failureContext{job: p.Labels[mpi.LabelJobName], namespace: p.Namespace, sshdConfig: mpi.SSHDConfigPath("<sshAuthMountPath>")}
+	if ctr := findContainer(p, mpi.TrainerContainer); ctr != nil {
+		for _, m := range ctr.VolumeMounts {
+			if m.Name == mpi.SSHVolume && m.SubPath == mpi.SSHDirSubPath {
+				c.sshdConfig = mpi.SSHDConfigPath(m.MountPath)
+			}
+		}
+	}
+	return c
 }
 
 // startError keeps what runc says it could not do, without the layers of

@@ -109,6 +109,33 @@ func TestPods(t *testing.T) {
 			want: []string{`worker-0 (ranks 0-3) StartError: container mpi-ssh-setup could not start: exec: "sh": executable file not found in $PATH; ` +
 				"the SSH setup failed: the image needs sh, mkdir, chmod, cp, id, cat, tail, sleep (see kubectl logs pi-node-0-0-abcde -c mpi-ssh-setup) [pod pi-node-0-0-abcde]"},
 		},
+		"a launcher that could not reach a worker, in ssh's words": {
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := worker("0", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+						Reason: "Error", ExitCode: 255, FinishedAt: metav1.NewTime(t0),
+						Message: "ssh: connect to host pi-node-0-1.pi port 2222: Connection refused\r\n" +
+							"--------------------------------------------------------------------------\nORTE was unable to reliably start one or more daemons.\n",
+					}},
+				}}})
+				p.Name, p.Namespace = "pi-launcher-0-0-abcde", "team"
+				p.Labels[mpi.LabelRole] = mpi.RoleLauncher
+				p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}}
+				return p
+			}()},
+			want: []string{`launcher SSHConnectionRefused: container node exited with code 255: ssh to pi-node-0-1.pi port 2222 was refused: no sshd listens there; ` +
+				`it printed: "ssh: connect to host pi-node-0-1.pi port 2222: Connection refused"; ` +
+				"the workers must run sshd -De -f /home/mpiuser/.ssh/sshd_config and keep it up while the job runs: see their logs (kubectl mpi logs pi) [pod pi-launcher-0-0-abcde]"},
+		},
+		"an application's failure, in its own last lines": {
+			pods: []corev1.Pod{worker("2", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					Reason: "Error", ExitCode: 1, Message: "epoch 1 loss 0.3\nValueError: shapes (4,) and (5,) not aligned\n",
+				}},
+			}}})},
+			want: []string{`worker-2 (ranks 8-11) Error: container node exited with code 1; it printed: "epoch 1 loss 0.3" "ValueError: shapes (4,) and (5,) not aligned"; ` +
+				"see kubectl mpi logs pi --worker 2 [pod pi-node-0-2-abcde]"},
+		},
 		"terminal failures before transient ones": {
 			pods: []corev1.Pod{
 				worker("1", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{

@@ -229,6 +229,13 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		return fmt.Errorf("replicated job %q has no container named %q", rj.Name, TrainerContainer)
 	}
 	ctr := &ps.Containers[idx]
+	if ctr.TerminationMessagePolicy == "" {
+		// The kubelet keeps the end of a failed container's output in its
+		// status (at most 80 lines or 2 KiB), with no API call of ours: a
+		// failure is explained in the program's own words after its pod's
+		// logs are gone (diagnosis quotes them).
+		ctr.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	}
 
 	isLauncher := role == RoleLauncher
 	runsRanks := !isLauncher || b.job.LauncherRunsRanks
@@ -348,11 +355,18 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		corev1.VolumeMount{Name: SSHVolume, MountPath: PasswdPath, SubPath: PasswdSubPath, ReadOnly: true},
 	)
 
+	// Hydra's proxies connect back to mpiexec by the launcher's host name.
+	var callBack string
+	if role == RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
+		callBack = HostAddress(b.tj.Name, LauncherJob, 0)
+	}
 	init := corev1.Container{
 		Name:            SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path, role)},
+		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path, role, callBack)},
+		// A failed setup says why in the pod's status (diagnosis quotes it).
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env: []corev1.EnvVar{{Name: EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']"},
 		}}},

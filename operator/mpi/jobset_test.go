@@ -2,6 +2,7 @@ package mpi_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -168,7 +169,43 @@ func TestBuildJobSetPerImplementation(t *testing.T) {
 					t.Errorf("%s DNS config = %+v, want none", rjName, dns)
 				}
 			}
+			// Hydra's proxies connect back to mpiexec by the launcher's
+			// name: its init container waits for that name to resolve.
+			script := replicatedJob(t, js, mpi.LauncherJob).Template.Spec.Template.Spec.InitContainers[0].Command[2]
+			if got := strings.Contains(script, `echo "pi-launcher-0-0.pi"`); got != tc.wantSearch {
+				t.Errorf("the launcher waits for its own name to resolve: %v, want %v:\n%s", got, tc.wantSearch, script)
+			}
 		})
+	}
+}
+
+// Every container Torus runs or configures keeps the end of its output in
+// its status when it fails, unless the runtime chose a policy itself.
+func TestBuildJobSetTerminationMessages(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "MPICH")
+	spec := &rt.Spec.Template.Spec
+	for i := range spec.ReplicatedJobs {
+		if rj := &spec.ReplicatedJobs[i]; rj.Name == mpi.NodeJob {
+			rj.Template.Spec.Template.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
+	}
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
+	js, _ := build(t, tj, rt)
+	want := map[string]corev1.TerminationMessagePolicy{
+		mpi.LauncherJob + "/" + mpi.SSHInitContainer: corev1.TerminationMessageFallbackToLogsOnError,
+		mpi.LauncherJob + "/" + mpi.TrainerContainer: corev1.TerminationMessageFallbackToLogsOnError,
+		mpi.NodeJob + "/" + mpi.SSHInitContainer:     corev1.TerminationMessageFallbackToLogsOnError,
+		mpi.NodeJob + "/" + mpi.TrainerContainer:     corev1.TerminationMessageReadFile,
+	}
+	got := map[string]corev1.TerminationMessagePolicy{}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		ps := rj.Template.Spec.Template.Spec
+		for _, c := range append(ps.InitContainers, ps.Containers...) {
+			got[rj.Name+"/"+c.Name] = c.TerminationMessagePolicy
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("termination message policies (-want,+got):\n%s", diff)
 	}
 }
 

@@ -330,13 +330,21 @@ const HostsResolveTimeout = 120 * time.Second
 //     starts, but their DNS names come from EndpointSlices that the
 //     controller manager writes on its own schedule, which on a busy
 //     cluster trails readiness by seconds; mpirun's ssh gives up at the
-//     first name that does not resolve.
+//     first name that does not resolve. When callBack is set, the wait
+//     covers that name too: the launcher's own, through which Hydra's
+//     proxies on the workers connect back to mpiexec (Open MPI's daemons
+//     are given addresses instead). The launcher's record is the newest
+//     of the job's, written while this container runs, and a proxy that
+//     cannot resolve it ends the job (mpiexec exits 255). callBack is a
+//     name relative to the pod's search path, such as HostAddress's: the
+//     kubelet's /etc/hosts answers for the pod's own host name and fully
+//     qualified name without asking DNS, so those would prove nothing.
 //   - PasswdSubPath, the user database the other containers mount over
 //     /etc/passwd: the image's own, plus an account for the pod's UID if
 //     the image has none. ssh refuses to run for a UID without one and sshd
 //     to let it in, and OpenShift runs pods with a UID from the namespace's
 //     range (GID 0) that no image knows.
-func SSHSetupScript(sshPath, role string) string {
+func SSHSetupScript(sshPath, role, callBack string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\ns=%s\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath, SSHSecretMountPath)
@@ -368,16 +376,16 @@ func SSHSetupScript(sshPath, role string) string {
 		// A hostfile line starts with the host: "host slots=N" or "host:N".
 		fmt.Fprintf(&b, `if command -v getent >/dev/null; then
 t=0
-while read -r h rest || [ -n "$h" ]; do
+{ if [ -n "%[3]s" ]; then echo "%[3]s"; fi; cat "$s/%[1]s"; } | while read -r h rest || [ -n "$h" ]; do
 h=${h%%%%:*}
 while [ -n "$h" ] && ! getent hosts "$h" >/dev/null; do
 if [ $t -ge %[2]d ]; then echo "torus: $h does not resolve after %[2]ds; starting anyway" >&2; break 2; fi
 if [ $t -eq 0 ]; then echo "torus: waiting for the job's hosts to resolve ($h)" >&2; fi
 t=$((t+1)); sleep 1
 done
-done < "$s/%[1]s"
+done
 fi
-`, HostfileKey, int(HostsResolveTimeout/time.Second))
+`, HostfileKey, int(HostsResolveTimeout/time.Second), callBack)
 	}
 	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)

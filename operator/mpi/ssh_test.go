@@ -140,7 +140,7 @@ func TestSSHConfigs(t *testing.T) {
 		}
 	}
 	for _, role := range []string{RoleLauncher, RoleWorker} {
-		script := SSHSetupScript(s.Path, role)
+		script := SSHSetupScript(s.Path, role, "")
 		for file, mode := range SSHFileModes(role) {
 			found := false
 			for _, line := range strings.Split(script, "\n") {
@@ -334,7 +334,7 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 			t.Fatal(err)
 		}
 	}
-	cmd := setupScriptCommand(mount, sshDir, passwd, role)
+	cmd := setupScriptCommand(mount, sshDir, passwd, role, "")
 	if attempt != "" {
 		cmd.Env = append(cmd.Env, EnvRestartAttempt+"="+attempt)
 	}
@@ -343,18 +343,19 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 	}
 }
 
-func setupScriptCommand(mount, sshDir, passwd, role string) *exec.Cmd {
+func setupScriptCommand(mount, sshDir, passwd, role, callBack string) *exec.Cmd {
 	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh", role))
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", role, callBack))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	return cmd
 }
 
 // The launcher's init container holds mpirun back until every host of the
-// hostfile resolves, in each implementation's format. The resolver here is
-// a getent on PATH that answers for "late" only from its third question
-// on, as a worker's DNS name that trails its readiness.
+// hostfile resolves, in each implementation's format, and for Hydra the
+// launcher's own name, which the proxies connect back to. The resolver
+// here is a getent on PATH that answers for "late" and "self" only from
+// their third question on, as DNS names that trail the pods' readiness.
 func TestSSHSetupScriptWaitsForHosts(t *testing.T) {
 	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
 	if err != nil {
@@ -374,7 +375,7 @@ func TestSSHSetupScriptWaitsForHosts(t *testing.T) {
 echo "$2" >> "$ASKED"
 case "$2" in
 early) exit 0 ;;
-late) [ "$(grep -c '^late$' "$ASKED")" -ge 3 ] ;;
+late|self) [ "$(grep -c "^$2\$" "$ASKED")" -ge 3 ] ;;
 *) exit 2 ;;
 esac
 `
@@ -385,7 +386,13 @@ esac
 			if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534::/:/bin/sh\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := setupScriptCommand(mount, sshDir, passwd, RoleLauncher)
+			var callBack string
+			want := "early\nlate\nlate\nlate\n"
+			if impl.NeedsSearchDomain() {
+				callBack = "self"
+				want = "self\nself\nself\n" + want
+			}
+			cmd := setupScriptCommand(mount, sshDir, passwd, RoleLauncher, callBack)
 			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "ASKED=" + asked}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -395,10 +402,14 @@ esac
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := "early\nlate\nlate\nlate\n"; string(got) != want {
+			if string(got) != want {
 				t.Errorf("getent was asked:\n%s\nwant:\n%s", got, want)
 			}
-			if !strings.Contains(string(out), "waiting for the job's hosts to resolve (late)") {
+			first := "late"
+			if callBack != "" {
+				first = callBack
+			}
+			if !strings.Contains(string(out), "waiting for the job's hosts to resolve ("+first+")") {
 				t.Errorf("the script did not say what it waits for: %s", out)
 			}
 		})

@@ -124,6 +124,9 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 			}
 			field("Failed rank", "%s, pod %s%s", who, f.Pod, nodeOf(d.Pods, f.Pod))
 			field("Reason", "%s: %s", f.Reason, f.Detail)
+			if len(f.Output) > 0 {
+				field("Last output", "%s", f.Quote())
+			}
 			if f.Fix != "" {
 				field("Fix", "%s", f.Fix)
 			}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -21,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
@@ -88,17 +91,17 @@ func realNodeJobs(dirp *string) {
 	followed := func(dir, name string) *background {
 		return kubectlMPIInBackground(dir, "logs", name, "-f")
 	}
-	// completed waits for a job to complete, failing with its description
-	// if it did not: job is its run --wait, or when nil, kubectl mpi wait.
-	completed := func(dir string, job *background, name string) {
+	// completed waits for a job to complete, failing with its report if it
+	// did not: job is its run --wait, or when nil, kubectl mpi wait;
+	// followed, when set, is the job's logs -f.
+	completed := func(dir string, job *background, name string, followed *background) {
 		GinkgoHelper()
 		if job == nil {
 			job = kubectlMPIInBackground(dir, "wait", name, "--timeout", "3m")
 		}
 		out, code := job.wait()
 		if code != 0 {
-			describe, _ := kubectlMPI(dir, "describe", name)
-			Fail(fmt.Sprintf("job %s did not complete (exit %d):\n%s\n%s", name, code, out, describe))
+			Fail(fmt.Sprintf("job %s did not complete (exit %d):\n%s\n%s", name, code, out, jobReport(dir, name, followed)))
 		}
 	}
 
@@ -119,6 +122,9 @@ func realNodeJobs(dirp *string) {
 				{"ompi4", "torus-openmpi-local"}, {"mpich", "torus-mpich-local"}, {"ompi5", "torus-openmpi5-local"},
 			} {
 				jobs[j.name] = kubectlMPIInBackground(dir, withWait(withResources(runArgs(j.name, j.runtime, piCommand[j.runtime]...)))...)
+				// Every rank's output, kept for the report of a failure:
+				// the workers' pods go when the job ends.
+				logs[j.name] = followed(dir, j.name)
 			}
 			for _, j := range []struct{ name, base string }{{"uid-ompi4", "torus-openmpi-local"}, {"uid-mpich", "torus-mpich-local"}} {
 				rt := assignedUIDRuntime(dir, j.base)
@@ -138,7 +144,7 @@ func realNodeJobs(dirp *string) {
 
 		DescribeTable("runs a job to Complete through Kueue: real sshd on the workers, real mpirun in the launcher, host keys checked",
 			func(name string) {
-				completed(dir, jobs[name], name)
+				completed(dir, jobs[name], name, logs[name])
 				out, code := kubectlMPI(dir, "logs", name, "--launcher")
 				Expect(code).To(Equal(0), out)
 				Expect(out).To(MatchRegexp(piResult))
@@ -154,9 +160,69 @@ func realNodeJobs(dirp *string) {
 			Entry("Open MPI 5 (Debian trixie, PRRTE)", "ompi5"),
 		)
 
+		It("starts Hydra's proxies only once the launcher's own name resolves: an MPICH job whose launcher is not in DNS yet waits for it, then completes", func() {
+			// The proxies mpiexec starts on the workers connect back to it by
+			// the launcher's host name, whose DNS record comes from an
+			// EndpointSlice the controller manager writes once the launcher's
+			// pod has an address: on a busy cluster, after mpiexec has
+			// started. Here the controller manager is held (SIGSTOP) from the
+			// moment the launcher's pod exists, so the record cannot appear
+			// until it resumes.
+			const name = "latedns"
+			launcher := "jobset.sigs.k8s.io/jobset-name=" + name + ",jobset.sigs.k8s.io/replicatedjob-name=launcher"
+			watch := exec.Command(filepath.Join(testbin, "kubectl"), "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+				"get", "pods", "-l", launcher, "--watch", "-o", "name")
+			stdout, err := watch.StdoutPipe()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(watch.Start()).To(Succeed())
+			DeferCleanup(func() { _ = watch.Process.Kill(); _ = watch.Wait() })
+			created := make(chan string, 1)
+			go func() {
+				line, _ := bufio.NewReader(stdout).ReadString('\n')
+				created <- strings.TrimSpace(line)
+			}()
+			DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
+			out, code := kubectlMPI(dir, runArgs(name, "torus-mpich-local", piCommand["torus-mpich-local"]...)...)
+			Expect(code).To(Equal(0), out)
+			follow := followed(dir, name)
+
+			var pod string
+			Eventually(created, 3*time.Minute).Should(Receive(&pod))
+			Expect(pod).To(HavePrefix("pod/"))
+			kcm := readPIDs(dir)["kube-controller-manager"]
+			Expect(syscall.Kill(kcm, syscall.SIGSTOP)).To(Succeed())
+			held := true
+			resume := func() {
+				if held {
+					Expect(syscall.Kill(kcm, syscall.SIGCONT)).To(Succeed())
+					held = false
+				}
+			}
+			DeferCleanup(resume)
+			out, _ = kubectl(dir, "get", "endpointslices", "-l", "kubernetes.io/service-name="+name, "-o", "jsonpath={.items[*].endpoints[*].hostname}")
+			Expect(out).NotTo(ContainSubstring(name+"-launcher-0-0"), "the launcher's record was published before the controller manager was held: this spec proves nothing")
+
+			By("the launcher's init container waits for the launcher's own name, and mpiexec has not started")
+			Eventually(func() string {
+				out, _ := kubectl(dir, "logs", pod, "-c", "mpi-ssh-setup")
+				return out
+			}, time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for the job's hosts to resolve (" + name + "-launcher-0-0." + name + ")"))
+			Consistently(func() string {
+				out, _ := kubectl(dir, "get", pod, "-o", `jsonpath={.status.containerStatuses[?(@.name=="node")].state}`)
+				return out
+			}, 3*time.Second, 500*time.Millisecond).ShouldNot(ContainSubstring("running"))
+
+			By("once the controller manager resumes, the record appears and the job completes")
+			resume()
+			completed(dir, nil, name, follow)
+			out, code = kubectlMPI(dir, "logs", name, "--launcher")
+			Expect(code).To(Equal(0), out)
+			Expect(out).To(MatchRegexp(piResult))
+		})
+
 		DescribeTable("runs a job as OpenShift's restricted-v2 runs it: a UID from the namespace's range, GID 0, no account in the image",
 			func(name string) {
-				completed(dir, nil, name)
+				completed(dir, nil, name, logs[name])
 				out, code := logs[name].wait()
 				Expect(code).To(Equal(0), out)
 				Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
@@ -172,8 +238,7 @@ func realNodeJobs(dirp *string) {
 		It("runs a job on upstream Trainer's deepspeed-distributed runtime as upstream publishes it, images aside", func() {
 			out, code := kubectl(dir, "wait", "trainjob/deepspeed", "--for=condition=Complete", "--timeout=180s")
 			if code != 0 {
-				describe, _ := kubectlMPI(dir, "describe", "deepspeed")
-				Fail(fmt.Sprintf("the job on upstream's runtime did not complete:\n%s\n%s", out, describe))
+				Fail(fmt.Sprintf("the job on upstream's runtime did not complete:\n%s\n%s", out, jobReport(dir, "deepspeed", logs["deepspeed"])))
 			}
 			out, code = logs["deepspeed"].wait()
 			Expect(code).To(Equal(0), out)
@@ -260,6 +325,21 @@ func realNodeJobs(dirp *string) {
 				Expect(out).To(ContainSubstring("the image needs sh, mkdir, chmod, cp, id, cat, tail, sleep"))
 				describe, _ := kubectlMPI(dir, "describe", "noshell")
 				Expect(describe).To(MatchRegexp(`Reason:\s+StartError: container mpi-ssh-setup could not start`))
+			})
+
+			It("a launcher that cannot reach a worker's sshd: the job fails with ssh's own words, the cause and the fix", func() {
+				DeferCleanup(func() { kubectlMPI(dir, "delete", "unreachable") })
+				out, code := jobs["unreachable"].wait()
+				Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
+				refused := `ssh: connect to host unreachable-node-0-0.unreachable port 2222: Connection refused`
+				Expect(out).To(ContainSubstring("launcher SSHConnectionRefused: container node exited with code"))
+				Expect(out).To(ContainSubstring("ssh to unreachable-node-0-0.unreachable port 2222 was refused: no sshd listens there"))
+				Expect(out).To(ContainSubstring(`it printed: "` + refused + `"`))
+				Expect(out).To(ContainSubstring("the workers must run sshd -De -f /home/mpiuser/.ssh/sshd_config"))
+				describe, _ := kubectlMPI(dir, "describe", "unreachable")
+				Expect(describe).To(MatchRegexp(`Reason:\s+SSHConnectionRefused: container node exited with code \d+: ssh to unreachable-node-0-0.unreachable port 2222 was refused`))
+				Expect(describe).To(MatchRegexp(`Last output:\s+"` + regexp.QuoteMeta(refused) + `"`))
+				Expect(describe).To(MatchRegexp(`Fix:\s+the workers must run sshd`))
 			})
 
 			It("a container whose ConfigMap is missing: CreateContainerConfigError in the kubelet's words", func() {
@@ -512,6 +592,19 @@ func startFailures(dir string, jobs map[string]*background) {
 	jobs["noshell"] = kubectlMPIInBackground(dir, "run", "noshell", "--runtime", "TrainingRuntime/as-65532", "--image", "registry.torus.local/pause:1",
 		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--wait", "--timeout", "3m", "--", "true")
 
+	// Workers whose sshd listens on another port than the job's, where
+	// their startup probe looks: Ready, and unreachable for the launcher.
+	// (A Port option would add a port; a ListenAddress with a port
+	// replaces them.)
+	localVariant(dir, "sshd-elsewhere", func(role string, ps *corev1.PodSpec, _ *batchv1.JobSpec) {
+		if role == "node" {
+			ps.Containers[0].Args = append(ps.Containers[0].Args, "-o", "ListenAddress=0.0.0.0:2223")
+			ps.Containers[0].StartupProbe.TCPSocket.Port = intstr.FromInt32(2223)
+		}
+	})
+	jobs["unreachable"] = kubectlMPIInBackground(dir, "run", "unreachable", "--runtime", "TrainingRuntime/sshd-elsewhere",
+		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--wait", "--timeout", "3m", "--", "mpirun", "-n", "1", "hostname")
+
 	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: noconfig, namespace: default}
@@ -529,6 +622,32 @@ spec:
 	Expect(os.WriteFile(file, []byte(manifest), 0o644)).To(Succeed())
 	out, code := kubectlMPI(dir, "run", "-f", file)
 	Expect(code).To(Equal(0), out)
+}
+
+// jobReport is what a failed job's spec reports: its description (the
+// failing rank, its cause and the end of its own output), the last lines of
+// each of its pods' containers still on the node, and everything its ranks
+// printed while followed (logs -f) when it was, as the workers' pods go
+// with the job.
+func jobReport(dir, name string, followed *background) string {
+	GinkgoHelper()
+	var b strings.Builder
+	describe, _ := kubectlMPI(dir, "describe", name)
+	fmt.Fprintf(&b, "--- kubectl mpi describe %s\n%s\n", name, describe)
+	pods, _ := kubectl(dir, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-o", "name")
+	for _, pod := range strings.Fields(pods) {
+		out, _ := kubectl(dir, "logs", pod, "--all-containers", "--prefix", "--tail", "30")
+		fmt.Fprintf(&b, "--- the last lines of %s\n%s\n", pod, out)
+	}
+	if followed != nil {
+		select {
+		case <-followed.done:
+			fmt.Fprintf(&b, "--- kubectl mpi logs %s -f\n%s\n", name, followed.out)
+		case <-time.After(30 * time.Second):
+			fmt.Fprintf(&b, "--- kubectl mpi logs %s -f had not ended 30 s after the job\n", name)
+		}
+	}
+	return b.String()
 }
 
 // condition is the status and message of a job's condition.
