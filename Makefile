@@ -8,7 +8,7 @@ TESTBIN     ?= $(ROOT)/.testbin
 export TESTBIN
 
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X github.com/torus-mpi/torus/operator/version.Version=$(VERSION)
+LDFLAGS     := -s -w -X github.com/torus-mpi/torus/pkg/version.Version=$(VERSION)
 GO          ?= go
 # Every go command here builds static binaries without cgo, the way they
 # ship, and in one configuration: so vet, the tests, make build and the
@@ -67,8 +67,8 @@ $(CONTROLLER_GEN):
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/.
-	$(CONTROLLER_GEN) object paths="./operator/api/..."
-	$(CONTROLLER_GEN) crd paths="./operator/api/..." output:crd:artifacts:config=kustomize/crd/torus
+	$(CONTROLLER_GEN) object paths="./api/..."
+	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=kustomize/crd/torus
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac
 	$(CONTROLLER_GEN) webhook paths="./operator/..." output:webhook:artifacts:config=kustomize/webhook
 	$(GO) run ./hack/crdgen -out kustomize/crd/trainer
@@ -76,7 +76,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook ma
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- kustomize/ operator/api/ bundle/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- kustomize/ api/ bundle/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
 
@@ -151,7 +151,7 @@ bench: ## Torus against upstream Trainer v2.3.0 and the floor side by side, N = 
 
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
-	$(GO) test -run '^$$' -bench . -benchmem ./operator/mpi/... ./plugin/migrate/...
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./plugin/migrate/...
 
 .PHONY: fuzz
 # Budgets are execution counts, not durations: Go 1.26's coordinator can fail a

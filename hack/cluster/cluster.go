@@ -15,7 +15,7 @@ import (
 
 	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/supervisor"
-	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/pkg/scheme"
 )
 
 // startOrder is the order components start in; they stop in reverse.

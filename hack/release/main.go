@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
-	torusversion "github.com/torus-mpi/torus/operator/version"
+	torusversion "github.com/torus-mpi/torus/pkg/version"
 )
 
 // Platforms are the os/arch pairs released; krew/mpi.yaml has one entry each.
@@ -133,7 +133,7 @@ func run(o options) error {
 func compile(root, out string, p Platform, version string) error {
 	fmt.Printf("release: building kubectl-mpi for %s\n", p)
 	cmd := exec.Command("go", "build", "-trimpath",
-		"-ldflags", "-s -w -X github.com/torus-mpi/torus/operator/version.Version="+version,
+		"-ldflags", "-s -w -X github.com/torus-mpi/torus/pkg/version.Version="+version,
 		"-o", out, "./plugin/cmd/kubectl-mpi")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0")

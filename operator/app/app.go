@@ -28,13 +28,13 @@ import (
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
 	"github.com/torus-mpi/torus/operator/monitoring"
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
-	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
-	"github.com/torus-mpi/torus/operator/version"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/scheme"
+	"github.com/torus-mpi/torus/pkg/version"
 )
 
 // Options are the operator's command-line settings.

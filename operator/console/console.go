@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/operator/startup"
-	"github.com/torus-mpi/torus/operator/version"
+	"github.com/torus-mpi/torus/pkg/version"
 	"github.com/torus-mpi/torus/samples"
 )
 

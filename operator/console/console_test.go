@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/torus-mpi/torus/operator/version"
+	"github.com/torus-mpi/torus/pkg/version"
 	"github.com/torus-mpi/torus/samples"
 )
 

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // networkStatusGracePeriod is how long a running pod may go without a

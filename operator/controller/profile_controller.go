@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
-	"github.com/torus-mpi/torus/operator/mpi"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/operator/startup"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // ProfileReconciler reports on each MPINetworkProfile whether its

@@ -27,11 +27,11 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/torus-mpi/torus/operator/diagnosis"
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/startup"
-	"github.com/torus-mpi/torus/operator/trainjob"
 	"github.com/torus-mpi/torus/operator/upstream"
+	"github.com/torus-mpi/torus/pkg/diagnosis"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // runtimeRefKey indexes TrainJobs by the runtime they refer to, so a runtime

@@ -13,8 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // ensureSSHSecret makes sure the job has keys for its current run: it

@@ -24,20 +24,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/operator/startup"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
 )
 
 // FieldManager owns the fields the operator writes in default runtimes.
 const FieldManager = "torus-operator-runtimes"
-
-// LabelDefault marks the runtimes the operator installs; kubectl mpi doctor
-// looks for it.
-const LabelDefault = "torus-mpi.io/default-runtime"
-
-// DefaultRunAsUser is the UID the default runtimes run as where the platform
-// assigns none: mpiuser of mpi-operator's MPI images, which the runtimes
-// name and which declare no user of their own.
-const DefaultRunAsUser int64 = 1000
 
 // sccKind is OpenShift's SecurityContextConstraints: where it exists, the
 // admission of every pod assigns a UID (restricted-v2: one from the
@@ -48,11 +40,11 @@ var sccKind = schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityCo
 type UserMode string
 
 const (
-	// UserAuto fixes DefaultRunAsUser unless the cluster has SCCs.
+	// UserAuto fixes mpi.DefaultRunAsUser unless the cluster has SCCs.
 	UserAuto UserMode = "auto"
 	// UserPlatform fixes none: the platform's admission or the image decides.
 	UserPlatform UserMode = "platform"
-	// UserImage fixes DefaultRunAsUser.
+	// UserImage fixes mpi.DefaultRunAsUser.
 	UserImage UserMode = "image"
 )
 
@@ -115,7 +107,7 @@ func (i *Installer) Install(ctx context.Context) error {
 
 // runAsUser is the UID to fix, nil for none.
 func (i *Installer) runAsUser() (*int64, error) {
-	uid := DefaultRunAsUser
+	uid := mpi.DefaultRunAsUser
 	switch i.User {
 	case UserPlatform:
 		return nil, nil
@@ -150,7 +142,7 @@ func Desired(name string, uid *int64) (*unstructured.Unstructured, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[LabelDefault] = "true"
+	labels[mpi.LabelDefaultRuntime] = "true"
 	obj.SetLabels(labels)
 	if uid == nil {
 		return obj, nil

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // A job's SSH keys are its own: a TrainJob or runtime of any kind (Torus's

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/scheme"
-	"github.com/torus-mpi/torus/operator/version"
+	"github.com/torus-mpi/torus/pkg/scheme"
+	"github.com/torus-mpi/torus/pkg/version"
 )
 
 // Getter is what commands need from the command line's cluster settings.

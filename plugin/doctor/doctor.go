@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
-	"github.com/torus-mpi/torus/operator/mpi"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/pkg/scheme"
 )
 
 func TestDoctor(t *testing.T) {

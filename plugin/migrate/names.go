@@ -3,7 +3,7 @@ package migrate
 import (
 	"strings"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // nameProblems says why name cannot name a TrainJob of an MPI job with

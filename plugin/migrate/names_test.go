@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 func TestNameProblems(t *testing.T) {

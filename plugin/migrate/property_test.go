@@ -18,7 +18,7 @@ import (
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 	"sigs.k8s.io/yaml"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // propertyRuns is how many random MPIJobs TestPropertyRandomMPIJobs converts.

@@ -16,8 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/runtimes"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // maxBlockers bounds how many reasons against reuse a note lists.
@@ -247,16 +246,16 @@ func tolerateHardening(mine, theirs *corev1.PodTemplateSpec) []string {
 		}
 	}
 	// The default runtimes fix no UID: the operator runs them as
-	// runtimes.DefaultRunAsUser where the platform assigns none, as
+	// mpi.DefaultRunAsUser where the platform assigns none, as
 	// mpi-operator's examples ask, and OpenShift assigns one from the
 	// namespace's range, which it would also demand of the MPIJob.
-	uidNote := fmt.Sprintf("runAsUser %d where the platform assigns no UID (OpenShift assigns one)", runtimes.DefaultRunAsUser)
-	if m := mine.Spec.SecurityContext; m != nil && ptr.Equal(m.RunAsUser, ptr.To(runtimes.DefaultRunAsUser)) &&
+	uidNote := fmt.Sprintf("runAsUser %d where the platform assigns no UID (OpenShift assigns one)", mpi.DefaultRunAsUser)
+	if m := mine.Spec.SecurityContext; m != nil && ptr.Equal(m.RunAsUser, ptr.To(mpi.DefaultRunAsUser)) &&
 		(theirs.Spec.SecurityContext == nil || theirs.Spec.SecurityContext.RunAsUser == nil) {
 		m.RunAsUser = nil
 		added = append(added, uidNote)
 	}
-	if mc != nil && mc.SecurityContext != nil && ptr.Equal(mc.SecurityContext.RunAsUser, ptr.To(runtimes.DefaultRunAsUser)) &&
+	if mc != nil && mc.SecurityContext != nil && ptr.Equal(mc.SecurityContext.RunAsUser, ptr.To(mpi.DefaultRunAsUser)) &&
 		(tc == nil || tc.SecurityContext == nil || tc.SecurityContext.RunAsUser == nil) {
 		mc.SecurityContext.RunAsUser = nil
 		added = append(added, uidNote)

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // mpiOperatorSSHD is what mpi-operator v0.8.2 runs on a worker whose

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 

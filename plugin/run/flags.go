@@ -1,6 +1,6 @@
 // Package run turns what a user asks `kubectl mpi run` for into TrainJobs,
 // checks them against the cluster (runtime, implementation, queue quota)
-// and submits them. The TrainJob itself is built by operator/mpi, the
+// and submits them. The TrainJob itself is built by pkg/mpi, the
 // package the operator uses.
 package run
 
@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // Flags are run's job flags as typed on the command line. rerun reads the

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 func TestFlagsSpec(t *testing.T) {

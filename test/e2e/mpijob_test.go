@@ -15,8 +15,8 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 func gpuJob(name, ns, queue string, workers int32, gpus int64) *trainer.TrainJob {

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // A namespace's ResourceQuota refuses a job's pods: the real API server

@@ -15,8 +15,8 @@ import (
 
 	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/operator/mpi"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/migrate"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/scheme"
+	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/test/framework"
 )
 

@@ -27,9 +27,9 @@ import (
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/operator/controller"
-	"github.com/torus-mpi/torus/operator/scheme"
 	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
+	"github.com/torus-mpi/torus/pkg/scheme"
 )
 
 // Framework owns one test control plane and manager.

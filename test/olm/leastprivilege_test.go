@@ -34,9 +34,9 @@ import (
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
-	"github.com/torus-mpi/torus/operator/trainjob"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -209,7 +209,7 @@ func leastPrivilege() {
 			Eventually(func() error {
 				return k8sClient.Get(ctx, client.ObjectKey{Name: name}, &rt)
 			}, framework.Timeout, framework.Interval).Should(Succeed(), "the operator installs runtime %s", name)
-			Expect(rt.Labels).To(HaveKeyWithValue(runtimes.LabelDefault, "true"))
+			Expect(rt.Labels).To(HaveKeyWithValue(mpi.LabelDefaultRuntime, "true"))
 			managers := []string{}
 			for _, mf := range rt.ManagedFields {
 				managers = append(managers, mf.Manager)

@@ -21,7 +21,7 @@ import (
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/startup"
-	"github.com/torus-mpi/torus/operator/version"
+	"github.com/torus-mpi/torus/pkg/version"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/operator/mpi"
 	"github.com/torus-mpi/torus/operator/runtimes"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -64,12 +64,12 @@ var _ = Describe("Default runtimes", Ordered, func() {
 		Expect(installer(runtimes.UserAuto).Runnable().Start(ctx)).To(Succeed())
 		for _, impl := range mpi.Implementations {
 			rt := get(impl.RuntimeName())
-			Expect(rt.Labels).To(HaveKeyWithValue(runtimes.LabelDefault, "true"))
+			Expect(rt.Labels).To(HaveKeyWithValue(mpi.LabelDefaultRuntime, "true"))
 			Expect(rt.Spec.MLPolicy.MPI).NotTo(BeNil(), rt.Name)
 			got, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), rt.Annotations)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(got).To(Equal(impl), "kubectl mpi run --mpi %s picks %s", impl.CLIName(), rt.Name)
-			Expect(podUIDs(rt)).To(HaveEach(HaveValue(BeEquivalentTo(runtimes.DefaultRunAsUser))), rt.Name)
+			Expect(podUIDs(rt)).To(HaveEach(HaveValue(BeEquivalentTo(mpi.DefaultRunAsUser))), rt.Name)
 			for _, mf := range rt.ManagedFields {
 				Expect(mf.Manager).To(Equal(runtimes.FieldManager), "runtime %s is the operator's alone", rt.Name)
 			}

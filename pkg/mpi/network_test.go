@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 )
 
 func TestPlanNetworks(t *testing.T) {

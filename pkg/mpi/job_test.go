@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/torus-mpi/torus/operator/mpi"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // The job a JobSet records is the job Torus tracks once the JobSet exists.

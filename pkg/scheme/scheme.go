@@ -15,7 +15,7 @@ import (
 	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 )
 
 // New returns a scheme with every API group Torus reads or writes.

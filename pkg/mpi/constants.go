@@ -14,6 +14,9 @@ const (
 	// webhook (OpenMPI, OpenMPI5, Intel, MPICH) so clients can list MPI jobs
 	// with a label selector.
 	LabelImplementation = Domain + "mpi-implementation"
+	// LabelDefaultRuntime marks the ClusterTrainingRuntimes the operator
+	// installs (one per implementation); kubectl mpi doctor looks for it.
+	LabelDefaultRuntime = Domain + "default-runtime"
 
 	// AnnotationOpenMPIVersion, on a runtime or a TrainJob, selects Open MPI 5
 	// ("5") over the default Open MPI 4 ("4"). The Trainer API has a single
@@ -150,3 +153,8 @@ const (
 	UpstreamPrivateKeyFile = "id_rsa"
 	UpstreamPublicKeyFile  = "id_rsa.pub"
 )
+
+// DefaultRunAsUser is the UID the default runtimes run as where the platform
+// assigns none: mpiuser of mpi-operator's MPI images, which the runtimes
+// name and which declare no user of their own.
+const DefaultRunAsUser int64 = 1000

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	torusv1alpha1 "github.com/torus-mpi/torus/operator/api/v1alpha1"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 )
 
 // Multus and the SR-IOV network operator's names.
