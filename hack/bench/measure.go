@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -225,7 +226,7 @@ func newTrainJob(ns, name string, workers int32) *trainer.TrainJob {
 	return &trainer.TrainJob{
 		// The label Torus's admission webhook (not run here) defaults onto
 		// MPI jobs, which kubectl mpi list selects by.
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{mpi.LabelImplementation: string(mpi.OpenMPI)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{api.LabelImplementation: string(mpi.OpenMPI)}},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{
 				Name:     runtimeName,
@@ -323,7 +324,7 @@ func floorHostfile(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            tj.Name + "-mpi-hostfile",
 			Namespace:       tj.Namespace,
-			Labels:          map[string]string{mpi.LabelJobName: tj.Name},
+			Labels:          map[string]string{api.LabelJobName: tj.Name},
 			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
 		},
 		Data: map[string]string{mpi.HostfileKey: job.Hostfile()},

@@ -33,6 +33,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -327,7 +328,7 @@ func (w *watcher) record(name string, set func(*result, time.Duration)) {
 }
 
 func (w *watcher) pod(p *corev1.Pod) {
-	name := p.Labels[mpi.LabelJobName]
+	name := p.Labels[api.LabelJobName]
 	w.mu.Lock()
 	if run := w.running[name]; run != nil && p.Status.Phase == corev1.PodRunning {
 		run[p.Name] = true

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
@@ -98,7 +99,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
 		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
 	fs.StringVar(&o.SSHKeyAlgorithm, "ssh-key-algorithm", string(mpi.DefaultKeyAlgorithm), fmt.Sprintf(
-		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", mpi.AnnotationSSHKeyAlgorithm))
+		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", api.AnnotationSSHKeyAlgorithm))
 	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
 		"Install the default MPI ClusterTrainingRuntimes ("+strings.Join(mpi.RuntimeNames(), ", ")+") at start; fields an administrator changed are kept.")
 	fs.BoolVar(&o.InstallMonitoring, "install-monitoring", true,

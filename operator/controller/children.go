@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -57,7 +57,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		// Kueue's to resume when it admits it; so is one Kueue suspended
 		// although the TrainJob names no queue (a default LocalQueue,
 		// manageJobsWithoutQueueName).
-		if ptr.Deref(existing.Spec.Suspend, false) && (queued || existing.Annotations[mpi.AnnotationSuspendedByTorus] != "true") {
+		if ptr.Deref(existing.Spec.Suspend, false) && (queued || existing.Annotations[api.AnnotationSuspendedByTorus] != "true") {
 			wantSuspend = true
 		}
 		desired.Spec.Suspend = ptr.To(wantSuspend)
@@ -66,7 +66,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		if desired.Annotations == nil {
 			desired.Annotations = map[string]string{}
 		}
-		desired.Annotations[mpi.AnnotationSuspendedByTorus] = "true"
+		desired.Annotations[api.AnnotationSuspendedByTorus] = "true"
 	}
 	hash, err := specHash(desired)
 	if err != nil {
@@ -75,7 +75,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	if desired.Annotations == nil {
 		desired.Annotations = map[string]string{}
 	}
-	desired.Annotations[mpi.AnnotationSpecHash] = hash
+	desired.Annotations[api.AnnotationSpecHash] = hash
 
 	if existing == nil {
 		if r.awaitingCreated(s, childJobSet, 0) {
@@ -104,7 +104,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	}
 
 	isSuspended := ptr.Deref(existing.Spec.Suspend, false)
-	sameSpec := existing.Annotations[mpi.AnnotationSpecHash] == hash
+	sameSpec := existing.Annotations[api.AnnotationSpecHash] == hash
 	switch {
 	case sameSpec && wantSuspend == isSuspended:
 		return nil

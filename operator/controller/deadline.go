@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -61,7 +61,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 }
 
 // checkSchedulingTimeout fails a job whose ranks have not all run within
-// its scheduling timeout (mpi.AnnotationSchedulingTimeout) since it last
+// its scheduling timeout (api.AnnotationSchedulingTimeout) since it last
 // started, the clock of activeDeadlineSeconds: Kueue's queueing does not
 // count. Its message names what the job waited for, in the words of
 // whatever decided it (Running=False's). The JobSet goes once the failure is
@@ -91,7 +91,7 @@ func (r *TrainJobReconciler) checkSchedulingTimeout(s *scope) time.Duration {
 	}
 	msg := fmt.Sprintf("Not all ranks ran within the scheduling timeout of %s since the job started (%s); it waited for: %s. "+
 		"The job was stopped and its pods deleted, releasing what it held; fix what it waited for, or raise %s",
-		timeout, start.UTC().Format(time.RFC3339), waited, mpi.AnnotationSchedulingTimeout)
+		timeout, start.UTC().Format(time.RFC3339), waited, api.AnnotationSchedulingTimeout)
 	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSchedulingTimeout, msg)
 	if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonSchedulingTimeout, msg) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonSchedulingTimeout, "%s", msg)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 )
 
 // expectations remembers the children a reconcile created until their watch
@@ -152,7 +152,7 @@ func (r *TrainJobReconciler) expectedCreate(kind string) predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 		run := int32(0)
 		if kind == childSecret {
-			made, _ := strconv.Atoi(e.Object.GetAnnotations()[mpi.AnnotationJobSetRestarts])
+			made, _ := strconv.Atoi(e.Object.GetAnnotations()[api.AnnotationJobSetRestarts])
 			run = int32(made)
 		}
 		if !r.expectations.observed(kind, e.Object, run) {

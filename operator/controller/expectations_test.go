@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -61,7 +62,7 @@ func TestCreationsObserved(t *testing.T) {
 	secret := func(owner *trainer.TrainJob, run string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: mpi.SSHSecretName("pi"),
-			Annotations:     map[string]string{mpi.AnnotationJobSetRestarts: run},
+			Annotations:     map[string]string{api.AnnotationJobSetRestarts: run},
 			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(owner)},
 		}}
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -96,7 +96,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list trainer.TrainJobList
-	if err := c.reader.List(ctx, &list, client.HasLabels{mpi.LabelImplementation}); err != nil {
+	if err := c.reader.List(ctx, &list, client.HasLabels{api.LabelImplementation}); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -33,9 +34,9 @@ const networkStatusGracePeriod = 30 * time.Second
 // its runtime). It returns nil without a profile; problems keep the job from
 // starting.
 func (r *TrainJobReconciler) planNetwork(ctx context.Context, s *scope, rt *mpi.Runtime) (*mpi.NetworkPlan, []string, error) {
-	name := s.tj.Annotations[mpi.AnnotationNetworkProfile]
+	name := s.tj.Annotations[api.AnnotationNetworkProfile]
 	if name == "" {
-		name = rt.Annotations[mpi.AnnotationNetworkProfile]
+		name = rt.Annotations[api.AnnotationNetworkProfile]
 	}
 	if name == "" {
 		return nil, nil, nil
@@ -43,7 +44,7 @@ func (r *TrainJobReconciler) planNetwork(ctx context.Context, s *scope, rt *mpi.
 	var profile torusv1alpha1.MPINetworkProfile
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, &profile); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, []string{fmt.Sprintf("MPINetworkProfile %q does not exist: create it, or fix the %s annotation (kubectl get mpinetworkprofiles lists them)", name, mpi.AnnotationNetworkProfile)}, nil
+			return nil, []string{fmt.Sprintf("MPINetworkProfile %q does not exist: create it, or fix the %s annotation (kubectl get mpinetworkprofiles lists them)", name, api.AnnotationNetworkProfile)}, nil
 		}
 		return nil, nil, fmt.Errorf("getting MPINetworkProfile %s: %w", name, err)
 	}
@@ -107,8 +108,8 @@ func (r *TrainJobReconciler) nodeProblems(ctx context.Context, plan *mpi.Network
 func checkAttachments(plan *mpi.NetworkPlan, job *mpi.Job, pods []corev1.Pod, now time.Time) (missing []string, attached int, pending bool) {
 	for i := range pods {
 		p := &pods[i]
-		role := p.Labels[mpi.LabelRole]
-		if !plan.AllPods && role == mpi.RoleLauncher && !job.LauncherRunsRanks {
+		role := p.Labels[api.LabelRole]
+		if !plan.AllPods && role == api.RoleLauncher && !job.LauncherRunsRanks {
 			continue
 		}
 		if p.Status.Phase != corev1.PodRunning || !p.DeletionTimestamp.IsZero() {
@@ -155,10 +156,10 @@ func findStatus(statuses []nadv1.NetworkStatus, name string) *nadv1.NetworkStatu
 }
 
 func hostName(p *corev1.Pod) string {
-	if p.Labels[mpi.LabelRole] == mpi.RoleLauncher {
-		return mpi.RoleLauncher
+	if p.Labels[api.LabelRole] == api.RoleLauncher {
+		return api.RoleLauncher
 	}
-	return mpi.RoleWorker + "-" + p.Labels["batch.kubernetes.io/job-completion-index"]
+	return api.RoleWorker + "-" + p.Labels["batch.kubernetes.io/job-completion-index"]
 }
 
 // syncNetworks sets NetworksReady from the pods, and fails a job whose pods

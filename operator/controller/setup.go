@@ -27,6 +27,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
@@ -83,7 +84,7 @@ type Options struct {
 // upstream's MPI and Flux plugins watch, are held to the same label rather
 // than cached cluster-wide.
 func CacheOptions() cache.Options {
-	owned, err := labels.NewRequirement(mpi.LabelJobName, selection.Exists, nil)
+	owned, err := labels.NewRequirement(api.LabelJobName, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant selector
 	}
@@ -287,7 +288,7 @@ const optionalAPIPollInterval = 30 * time.Second
 
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.
 func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
-	name, ok := o.GetLabels()[mpi.LabelJobName]
+	name, ok := o.GetLabels()[api.LabelJobName]
 	if !ok {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -35,7 +36,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		if err := checkControlled("Secret", existing, s.tj); err != nil {
 			return false, err
 		}
-		made, _ := strconv.Atoi(existing.Annotations[mpi.AnnotationJobSetRestarts])
+		made, _ := strconv.Atoi(existing.Annotations[api.AnnotationJobSetRestarts])
 		if int32(made) >= restarts {
 			r.expectations.seen(childSecret, job)
 			return false, nil

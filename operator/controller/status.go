@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -203,10 +204,10 @@ func runningState(pods []corev1.Pod, job *mpi.Job, findings []diagnosis.Finding)
 		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		switch p.Labels[mpi.LabelRole] {
-		case mpi.RoleLauncher:
+		switch p.Labels[api.LabelRole] {
+		case api.RoleLauncher:
 			launcherUp = launcherUp || p.Status.Phase == corev1.PodSucceeded || launcherRuns(p)
-		case mpi.RoleWorker:
+		case api.RoleWorker:
 			if podReady(p) {
 				workersReady++
 			}
@@ -232,10 +233,10 @@ func podsMissing(pods []corev1.Pod, job *mpi.Job) bool {
 		if !pods[i].DeletionTimestamp.IsZero() {
 			continue
 		}
-		switch pods[i].Labels[mpi.LabelRole] {
-		case mpi.RoleLauncher:
+		switch pods[i].Labels[api.LabelRole] {
+		case api.RoleLauncher:
 			launchers++
-		case mpi.RoleWorker:
+		case api.RoleWorker:
 			workers++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -16,12 +17,12 @@ import (
 // restarted.
 func TestRunningState(t *testing.T) {
 	worker := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mpi.LabelRole: mpi.RoleWorker}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{api.LabelRole: api.RoleWorker}},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
 	launcher := func(phase corev1.PodPhase, state corev1.ContainerState) corev1.Pod {
 		return corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{mpi.LabelRole: mpi.RoleLauncher}},
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{api.LabelRole: api.RoleLauncher}},
 			Status:     corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer, State: state}}},
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -211,7 +212,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // and upstream's otherwise, which reports missing runtimes its own way.
 func notMPI(tj *trainer.TrainJob, rt *mpi.Runtime, err error) (bool, error) {
 	if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
-		_, labelled := tj.Labels[mpi.LabelImplementation]
+		_, labelled := tj.Labels[api.LabelImplementation]
 		return !labelled, nil
 	}
 	if err != nil {
@@ -273,7 +274,7 @@ func startedJob(s *scope) *mpi.Job {
 	if s.jobSet == nil || !metav1.IsControlledBy(s.jobSet, s.tj) {
 		return nil
 	}
-	job, ok := mpi.DecodeJob(s.jobSet.Annotations[mpi.AnnotationJob])
+	job, ok := mpi.DecodeJob(s.jobSet.Annotations[api.AnnotationJob])
 	if !ok {
 		return nil
 	}
@@ -360,7 +361,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 	}
 
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{mpi.LabelJobName: s.tj.Name}); err != nil {
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}); err != nil {
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
 	s.pods = pods.Items
@@ -440,7 +441,7 @@ func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
 			return fmt.Errorf("deleting the JobSet of a stopped job: %w", err)
 		}
 	}
-	if s.tj.Annotations[mpi.AnnotationKeepSSHKeys] == "true" {
+	if s.tj.Annotations[api.AnnotationKeepSSHKeys] == "true" {
 		return nil
 	}
 	_, err := r.deleteSSHSecret(ctx, s)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
@@ -142,7 +143,7 @@ func Desired(name string, uid *int64) (*unstructured.Unstructured, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[mpi.LabelDefaultRuntime] = "true"
+	labels[api.LabelDefaultRuntime] = "true"
 	obj.SetLabels(labels)
 	if uid == nil {
 		return obj, nil

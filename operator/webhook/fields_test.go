@@ -17,6 +17,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -359,9 +360,9 @@ func names(msg, path string) bool {
 // not move pods into another job.
 func TestRuntimePatchesMayNotSetTorusMetadata(t *testing.T) {
 	for name, m := range map[string]*metav1.ObjectMeta{
-		"job label":        {Labels: map[string]string{mpi.LabelJobName: "other"}},
-		"role label":       {Labels: map[string]string{mpi.LabelRole: mpi.RoleLauncher}},
-		"Torus annotation": {Annotations: map[string]string{mpi.AnnotationKeepSSHKeys: "true"}},
+		"job label":        {Labels: map[string]string{api.LabelJobName: "other"}},
+		"role label":       {Labels: map[string]string{api.LabelRole: api.RoleLauncher}},
+		"Torus annotation": {Annotations: map[string]string{api.AnnotationKeepSSHKeys: "true"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tj, rt := baseline(t)

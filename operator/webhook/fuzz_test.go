@@ -6,6 +6,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -69,8 +70,8 @@ func FuzzAdmitResolveBuild(f *testing.F) {
 			if rj.Name == mpi.NodeJob && rj.Template.Spec.Parallelism != nil {
 				workers = *rj.Template.Spec.Parallelism
 			}
-			if pod := rj.Template.Spec.Template; pod.Labels[mpi.LabelJobName] != tj.Name {
-				t.Fatalf("replicated job %s: pods labelled for job %q, not %q", rj.Name, pod.Labels[mpi.LabelJobName], tj.Name)
+			if pod := rj.Template.Spec.Template; pod.Labels[api.LabelJobName] != tj.Name {
+				t.Fatalf("replicated job %s: pods labelled for job %q, not %q", rj.Name, pod.Labels[api.LabelJobName], tj.Name)
 			}
 		}
 		if workers != job.Workers {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -53,7 +54,7 @@ func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) err
 	if tj.Labels == nil {
 		tj.Labels = map[string]string{}
 	}
-	tj.Labels[mpi.LabelImplementation] = string(impl)
+	tj.Labels[api.LabelImplementation] = string(impl)
 	return nil
 }
 
@@ -76,7 +77,7 @@ func (w *TrainJobWebhook) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trai
 func torusAnnotations(tj *trainer.TrainJob) map[string]string {
 	out := map[string]string{}
 	for k, v := range tj.Annotations {
-		if strings.HasPrefix(k, mpi.Domain) {
+		if strings.HasPrefix(k, api.Domain) {
 			out[k] = v
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -58,9 +59,9 @@ func validatePatchMetadata(path *field.Path, m *metav1.ObjectMeta) field.ErrorLi
 		keys map[string]string
 	}{{"labels", m.Labels}, {"annotations", m.Annotations}} {
 		for _, k := range slices.Sorted(maps.Keys(kv.keys)) {
-			if strings.HasPrefix(k, mpi.Domain) {
+			if strings.HasPrefix(k, api.Domain) {
 				errs = append(errs, field.Forbidden(path.Child(kv.name).Key(k),
-					"keys under "+mpi.Domain+" are Torus's: they say which job a pod belongs to; use another prefix"))
+					"keys under "+api.Domain+" are Torus's: they say which job a pod belongs to; use another prefix"))
 			}
 		}
 	}

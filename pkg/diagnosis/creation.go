@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -65,7 +66,7 @@ func PodCreation(events []corev1.Event, trainJob string, since time.Time) []Find
 	for job, e := range latest {
 		host := "workers"
 		if childJob.FindStringSubmatch(job)[2] == mpi.LauncherJob {
-			host = mpi.RoleLauncher
+			host = api.RoleLauncher
 		}
 		f := Finding{Host: host, Reason: ReasonFailedCreate, Terminal: false, at: eventTime(e),
 			Detail: "the Job controller cannot create the pods of Job " + job + ": " + e.Message,

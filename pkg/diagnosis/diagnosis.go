@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -86,7 +87,7 @@ func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
 // HostOf names the MPI host a pod is and its ranks.
 func HostOf(p *corev1.Pod, placement mpi.Placement) (host, ranks string) {
 	idx, _ := strconv.Atoi(p.Labels["batch.kubernetes.io/job-completion-index"])
-	role := p.Labels[mpi.LabelRole]
+	role := p.Labels[api.LabelRole]
 	h := mpi.Host{Role: role, Index: int32(idx)}
 	if _, _, ok := placement.Ranks(role, int32(idx)); ok {
 		return h.Name(), placement.RankRange(role, int32(idx))
@@ -127,7 +128,7 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 			} else {
 				f.Reason = "Error"
 				f.Detail = fmt.Sprintf("container %s exited with code %d%s", cs.Name, t.ExitCode, signal(t.ExitCode))
-				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host)
+				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host)
 				var classified bool
 				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
 					// The runtime's words: what could not be run.
@@ -165,7 +166,7 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				f.Fix = "load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime"
 			case "CrashLoopBackOff":
 				f.Reason, f.Detail = w.Reason, "container "+cs.Name+" keeps exiting"+restarts(cs.RestartCount)
-				f.Fix = "see kubectl mpi logs " + p.Labels[mpi.LabelJobName] + logsFlag(host) + " --previous"
+				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host) + " --previous"
 			case "CreateContainerConfigError", "CreateContainerError":
 				f.Reason, f.Detail = w.Reason, w.Message
 				f.Fix = "check the Secrets, ConfigMaps and volumes the pod refers to"
@@ -182,7 +183,7 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 // contextOf is what a fix names of a pod's job: its name, and where its
 // pods find the job's sshd configuration.
 func contextOf(p *corev1.Pod) failureContext {
-	c := failureContext{job: p.Labels[mpi.LabelJobName], namespace: p.Namespace, sshdConfig: mpi.SSHDConfigPath("<sshAuthMountPath>")}
+	c := failureContext{job: p.Labels[api.LabelJobName], namespace: p.Namespace, sshdConfig: mpi.SSHDConfigPath("<sshAuthMountPath>")}
 	if ctr := findContainer(p, mpi.TrainerContainer); ctr != nil {
 		for _, m := range ctr.VolumeMounts {
 			if m.Name == mpi.SSHVolume && m.SubPath == mpi.SSHDirSubPath {
@@ -216,10 +217,10 @@ func restarts(n int32) string {
 }
 
 func logsFlag(host string) string {
-	if host == mpi.RoleLauncher {
+	if host == api.RoleLauncher {
 		return " --launcher"
 	}
-	return " --worker " + host[len(mpi.RoleWorker)+1:]
+	return " --worker " + host[len(api.RoleWorker)+1:]
 }
 
 func signal(code int32) string {

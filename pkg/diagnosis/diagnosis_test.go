@@ -9,13 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 func worker(index string, status corev1.PodStatus) corev1.Pod {
 	return corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-" + index + "-abcde", Labels: map[string]string{
-			mpi.LabelJobName: "pi", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": index,
+			api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": index,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "node", Image: "mpi:1",
@@ -119,7 +120,7 @@ func TestPods(t *testing.T) {
 					}},
 				}}})
 				p.Name, p.Namespace = "pi-launcher-0-0-abcde", "team"
-				p.Labels[mpi.LabelRole] = mpi.RoleLauncher
+				p.Labels[api.LabelRole] = api.RoleLauncher
 				p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}}
 				return p
 			}()},

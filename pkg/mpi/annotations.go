@@ -7,22 +7,24 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/torus-mpi/torus/api"
 )
 
-// parseSSHPort reads AnnotationSSHPort.
+// parseSSHPort reads api.AnnotationSSHPort.
 func parseSSHPort(v string) (int32, error) {
 	p, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || p < 1024 || p > 65535 {
-		return 0, fmt.Errorf("annotation %s=%q: set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)", AnnotationSSHPort, v)
+		return 0, fmt.Errorf("annotation %s=%q: set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)", api.AnnotationSSHPort, v)
 	}
 	return int32(p), nil
 }
 
-// parseSchedulingTimeout reads AnnotationSchedulingTimeout.
+// parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("annotation %s=%q: set it to a positive duration such as 10m or 90s", AnnotationSchedulingTimeout, v)
+		return 0, fmt.Errorf("annotation %s=%q: set it to a positive duration such as 10m or 90s", api.AnnotationSchedulingTimeout, v)
 	}
 	return d, nil
 }
@@ -36,29 +38,29 @@ func parseSchedulingTimeout(v string) (time.Duration, error) {
 func CheckAnnotations(annotations map[string]string) map[string]error {
 	errs := map[string]error{}
 	for k, v := range annotations {
-		if !strings.HasPrefix(k, Domain) {
+		if !strings.HasPrefix(k, api.Domain) {
 			continue
 		}
 		var err error
 		switch k {
-		case AnnotationSSHPort:
+		case api.AnnotationSSHPort:
 			_, err = parseSSHPort(v)
-		case AnnotationSchedulingTimeout:
+		case api.AnnotationSchedulingTimeout:
 			_, err = parseSchedulingTimeout(v)
-		case AnnotationSSHKeyAlgorithm:
+		case api.AnnotationSSHKeyAlgorithm:
 			if _, perr := ParseKeyAlgorithm(v); perr != nil {
 				err = fmt.Errorf("annotation %s: %w", k, perr)
 			}
-		case AnnotationTopology:
+		case api.AnnotationTopology:
 			if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {
 				err = fmt.Errorf("annotation %s=%q: set it to the node label whose domain all pods must share, such as cloud.provider.com/topology-rack (%s)",
 					k, v, strings.Join(msgs, "; "))
 			}
-		case AnnotationKeepSSHKeys:
+		case api.AnnotationKeepSSHKeys:
 			if v != "true" && v != "false" {
 				err = fmt.Errorf("annotation %s=%q: set it to \"true\" to keep a finished job's SSH Secret, or remove it", k, v)
 			}
-		case AnnotationNetworkProfile:
+		case api.AnnotationNetworkProfile:
 			if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
 				err = fmt.Errorf("annotation %s=%q: set it to the name of an MPINetworkProfile (kubectl get mpinetworkprofiles)", k, v)
 			}

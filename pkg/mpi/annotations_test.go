@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestCheckAnnotations(t *testing.T) {
@@ -12,16 +14,16 @@ func TestCheckAnnotations(t *testing.T) {
 		wantBad     []string
 	}{
 		"good values": {annotations: map[string]string{
-			AnnotationSSHPort: "2222", AnnotationSchedulingTimeout: "10m", AnnotationSSHKeyAlgorithm: "ecdsa-p384",
-			AnnotationTopology: "cloud.provider.com/topology-rack", AnnotationKeepSSHKeys: "true", AnnotationNetworkProfile: "ib-sriov",
+			api.AnnotationSSHPort: "2222", api.AnnotationSchedulingTimeout: "10m", api.AnnotationSSHKeyAlgorithm: "ecdsa-p384",
+			api.AnnotationTopology: "cloud.provider.com/topology-rack", api.AnnotationKeepSSHKeys: "true", api.AnnotationNetworkProfile: "ib-sriov",
 		}},
 		"others' annotations are not Torus's to check": {annotations: map[string]string{"example.com/port": "x"}},
 		"bad values, each named": {
 			annotations: map[string]string{
-				AnnotationSSHPort: "80", AnnotationSchedulingTimeout: "0s", AnnotationSSHKeyAlgorithm: "dsa",
-				AnnotationTopology: "a b", AnnotationKeepSSHKeys: "yes", AnnotationNetworkProfile: "UPPER",
+				api.AnnotationSSHPort: "80", api.AnnotationSchedulingTimeout: "0s", api.AnnotationSSHKeyAlgorithm: "dsa",
+				api.AnnotationTopology: "a b", api.AnnotationKeepSSHKeys: "yes", api.AnnotationNetworkProfile: "UPPER",
 			},
-			wantBad: []string{AnnotationKeepSSHKeys, AnnotationNetworkProfile, AnnotationSchedulingTimeout, AnnotationSSHKeyAlgorithm, AnnotationSSHPort, AnnotationTopology},
+			wantBad: []string{api.AnnotationKeepSSHKeys, api.AnnotationNetworkProfile, api.AnnotationSchedulingTimeout, api.AnnotationSSHKeyAlgorithm, api.AnnotationSSHPort, api.AnnotationTopology},
 		},
 	}
 	for name, tc := range cases {

@@ -9,6 +9,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks
@@ -44,8 +46,8 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *Job, restarts int32, current *SSH
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            SSHSecretName(tj.Name),
 			Namespace:       tj.Namespace,
-			Labels:          map[string]string{LabelJobName: tj.Name},
-			Annotations:     map[string]string{AnnotationJobSetRestarts: strconv.Itoa(int(restarts))},
+			Labels:          map[string]string{api.LabelJobName: tj.Name},
+			Annotations:     map[string]string{api.AnnotationJobSetRestarts: strconv.Itoa(int(restarts))},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(tj)},
 		},
 		Type:      corev1.SecretTypeSSHAuth,
@@ -58,12 +60,12 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *Job, restarts int32, current *SSH
 // pods, on any port: sshd and MPI's dynamic ports. Egress is not restricted,
 // so DNS and the launcher's connections to workers keep working.
 func BuildNetworkPolicy(tj *trainer.TrainJob) *networkingv1.NetworkPolicy {
-	own := metav1.LabelSelector{MatchLabels: map[string]string{LabelJobName: tj.Name}}
+	own := metav1.LabelSelector{MatchLabels: map[string]string{api.LabelJobName: tj.Name}}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            NetworkPolicyName(tj.Name),
 			Namespace:       tj.Namespace,
-			Labels:          map[string]string{LabelJobName: tj.Name},
+			Labels:          map[string]string{api.LabelJobName: tj.Name},
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(tj)},
 		},
 		Spec: networkingv1.NetworkPolicySpec{

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestHostfile(t *testing.T) {
@@ -69,10 +71,10 @@ func TestPlacement(t *testing.T) {
 			}
 		})
 	}
-	if got, want := p.RankRange(RoleWorker, 1), "ranks 8-11"; got != want {
+	if got, want := p.RankRange(api.RoleWorker, 1), "ranks 8-11"; got != want {
 		t.Errorf("RankRange(worker 1) = %q, want %q", got, want)
 	}
-	if got, want := NewPlacement("job", 2, 1, false).RankRange(RoleLauncher, 0), "no ranks"; got != want {
+	if got, want := NewPlacement("job", 2, 1, false).RankRange(api.RoleLauncher, 0), "no ranks"; got != want {
 		t.Errorf("RankRange(launcher) = %q, want %q", got, want)
 	}
 }

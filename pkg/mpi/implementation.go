@@ -9,6 +9,8 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // Implementation is an MPI implementation as Torus distinguishes them. The
@@ -36,7 +38,7 @@ type facts struct {
 	runtime string
 	// trainer is its mlPolicy.mpi.mpiImplementation.
 	trainer trainer.MPIImplementation
-	// openMPIVersion is the AnnotationOpenMPIVersion value that selects it
+	// openMPIVersion is the api.AnnotationOpenMPIVersion value that selects it
 	// among the implementations sharing its Trainer value; the first entry
 	// of a Trainer value is its default.
 	openMPIVersion string
@@ -198,7 +200,7 @@ func (i Implementation) NeedsSearchDomain() bool { return i.of().shortHostNames 
 // MPI 4 and 5), or "" for one that shares it with none (or is unknown).
 func (i Implementation) VersionSelector() (key, value string) {
 	if f := i.lookup(); f != nil && f.openMPIVersion != "" {
-		return AnnotationOpenMPIVersion, f.openMPIVersion
+		return api.AnnotationOpenMPIVersion, f.openMPIVersion
 	}
 	return "", ""
 }
@@ -233,7 +235,7 @@ func (i Implementation) SelectOn(annotations map[string]string, other Implementa
 // ResolveImplementation maps the Trainer API value and the Open MPI version
 // annotation to an Implementation. An empty value means OpenMPI, as the CRD
 // defaults it. Annotation sources are consulted in order; the first that
-// sets AnnotationOpenMPIVersion wins (pass the TrainJob's before the
+// sets api.AnnotationOpenMPIVersion wins (pass the TrainJob's before the
 // runtime's).
 func ResolveImplementation(v trainer.MPIImplementation, annotations ...map[string]string) (Implementation, error) {
 	if v == "" {
@@ -257,7 +259,7 @@ func ResolveImplementation(v trainer.MPIImplementation, annotations ...map[strin
 		return candidates[0].impl, nil
 	}
 	for _, a := range annotations {
-		ver, ok := a[AnnotationOpenMPIVersion]
+		ver, ok := a[api.AnnotationOpenMPIVersion]
 		if !ok {
 			continue
 		}
@@ -268,7 +270,7 @@ func ResolveImplementation(v trainer.MPIImplementation, annotations ...map[strin
 			}
 			versions[k] = strconv.Quote(f.openMPIVersion)
 		}
-		return "", fmt.Errorf("annotation %s=%q: set it to %s", AnnotationOpenMPIVersion, ver, orList(versions))
+		return "", fmt.Errorf("annotation %s=%q: set it to %s", api.AnnotationOpenMPIVersion, ver, orList(versions))
 	}
 	return candidates[0].impl, nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestResolveImplementation(t *testing.T) {
@@ -16,13 +18,13 @@ func TestResolveImplementation(t *testing.T) {
 	}{
 		"empty means OpenMPI 4":   {value: "", want: OpenMPI},
 		"OpenMPI":                 {value: "OpenMPI", want: OpenMPI},
-		"OpenMPI 5 by annotation": {value: "OpenMPI", annotations: []map[string]string{{AnnotationOpenMPIVersion: "5"}}, want: OpenMPI5},
+		"OpenMPI 5 by annotation": {value: "OpenMPI", annotations: []map[string]string{{api.AnnotationOpenMPIVersion: "5"}}, want: OpenMPI5},
 		"the job's annotation wins over the runtime's": {
 			value:       "OpenMPI",
-			annotations: []map[string]string{{AnnotationOpenMPIVersion: "4"}, {AnnotationOpenMPIVersion: "5"}},
+			annotations: []map[string]string{{api.AnnotationOpenMPIVersion: "4"}, {api.AnnotationOpenMPIVersion: "5"}},
 			want:        OpenMPI,
 		},
-		"unknown version": {value: "OpenMPI", annotations: []map[string]string{{AnnotationOpenMPIVersion: "6"}}, wantErr: true},
+		"unknown version": {value: "OpenMPI", annotations: []map[string]string{{api.AnnotationOpenMPIVersion: "6"}}, wantErr: true},
 		"Intel":           {value: "Intel", want: IntelMPI},
 		"MPICH":           {value: "MPICH", want: MPICH},
 		"unknown":         {value: "MVAPICH", wantErr: true},
@@ -46,7 +48,7 @@ func TestParseImplementation(t *testing.T) {
 		if err != nil || got != impl {
 			t.Errorf("ParseImplementation(%q) = %q, %v; want %q", impl.CLIName(), got, err, impl)
 		}
-		back, err := ResolveImplementation(impl.TrainerValue(), map[string]string{AnnotationOpenMPIVersion: map[bool]string{true: "5", false: "4"}[impl == OpenMPI5]})
+		back, err := ResolveImplementation(impl.TrainerValue(), map[string]string{api.AnnotationOpenMPIVersion: map[bool]string{true: "5", false: "4"}[impl == OpenMPI5]})
 		if err != nil || back != impl {
 			t.Errorf("round trip of %q through the Trainer API gave %q, %v", impl, back, err)
 		}
@@ -78,7 +80,7 @@ func TestImplementationTable(t *testing.T) {
 		if len(f.env("2", "-F x")) == 0 {
 			t.Errorf("%s: the launcher gets no environment", f.impl)
 		}
-		got, err := ResolveImplementation(f.trainer, map[string]string{AnnotationOpenMPIVersion: f.openMPIVersion})
+		got, err := ResolveImplementation(f.trainer, map[string]string{api.AnnotationOpenMPIVersion: f.openMPIVersion})
 		if f.openMPIVersion == "" {
 			got, err = ResolveImplementation(f.trainer)
 		}
@@ -102,8 +104,8 @@ func TestSelectOn(t *testing.T) {
 		ok            bool
 	}{
 		"the runtime's own":                   {impl: MPICH, runtime: MPICH, before: map[string]string{}, want: map[string]string{}, ok: true},
-		"Open MPI 5 on an Open MPI 4 runtime": {impl: OpenMPI5, runtime: OpenMPI, before: map[string]string{}, want: map[string]string{AnnotationOpenMPIVersion: "5"}, ok: true},
-		"Open MPI 4 on a runtime set to 5":    {impl: OpenMPI, runtime: OpenMPI5, before: map[string]string{"a": "b"}, want: map[string]string{"a": "b", AnnotationOpenMPIVersion: "4"}, ok: true},
+		"Open MPI 5 on an Open MPI 4 runtime": {impl: OpenMPI5, runtime: OpenMPI, before: map[string]string{}, want: map[string]string{api.AnnotationOpenMPIVersion: "5"}, ok: true},
+		"Open MPI 4 on a runtime set to 5":    {impl: OpenMPI, runtime: OpenMPI5, before: map[string]string{"a": "b"}, want: map[string]string{"a": "b", api.AnnotationOpenMPIVersion: "4"}, ok: true},
 		"MPICH on an Open MPI runtime":        {impl: MPICH, runtime: OpenMPI, before: map[string]string{}, want: map[string]string{}},
 		"Open MPI 5 on an Intel MPI runtime":  {impl: OpenMPI5, runtime: IntelMPI, before: map[string]string{}, want: map[string]string{}},
 	}

@@ -11,6 +11,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // Runtime is the resolved TrainingRuntime or ClusterTrainingRuntime a
@@ -43,7 +45,7 @@ type Job struct {
 	LauncherRunsRanks bool
 	SSH               SSHSettings
 	// SchedulingTimeout bounds the wait for all ranks to run; zero waits
-	// for ever (AnnotationSchedulingTimeout).
+	// for ever (api.AnnotationSchedulingTimeout).
 	SchedulingTimeout time.Duration
 	// Network is the job's resolved MPINetworkProfile, if it selects one.
 	Network *NetworkPlan
@@ -91,21 +93,21 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	if job.LauncherRunsRanks {
 		job.Workers = max(job.NumNodes-1, 1)
 	}
-	if v, ok := firstAnnotation(AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
+	if v, ok := firstAnnotation(api.AnnotationSSHPort, tj.Annotations, rt.Annotations); ok {
 		p, err := parseSSHPort(v)
 		if err != nil {
 			return nil, err
 		}
 		job.SSH.Port = p
 	}
-	if v, ok := firstAnnotation(AnnotationSSHKeyAlgorithm, tj.Annotations, rt.Annotations); ok {
+	if v, ok := firstAnnotation(api.AnnotationSSHKeyAlgorithm, tj.Annotations, rt.Annotations); ok {
 		alg, err := ParseKeyAlgorithm(v)
 		if err != nil {
-			return nil, fmt.Errorf("annotation %s: %w", AnnotationSSHKeyAlgorithm, err)
+			return nil, fmt.Errorf("annotation %s: %w", api.AnnotationSSHKeyAlgorithm, err)
 		}
 		job.SSH.KeyAlgorithm = alg
 	}
-	if v, ok := firstAnnotation(AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
+	if v, ok := firstAnnotation(api.AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
 		d, err := parseSchedulingTimeout(v)
 		if err != nil {
 			return nil, err
@@ -182,7 +184,7 @@ func GPUs(rl corev1.ResourceList) int64 {
 	return n
 }
 
-// EncodeJob is a job as AnnotationJob records it.
+// EncodeJob is a job as api.AnnotationJob records it.
 func EncodeJob(j *Job) (string, error) {
 	data, err := json.Marshal(j)
 	if err != nil {
@@ -191,7 +193,7 @@ func EncodeJob(j *Job) (string, error) {
 	return string(data), nil
 }
 
-// DecodeJob reads a job AnnotationJob recorded; false when there is none or
+// DecodeJob reads a job api.AnnotationJob recorded; false when there is none or
 // it cannot be read (a JobSet made by an older operator).
 func DecodeJob(s string) (*Job, bool) {
 	if s == "" {

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // DefaultClusterDomain is the DNS domain of a cluster's services unless the
@@ -71,7 +73,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	if js.Labels == nil {
 		js.Labels = map[string]string{}
 	}
-	js.Labels[LabelJobName] = tj.Name
+	js.Labels[api.LabelJobName] = tj.Name
 
 	var launcher, node *jobsetv1alpha2.ReplicatedJob
 	for i := range js.Spec.ReplicatedJobs {
@@ -90,13 +92,13 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 		opts.ClusterDomain = DefaultClusterDomain
 	}
 	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain}
-	if level, ok := firstAnnotation(AnnotationTopology, tj.Annotations, rt.Annotations); ok && level != "" {
+	if level, ok := firstAnnotation(api.AnnotationTopology, tj.Annotations, rt.Annotations); ok && level != "" {
 		b.topology = level
 	}
-	if err := b.configure(launcher, RoleLauncher, 1); err != nil {
+	if err := b.configure(launcher, api.RoleLauncher, 1); err != nil {
 		return nil, err
 	}
-	if err := b.configure(node, RoleWorker, job.Workers); err != nil {
+	if err := b.configure(node, api.RoleWorker, job.Workers); err != nil {
 		return nil, err
 	}
 	if !dependsOnNodesReady(launcher) {
@@ -139,7 +141,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	if js.Annotations == nil {
 		js.Annotations = map[string]string{}
 	}
-	js.Annotations[AnnotationJob] = started
+	js.Annotations[api.AnnotationJob] = started
 	return js, nil
 }
 
@@ -202,8 +204,8 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[LabelJobName] = b.tj.Name
-	pod.Labels[LabelRole] = role
+	pod.Labels[api.LabelJobName] = b.tj.Name
+	pod.Labels[api.LabelRole] = role
 	if b.topology != "" {
 		// Both pod sets in one group: launcher and workers share a domain.
 		if pod.Annotations == nil {
@@ -212,7 +214,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		pod.Annotations[KueueRequiredTopology] = b.topology
 		pod.Annotations[KueuePodSetGroup] = kueuePodSetGroupForJobs
 	}
-	if role == RoleWorker {
+	if role == api.RoleWorker {
 		// MPI is all or nothing: a replaced worker cannot rejoin a running
 		// MPI world, so a worker failure fails the job at once, naming it.
 		spec.BackoffLimit = ptr.To[int32](0)
@@ -237,7 +239,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		ctr.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	}
 
-	isLauncher := role == RoleLauncher
+	isLauncher := role == api.RoleLauncher
 	runsRanks := !isLauncher || b.job.LauncherRunsRanks
 	trainerJob := isLauncher || rj.Template.Labels[LabelAncestor] == AncestorTrainer
 	if t := b.tj.Spec.Trainer; t != nil {
@@ -357,7 +359,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 
 	// Hydra's proxies connect back to mpiexec by the launcher's host name.
 	var callBack string
-	if role == RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
+	if role == api.RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
 		callBack = HostAddress(b.tj.Name, LauncherJob, 0)
 	}
 	init := corev1.Container{

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
@@ -145,7 +146,7 @@ func TestBuildJobSetPerImplementation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rt := wrappers.MakeMPIRuntime("rt", tc.impl)
 			if tc.annotation != "" {
-				rt.Annotation(mpi.AnnotationOpenMPIVersion, tc.annotation)
+				rt.Annotation(api.AnnotationOpenMPIVersion, tc.annotation)
 			}
 			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(1).NumProcPerNode(2).Obj()
 			js, job := build(t, tj, rt)
@@ -226,7 +227,7 @@ func TestBuildJobSetLauncherAsNode(t *testing.T) {
 }
 
 func TestBuildJobSetQueueAndTopology(t *testing.T) {
-	rt := wrappers.MakeMPIRuntime("rt", "MPICH").Annotation(mpi.AnnotationTopology, "cloud.provider.com/topology-rack")
+	rt := wrappers.MakeMPIRuntime("rt", "MPICH").Annotation(api.AnnotationTopology, "cloud.provider.com/topology-rack")
 	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(4).Obj()
 	tj.Labels = map[string]string{mpi.KueueQueueLabel: "team", mpi.KueuePriorityLabel: "high"}
 	job, err := mpi.ResolveJob(tj, rt.Runtime())

@@ -8,6 +8,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
@@ -122,10 +123,10 @@ func TestResolveJobSSHSettings(t *testing.T) {
 			}
 			tj := wrappers.MakeTrainJob("j", "ns").RuntimeRef("rt")
 			if tc.port != "" {
-				tj = tj.Annotation(mpi.AnnotationSSHPort, tc.port)
+				tj = tj.Annotation(api.AnnotationSSHPort, tc.port)
 			}
 			if tc.keyAlg != "" {
-				tj = tj.Annotation(mpi.AnnotationSSHKeyAlgorithm, tc.keyAlg)
+				tj = tj.Annotation(api.AnnotationSSHKeyAlgorithm, tc.keyAlg)
 			}
 			job, err := mpi.ResolveJob(tj.Obj(), rt.Runtime())
 			if tc.wantErr == "" {

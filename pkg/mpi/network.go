@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 )
 
@@ -27,7 +28,7 @@ const (
 
 	// AnnotationNetworkPolicy set to "restricted", on a namespace or a
 	// runtime, gives each job a NetworkPolicy admitting only its own pods.
-	AnnotationNetworkPolicy = Domain + "network-policy"
+	AnnotationNetworkPolicy = api.Domain + "network-policy"
 
 	shmVolume = "mpi-dshm"
 	shmPath   = "/dev/shm"

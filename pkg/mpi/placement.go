@@ -1,10 +1,14 @@
 package mpi
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/torus-mpi/torus/api"
+)
 
 // Host is one MPI host of a job: a pod running ranks.
 type Host struct {
-	// Role is RoleLauncher or RoleWorker.
+	// Role is api.RoleLauncher or api.RoleWorker.
 	Role string
 	// ReplicatedJob is the JobSet replicated job the pod belongs to.
 	ReplicatedJob string
@@ -16,10 +20,10 @@ type Host struct {
 
 // Name is how users see the host: "launcher" or "worker-<index>".
 func (h Host) Name() string {
-	if h.Role == RoleLauncher {
-		return RoleLauncher
+	if h.Role == api.RoleLauncher {
+		return api.RoleLauncher
 	}
-	return fmt.Sprintf("%s-%d", RoleWorker, h.Index)
+	return fmt.Sprintf("%s-%d", api.RoleWorker, h.Index)
 }
 
 // Placement maps MPI ranks to hosts. Every implementation Torus supports
@@ -36,13 +40,13 @@ func NewPlacement(trainJob string, workers, slotsPerHost int32, launcherRunsRank
 	hosts := make([]Host, 0, workers+1)
 	if launcherRunsRanks {
 		hosts = append(hosts, Host{
-			Role: RoleLauncher, ReplicatedJob: LauncherJob, Index: 0,
+			Role: api.RoleLauncher, ReplicatedJob: LauncherJob, Index: 0,
 			Address: HostAddress(trainJob, LauncherJob, 0),
 		})
 	}
 	for i := range workers {
 		hosts = append(hosts, Host{
-			Role: RoleWorker, ReplicatedJob: NodeJob, Index: i,
+			Role: api.RoleWorker, ReplicatedJob: NodeJob, Index: i,
 			Address: HostAddress(trainJob, NodeJob, i),
 		})
 	}

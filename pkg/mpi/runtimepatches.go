@@ -8,6 +8,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // applyRuntimePatches applies a TrainJob's runtimePatches, of any manager
@@ -74,7 +76,7 @@ func findReplicatedJob(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.R
 // webhook refuses such patches; this holds when it was bypassed.
 func mergeMetadata(dst, src map[string]string) map[string]string {
 	for k, v := range src {
-		if strings.HasPrefix(k, Domain) {
+		if strings.HasPrefix(k, api.Domain) {
 			continue
 		}
 		if dst == nil {

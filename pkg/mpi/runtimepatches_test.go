@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestApplyRuntimePatches(t *testing.T) {
@@ -26,7 +28,7 @@ func TestApplyRuntimePatches(t *testing.T) {
 	}{
 		"any manager's placement": {
 			patches:    []trainer.RuntimePatch{podPatch("example.com/scheduler", &metav1.ObjectMeta{Labels: map[string]string{"team": "hpc"}}, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "a"}})},
-			wantLabels: map[string]string{LabelJobName: "pi", LabelRole: RoleWorker, "team": "hpc"},
+			wantLabels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "team": "hpc"},
 			wantNodes:  map[string]string{"zone": "a"},
 		},
 		"later patches win": {
@@ -34,12 +36,12 @@ func TestApplyRuntimePatches(t *testing.T) {
 				podPatch(KueueManager, nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "a"}}),
 				podPatch("example.com/other", nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "b"}}),
 			},
-			wantLabels: map[string]string{LabelJobName: "pi", LabelRole: RoleWorker},
+			wantLabels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker},
 			wantNodes:  map[string]string{"zone": "b"},
 		},
 		"Torus's labels stay Torus's": {
-			patches:    []trainer.RuntimePatch{podPatch(KueueManager, &metav1.ObjectMeta{Labels: map[string]string{LabelJobName: "other-job", LabelRole: RoleLauncher}}, nil)},
-			wantLabels: map[string]string{LabelJobName: "pi", LabelRole: RoleWorker},
+			patches:    []trainer.RuntimePatch{podPatch(KueueManager, &metav1.ObjectMeta{Labels: map[string]string{api.LabelJobName: "other-job", api.LabelRole: api.RoleLauncher}}, nil)},
+			wantLabels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker},
 		},
 		"a replicated job the runtime lacks": {
 			patches: []trainer.RuntimePatch{{Manager: "m", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
@@ -51,7 +53,7 @@ func TestApplyRuntimePatches(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			js := &jobsetv1alpha2.JobSet{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: NodeJob}}}}
 			pod := &js.Spec.ReplicatedJobs[0].Template.Spec.Template
-			pod.Labels = map[string]string{LabelJobName: "pi", LabelRole: RoleWorker}
+			pod.Labels = map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker}
 			pod.Spec.Containers = []corev1.Container{{Name: TrainerContainer}}
 			tj := &trainer.TrainJob{Spec: trainer.TrainJobSpec{RuntimePatches: tc.patches}}
 			err := applyRuntimePatches(js, tj)

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // SSHKeys is the key material of one job: the client key the launcher logs
@@ -109,7 +111,7 @@ type SSHSettings struct {
 	Path string
 	Port int32
 	// KeyAlgorithm is the job's or its runtime's choice
-	// (AnnotationSSHKeyAlgorithm); "" leaves it to the operator.
+	// (api.AnnotationSSHKeyAlgorithm); "" leaves it to the operator.
 	KeyAlgorithm KeyAlgorithm `json:",omitempty"`
 	// StrictModes: the pods' SSH directory is laid out for sshd's
 	// StrictModes (SSHSetupScript). Jobs whose JobSet an earlier Torus made
@@ -260,7 +262,7 @@ var sshFiles = []struct {
 }
 
 // runsSSHD reports whether pods of a role run sshd: the workers.
-func runsSSHD(role string) bool { return role != RoleLauncher }
+func runsSSHD(role string) bool { return role != api.RoleLauncher }
 
 // SSHFileModes lists, per file name in the SSH directory of a role's pods,
 // the mode the init container gives it.

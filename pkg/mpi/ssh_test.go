@@ -16,6 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestSSHKeys(t *testing.T) {
@@ -139,7 +141,7 @@ func TestSSHConfigs(t *testing.T) {
 			t.Errorf("sshd config lacks %q:\n%s", want, sshd)
 		}
 	}
-	for _, role := range []string{RoleLauncher, RoleWorker} {
+	for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
 		script := SSHSetupScript(s.Path, role, "")
 		for file, mode := range SSHFileModes(role) {
 			found := false
@@ -203,8 +205,8 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mount, sshDir := writeSecretVolume(t, tc.secret, RoleWorker)
-			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt, RoleWorker)
+			mount, sshDir := writeSecretVolume(t, tc.secret, api.RoleWorker)
+			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt, api.RoleWorker)
 			for file, want := range map[string][]byte{
 				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, SSHAuthorizedKeys: tc.want.ClientPublic,
 			} {
@@ -239,8 +241,8 @@ func TestSSHFilesPerRole(t *testing.T) {
 	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
 	data[HostfileKey] = []byte("localhost slots=2\n")
 	for role, absent := range map[string][]string{
-		RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, SSHAuthorizedKeys},
-		RoleWorker:   nil,
+		api.RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, SSHAuthorizedKeys},
+		api.RoleWorker:   nil,
 	} {
 		t.Run(role, func(t *testing.T) {
 			for _, item := range sshSecretItems(role) {
@@ -367,7 +369,7 @@ func TestSSHSetupScriptWaitsForHosts(t *testing.T) {
 		t.Run(string(impl), func(t *testing.T) {
 			data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
 			data[HostfileKey] = []byte(Hostfile(impl, Placement{SlotsPerHost: 2, Hosts: []Host{{Address: "early"}, {Address: "late"}}}))
-			mount, sshDir := writeSecretVolume(t, data, RoleLauncher)
+			mount, sshDir := writeSecretVolume(t, data, api.RoleLauncher)
 			bin := t.TempDir()
 			asked := filepath.Join(t.TempDir(), "asked")
 			getent := `#!/bin/sh
@@ -392,7 +394,7 @@ esac
 				callBack = "self"
 				want = "self\nself\nself\n" + want
 			}
-			cmd := setupScriptCommand(mount, sshDir, passwd, RoleLauncher, callBack)
+			cmd := setupScriptCommand(mount, sshDir, passwd, api.RoleLauncher, callBack)
 			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "ASKED=" + asked}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -438,12 +440,12 @@ func TestSSHSetupScriptUserDatabase(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mount, sshDir := writeSecretVolume(t, data, RoleWorker)
+			mount, sshDir := writeSecretVolume(t, data, api.RoleWorker)
 			passwd := filepath.Join(t.TempDir(), "passwd")
 			if err := os.WriteFile(passwd, []byte(tc.image), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			runSetupScript(t, mount, sshDir, passwd, "", RoleWorker)
+			runSetupScript(t, mount, sshDir, passwd, "", api.RoleWorker)
 			got, err := os.ReadFile(filepath.Join(filepath.Dir(sshDir), PasswdSubPath))
 			if err != nil {
 				t.Fatal(err)

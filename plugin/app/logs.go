@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
@@ -131,7 +132,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	c := o.client
 	opts := logs.Options{
 		Namespace:     o.namespace,
-		LabelSelector: mpi.LabelJobName + "=" + o.name,
+		LabelSelector: api.LabelJobName + "=" + o.name,
 		Prefix:        job.HostPrefix,
 		Order:         job.SortPods,
 		Container:     o.Container,
@@ -191,13 +192,13 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 func (o *LogsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
 	switch {
 	case o.changed("launcher"):
-		return func(p *corev1.Pod) bool { return p.Labels[mpi.LabelRole] == mpi.RoleLauncher }, nil
+		return func(p *corev1.Pod) bool { return p.Labels[api.LabelRole] == api.RoleLauncher }, nil
 	case o.changed("worker"):
 		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 		if w := info.Workers(); w > 0 && o.Worker >= w {
 			return nil, fmt.Errorf("--worker=%d: MPI job %s has workers 0 to %d", o.Worker, tj.Name, w-1)
 		}
-		return hostFilter(mpi.RoleWorker, o.Worker), nil
+		return hostFilter(api.RoleWorker, o.Worker), nil
 	case o.changed("rank"):
 		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 		host, err := info.Placement().HostOfRank(o.Rank)
@@ -211,6 +212,6 @@ func (o *LogsOptions) include(ctx context.Context, c client.Reader, tj *trainer.
 
 func hostFilter(role string, index int32) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
-		return p.Labels[mpi.LabelRole] == role && job.Index(p) == index
+		return p.Labels[api.LabelRole] == role && job.Index(p) == index
 	}
 }

@@ -12,7 +12,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
@@ -121,7 +121,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		usage, err := reader.Read(ctx, tj.Namespace, mpi.LabelJobName+"="+tj.Name, pods)
+		usage, err := reader.Read(ctx, tj.Namespace, api.LabelJobName+"="+tj.Name, pods)
 		if err != nil {
 			return err
 		}

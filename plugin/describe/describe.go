@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -192,13 +193,13 @@ func Write(w io.Writer, d *Data, now time.Time) error {
 		}
 		field("Queue", "%s%s", q, admission)
 	}
-	if v := tj.Annotations[mpi.AnnotationTopology]; v != "" {
+	if v := tj.Annotations[api.AnnotationTopology]; v != "" {
 		field("Topology", "%s", v)
 	}
-	if v := tj.Annotations[mpi.AnnotationNetworkProfile]; v != "" {
+	if v := tj.Annotations[api.AnnotationNetworkProfile]; v != "" {
 		field("Network", "%s", v)
 	}
-	if v := tj.Annotations[mpi.AnnotationRerunOf]; v != "" {
+	if v := tj.Annotations[api.AnnotationRerunOf]; v != "" {
 		field("Rerun of", "%s", v)
 	}
 	writeTimes(field, trainjob.TimesOf(tj), now)
@@ -345,8 +346,8 @@ func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagno
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RANKS\tHOST\tPOD\tNODE\tSTATE\tRESTARTS\tLAST REASON")
 	hosts := placement.Hosts
-	if len(hosts) == 0 || hosts[0].Role != mpi.RoleLauncher {
-		hosts = append([]mpi.Host{{Role: mpi.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, hosts...)
+	if len(hosts) == 0 || hosts[0].Role != api.RoleLauncher {
+		hosts = append([]mpi.Host{{Role: api.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, hosts...)
 	}
 	byPod := map[string]*diagnosis.Finding{}
 	for i := range findings {

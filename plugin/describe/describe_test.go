@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
@@ -26,7 +27,7 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 func workerPod(name string, index int, node string, terminated *corev1.ContainerStateTerminated) corev1.Pod {
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(t0), Labels: map[string]string{
-			mpi.LabelJobName: "pi", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": string(rune('0' + index)),
+			api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": string(rune('0' + index)),
 		}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: mpi.TrainerContainer, Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -45,7 +46,7 @@ func workerPod(name string, index int, node string, terminated *corev1.Container
 func failedJob() *Data {
 	tj := run.BuildTrainJob(run.Spec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"},
 		Workers: ptr.To[int32](2), SlotsPerWorker: ptr.To[int32](2), Queue: "team"})
-	tj.Annotations = map[string]string{mpi.AnnotationRerunOf: "pi-1"}
+	tj.Annotations = map[string]string{api.AnnotationRerunOf: "pi-1"}
 	tj.CreationTimestamp = metav1.NewTime(t0)
 	tj.Status.Conditions = []metav1.Condition{
 		{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(t0)},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
@@ -57,8 +58,8 @@ func Workers(info *job.Info, pods []corev1.Pod) ([]*Target, error) {
 	var out []*Target
 	var missing []string
 	for i := range info.Workers() {
-		p := job.PodOf(pods, mpi.RoleWorker, i)
-		h := mpi.Host{Role: mpi.RoleWorker, ReplicatedJob: mpi.NodeJob, Index: i}
+		p := job.PodOf(pods, api.RoleWorker, i)
+		h := mpi.Host{Role: api.RoleWorker, ReplicatedJob: mpi.NodeJob, Index: i}
 		if p == nil || runnable(p) != nil {
 			missing = append(missing, h.Name())
 			continue

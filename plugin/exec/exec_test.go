@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/job"
 )
@@ -17,7 +18,7 @@ import (
 func pod(role string, index int, phase corev1.PodPhase) corev1.Pod {
 	return corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pi-%s-%d", role, index), Labels: map[string]string{
-			mpi.LabelRole: role, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index),
+			api.LabelRole: role, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index),
 		}},
 		Status: corev1.PodStatus{Phase: phase},
 	}
@@ -53,7 +54,7 @@ func TestForRank(t *testing.T) {
 	// When the launcher runs ranks, it has the first slots.
 	info.Job.LauncherRunsRanks = true
 	got, err := ForRank(info, pods, 2)
-	if err != nil || got.Host.Role != mpi.RoleLauncher {
+	if err != nil || got.Host.Role != api.RoleLauncher {
 		t.Errorf("ForRank(2) with runLauncherAsNode = %+v, %v; want the launcher", got, err)
 	}
 

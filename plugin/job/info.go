@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -48,7 +49,7 @@ func Get(ctx context.Context, c client.Reader, namespace, name string) (*trainer
 		}
 		return nil, fmt.Errorf("getting MPI job %s/%s: %w", namespace, name, err)
 	}
-	if _, ok := tj.Labels[mpi.LabelImplementation]; ok {
+	if _, ok := tj.Labels[api.LabelImplementation]; ok {
 		return &tj, nil
 	}
 	rt, err := trainjob.GetRuntime(ctx, c, &tj)
@@ -120,7 +121,7 @@ func (i *Info) Implementation() mpi.Implementation {
 	if i.Job != nil {
 		return i.Job.Implementation
 	}
-	return mpi.Implementation(i.TrainJob.Labels[mpi.LabelImplementation])
+	return mpi.Implementation(i.TrainJob.Labels[api.LabelImplementation])
 }
 
 // Runtimes reads runtimes once per name.
@@ -165,7 +166,7 @@ func IsRuntimeNotFound(err error) bool {
 // first within a host.
 func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	if err := c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{mpi.LabelJobName: tj.Name}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{api.LabelJobName: tj.Name}); err != nil {
 		return nil, fmt.Errorf("listing the pods of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	SortPods(list.Items)
@@ -177,7 +178,7 @@ func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.
 func SortPods(pods []corev1.Pod) {
 	sort.SliceStable(pods, func(a, b int) bool {
 		pa, pb := &pods[a], &pods[b]
-		ra, rb := pa.Labels[mpi.LabelRole] == mpi.RoleLauncher, pb.Labels[mpi.LabelRole] == mpi.RoleLauncher
+		ra, rb := pa.Labels[api.LabelRole] == api.RoleLauncher, pb.Labels[api.LabelRole] == api.RoleLauncher
 		if ra != rb {
 			return ra
 		}
@@ -203,7 +204,7 @@ func Index(p *corev1.Pod) int32 {
 
 // HostOf is the MPI host a pod is.
 func HostOf(p *corev1.Pod) mpi.Host {
-	return mpi.Host{Role: p.Labels[mpi.LabelRole], Index: Index(p)}
+	return mpi.Host{Role: p.Labels[api.LabelRole], Index: Index(p)}
 }
 
 // HostName is how people see a pod: "launcher" or "worker-<i>".
@@ -219,7 +220,7 @@ func PodOf(pods []corev1.Pod, role string, index int32) *corev1.Pod {
 	var newest *corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[mpi.LabelRole] != role || Index(p) != index {
+		if p.Labels[api.LabelRole] != role || Index(p) != index {
 			continue
 		}
 		if p.DeletionTimestamp == nil && (newest == nil || newest.DeletionTimestamp != nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {

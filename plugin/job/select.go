@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 )
 
 // Selector selects MPI TrainJobs (the label Torus's webhook sets on them)
@@ -22,7 +22,7 @@ func Selector(user string) (labels.Selector, error) {
 			return nil, err
 		}
 	}
-	req, err := labels.NewRequirement(mpi.LabelImplementation, selection.Exists, nil)
+	req, err := labels.NewRequirement(api.LabelImplementation, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 )
 
 func TestSelector(t *testing.T) {
-	mpiJob := labels.Set{mpi.LabelImplementation: "OpenMPI", "team": "a"}
+	mpiJob := labels.Set{api.LabelImplementation: "OpenMPI", "team": "a"}
 	other := labels.Set{"team": "a"}
 	cases := map[string]struct {
 		user     string

@@ -15,6 +15,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -595,7 +596,7 @@ func (c *converter) generateRuntime() *trainer.TrainingRuntime {
 	lp, wp := mainContainerPath(kubeflow.MPIReplicaTypeLauncher), mainContainerPath(kubeflow.MPIReplicaTypeWorker)
 	lc, wc := &launcher.Spec.Containers[0], &worker.Spec.Containers[0]
 
-	added := addEnvIfMissing(lc, corev1.EnvVar{Name: envJobRole, Value: mpi.RoleLauncher})
+	added := addEnvIfMissing(lc, corev1.EnvVar{Name: envJobRole, Value: api.RoleLauncher})
 	if !c.launcherRuns {
 		for _, n := range nvidiaEnv {
 			added = append(added, addEnvIfMissing(lc, corev1.EnvVar{Name: n})...)
@@ -604,7 +605,7 @@ func (c *converter) generateRuntime() *trainer.TrainingRuntime {
 	if len(added) > 0 {
 		c.r.note(lp.Child("env"), "added %s to the launcher, as mpi-operator did", strings.Join(added, ", "))
 	}
-	if added := addEnvIfMissing(wc, corev1.EnvVar{Name: envJobRole, Value: mpi.RoleWorker}); len(added) > 0 {
+	if added := addEnvIfMissing(wc, corev1.EnvVar{Name: envJobRole, Value: api.RoleWorker}); len(added) > 0 {
 		c.r.note(wp.Child("env"), "added %s to workers, as mpi-operator did", strings.Join(added, ", "))
 	}
 	if c.workerRunsSSHD {

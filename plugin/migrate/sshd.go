@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -108,10 +109,10 @@ func rewriteWorkerCommand(c *corev1.Container, sshPath string, p fieldPath, r *r
 					r.warn(argField, "settings in the image's own sshd configuration %q no longer apply: Torus's sshd_config sets port %d, the job's host key and authorized keys, no passwords", arg, mpi.DefaultSSHPort)
 				}
 			case 'p':
-				r.warn(argField, "sshd -p %s removed: Torus's ssh client connects on port %d, which its sshd_config sets (annotation %s changes it)", arg, mpi.DefaultSSHPort, mpi.AnnotationSSHPort)
+				r.warn(argField, "sshd -p %s removed: Torus's ssh client connects on port %d, which its sshd_config sets (annotation %s changes it)", arg, mpi.DefaultSSHPort, api.AnnotationSSHPort)
 			case 'o':
 				if strings.HasPrefix(strings.ToLower(strings.TrimSpace(arg)), "port") {
-					r.warn(argField, "sshd -o %s removed: Torus's ssh client connects on port %d, which its sshd_config sets (annotation %s changes it)", arg, mpi.DefaultSSHPort, mpi.AnnotationSSHPort)
+					r.warn(argField, "sshd -o %s removed: Torus's ssh client connects on port %d, which its sshd_config sets (annotation %s changes it)", arg, mpi.DefaultSSHPort, api.AnnotationSSHPort)
 					break
 				}
 				emit("-o", t.inArgs)

@@ -11,13 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // Clone copies a job's configuration for a rerun under a new name: its
 // spec without what Kueue wrote when it admitted the job, and the labels
 // and annotations its owner set. The origin is recorded in
-// mpi.AnnotationRerunOf.
+// api.AnnotationRerunOf.
 func Clone(orig *trainer.TrainJob, name string) *trainer.TrainJob {
 	tj := mpi.NewTrainJob(name, orig.Namespace)
 	tj.Labels = maps.Clone(orig.Labels)
@@ -26,7 +27,7 @@ func Clone(orig *trainer.TrainJob, name string) *trainer.TrainJob {
 	if tj.Annotations == nil {
 		tj.Annotations = map[string]string{}
 	}
-	tj.Annotations[mpi.AnnotationRerunOf] = orig.Name
+	tj.Annotations[api.AnnotationRerunOf] = orig.Name
 	tj.Spec = *orig.Spec.DeepCopy()
 	// Admission decisions belong to the old run; suspension too (Kueue
 	// suspends and resumes queued jobs itself).
@@ -47,7 +48,7 @@ var rerunSuffix = regexp.MustCompile(`^(.*)-([0-9]+)$`)
 // rerun of a rerun (pi-2) counts on from its base (pi-3).
 func NextName(orig *trainer.TrainJob, taken func(string) bool) string {
 	base, n := orig.Name, 2
-	if _, isRerun := orig.Annotations[mpi.AnnotationRerunOf]; isRerun {
+	if _, isRerun := orig.Annotations[api.AnnotationRerunOf]; isRerun {
 		if m := rerunSuffix.FindStringSubmatch(orig.Name); m != nil {
 			base = m[1]
 			if k, err := strconv.Atoi(m[2]); err == nil {
@@ -64,9 +65,9 @@ func NextName(orig *trainer.TrainJob, taken func(string) bool) string {
 }
 
 // CopiedRuntime reads the runtime a job's own runtime copy was made from
-// (AnnotationRuntimeCopyOf), and the volumes the copy added to it.
+// (api.AnnotationRuntimeCopyOf), and the volumes the copy added to it.
 func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []Volume, ok bool) {
-	from, found := copyAnnotations[AnnotationRuntimeCopyOf]
+	from, found := copyAnnotations[api.AnnotationRuntimeCopyOf]
 	if !found {
 		return ref, nil, false
 	}

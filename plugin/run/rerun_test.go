@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -22,7 +23,7 @@ func TestClone(t *testing.T) {
 
 	got := Clone(orig, "pi-2")
 	want := BuildTrainJob(Spec{Name: "pi-2", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
-	want.Annotations = map[string]string{"team": "a", mpi.AnnotationRerunOf: "pi"}
+	want.Annotations = map[string]string{"team": "a", api.AnnotationRerunOf: "pi"}
 	want.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/other"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Clone (-want,+got):\n%s", diff)
@@ -32,7 +33,7 @@ func TestClone(t *testing.T) {
 func TestNextName(t *testing.T) {
 	rerun := func(name string) *trainer.TrainJob {
 		tj := mpi.NewTrainJob(name, "ns")
-		tj.Annotations = map[string]string{mpi.AnnotationRerunOf: "x"}
+		tj.Annotations = map[string]string{api.AnnotationRerunOf: "x"}
 		return tj
 	}
 	cases := map[string]struct {
@@ -69,7 +70,7 @@ func TestCopiedRuntime(t *testing.T) {
 	if err := AddVolumes(&rt.Spec, vols); err != nil {
 		t.Fatal(err)
 	}
-	ref, got, ok := CopiedRuntime(map[string]string{AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)
+	ref, got, ok := CopiedRuntime(map[string]string{api.AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)
 	if !ok {
 		t.Fatal("CopiedRuntime() found no copy")
 	}

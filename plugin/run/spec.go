@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -33,7 +34,7 @@ type Spec struct {
 	Runtime     string
 	RuntimeKind string
 	// Implementation selects Open MPI 5 over 4 on the job itself
-	// (mpi.AnnotationOpenMPIVersion); the other implementations are the
+	// (api.AnnotationOpenMPIVersion); the other implementations are the
 	// runtime's, chosen through Runtime.
 	Implementation mpi.Implementation
 
@@ -65,7 +66,7 @@ type Spec struct {
 	// Topology names the node label whose domain all pods must share.
 	Topology string
 	// SchedulingTimeout is how long the job may wait for all its ranks to
-	// run (a Go duration; mpi.AnnotationSchedulingTimeout).
+	// run (a Go duration; api.AnnotationSchedulingTimeout).
 	SchedulingTimeout string
 
 	Labels      map[string]string
@@ -114,13 +115,13 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 		setString(&tj.Labels, mpi.KueueQueueLabel, s.Queue)
 	}
 	if s.NetworkProfile != "" {
-		setString(&tj.Annotations, mpi.AnnotationNetworkProfile, s.NetworkProfile)
+		setString(&tj.Annotations, api.AnnotationNetworkProfile, s.NetworkProfile)
 	}
 	if s.Topology != "" {
-		setString(&tj.Annotations, mpi.AnnotationTopology, s.Topology)
+		setString(&tj.Annotations, api.AnnotationTopology, s.Topology)
 	}
 	if s.SchedulingTimeout != "" {
-		setString(&tj.Annotations, mpi.AnnotationSchedulingTimeout, s.SchedulingTimeout)
+		setString(&tj.Annotations, api.AnnotationSchedulingTimeout, s.SchedulingTimeout)
 	}
 
 	t := tj.Spec.Trainer

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -43,7 +44,7 @@ func TestBuildTrainJob(t *testing.T) {
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
 				ObjectMeta: metav1.ObjectMeta{Name: "pi", Annotations: map[string]string{
-					mpi.AnnotationOpenMPIVersion: "5",
+					api.AnnotationOpenMPIVersion: "5",
 				}},
 				Spec: trainer.TrainJobSpec{RuntimeRef: runtimeRef(trainer.ClusterTrainingRuntimeKind, "torus-openmpi5")},
 			},
@@ -63,9 +64,9 @@ func TestBuildTrainJob(t *testing.T) {
 					Name: "train", Namespace: "ml",
 					Labels: map[string]string{mpi.KueueQueueLabel: "team"},
 					Annotations: map[string]string{
-						mpi.AnnotationNetworkProfile:    "ib",
-						mpi.AnnotationTopology:          "cloud.provider.com/topology-rack",
-						mpi.AnnotationSchedulingTimeout: "10m",
+						api.AnnotationNetworkProfile:    "ib",
+						api.AnnotationTopology:          "cloud.provider.com/topology-rack",
+						api.AnnotationSchedulingTimeout: "10m",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -147,7 +148,7 @@ func TestApplyOverrides(t *testing.T) {
 		},
 		"back to Open MPI 4": {
 			spec: Spec{Implementation: mpi.OpenMPI},
-			edit: func(tj *trainer.TrainJob) { tj.Annotations[mpi.AnnotationOpenMPIVersion] = "4" },
+			edit: func(tj *trainer.TrainJob) { tj.Annotations[api.AnnotationOpenMPIVersion] = "4" },
 		},
 		"a new command drops the old arguments": {
 			spec: Spec{Command: []string{"./other"}},

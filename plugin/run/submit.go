@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -28,10 +29,6 @@ const (
 	DryRunClient = "client"
 	DryRunServer = "server"
 )
-
-// AnnotationRuntimeCopyOf marks a job's own copy of a runtime (made to
-// mount its volumes) with the runtime it copies.
-const AnnotationRuntimeCopyOf = mpi.Domain + "runtime-copy-of"
 
 // Plan is what a run will create.
 type Plan struct {
@@ -121,7 +118,7 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		if copied.Annotations == nil {
 			copied.Annotations = map[string]string{}
 		}
-		copied.Annotations[AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
+		copied.Annotations[api.AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
 		if err := AddVolumes(&copied.Spec, vols); err != nil {
 			return nil, fmt.Errorf("mounting volumes into a copy of %s %q: %w", rt.Kind, rt.Name, err)
 		}

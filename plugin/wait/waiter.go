@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
@@ -165,7 +166,7 @@ func (w *Waiter) Follow(ctx context.Context, kube kubernetes.Interface, out, err
 	go func() {
 		done <- logs.Stream(lctx, kube, logs.Options{
 			Namespace:     tj.Namespace,
-			LabelSelector: mpi.LabelJobName + "=" + tj.Name,
+			LabelSelector: api.LabelJobName + "=" + tj.Name,
 			Prefix:        job.HostPrefix,
 			Order:         job.SortPods,
 			Container:     mpi.TrainerContainer,

@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
@@ -81,7 +82,7 @@ func TestWaitStopsWhenTheOperatorIsDown(t *testing.T) {
 	for name, tc := range tc {
 		t.Run(name, func(t *testing.T) {
 			tj := mpi.NewTrainJob("pi-demo", "ns")
-			tj.Labels = map[string]string{mpi.LabelImplementation: string(mpi.OpenMPI)}
+			tj.Labels = map[string]string{api.LabelImplementation: string(mpi.OpenMPI)}
 			tj.CreationTimestamp = metav1.NewTime(t0)
 			tj.Status.Conditions = tc.conditions
 			fc := testingclock.NewFakeClock(t0)

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -59,7 +59,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 			g.Expect(fw.Client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 			g.Expect(list.Items).To(HaveLen(jobs))
 			var secrets corev1.SecretList
-			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{api.LabelJobName})).To(Succeed())
 			g.Expect(secrets.Items).To(HaveLen(jobs))
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed(), "every job gets its JobSet and keys")
 		GinkgoWriter.Printf("creations refused while the webhook was down: %d\n", refused.Load())
@@ -120,7 +120,7 @@ var _ = Describe("The operator killed with SIGKILL at random moments", func() {
 		Eventually(holder, 2*time.Minute, 100*time.Millisecond).ShouldNot(Or(BeEmpty(), Equal(first)))
 		Eventually(func(g Gomega) {
 			var secrets corev1.SecretList
-			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+			g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{api.LabelJobName})).To(Succeed())
 			g.Expect(secrets.Items).To(HaveLen(failover))
 			allCreated(ns)(g)
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
@@ -160,7 +160,7 @@ func allFinished(ns string, n int) func(Gomega) {
 			g.Expect(meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning)).To(HaveField("Reason", trainjob.ReasonCompleted), tj.Name)
 		}
 		var secrets corev1.SecretList
-		g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+		g.Expect(fw.Client.List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{api.LabelJobName})).To(Succeed())
 		g.Expect(secrets.Items).To(BeEmpty(), "finished jobs' keys are deleted")
 	}
 }
@@ -193,7 +193,7 @@ func expectChildrenOwnedOnce(ns string, tjs []trainer.TrainJob) {
 	ownedOnce("JobSet", items(jobSets.Items))
 	// The hostfile travels in the job's Secret: Torus makes no ConfigMap.
 	var configMaps corev1.ConfigMapList
-	Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+	Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns), client.HasLabels{api.LabelJobName})).To(Succeed())
 	Expect(configMaps.Items).To(BeEmpty())
 	var policies networkingv1.NetworkPolicyList
 	Expect(fw.Client.List(ctx, &policies, client.InNamespace(ns))).To(Succeed())

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -78,7 +79,7 @@ func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition 
 func pods(tj *trainer.TrainJob) func(Gomega) []corev1.Pod {
 	return func(g Gomega) []corev1.Pod {
 		var list corev1.PodList
-		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{mpi.LabelJobName: tj.Name})).To(Succeed())
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{api.LabelJobName: tj.Name})).To(Succeed())
 		return list.Items
 	}
 }
@@ -88,7 +89,7 @@ func runningPod(tj *trainer.TrainJob, role string, index int) *corev1.Pod {
 	var found *corev1.Pod
 	Eventually(func(g Gomega) {
 		for _, p := range pods(tj)(g) {
-			if p.Labels[mpi.LabelRole] == role && p.Labels["batch.kubernetes.io/job-completion-index"] == fmt.Sprint(index) && p.Status.Phase == corev1.PodRunning {
+			if p.Labels[api.LabelRole] == role && p.Labels["batch.kubernetes.io/job-completion-index"] == fmt.Sprint(index) && p.Status.Phase == corev1.PodRunning {
 				found = &p
 				return
 			}

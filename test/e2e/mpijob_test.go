@@ -14,6 +14,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -107,7 +108,7 @@ var _ = Describe("Scheduling timeout", func() {
 		queue := newQueue(ns, 64)
 		// Kueue's quota admits 2 workers of 16 GPUs; no node has more than 8.
 		tj := gpuJob("toobig", ns, queue, 2, 16)
-		tj.Annotations = map[string]string{mpi.AnnotationSchedulingTimeout: "15s"}
+		tj.Annotations = map[string]string{api.AnnotationSchedulingTimeout: "15s"}
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
@@ -134,7 +135,7 @@ var _ = Describe("Failures", func() {
 			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}}).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
-		inject(runningPod(tj, mpi.RoleWorker, 2), "oom")
+		inject(runningPod(tj, api.RoleWorker, 2), "oom")
 		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", HavePrefix("worker-2 (ranks 8-11) OOMKilled: memory limit 16Gi exceeded; raise --memory")),
@@ -146,7 +147,7 @@ var _ = Describe("Failures", func() {
 		tj := wrappers.MakeTrainJob("crash", ns).RuntimeRef("torus-mpich-long").NumNodes(2).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
-		inject(runningPod(tj, mpi.RoleLauncher, 0), "error")
+		inject(runningPod(tj, api.RoleLauncher, 0), "error")
 		Eventually(condition(tj, trainer.TrainJobFailed), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", HavePrefix("launcher Error: container node exited with code 1; see kubectl mpi logs crash --launcher")),

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -70,7 +71,7 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 	})
 
 	job := func(name string) *trainer.TrainJob {
-		tj := wrappers.MakeTrainJob(name, ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, profileName).Obj()
+		tj := wrappers.MakeTrainJob(name, ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Annotation(api.AnnotationNetworkProfile, profileName).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
@@ -91,7 +92,7 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		Expect(usage.String()).To(Equal("2"), "Kueue admitted one RDMA device per worker against the quota")
 
 		for i := range 2 {
-			multus(runningPod(tj, mpi.RoleWorker, i), attached(ns, "mlx5_3"))
+			multus(runningPod(tj, api.RoleWorker, i), attached(ns, "mlx5_3"))
 		}
 		Eventually(condition(tj, trainjob.ConditionNetworksReady), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
@@ -114,8 +115,8 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 
 	It("fails the job when a rank's interface is missing, rather than letting MPI hang", func() {
 		tj := job("missing")
-		multus(runningPod(tj, mpi.RoleWorker, 0), attached(ns, "mlx5_3"))
-		multus(runningPod(tj, mpi.RoleWorker, 1), attached(ns, "mlx5_4")[:1])
+		multus(runningPod(tj, api.RoleWorker, 0), attached(ns, "mlx5_3"))
+		multus(runningPod(tj, api.RoleWorker, 1), attached(ns, "mlx5_4")[:1])
 		Eventually(condition(tj, trainjob.ConditionNetworksReady), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),
 			HaveField("Message", ContainSubstring("worker-1")),

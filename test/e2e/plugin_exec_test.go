@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -24,7 +24,7 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 	It("runs a command in the pod of a rank", func() {
 		r := succeed(mpiCmd("-n", ns, "exec-rank", "pi", "6", "--", "sh", "-c", "echo hello from $TORUS_KWOK_EXEC"))
 		Expect(r.Stdout).To(Equal("hello from 1\n"))
-		Expect(r.Stderr).To(Equal(fmt.Sprintf("rank 6 runs on worker-1 (ranks 4-7), pod %s\n", podOf(ns, "pi", mpi.RoleWorker, 1))))
+		Expect(r.Stderr).To(Equal(fmt.Sprintf("rank 6 runs on worker-1 (ranks 4-7), pod %s\n", podOf(ns, "pi", api.RoleWorker, 1))))
 
 		r = mpiCmd("-n", ns, "exec-rank", "pi", "12", "--", "true")
 		Expect(r.Code).To(Equal(1))
@@ -44,7 +44,7 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 		r = mpiCmd("-n", ns, "exec-rank", "pi", "--all", "--", "sh", "-c", "exit 2")
 		Expect(r.Code).To(Equal(1))
 		Expect(r.Stderr).To(ContainSubstring("error: the command failed on 3 of 3 workers:"))
-		Expect(r.Stderr).To(ContainSubstring("worker-2: exec in pod " + podOf(ns, "pi", mpi.RoleWorker, 2)))
+		Expect(r.Stderr).To(ContainSubstring("worker-2: exec in pod " + podOf(ns, "pi", api.RoleWorker, 2)))
 	})
 
 	It("explains where usage would come from when the cluster serves none", func() {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -94,7 +95,7 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 		Expect(r.Code).To(Equal(4))
 		Expect(r.Stderr).To(ContainSubstring("error: timed out after 2s waiting for MPI job holder to be Complete; it is Running: Launcher running, 1/1 workers ready"))
 
-		inject(runningPod(trainJobRef(ns, "holder"), mpi.RoleWorker, 0), "oom")
+		inject(runningPod(trainJobRef(ns, "holder"), api.RoleWorker, 0), "oom")
 		r = mpiCmd("-n", ns, "wait", "holder", "--for=condition=Complete", "--timeout", "60s")
 		Expect(r.Code).To(Equal(3))
 		Expect(r.Stderr).To(ContainSubstring("error: MPI job holder failed: worker-0 (ranks 0-3) OOMKilled: memory limit 1Gi exceeded; raise --memory"))
@@ -124,7 +125,7 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/holder-2 created\n"))
 		var tj trainer.TrainJob
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holder-2"}, &tj)).To(Succeed())
-		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationRerunOf, "holder"))
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationRerunOf, "holder"))
 		Expect(tj.Labels).To(HaveKeyWithValue(mpi.KueueQueueLabel, "team"))
 		Expect(tj.Spec.Trainer.ResourcesPerNode.Limits.Memory().String()).To(Equal("2Gi"))
 		Expect(tj.Spec.Trainer.Image).To(HaveValue(Equal("img")))

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -111,7 +112,7 @@ var _ = Describe("kubectl mpi logs", Ordered, func() {
 			argv []string
 		}{
 			{"kubectl mpi logs", []string{pluginBinary(), "--kubeconfig", clusterKubeconfig(), "-n", logsNamespace, "logs", job}},
-			{"kubectl logs -l --prefix", []string{kubectl, "--kubeconfig", clusterKubeconfig(), "-n", logsNamespace, "logs", "-l", mpi.LabelJobName + "=" + job,
+			{"kubectl logs -l --prefix", []string{kubectl, "--kubeconfig", clusterKubeconfig(), "-n", logsNamespace, "logs", "-l", api.LabelJobName + "=" + job,
 				"--prefix", fmt.Sprintf("--max-log-requests=%d", pods), "-c", mpi.TrainerContainer,
 				// With a selector kubectl shows the last 10 lines unless told.
 				"--tail=-1"}},

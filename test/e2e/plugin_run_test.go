@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -36,7 +36,7 @@ var _ = Describe("kubectl mpi run", func() {
 		Expect(tj.Spec.Trainer.NumProcPerNode).To(Equal(ptr.To[int32](2)))
 		Expect(tj.Spec.Trainer.Command).To(Equal([]string{"mpirun"}))
 		Expect(tj.Spec.Trainer.Args).To(Equal([]string{"-n", "4", "/home/mpiuser/pi"}))
-		Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, "OpenMPI"))
+		Expect(tj.Labels).To(HaveKeyWithValue(api.LabelImplementation, "OpenMPI"))
 	})
 
 	It("picks the runtime from --mpi and shows the job the API server would create", func() {
@@ -47,7 +47,7 @@ var _ = Describe("kubectl mpi run", func() {
 			Expect(json.Unmarshal([]byte(r.Stdout), &tj)).To(Succeed())
 			Expect(tj.Spec.RuntimeRef.Name).To(Equal(runtime))
 			// Labelled by Torus's webhook during the dry run.
-			Expect(tj.Labels).To(HaveKey(mpi.LabelImplementation))
+			Expect(tj.Labels).To(HaveKey(api.LabelImplementation))
 		}
 		var list trainer.TrainJobList
 		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
@@ -69,7 +69,7 @@ var _ = Describe("kubectl mpi run", func() {
 		wait := mpiAsync("-n", ns, "run", "oom", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "2",
 			"--slots-per-worker", "2", "--memory", "1Gi", "--wait", "--", "mpirun", "./oom")
 		Eventually(condition(trainJobRef(ns, "oom"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
-		inject(runningPod(trainJobRef(ns, "oom"), mpi.RoleWorker, 1), "oom")
+		inject(runningPod(trainJobRef(ns, "oom"), api.RoleWorker, 1), "oom")
 		r := wait()
 		Expect(r.Code).To(Equal(3))
 		Expect(r.Stderr).To(ContainSubstring("error: MPI job oom failed: worker-1 (ranks 2-3) OOMKilled: memory limit 1Gi exceeded; raise --memory"))

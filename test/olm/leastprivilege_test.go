@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/internal/wrappers"
@@ -209,7 +210,7 @@ func leastPrivilege() {
 			Eventually(func() error {
 				return k8sClient.Get(ctx, client.ObjectKey{Name: name}, &rt)
 			}, framework.Timeout, framework.Interval).Should(Succeed(), "the operator installs runtime %s", name)
-			Expect(rt.Labels).To(HaveKeyWithValue(mpi.LabelDefaultRuntime, "true"))
+			Expect(rt.Labels).To(HaveKeyWithValue(api.LabelDefaultRuntime, "true"))
 			managers := []string{}
 			for _, mf := range rt.ManagedFields {
 				managers = append(managers, mf.Manager)

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -128,7 +129,7 @@ var _ = Describe("SSH keys of each algorithm", func() {
 			tc := toolchains[0]
 			ns := fw.NewNamespace(ctx, "wire")
 			g := newTrainJob(ctx, ns.Name, nextJobName(tc), tc, 2, 1, func(tj *trainer.TrainJob) {
-				tj.Annotations = map[string]string{mpi.AnnotationSSHKeyAlgorithm: string(alg)}
+				tj.Annotations = map[string]string{api.AnnotationSSHKeyAlgorithm: string(alg)}
 			})
 			want := map[mpi.KeyAlgorithm]string{mpi.KeyECDSAP256: ssh.KeyAlgoECDSA256, mpi.KeyECDSAP384: ssh.KeyAlgoECDSA384, mpi.KeyRSA3072: ssh.KeyAlgoRSA}[alg]
 			for _, key := range []string{mpi.SSHPrivateKey, mpi.SSHHostKey} {

@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -120,9 +121,9 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 				Expect(err).NotTo(HaveOccurred(), out)
 				Expect(out).To(Equal(c.gen.hostfile()), "the launcher's hostfile is the Secret's")
 				for _, p := range c.pods() {
-					role := mpi.RoleWorker
+					role := api.RoleWorker
 					if p == c.launcher {
-						role = mpi.RoleLauncher
+						role = api.RoleLauncher
 					}
 					modes := mpi.SSHFileModes(role)
 					Expect(c.exec(ctx, p, "hostname")).To(Equal(p.hostname+"\n"), "host name of %s", p.hostname)

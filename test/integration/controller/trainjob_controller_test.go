@@ -25,6 +25,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -59,7 +60,7 @@ func restartedSecret(tj *trainer.TrainJob) *corev1.Secret {
 	var s *corev1.Secret
 	Eventually(func(g Gomega) {
 		s = getSecret(g, tj)
-		g.Expect(s.Annotations).To(HaveKeyWithValue(mpi.AnnotationJobSetRestarts, "1"))
+		g.Expect(s.Annotations).To(HaveKeyWithValue(api.AnnotationJobSetRestarts, "1"))
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 	return s
 }
@@ -109,7 +110,7 @@ var _ = Describe("MPI TrainJob", func() {
 				Image("mpi-pi:test").Env("NCCL_DEBUG", "INFO").
 				Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}).Obj()
 			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
-			Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, wantLabel), "the defaulting webhook labels MPI jobs")
+			Expect(tj.Labels).To(HaveKeyWithValue(api.LabelImplementation, wantLabel), "the defaulting webhook labels MPI jobs")
 
 			By("creating the JobSet")
 			js := getJobSet(tj)
@@ -153,7 +154,7 @@ var _ = Describe("MPI TrainJob", func() {
 				SecretName: "pi-mpi-ssh", Items: []corev1.KeyToPath{{Key: "hostfile", Path: "hostfile"}}, DefaultMode: ptr.To[int32](0o444),
 			}}}))
 			var configMaps corev1.ConfigMapList
-			Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns.Name), client.HasLabels{mpi.LabelJobName})).To(Succeed())
+			Expect(fw.Client.List(ctx, &configMaps, client.InNamespace(ns.Name), client.HasLabels{api.LabelJobName})).To(Succeed())
 			Expect(configMaps.Items).To(BeEmpty(), "two objects a job: its JobSet and its Secret")
 
 			By("generating ed25519 keys that agree with each other")
@@ -270,12 +271,12 @@ var _ = Describe("MPI TrainJob", func() {
 		By("rewriting the JobSet's record as an earlier Torus wrote it (no StrictModes), then restarting the JobSet")
 		Eventually(func(g Gomega) {
 			js := getJobSet(tj)(g)
-			job, ok := mpi.DecodeJob(js.Annotations[mpi.AnnotationJob])
+			job, ok := mpi.DecodeJob(js.Annotations[api.AnnotationJob])
 			g.Expect(ok).To(BeTrue(), "the JobSet records the job")
 			job.SSH.StrictModes = false
 			record, err := mpi.EncodeJob(job)
 			g.Expect(err).NotTo(HaveOccurred())
-			js.Annotations[mpi.AnnotationJob] = record
+			js.Annotations[api.AnnotationJob] = record
 			g.Expect(fw.Client.Update(ctx, js)).To(Succeed())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(string(restartedSecret(tj).Data[mpi.SSHDaemonConfig])).To(ContainSubstring("StrictModes no"),
@@ -286,7 +287,7 @@ var _ = Describe("MPI TrainJob", func() {
 		func(keep bool) {
 			w := wrappers.MakeTrainJob("done", ns.Name).RuntimeRef("torus-mpich").NumNodes(1)
 			if keep {
-				w.Annotation(mpi.AnnotationKeepSSHKeys, "true")
+				w.Annotation(api.AnnotationKeepSSHKeys, "true")
 			}
 			tj := w.Obj()
 			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
@@ -320,7 +321,7 @@ var _ = Describe("MPI TrainJob", func() {
 		By("a worker killed for memory, as the kubelet reports it")
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "oom-node-0-1-x7k2p", Namespace: ns.Name, Labels: map[string]string{
-				mpi.LabelJobName: "oom", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": "1",
+				api.LabelJobName: "oom", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "1",
 			}},
 			Spec: container(js(Default), "node"),
 		}
@@ -417,7 +418,7 @@ var _ = Describe("MPI TrainJob", func() {
 		func(squat func(ns string) client.Object, labelled bool) {
 			obj := squat(ns.Name)
 			if labelled {
-				obj.SetLabels(map[string]string{mpi.LabelJobName: "squat"})
+				obj.SetLabels(map[string]string{api.LabelJobName: "squat"})
 			}
 			Expect(fw.Client.Create(ctx, obj)).To(Succeed())
 			tj := wrappers.MakeTrainJob("squat", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
@@ -478,7 +479,7 @@ var _ = Describe("MPI TrainJob", func() {
 			return fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "torch"}, &js)
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(metav1.IsControlledBy(&js, tj)).To(BeTrue())
-		Expect(js.Labels).NotTo(HaveKey(mpi.LabelJobName), "built by upstream's plugins, not Torus's")
+		Expect(js.Labels).NotTo(HaveKey(api.LabelJobName), "built by upstream's plugins, not Torus's")
 		Expect(js.ManagedFields).To(ContainElement(HaveField("Manager", "trainer")))
 		// Upstream's own state: the runtime as the job started with it.
 		var snapshot corev1.ConfigMap
@@ -633,7 +634,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(func(g Gomega) {
 			var got trainer.TrainJob
 			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(runs), &got)).To(Succeed())
-			got.Annotations = map[string]string{mpi.AnnotationSSHPort: "x"}
+			got.Annotations = map[string]string{api.AnnotationSSHPort: "x"}
 			err := fw.Client.Update(ctx, &got)
 			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		}, framework.Timeout, framework.Interval).Should(Succeed())
@@ -659,7 +660,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
 		Eventually(func() error {
 			got := getTrainJob(tj)
-			got.Annotations = map[string]string{mpi.AnnotationSchedulingTimeout: "1s"}
+			got.Annotations = map[string]string{api.AnnotationSchedulingTimeout: "1s"}
 			return fw.Client.Update(ctx, got)
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Eventually(condition(tj, trainer.TrainJobFailed), framework.Timeout, framework.Interval).Should(And(
@@ -673,7 +674,7 @@ var _ = Describe("MPI TrainJob", func() {
 		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the JobSet, and what it held, are released")
 		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElement("SchedulingTimeout"))
 
-		bad := wrappers.MakeTrainJob("bad-timeout", ns.Name).RuntimeRef("torus-openmpi").Annotation(mpi.AnnotationSchedulingTimeout, "soon").Obj()
+		bad := wrappers.MakeTrainJob("bad-timeout", ns.Name).RuntimeRef("torus-openmpi").Annotation(api.AnnotationSchedulingTimeout, "soon").Obj()
 		Expect(fw.Client.Create(ctx, bad)).To(MatchError(ContainSubstring(`torus-mpi.io/scheduling-timeout="soon": set it to a positive duration such as 10m or 90s`)))
 	})
 

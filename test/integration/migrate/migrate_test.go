@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/app"
@@ -89,7 +90,7 @@ var _ = Describe("Converted MPIJobs are accepted by the API server and Torus's w
 							tj := obj.DeepCopy()
 							g.Expect(fw.Client.Create(ctx, tj, client.DryRunAll)).To(Succeed())
 							// The defaulting webhook recognised an MPI job.
-							g.Expect(tj.GetLabels()).To(HaveKey(mpi.LabelImplementation))
+							g.Expect(tj.GetLabels()).To(HaveKey(api.LabelImplementation))
 						}, framework.Timeout, framework.Interval).Should(Succeed(), "dry run of %s", what)
 					}
 				}

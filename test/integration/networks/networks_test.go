@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/internal/wrappers"
@@ -90,7 +91,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 	DescribeTable("gives every rank pod its networks, devices, capabilities, /dev/shm and environment",
 		func(sctx SpecContext, runtime string, wantEnv, notEnv []string) {
 			ns := fw.NewNamespace(sctx, "job")
-			tj := wrappers.MakeTrainJob("ibjob", ns.Name).RuntimeRef(runtime).NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
+			tj := wrappers.MakeTrainJob("ibjob", ns.Name).RuntimeRef(runtime).NumNodes(2).Annotation(api.AnnotationNetworkProfile, "ib").Obj()
 			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			var js jobsetv1alpha2.JobSet
 			Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
@@ -129,7 +130,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		ns := fw.NewNamespace(sctx, "pss")
 		ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
 		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
-		tj := wrappers.MakeTrainJob("locked", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
+		tj := wrappers.MakeTrainJob("locked", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(api.AnnotationNetworkProfile, "ib").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet
 		Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
@@ -152,7 +153,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		ns := fw.NewNamespace(sctx, "local")
 		Expect(fw.Client.Create(ctx, nad(ns.Name, "roce", ""))).To(Succeed())
 		Expect(fw.Client.Create(ctx, profile("roce-override", torusv1alpha1.NetworkAttachment{Name: "roce", ResourceName: rdmaResource, ResourceCount: ptr.To[int32](2)}))).To(Succeed())
-		tj := wrappers.MakeTrainJob("roce", ns.Name).RuntimeRef("torus-openmpi").Annotation(mpi.AnnotationNetworkProfile, "roce-override").Obj()
+		tj := wrappers.MakeTrainJob("roce", ns.Name).RuntimeRef("torus-openmpi").Annotation(api.AnnotationNetworkProfile, "roce-override").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet
 		Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
@@ -165,7 +166,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		func(sctx SpecContext, setup func(ns string) string, wantMsg string) {
 			ns := fw.NewNamespace(sctx, "pre")
 			prof := setup(ns.Name)
-			tj := wrappers.MakeTrainJob("blocked", ns.Name).RuntimeRef("torus-mpich").Annotation(mpi.AnnotationNetworkProfile, prof).Obj()
+			tj := wrappers.MakeTrainJob("blocked", ns.Name).RuntimeRef("torus-mpich").Annotation(api.AnnotationNetworkProfile, prof).Obj()
 			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "NetworkNotReady"), HaveField("Message", ContainSubstring(wantMsg))))
@@ -197,7 +198,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		var tj *trainer.TrainJob
 		BeforeEach(func(sctx SpecContext) {
 			ns = fw.NewNamespace(sctx, "status").Name
-			tj = wrappers.MakeTrainJob("attached", ns).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(mpi.AnnotationNetworkProfile, "ib").Obj()
+			tj = wrappers.MakeTrainJob("attached", ns).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(api.AnnotationNetworkProfile, "ib").Obj()
 			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 			Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}) }, framework.Timeout, framework.Interval).Should(Succeed())
 		})
@@ -209,7 +210,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			p := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: fmt.Sprintf("attached-node-0-%d-abcde", index), Namespace: ns,
-					Labels:      map[string]string{mpi.LabelJobName: "attached", mpi.LabelRole: mpi.RoleWorker, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index)},
+					Labels:      map[string]string{api.LabelJobName: "attached", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index)},
 					Annotations: map[string]string{"k8s.v1.cni.cncf.io/network-status": string(data)},
 				},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "x"}}},
@@ -279,11 +280,11 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			var np networkingv1.NetworkPolicy
 			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "fenced-mpi"}, &np)).To(Succeed())
 			g.Expect(metav1.IsControlledBy(&np, tj)).To(BeTrue())
-			g.Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{mpi.LabelJobName: "fenced"}))
+			g.Expect(np.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{api.LabelJobName: "fenced"}))
 			g.Expect(np.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}), "egress (DNS, the launcher's ssh) stays open")
 			g.Expect(np.Spec.Ingress).To(HaveLen(1))
 			g.Expect(np.Spec.Ingress[0].Ports).To(BeEmpty(), "sshd and MPI's dynamic ports")
-			g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{mpi.LabelJobName: "fenced"}))
+			g.Expect(np.Spec.Ingress[0].From[0].PodSelector.MatchLabels).To(Equal(map[string]string{api.LabelJobName: "fenced"}))
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 	})
 })

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/test/framework"
@@ -43,8 +44,8 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		var tj trainer.TrainJob
 		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &tj)).To(Succeed())
 		Expect(tj.Spec.RuntimeRef.Name).To(Equal("torus-intelmpi"))
-		Expect(tj.Labels).To(HaveKeyWithValue(mpi.LabelImplementation, "Intel"))
-		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationTopology, "cloud.provider.com/topology-rack"))
+		Expect(tj.Labels).To(HaveKeyWithValue(api.LabelImplementation, "Intel"))
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationTopology, "cloud.provider.com/topology-rack"))
 
 		// The operator creates the JobSet, the JobSet controller (played
 		// here) takes it up; without kubelets no pod runs.
@@ -68,7 +69,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi-2 created\n"))
 		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-2"}, &tj)).To(Succeed())
 		Expect(*tj.Spec.Trainer.NumNodes).To(Equal(int32(4)))
-		Expect(tj.Annotations).To(HaveKeyWithValue(mpi.AnnotationRerunOf, "pi"))
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationRerunOf, "pi"))
 
 		r = kubectlMPI("", "-n", ns, "delete", "pi", "pi-2")
 		Expect(r.Err).NotTo(HaveOccurred())

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
@@ -64,7 +65,7 @@ var _ = Describe("Default runtimes", Ordered, func() {
 		Expect(installer(runtimes.UserAuto).Runnable().Start(ctx)).To(Succeed())
 		for _, impl := range mpi.Implementations {
 			rt := get(impl.RuntimeName())
-			Expect(rt.Labels).To(HaveKeyWithValue(mpi.LabelDefaultRuntime, "true"))
+			Expect(rt.Labels).To(HaveKeyWithValue(api.LabelDefaultRuntime, "true"))
 			Expect(rt.Spec.MLPolicy.MPI).NotTo(BeNil(), rt.Name)
 			got, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), rt.Annotations)
 			Expect(err).NotTo(HaveOccurred())

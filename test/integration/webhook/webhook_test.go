@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
-	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -56,7 +56,7 @@ var _ = Describe("Admission", Ordered, func() {
 			return wrappers.MakeTrainJob(strings.Repeat("a", 45), ns).RuntimeRef("wh-openmpi").Obj()
 		}, "metadata.name", "is 45 characters; an MPI job needs at most 44", "choose a shorter name"),
 		Entry("an unknown Open MPI version", func(ns string) *trainer.TrainJob {
-			return wrappers.MakeTrainJob("ompi6", ns).RuntimeRef("wh-openmpi").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj()
+			return wrappers.MakeTrainJob("ompi6", ns).RuntimeRef("wh-openmpi").Annotation(api.AnnotationOpenMPIVersion, "6").Obj()
 		}, `torus-mpi.io/openmpi-version="6": set it to "4" or "5"`),
 		Entry("a runtime that does not exist", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("lost", ns).RuntimeRef("no-such-runtime").Obj()
@@ -79,21 +79,21 @@ var _ = Describe("Admission", Ordered, func() {
 		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Forbidden",
 			"set this in the runtime instead (runtime patch of example.com/tuner)"),
 		// The bad-input catalog: what a careless or hostile user may send.
-		Entry("an SSH port that is not a number", annotated(mpi.AnnotationSSHPort, "x"),
+		Entry("an SSH port that is not a number", annotated(api.AnnotationSSHPort, "x"),
 			`metadata.annotations[torus-mpi.io/ssh-port]: Invalid value: "x": annotation torus-mpi.io/ssh-port="x": set it to a port number between 1024 and 65535`),
-		Entry("an SSH port a non-root sshd cannot bind", annotated(mpi.AnnotationSSHPort, "22"),
+		Entry("an SSH port a non-root sshd cannot bind", annotated(api.AnnotationSSHPort, "22"),
 			`annotation torus-mpi.io/ssh-port="22": set it to a port number between 1024 and 65535 (sshd runs as the pod's non-root user, which cannot bind lower ports)`),
-		Entry("an SSH port beyond 65535", annotated(mpi.AnnotationSSHPort, "70000"), `torus-mpi.io/ssh-port="70000": set it to a port number between 1024 and 65535`),
-		Entry("a scheduling timeout that is no duration", annotated(mpi.AnnotationSchedulingTimeout, "banana"),
+		Entry("an SSH port beyond 65535", annotated(api.AnnotationSSHPort, "70000"), `torus-mpi.io/ssh-port="70000": set it to a port number between 1024 and 65535`),
+		Entry("a scheduling timeout that is no duration", annotated(api.AnnotationSchedulingTimeout, "banana"),
 			`annotation torus-mpi.io/scheduling-timeout="banana": set it to a positive duration such as 10m or 90s`),
-		Entry("a negative scheduling timeout", annotated(mpi.AnnotationSchedulingTimeout, "-5m"), `torus-mpi.io/scheduling-timeout="-5m": set it to a positive duration`),
-		Entry("a topology that is no node label", annotated(mpi.AnnotationTopology, "not a label!"),
+		Entry("a negative scheduling timeout", annotated(api.AnnotationSchedulingTimeout, "-5m"), `torus-mpi.io/scheduling-timeout="-5m": set it to a positive duration`),
+		Entry("a topology that is no node label", annotated(api.AnnotationTopology, "not a label!"),
 			`annotation torus-mpi.io/topology="not a label!": set it to the node label whose domain all pods must share, such as cloud.provider.com/topology-rack`),
-		Entry("keep-ssh-keys neither true nor false", annotated(mpi.AnnotationKeepSSHKeys, "maybe"),
+		Entry("keep-ssh-keys neither true nor false", annotated(api.AnnotationKeepSSHKeys, "maybe"),
 			`annotation torus-mpi.io/keep-ssh-keys="maybe": set it to "true" to keep a finished job's SSH Secret, or remove it`),
-		Entry("an SSH key type OpenSSH no longer takes", annotated(mpi.AnnotationSSHKeyAlgorithm, "dsa"),
+		Entry("an SSH key type OpenSSH no longer takes", annotated(api.AnnotationSSHKeyAlgorithm, "dsa"),
 			`unknown SSH key algorithm "dsa": use ed25519, ecdsa-p256, ecdsa-p384 (FIPS) or rsa-3072 (FIPS)`),
-		Entry("a network profile name no object can have", annotated(mpi.AnnotationNetworkProfile, "Not_A_Name"),
+		Entry("a network profile name no object can have", annotated(api.AnnotationNetworkProfile, "Not_A_Name"),
 			`annotation torus-mpi.io/network-profile="Not_A_Name": set it to the name of an MPINetworkProfile`),
 		Entry("an MPICH variable Torus sets", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("hydra", ns).RuntimeRef("wh-openmpi").Env("HYDRA_HOST_FILE", "/tmp/h").Obj()
@@ -121,7 +121,7 @@ var _ = Describe("Admission", Ordered, func() {
 			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/x", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
 				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
 					Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
-						Metadata: &metav1.ObjectMeta{Labels: map[string]string{mpi.LabelJobName: "victim"}},
+						Metadata: &metav1.ObjectMeta{Labels: map[string]string{api.LabelJobName: "victim"}},
 					}}},
 				}}}},
 			}}}
@@ -143,7 +143,7 @@ var _ = Describe("Admission", Ordered, func() {
 			`has no replicated job "node"`),
 		Entry("an unknown MPI implementation, refused by the CRD schema", wrappers.MakeMPIRuntime("mvapich", "MVAPICH").Obj(),
 			`spec.mlPolicy.mpi.mpiImplementation: Unsupported value: "MVAPICH"`, `"OpenMPI", "Intel", "MPICH"`),
-		Entry("an unknown Open MPI version", wrappers.MakeMPIRuntime("ompi6", "OpenMPI").Annotation(mpi.AnnotationOpenMPIVersion, "6").Obj(),
+		Entry("an unknown Open MPI version", wrappers.MakeMPIRuntime("ompi6", "OpenMPI").Annotation(api.AnnotationOpenMPIVersion, "6").Obj(),
 			`spec.mlPolicy.mpi.mpiImplementation`, `set it to "4" or "5"`),
 		Entry("an SSH directory that would inject into sshd_config", withSSHPath(wrappers.MakeMPIRuntime("inject", "OpenMPI").Obj(), "/home/u/.ssh\nPermitRootLogin yes"),
 			`spec.mlPolicy.mpi.sshAuthMountPath`, "set it to a clean absolute directory path"),
@@ -157,13 +157,13 @@ var _ = Describe("Admission", Ordered, func() {
 			`spec.mlPolicy.mpi.sshAuthMountPath: Invalid value: "/"`),
 		Entry("an SSH directory that climbs out", withSSHPath(wrappers.MakeMPIRuntime("climb", "OpenMPI").Obj(), "/home/../etc"),
 			`spec.mlPolicy.mpi.sshAuthMountPath: Invalid value: "/home/../etc"`),
-		Entry("port 0 for every job's sshd", wrappers.MakeMPIRuntime("port0", "OpenMPI").Annotation(mpi.AnnotationSSHPort, "0").Obj(),
+		Entry("port 0 for every job's sshd", wrappers.MakeMPIRuntime("port0", "OpenMPI").Annotation(api.AnnotationSSHPort, "0").Obj(),
 			`metadata.annotations[torus-mpi.io/ssh-port]: Invalid value: "0"`, "set it to a port number between 1024 and 65535"),
-		Entry("a scheduling timeout of forever", wrappers.MakeMPIRuntime("forever", "OpenMPI").Annotation(mpi.AnnotationSchedulingTimeout, "forever").Obj(),
+		Entry("a scheduling timeout of forever", wrappers.MakeMPIRuntime("forever", "OpenMPI").Annotation(api.AnnotationSchedulingTimeout, "forever").Obj(),
 			`metadata.annotations[torus-mpi.io/scheduling-timeout]: Invalid value: "forever"`),
-		Entry("RSA keys too short for FIPS", wrappers.MakeMPIRuntime("rsa1024", "OpenMPI").Annotation(mpi.AnnotationSSHKeyAlgorithm, "rsa-1024").Obj(),
+		Entry("RSA keys too short for FIPS", wrappers.MakeMPIRuntime("rsa1024", "OpenMPI").Annotation(api.AnnotationSSHKeyAlgorithm, "rsa-1024").Obj(),
 			`unknown SSH key algorithm "rsa-1024"`),
-		Entry("a topology that is no node label", wrappers.MakeMPIRuntime("topology", "OpenMPI").Annotation(mpi.AnnotationTopology, "??").Obj(),
+		Entry("a topology that is no node label", wrappers.MakeMPIRuntime("topology", "OpenMPI").Annotation(api.AnnotationTopology, "??").Obj(),
 			`metadata.annotations[torus-mpi.io/topology]: Invalid value: "??"`),
 		Entry("no ranks per node", withProcsPerNode(wrappers.MakeMPIRuntime("noprocs", "OpenMPI").Obj(), 0),
 			"spec.mlPolicy.mpi.numProcPerNode: Invalid value: 0: must be at least 1"),
@@ -189,7 +189,7 @@ var _ = Describe("Admission", Ordered, func() {
 		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef("wh-torch").Env("OMPI_MCA_orte_default_hostfile", "x").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
-		Expect(tj.Labels).NotTo(HaveKey(mpi.LabelImplementation))
+		Expect(tj.Labels).NotTo(HaveKey(api.LabelImplementation))
 	})
 
 	It("leaves TrainJobs managed by another controller alone", func() {
@@ -229,7 +229,7 @@ var _ = Describe("Samples", func() {
 		Expect(fw.Client.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
 		Expect(jobs.Items).To(HaveLen(4))
 		for _, tj := range jobs.Items {
-			Expect(tj.Labels).To(HaveKey(mpi.LabelImplementation), tj.Name)
+			Expect(tj.Labels).To(HaveKey(api.LabelImplementation), tj.Name)
 		}
 	})
 })

@@ -1,0 +1,79 @@
+// Package api is Torus's API: the MPINetworkProfile custom resource
+// (v1alpha1) and the labels and annotations Torus reads and writes on
+// TrainJobs, runtimes, JobSets and pods. Everything Torus defines lives under
+// the torus-mpi.io/ prefix.
+package api
+
+// Labels and annotations.
+const (
+	// Domain prefixes every Torus label and annotation.
+	Domain = "torus-mpi.io/"
+
+	// LabelJobName is set on the JobSet and every pod of a TrainJob; its value
+	// is the TrainJob's name. The plugin selects a job's pods with it.
+	LabelJobName = Domain + "job-name"
+	// LabelRole marks a pod as the job's launcher or one of its workers.
+	LabelRole = Domain + "role"
+	// LabelImplementation is defaulted onto MPI TrainJobs by the admission
+	// webhook (OpenMPI, OpenMPI5, Intel, MPICH) so clients can list MPI jobs
+	// with a label selector.
+	LabelImplementation = Domain + "mpi-implementation"
+	// LabelDefaultRuntime marks the ClusterTrainingRuntimes the operator
+	// installs (one per implementation); kubectl mpi doctor looks for it.
+	LabelDefaultRuntime = Domain + "default-runtime"
+
+	// AnnotationOpenMPIVersion, on a runtime or a TrainJob, selects Open MPI 5
+	// ("5") over the default Open MPI 4 ("4"). The Trainer API has a single
+	// OpenMPI value; the two majors need different environments (PRRTE).
+	AnnotationOpenMPIVersion = Domain + "openmpi-version"
+	// AnnotationKeepSSHKeys set to "true" keeps a finished job's SSH Secret.
+	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
+	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.
+	AnnotationSSHPort = Domain + "ssh-port"
+	// AnnotationSSHKeyAlgorithm, on a runtime or a TrainJob, chooses the
+	// type of the job's SSH keys (KeyAlgorithms) over the operator's
+	// --ssh-key-algorithm.
+	AnnotationSSHKeyAlgorithm = Domain + "ssh-key-algorithm"
+	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
+	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
+	// to run before it fails with reason SchedulingTimeout, releasing what
+	// it holds. Time queued in Kueue before admission does not count.
+	AnnotationSchedulingTimeout = Domain + "scheduling-timeout"
+	// AnnotationTopology, on a runtime or a TrainJob, names the node label
+	// (e.g. a rack or block label) whose domain all of the job's pods must
+	// share; it becomes Kueue's topology-aware scheduling annotations.
+	AnnotationTopology = Domain + "topology"
+	// AnnotationNetworkProfile, on a TrainJob, names the MPINetworkProfile
+	// (InfiniBand/RoCE attachments, RDMA devices, fabric environment) its
+	// pods get.
+	AnnotationNetworkProfile = Domain + "network-profile"
+	// AnnotationRerunOf, on a TrainJob made by kubectl mpi rerun, names the
+	// job whose configuration it copied, so that describe can show it.
+	AnnotationRerunOf = Domain + "rerun-of"
+	// AnnotationRuntimeCopyOf marks a job's own copy of a runtime, made by
+	// kubectl mpi run to mount the job's volumes, with the runtime it copies
+	// ("Kind/name").
+	AnnotationRuntimeCopyOf = Domain + "runtime-copy-of"
+	// AnnotationSpecHash records the hash of the desired state an owned object
+	// was written from, so an unchanged desired state costs no write.
+	AnnotationSpecHash = Domain + "spec-hash"
+	// AnnotationSuspendedByTorus marks a JobSet Torus suspended because its
+	// TrainJob was suspended. Torus resumes only JobSets so marked: one
+	// suspended by anyone else (Kueue, which holds the JobSets it manages
+	// until it admits them) is theirs to resume.
+	AnnotationSuspendedByTorus = Domain + "suspended-by-trainjob"
+	// AnnotationJob records, on the JobSet, the job as Torus resolved it
+	// from the TrainJob, its runtime and network profile (EncodeJob): once
+	// the JobSet exists, the job is tracked from what it started with, even
+	// if the runtime or profile is deleted or an annotation goes bad.
+	AnnotationJob = Domain + "job"
+	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
+	// count the keys were generated for; a restart gets new keys.
+	AnnotationJobSetRestarts = Domain + "jobset-restarts"
+)
+
+// Roles, the values of LabelRole.
+const (
+	RoleLauncher = "launcher"
+	RoleWorker   = "worker"
+)
