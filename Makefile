@@ -151,7 +151,7 @@ bench: ## Torus against upstream Trainer v2.3.0 and the floor side by side, N = 
 
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./plugin/migrate/...
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./operator/children/... ./plugin/migrate/...
 
 .PHONY: fuzz
 # Budgets are execution counts, not durations: Go 1.26's coordinator can fail a

@@ -47,6 +47,10 @@ const (
 	// (InfiniBand/RoCE attachments, RDMA devices, fabric environment) its
 	// pods get.
 	AnnotationNetworkProfile = Domain + "network-profile"
+	// AnnotationNetworkPolicy set to NetworkPolicyRestricted, on a namespace
+	// or a runtime, gives each job a NetworkPolicy admitting only its own
+	// pods.
+	AnnotationNetworkPolicy = Domain + "network-policy"
 	// AnnotationRerunOf, on a TrainJob made by kubectl mpi rerun, names the
 	// job whose configuration it copied, so that describe can show it.
 	AnnotationRerunOf = Domain + "rerun-of"
@@ -71,6 +75,10 @@ const (
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"
 )
+
+// NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks
+// for a per-job NetworkPolicy.
+const NetworkPolicyRestricted = "restricted"
 
 // Roles, the values of LabelRole.
 const (

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -296,11 +297,11 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	js, err := mpi.BuildJobSet(tj, cr.floor, job, mpi.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+	js, err := children.BuildJobSet(tj, cr.floor, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
 	if err != nil {
 		return err
 	}
-	secret, err := mpi.BuildSSHSecret(tj, job, 0, nil, mpi.DefaultKeyAlgorithm)
+	secret, err := children.BuildSSHSecret(tj, job, 0, nil, mpi.DefaultKeyAlgorithm)
 	if err != nil {
 		return err
 	}
@@ -325,7 +326,7 @@ func floorHostfile(tj *trainer.TrainJob, job *mpi.Job) *corev1.ConfigMap {
 			Name:            tj.Name + "-mpi-hostfile",
 			Namespace:       tj.Namespace,
 			Labels:          map[string]string{api.LabelJobName: tj.Name},
-			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(tj)},
+			OwnerReferences: []metav1.OwnerReference{children.OwnerReference(tj)},
 		},
 		Data: map[string]string{mpi.HostfileKey: job.Hostfile()},
 	}

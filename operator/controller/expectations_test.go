@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -63,7 +64,7 @@ func TestCreationsObserved(t *testing.T) {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: mpi.SSHSecretName("pi"),
 			Annotations:     map[string]string{api.AnnotationJobSetRestarts: run},
-			OwnerReferences: []metav1.OwnerReference{mpi.OwnerReference(owner)},
+			OwnerReferences: []metav1.OwnerReference{children.OwnerReference(owner)},
 		}}
 	}
 	tests := map[string]struct {

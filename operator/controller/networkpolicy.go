@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -18,26 +20,26 @@ import (
 // ensureNetworkPolicy creates the job's NetworkPolicy when its runtime or
 // namespace opts in; owner references remove it with the job.
 func (r *TrainJobReconciler) ensureNetworkPolicy(ctx context.Context, s *scope, rt *mpi.Runtime) error {
-	want := rt.Annotations[mpi.AnnotationNetworkPolicy] == mpi.NetworkPolicyRestricted
+	want := rt.Annotations[api.AnnotationNetworkPolicy] == api.NetworkPolicyRestricted
 	if !want {
 		var ns corev1.Namespace
 		if err := r.client.Get(ctx, client.ObjectKey{Name: s.tj.Namespace}, &ns); err != nil {
 			return fmt.Errorf("getting namespace %s: %w", s.tj.Namespace, err)
 		}
-		want = ns.Annotations[mpi.AnnotationNetworkPolicy] == mpi.NetworkPolicyRestricted
+		want = ns.Annotations[api.AnnotationNetworkPolicy] == api.NetworkPolicyRestricted
 	}
 	if !want {
 		return nil
 	}
 	var existing networkingv1.NetworkPolicy
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.NetworkPolicyName(s.tj.Name)}, &existing)
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: children.NetworkPolicyName(s.tj.Name)}, &existing)
 	if err == nil {
 		return checkControlled("NetworkPolicy", &existing, s.tj)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting NetworkPolicy: %w", err)
 	}
-	if err := r.client.Create(ctx, mpi.BuildNetworkPolicy(s.tj)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.client.Create(ctx, children.BuildNetworkPolicy(s.tj)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating NetworkPolicy: %w", err)
 	}
 	return nil

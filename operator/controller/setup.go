@@ -28,6 +28,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
@@ -199,7 +200,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		metrics:      opts.Metrics,
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
-		build:        mpi.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
+		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

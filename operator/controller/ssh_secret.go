@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -71,7 +72,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			current = c.keys
 		}
 	}
-	secret, err := mpi.BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
+	secret, err := children.BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}

@@ -26,6 +26,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -41,7 +42,7 @@ type TrainJobReconciler struct {
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
 	metrics   *Metrics
-	build     mpi.BuildOptions
+	build     children.BuildOptions
 	// maxNodes is the largest numNodes a job may have.
 	maxNodes int32
 	// keyAlgorithm is the type of the keys of jobs that choose none.
@@ -332,7 +333,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 	}
 
 	if !frozen {
-		desired, err := mpi.BuildJobSet(s.tj, rt, job, r.build)
+		desired, err := children.BuildJobSet(s.tj, rt, job, r.build)
 		if err != nil {
 			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
 			return 0, nil

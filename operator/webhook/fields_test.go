@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -277,7 +278,7 @@ func buildJobSet(t *testing.T, tj *trainer.TrainJob, rt *mpi.Runtime) *jobsetv1a
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := mpi.BuildJobSet(tj, rt, job, mpi.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
 	if err != nil {
 		t.Fatal(err)
 	}

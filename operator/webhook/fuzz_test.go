@@ -7,6 +7,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -55,7 +56,7 @@ func FuzzAdmitResolveBuild(f *testing.F) {
 			}
 			return
 		}
-		js, err := mpi.BuildJobSet(&tj, runtime, job, mpi.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+		js, err := children.BuildJobSet(&tj, runtime, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
 		if err != nil {
 			if admitted {
 				t.Fatalf("admitted, but builds no JobSet: %v", err)

@@ -15,6 +15,10 @@ const (
 	dnsLabelMax = validation.DNS1035LabelMaxLength
 )
 
+// DefaultClusterDomain is the DNS domain of a cluster's services unless the
+// operator is told otherwise.
+const DefaultClusterDomain = "cluster.local"
+
 // JobSetName is the name of the JobSet a TrainJob owns.
 func JobSetName(trainJob string) string { return trainJob }
 

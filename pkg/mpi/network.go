@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 )
 
@@ -25,10 +24,6 @@ const (
 	// NADResourceName is the NetworkAttachmentDefinition annotation naming
 	// the device plugin resource behind the network.
 	NADResourceName = "k8s.v1.cni.cncf.io/resourceName"
-
-	// AnnotationNetworkPolicy set to "restricted", on a namespace or a
-	// runtime, gives each job a NetworkPolicy admitting only its own pods.
-	AnnotationNetworkPolicy = api.Domain + "network-policy"
 
 	shmVolume = "mpi-dshm"
 	shmPath   = "/dev/shm"
@@ -123,10 +118,10 @@ func (p *NetworkPlan) Resources() corev1.ResourceList {
 	return rl
 }
 
-// applyNetworks attaches the plan's networks to a pod template and gives
+// Apply attaches the plan's networks to a pod template and gives
 // its MPI container the devices, capabilities, /dev/shm and environment.
 // It runs before admission, so Kueue counts the devices.
-func (p *NetworkPlan) apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container) error {
+func (p *NetworkPlan) Apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container) error {
 	elems := make([]nadv1.NetworkSelectionElement, 0, len(p.Networks))
 	for _, n := range p.Networks {
 		elems = append(elems, nadv1.NetworkSelectionElement{Name: n.Name, Namespace: n.Namespace, InterfaceRequest: n.Interface})

@@ -276,11 +276,11 @@ func SSHFileModes(role string) map[string]string {
 	return m
 }
 
-// sshSecretItems are the keys of the job's SSH Secret a role's pods mount:
+// SSHSecretItems are the keys of the job's SSH Secret a role's pods mount:
 // what SSHSetupScript copies for the role, in both generations. Workers use
 // every key but the hostfile, which is no secret, and mount them all (nil):
 // a list of them would cost a kilobyte in every job's JobSet.
-func sshSecretItems(role string) []corev1.KeyToPath {
+func SSHSecretItems(role string) []corev1.KeyToPath {
 	if runsSSHD(role) {
 		return nil
 	}

@@ -245,7 +245,7 @@ func TestSSHFilesPerRole(t *testing.T) {
 		api.RoleWorker:   nil,
 	} {
 		t.Run(role, func(t *testing.T) {
-			for _, item := range sshSecretItems(role) {
+			for _, item := range SSHSecretItems(role) {
 				if slices.Contains(absent, strings.TrimPrefix(item.Key, SSHNextPrefix)) {
 					t.Errorf("the %s mounts Secret key %s", role, item.Key)
 				}
@@ -290,7 +290,7 @@ func TestSSHFilesPerRole(t *testing.T) {
 }
 
 // writeSecretVolume writes the Secret data a role's pods mount
-// (sshSecretItems) as the kubelet would, and returns the directory and where
+// (SSHSecretItems) as the kubelet would, and returns the directory and where
 // the init script puts the SSH directory beside it.
 func writeSecretVolume(t *testing.T, data map[string][]byte, role string) (mount, sshDir string) {
 	t.Helper()
@@ -299,7 +299,7 @@ func writeSecretVolume(t *testing.T, data map[string][]byte, role string) (mount
 	if err := os.Mkdir(mount, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	items := sshSecretItems(role)
+	items := SSHSecretItems(role)
 	if items == nil {
 		// No items: the kubelet projects every key.
 		for k := range data {

@@ -272,7 +272,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 
 	It("gives a job in an opted-in namespace a NetworkPolicy admitting only its own pods", func(sctx SpecContext) {
 		ns := fw.NewNamespace(sctx, "policy")
-		ns.Annotations = map[string]string{mpi.AnnotationNetworkPolicy: "restricted"}
+		ns.Annotations = map[string]string{api.AnnotationNetworkPolicy: "restricted"}
 		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
 		tj := wrappers.MakeTrainJob("fenced", ns.Name).RuntimeRef("torus-openmpi").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())

@@ -1,4 +1,7 @@
-package mpi
+// Package children renders the objects an MPI TrainJob owns (its JobSet, its
+// SSH Secret, its NetworkPolicy) from the job as resolved by pkg/mpi: pure
+// functions of their inputs, apart from the reconciler that writes them.
+package children
 
 import (
 	"fmt"
@@ -13,11 +16,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
-
-// DefaultClusterDomain is the DNS domain of a cluster's services unless the
-// operator is told otherwise.
-const DefaultClusterDomain = "cluster.local"
 
 // sshVolumeSize bounds the in-memory SSH directory; its files are a few KiB.
 var sshVolumeSize = resource.MustParse("1Mi")
@@ -38,31 +38,25 @@ type BuildOptions struct {
 	KueueJobSets bool
 }
 
-// Kueue labels and annotations Torus reads or writes.
-const (
-	KueueQueueLabel         = "kueue.x-k8s.io/queue-name"
-	KueuePriorityLabel      = "kueue.x-k8s.io/priority-class"
-	KueueRequiredTopology   = "kueue.x-k8s.io/podset-required-topology"
-	KueuePodSetGroup        = "kueue.x-k8s.io/podset-group-name"
-	KueueManager            = "kueue.x-k8s.io/manager"
-	kueuePodSetGroupForJobs = "mpi"
-)
+// kueuePodSetGroupForJobs groups the launcher's and the workers' pod sets
+// for Kueue's topology-aware scheduling.
+const kueuePodSetGroupForJobs = "mpi"
 
 // Queued reports whether Kueue admits this TrainJob's JobSet.
 func (o BuildOptions) Queued(tj *trainer.TrainJob) bool {
-	return o.KueueJobSets && tj.Labels[KueueQueueLabel] != ""
+	return o.KueueJobSets && tj.Labels[mpi.KueueQueueLabel] != ""
 }
 
 // BuildJobSet renders the JobSet of an MPI TrainJob from its runtime's
 // template: a launcher and a node replicated job sized and configured for
 // the job, with the hostfile, SSH material and MPI environment wired in.
 // It is a pure function of its inputs.
-func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions) (*jobsetv1alpha2.JobSet, error) {
+func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts BuildOptions) (*jobsetv1alpha2.JobSet, error) {
 	tmpl := rt.Spec.Template
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            JobSetName(tj.Name),
+			Name:            mpi.JobSetName(tj.Name),
 			Namespace:       tj.Namespace,
 			Labels:          maps.Clone(tmpl.Labels),
 			Annotations:     maps.Clone(tmpl.Annotations),
@@ -78,22 +72,26 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	var launcher, node *jobsetv1alpha2.ReplicatedJob
 	for i := range js.Spec.ReplicatedJobs {
 		switch rj := &js.Spec.ReplicatedJobs[i]; rj.Name {
-		case LauncherJob:
+		case mpi.LauncherJob:
 			launcher = rj
-		case NodeJob:
+		case mpi.NodeJob:
 			node = rj
 		}
 	}
 	if launcher == nil || node == nil {
-		return nil, fmt.Errorf("%s %q must have replicated jobs %q and %q", rt.Kind, rt.Name, LauncherJob, NodeJob)
+		return nil, fmt.Errorf("%s %q must have replicated jobs %q and %q", rt.Kind, rt.Name, mpi.LauncherJob, mpi.NodeJob)
 	}
 
 	if opts.ClusterDomain == "" {
-		opts.ClusterDomain = DefaultClusterDomain
+		opts.ClusterDomain = mpi.DefaultClusterDomain
 	}
 	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain}
-	if level, ok := firstAnnotation(api.AnnotationTopology, tj.Annotations, rt.Annotations); ok && level != "" {
-		b.topology = level
+	// The job's topology annotation, else its runtime's.
+	for _, a := range []map[string]string{tj.Annotations, rt.Annotations} {
+		if level, ok := a[api.AnnotationTopology]; ok {
+			b.topology = level
+			break
+		}
 	}
 	if err := b.configure(launcher, api.RoleLauncher, 1); err != nil {
 		return nil, err
@@ -102,7 +100,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 		return nil, err
 	}
 	if !dependsOnNodesReady(launcher) {
-		launcher.DependsOn = append(launcher.DependsOn, jobsetv1alpha2.DependsOn{Name: NodeJob, Status: jobsetv1alpha2.DependencyReady})
+		launcher.DependsOn = append(launcher.DependsOn, jobsetv1alpha2.DependsOn{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady})
 	}
 	// JobSet starts replicated jobs in order and requires a job's
 	// dependencies to come before it: the node job goes first.
@@ -112,19 +110,19 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 		js.Spec.Network = &jobsetv1alpha2.Network{}
 	}
 	js.Spec.Network.EnableDNSHostnames = ptr.To(true)
-	js.Spec.Network.Subdomain = Subdomain(tj.Name)
+	js.Spec.Network.Subdomain = mpi.Subdomain(tj.Name)
 	// Workers must be resolvable before their readiness probe passes, or the
 	// launcher's first ssh may race DNS.
 	js.Spec.Network.PublishNotReadyAddresses = ptr.To(true)
 	js.Spec.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{
 		Operator:             jobsetv1alpha2.OperatorAll,
-		TargetReplicatedJobs: []string{LauncherJob},
+		TargetReplicatedJobs: []string{mpi.LauncherJob},
 	}
 	js.Spec.Suspend = tj.Spec.Suspend
 	if opts.Queued(tj) {
 		// Kueue's JobSet integration: the queue travels with the JobSet,
 		// which waits suspended until Kueue admits all of it at once.
-		for _, l := range []string{KueueQueueLabel, KueuePriorityLabel} {
+		for _, l := range []string{mpi.KueueQueueLabel, mpi.KueuePriorityLabel} {
 			if v := tj.Labels[l]; v != "" {
 				js.Labels[l] = v
 			}
@@ -134,7 +132,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *Runtime, job *Job, opts BuildOptions)
 	if err := applyRuntimePatches(js, tj); err != nil {
 		return nil, err
 	}
-	started, err := EncodeJob(job)
+	started, err := mpi.EncodeJob(job)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +149,9 @@ func nodesFirst(jobs []jobsetv1alpha2.ReplicatedJob) []jobsetv1alpha2.Replicated
 	li, ni := -1, -1
 	for i := range jobs {
 		switch jobs[i].Name {
-		case LauncherJob:
+		case mpi.LauncherJob:
 			li = i
-		case NodeJob:
+		case mpi.NodeJob:
 			ni = i
 		}
 	}
@@ -176,7 +174,7 @@ func nodesFirst(jobs []jobsetv1alpha2.ReplicatedJob) []jobsetv1alpha2.Replicated
 
 func dependsOnNodesReady(rj *jobsetv1alpha2.ReplicatedJob) bool {
 	for _, d := range rj.DependsOn {
-		if d.Name == NodeJob {
+		if d.Name == mpi.NodeJob {
 			return true
 		}
 	}
@@ -185,7 +183,7 @@ func dependsOnNodesReady(rj *jobsetv1alpha2.ReplicatedJob) bool {
 
 type podBuilder struct {
 	tj            *trainer.TrainJob
-	job           *Job
+	job           *mpi.Job
 	clusterDomain string
 	// topology is the node label whose domain all pods must share.
 	topology string
@@ -211,8 +209,8 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[KueueRequiredTopology] = b.topology
-		pod.Annotations[KueuePodSetGroup] = kueuePodSetGroupForJobs
+		pod.Annotations[mpi.KueueRequiredTopology] = b.topology
+		pod.Annotations[mpi.KueuePodSetGroup] = kueuePodSetGroupForJobs
 	}
 	if role == api.RoleWorker {
 		// MPI is all or nothing: a replaced worker cannot rejoin a running
@@ -223,12 +221,12 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	ps := &pod.Spec
 	idx := -1
 	for i := range ps.Containers {
-		if ps.Containers[i].Name == TrainerContainer {
+		if ps.Containers[i].Name == mpi.TrainerContainer {
 			idx = i
 		}
 	}
 	if idx < 0 {
-		return fmt.Errorf("replicated job %q has no container named %q", rj.Name, TrainerContainer)
+		return fmt.Errorf("replicated job %q has no container named %q", rj.Name, mpi.TrainerContainer)
 	}
 	ctr := &ps.Containers[idx]
 	if ctr.TerminationMessagePolicy == "" {
@@ -241,7 +239,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 
 	isLauncher := role == api.RoleLauncher
 	runsRanks := !isLauncher || b.job.LauncherRunsRanks
-	trainerJob := isLauncher || rj.Template.Labels[LabelAncestor] == AncestorTrainer
+	trainerJob := isLauncher || rj.Template.Labels[mpi.LabelAncestor] == mpi.AncestorTrainer
 	if t := b.tj.Spec.Trainer; t != nil {
 		// Every pod runs the same image: workers run sshd and the ranks
 		// from it.
@@ -256,42 +254,42 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		}
 		// Unlike upstream (kubeflow/trainer#3427), env reaches workers too:
 		// ranks run there.
-		ctr.Env = UpsertEnv(ctr.Env, t.Env...)
+		ctr.Env = mpi.UpsertEnv(ctr.Env, t.Env...)
 		if runsRanks && t.ResourcesPerNode != nil {
 			ctr.Resources = *t.ResourcesPerNode.DeepCopy()
 		}
 	}
 	if isLauncher {
-		ctr.Env = UpsertEnv(ctr.Env, LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
+		ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
 		// The hostfile alone, from the job's Secret: no key reaches the
 		// MPI container this way.
-		ps.Volumes = UpsertVolume(ps.Volumes, corev1.Volume{
-			Name: HostfileVolume,
+		ps.Volumes = mpi.UpsertVolume(ps.Volumes, corev1.Volume{
+			Name: mpi.HostfileVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName:  SSHSecretName(b.tj.Name),
-				Items:       []corev1.KeyToPath{{Key: HostfileKey, Path: HostfileKey}},
+				SecretName:  mpi.SSHSecretName(b.tj.Name),
+				Items:       []corev1.KeyToPath{{Key: mpi.HostfileKey, Path: mpi.HostfileKey}},
 				DefaultMode: ptr.To[int32](0o444),
 			}},
 		})
-		ctr.VolumeMounts = UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: HostfileVolume, MountPath: HostfileDir, ReadOnly: true})
+		ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: mpi.HostfileVolume, MountPath: mpi.HostfileDir, ReadOnly: true})
 	}
 
 	b.addSSH(ps, ctr, role)
 	if n := b.job.Network; n != nil {
 		if runsRanks || n.AllPods {
-			if err := n.apply(pod, ctr); err != nil {
+			if err := n.Apply(pod, ctr); err != nil {
 				return err
 			}
 		} else {
 			// mpirun forwards the profile's variables to the ranks.
-			ctr.Env = UpsertEnv(ctr.Env, n.Env...)
+			ctr.Env = mpi.UpsertEnv(ctr.Env, n.Env...)
 		}
 	}
 	if b.job.Implementation.NeedsSearchDomain() {
 		if ps.DNSConfig == nil {
 			ps.DNSConfig = &corev1.PodDNSConfig{}
 		}
-		domain := SearchDomain(b.tj.Name, b.tj.Namespace, b.clusterDomain)
+		domain := mpi.SearchDomain(b.tj.Name, b.tj.Namespace, b.clusterDomain)
 		if !contains(ps.DNSConfig.Searches, domain) {
 			ps.DNSConfig.Searches = append(ps.DNSConfig.Searches, domain)
 		}
@@ -322,13 +320,13 @@ func (b podBuilder) forwardedEnv() []string {
 // pod's UID: both from an in-memory emptyDir that an init container fills
 // as the pod's own user.
 func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
-	ps.Volumes = UpsertVolume(ps.Volumes,
+	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		corev1.Volume{
-			Name: SSHSecretVolume,
+			Name: mpi.SSHSecretVolume,
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: SSHSecretName(b.tj.Name),
+				SecretName: mpi.SSHSecretName(b.tj.Name),
 				// No host key on the launcher.
-				Items: sshSecretItems(role),
+				Items: mpi.SSHSecretItems(role),
 				// Readable by whichever user the init container runs as
 				// (a Secret volume's files are root's, or fsGroup's if the
 				// pod sets one); only the init container mounts it, and
@@ -337,7 +335,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 			}},
 		},
 		corev1.Volume{
-			Name: SSHVolume,
+			Name: mpi.SSHVolume,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 				Medium:    corev1.StorageMediumMemory,
 				SizeLimit: &sshVolumeSize,
@@ -348,39 +346,39 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 	// wrote them (SSHSetupScript).
 	mounts := ctr.VolumeMounts[:0:0]
 	for _, m := range ctr.VolumeMounts {
-		if m.Name != SSHVolume {
+		if m.Name != mpi.SSHVolume {
 			mounts = append(mounts, m)
 		}
 	}
 	ctr.VolumeMounts = append(mounts,
-		corev1.VolumeMount{Name: SSHVolume, MountPath: b.job.SSH.Path, SubPath: SSHDirSubPath},
-		corev1.VolumeMount{Name: SSHVolume, MountPath: PasswdPath, SubPath: PasswdSubPath, ReadOnly: true},
+		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: b.job.SSH.Path, SubPath: mpi.SSHDirSubPath},
+		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: mpi.PasswdPath, SubPath: mpi.PasswdSubPath, ReadOnly: true},
 	)
 
 	// Hydra's proxies connect back to mpiexec by the launcher's host name.
 	var callBack string
 	if role == api.RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
-		callBack = HostAddress(b.tj.Name, LauncherJob, 0)
+		callBack = mpi.HostAddress(b.tj.Name, mpi.LauncherJob, 0)
 	}
 	init := corev1.Container{
-		Name:            SSHInitContainer,
+		Name:            mpi.SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", SSHSetupScript(b.job.SSH.Path, role, callBack)},
+		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, role, callBack)},
 		// A failed setup says why in the pod's status (diagnosis quotes it).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Env: []corev1.EnvVar{{Name: EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
-			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']"},
+		Env: []corev1.EnvVar{{Name: mpi.EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + mpi.LabelJobSetRestartAttempt + "']"},
 		}}},
 		// Same user as the main container, so the files are its own.
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{
-			{Name: SSHSecretVolume, MountPath: SSHSecretMountPath, ReadOnly: true},
-			{Name: SSHVolume, MountPath: SSHVolumeMountPath},
+			{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+			{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
 		},
 	}
 	for i := range ps.InitContainers {
-		if ps.InitContainers[i].Name == SSHInitContainer {
+		if ps.InitContainers[i].Name == mpi.SSHInitContainer {
 			ps.InitContainers[i] = init
 			return
 		}

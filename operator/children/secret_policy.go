@@ -1,4 +1,4 @@
-package mpi
+package children
 
 import (
 	"crypto/rand"
@@ -11,11 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
-
-// NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks
-// for a per-job NetworkPolicy.
-const NetworkPolicyRestricted = "restricted"
 
 // NetworkPolicyName is the name of a job's NetworkPolicy.
 func NetworkPolicyName(trainJob string) string { return trainJob + "-mpi" }
@@ -23,28 +20,28 @@ func NetworkPolicyName(trainJob string) string { return trainJob + "-mpi" }
 // BuildSSHSecret makes a job's Secret for a JobSet restart count: current
 // SSH keys for that run (fresh when nil) and fresh keys for the next (see
 // SSHSecretData), of the job's key algorithm, else alg, and the hostfile.
-func BuildSSHSecret(tj *trainer.TrainJob, job *Job, restarts int32, current *SSHKeys, alg KeyAlgorithm) (*corev1.Secret, error) {
+func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current *mpi.SSHKeys, alg mpi.KeyAlgorithm) (*corev1.Secret, error) {
 	comment := "torus-mpi " + tj.Namespace + "/" + tj.Name
 	if job.SSH.KeyAlgorithm != "" {
 		alg = job.SSH.KeyAlgorithm
 	}
 	if current == nil {
 		var err error
-		if current, err = GenerateSSHKeys(rand.Reader, alg, comment); err != nil {
+		if current, err = mpi.GenerateSSHKeys(rand.Reader, alg, comment); err != nil {
 			return nil, err
 		}
 	}
-	next, err := GenerateSSHKeys(rand.Reader, alg, comment)
+	next, err := mpi.GenerateSSHKeys(rand.Reader, alg, comment)
 	if err != nil {
 		return nil, err
 	}
-	data := SSHSecretData(tj.Name, restarts, current, next, job.SSH)
+	data := mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH)
 	// The launcher mounts the hostfile from here: one object fewer to
 	// write per job than a ConfigMap of its own (hack/bench).
-	data[HostfileKey] = []byte(job.Hostfile())
+	data[mpi.HostfileKey] = []byte(job.Hostfile())
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            SSHSecretName(tj.Name),
+			Name:            mpi.SSHSecretName(tj.Name),
 			Namespace:       tj.Namespace,
 			Labels:          map[string]string{api.LabelJobName: tj.Name},
 			Annotations:     map[string]string{api.AnnotationJobSetRestarts: strconv.Itoa(int(restarts))},

@@ -1,4 +1,4 @@
-package mpi
+package children
 
 import (
 	"maps"
@@ -10,13 +10,14 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 func TestApplyRuntimePatches(t *testing.T) {
 	podPatch := func(manager string, m *metav1.ObjectMeta, ps *trainer.PodSpecPatch) trainer.RuntimePatch {
 		return trainer.RuntimePatch{Manager: manager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
 			Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
-				Name: NodeJob, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Metadata: m, Spec: ps}}},
+				Name: mpi.NodeJob, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Metadata: m, Spec: ps}}},
 			}}}},
 		}}
 	}
@@ -33,14 +34,14 @@ func TestApplyRuntimePatches(t *testing.T) {
 		},
 		"later patches win": {
 			patches: []trainer.RuntimePatch{
-				podPatch(KueueManager, nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "a"}}),
+				podPatch(mpi.KueueManager, nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "a"}}),
 				podPatch("example.com/other", nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "b"}}),
 			},
 			wantLabels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker},
 			wantNodes:  map[string]string{"zone": "b"},
 		},
 		"Torus's labels stay Torus's": {
-			patches:    []trainer.RuntimePatch{podPatch(KueueManager, &metav1.ObjectMeta{Labels: map[string]string{api.LabelJobName: "other-job", api.LabelRole: api.RoleLauncher}}, nil)},
+			patches:    []trainer.RuntimePatch{podPatch(mpi.KueueManager, &metav1.ObjectMeta{Labels: map[string]string{api.LabelJobName: "other-job", api.LabelRole: api.RoleLauncher}}, nil)},
 			wantLabels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker},
 		},
 		"a replicated job the runtime lacks": {
@@ -51,10 +52,10 @@ func TestApplyRuntimePatches(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			js := &jobsetv1alpha2.JobSet{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: NodeJob}}}}
+			js := &jobsetv1alpha2.JobSet{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: mpi.NodeJob}}}}
 			pod := &js.Spec.ReplicatedJobs[0].Template.Spec.Template
 			pod.Labels = map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker}
-			pod.Spec.Containers = []corev1.Container{{Name: TrainerContainer}}
+			pod.Spec.Containers = []corev1.Container{{Name: mpi.TrainerContainer}}
 			tj := &trainer.TrainJob{Spec: trainer.TrainJobSpec{RuntimePatches: tc.patches}}
 			err := applyRuntimePatches(js, tj)
 			if (err != nil) != tc.wantErr {

@@ -1,4 +1,4 @@
-package mpi_test
+package children_test
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -35,7 +36,7 @@ func build(t *testing.T, tj *trainer.TrainJob, rt *wrappers.RuntimeWrapper) (*jo
 	if err != nil {
 		t.Fatalf("ResolveJob: %v", err)
 	}
-	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{})
+	js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{})
 	if err != nil {
 		t.Fatalf("BuildJobSet: %v", err)
 	}
@@ -234,7 +235,7 @@ func TestBuildJobSetQueueAndTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{KueueJobSets: true})
+	js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{KueueJobSets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestBuildJobSetQueueAndTopology(t *testing.T) {
 	if got := ptr.Deref(replicatedJob(t, js, mpi.NodeJob).Template.Spec.BackoffLimit, -1); got != 0 {
 		t.Errorf("node backoffLimit = %d, want 0: a failed worker fails the job", got)
 	}
-	unqueued, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{})
+	unqueued, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestBuildJobSetRejectsIncompleteRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{}); err == nil {
+	if _, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{}); err == nil {
 		t.Error("BuildJobSet accepted a runtime without a node job")
 	}
 }
@@ -283,7 +284,7 @@ func BenchmarkBuildJobSet(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if _, err := mpi.BuildJobSet(tj, rt.Runtime(), job, mpi.BuildOptions{}); err != nil {
+				if _, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
