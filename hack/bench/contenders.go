@@ -82,7 +82,7 @@ var allContenders = []contender{
 	{Name: "upstream-qps500", Label: "upstream v2.3.0, QPS 500/1000", Kind: kindUpstream, QPS: 500, Burst: 1000, MaxN: 1000},
 	{Name: "torus-qps50", Label: "Torus, QPS 50/100", Kind: kindTorus, QPS: 50, Burst: 100, MaxN: 1000},
 	// The cost of the watch on the Job controller's FailedCreate events,
-	// which explains refused pods (issue 20).
+	// which explains refused pods.
 	{Name: "torus-no-event-watch", Label: "Torus, without the FailedCreate events watch", Kind: kindTorus,
 		Flags: []string{"--watch-pod-creation-failures=false"}, LargestOnly: true, MaxN: 1000},
 }

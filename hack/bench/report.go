@@ -467,7 +467,7 @@ func oneLine(s string) string {
 	return s
 }
 
-// goals checks the figures against issue 8's and issue 19's goals at the
+// goals checks the figures against Torus's performance goals at the
 // largest N, on the medians of the runs.
 func (rep *report) goals(p func(string, ...any)) {
 	n := rep.largest()
@@ -487,9 +487,9 @@ func (rep *report) goals(p func(string, ...any)) {
 	}
 	p("| goal | measured | met |\n| --- | --- | --- |\n")
 	if xs := rep.ratios("torus", "upstream", n, func(t, u *result) float64 { return u.Total.Seconds() / t.Total.Seconds() }); len(xs) > 0 {
-		want, issue := 3.0, "issue 8, at N=1,000"
+		want := 3.0
 		if n >= 10000 {
-			want, issue = 4.0, "issue 19, at N=10,000"
+			want = 4.0
 		}
 		floor := ""
 		if fs := rep.ratios("floor", "upstream", n, func(f, u *result) float64 { return u.Total.Seconds() / f.Total.Seconds() }); len(fs) > 0 {
@@ -502,10 +502,10 @@ func (rep *report) goals(p func(string, ...any)) {
 			floor += fmt.Sprintf(", the two-object floor: %.2f×", medianFloat(fs))
 		}
 		m := medianFloat(xs)
-		p("| throughput at least %.0f× upstream's, both at their defaults (%s) | %s%s | %s |\n", want, issue, spreadUnit(xs, "×"), floor, met(m >= want))
+		p("| throughput at least %.0f× upstream's, both at their defaults | %s%s | %s |\n", want, spreadUnit(xs, "×"), floor, met(m >= want))
 	}
 	if xs := rep.ratios("torus", "floor", n, func(t, f *result) float64 { return t.Total.Seconds() / f.Total.Seconds() }); len(xs) > 0 {
-		p("| time within 1.5× the floor's (issue 8) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 1.5))
+		p("| time within 1.5× the floor's | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 1.5))
 	}
 	if xs := rep.ratios("torus", "floor", n, func(t, f *result) float64 { return t.APICPU / f.APICPU }); len(xs) > 0 {
 		floor2 := ""
@@ -514,7 +514,7 @@ func (rep *report) goals(p func(string, ...any)) {
 			// controller making them can go below it.
 			floor2 = fmt.Sprintf("; the two-object floor itself: %.2f×", medianFloat(fs))
 		}
-		p("| API-server CPU per job at most 0.75× the three-object floor's (issue 19) | %s%s | %s |\n", spreadUnit(xs, "×"), floor2, met(medianFloat(xs) <= 0.75))
+		p("| API-server CPU per job at most 0.75× the three-object floor's | %s%s | %s |\n", spreadUnit(xs, "×"), floor2, met(medianFloat(xs) <= 0.75))
 	}
 	// The two-object floor bounds what any controller that makes Torus's
 	// objects can reach; where the goals above lie beyond the floors
@@ -527,14 +527,14 @@ func (rep *report) goals(p func(string, ...any)) {
 	}
 	objects := float64(t.Writes.total(isObject)) / float64(n)
 	refused := float64(t.Writes.total(isFailed)) / float64(n)
-	p("| 2 writes per job to create its objects (issue 19; 3 before), no repeated applies | %.2f object writes and %.3f refused writes per job (run 1) | %s |\n",
+	p("| 2 writes per job to create its objects, no repeated applies | %.2f object writes and %.3f refused writes per job (run 1) | %s |\n",
 		objects, refused, met(objects <= 2.0005 && t.Writes.total(func(w write) bool { return w.Verb == "apply" }) == 0))
 	if t.Steady != nil {
 		other := float64(t.Steady.total(func(w write) bool { return !w.lease() })) / t.SteadyWindow.Minutes()
 		p("| no writes at rest apart from leader election | %.1f other writes per minute (run 1) | %s |\n", other, met(other == 0))
 	}
 	if xs := rep.ratios("torus", "upstream", n, func(t, u *result) float64 { return float64(t.Usage.PeakRSS) / float64(u.Usage.PeakRSS) }); len(xs) > 0 {
-		p("| peak RSS at most 0.6× upstream's (issue 19; issue 8: at most upstream's) | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 0.6))
+		p("| peak RSS at most 0.6× upstream's | %s | %s |\n", spreadUnit(xs, "×"), met(medianFloat(xs) <= 0.6))
 	}
 }
 

@@ -211,7 +211,7 @@ func TestRunRestartsOnOtherPortsWhenABindFails(t *testing.T) {
 			calls++
 			if calls == 1 {
 				// Someone else binds the second port between its choice
-				// and the component's start: the race of issue 13.
+				// and the component's start, as a busy machine's other processes can.
 				var err error
 				if thief, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[1])); err != nil {
 					return Spec{}, err

@@ -6,6 +6,7 @@ package children
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -290,7 +291,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 			ps.DNSConfig = &corev1.PodDNSConfig{}
 		}
 		domain := mpi.SearchDomain(b.tj.Name, b.tj.Namespace, b.clusterDomain)
-		if !contains(ps.DNSConfig.Searches, domain) {
+		if !slices.Contains(ps.DNSConfig.Searches, domain) {
 			ps.DNSConfig.Searches = append(ps.DNSConfig.Searches, domain)
 		}
 	}
@@ -308,7 +309,7 @@ func (b podBuilder) forwardedEnv() []string {
 	}
 	if b.job.Network != nil {
 		for _, e := range b.job.Network.Env {
-			if !contains(names, e.Name) {
+			if !slices.Contains(names, e.Name) {
 				names = append(names, e.Name)
 			}
 		}
@@ -384,13 +385,4 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		}
 	}
 	ps.InitContainers = append([]corev1.Container{init}, ps.InitContainers...)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -38,8 +38,8 @@ func clusterCmd(dir, verb string, flags ...string) (string, int) {
 	return run(clusterBin, append([]string{verb, "-dir", dir, "-testbin", testbin}, flags...)...)
 }
 
-// brokenOperator is an operator that exits at once, as the one of issue 13
-// did when another process had taken its metrics port.
+// brokenOperator is an operator that exits at once, as an operator does
+// when another process has taken its metrics port.
 func brokenOperator() string {
 	GinkgoHelper()
 	broken := filepath.Join(GinkgoT().TempDir(), "torus-operator")
@@ -154,7 +154,7 @@ var _ = Describe("hack/cluster", Ordered, func() {
 			Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived cluster down", name, pid)
 		}
 
-		By("an operator that exits at once, as the one of issue 13 did")
+		By("an operator that exits at once, as one whose metrics port is taken does")
 		out, code = clusterCmd(dir, "up", "-operator", brokenOperator())
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up")
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up (exit status 1)"))

@@ -16,9 +16,9 @@ const (
 // pressure crowds the kernel's ephemeral ports the way a busy machine
 // does, until the process is killed: it holds hundreds of listeners bound
 // to port 0, keeps hundreds of outgoing connections open and renews them,
-// and keeps listening anew on port 0. Before issue 13's fix, a port picked
-// by listening on :0 and closing could be taken by any of these before its
-// component bound it.
+// and keeps listening anew on port 0: a port picked by listening on :0 and
+// closing can be taken by any of these before its component binds it,
+// which the supervisor must survive.
 func pressure() error {
 	var held []net.Listener
 	for range heldListeners {

@@ -30,7 +30,7 @@ const (
 	logsNamespace = "torus-logs-bench"
 	logLines      = 2000
 	bigWorkers    = 64
-	// benchWorkers: the benchmark reads a job of 256 ranks (issue 19).
+	// benchWorkers: the benchmark reads a job of 256 ranks.
 	benchWorkers = 256
 )
 
