@@ -284,14 +284,16 @@ func realNodeJobs(dirp *string) {
 				// its last moment, when it syncs the pod to restart it: either
 				// is what the node says.
 				DeferCleanup(func() { kubectlMPI(dir, "delete", "crashing") })
-				loop := regexp.MustCompile(`launcher (CrashLoopBackOff: container node keeps exiting|Error: container node exited with code 1 and is restarted by the kubelet) ` +
-					`\(restarted (once|\d+ times)\); see kubectl mpi (logs crashing --launcher( --previous)?)`)
+				// An exited container's status quotes the end of its output.
+				loop := regexp.MustCompile(`launcher (?:CrashLoopBackOff: container node keeps exiting \(restarted (?:once|\d+ times)\)|` +
+					`Error: container node exited with code 1 and is restarted by the kubelet \(restarted (?:once|\d+ times)\); it printed: "mpirun: no hostfile"); ` +
+					`see kubectl mpi (logs crashing --launcher( --previous)?)`)
 				var msg string
 				Eventually(func() string { msg = running(dir, "crashing").Message; return msg }, 2*time.Minute, 200*time.Millisecond).Should(MatchRegexp(loop.String()))
 				// The logs it points at hold the failed run's output: the
 				// exited container's own, or while the kubelet holds it back,
 				// the previous one's (the kubelet keeps one exited container).
-				logs, _ := kubectlMPI(dir, strings.Fields(loop.FindStringSubmatch(msg)[3])...)
+				logs, _ := kubectlMPI(dir, strings.Fields(loop.FindStringSubmatch(msg)[1])...)
 				Expect(logs).To(ContainSubstring("mpirun: no hostfile"))
 
 				out, code := kubectlMPI(dir, "wait", "crashing", "--timeout", "3m")

@@ -11,6 +11,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // hostState is what a real node could leave behind on the machine.
@@ -75,7 +77,7 @@ func kubectlMPI(dir string, args ...string) (string, int) {
 func realNodeDir() (string, hostState) {
 	GinkgoHelper()
 	if os.Geteuid() != 0 {
-		Skip("the real node needs root")
+		framework.SkipRootTier("the real node needs root")
 	}
 	return filepath.Join(GinkgoT().TempDir(), "cluster"), snapshotHost()
 }

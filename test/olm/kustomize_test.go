@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // kustomizeOverlay installs the kubernetes overlay as `make manifests`
@@ -38,7 +39,7 @@ func kustomizeOverlay() {
 
 	BeforeAll(func() {
 		if !realNode {
-			Skip("no real node on this machine: the overlay's pods would only run on a kwok node")
+			framework.SkipRootTier("no real node on this machine: the overlay's pods would only run on a kwok node")
 		}
 		var err error
 		objs, err = render.Objects(render.Path(root, "kubernetes"))

@@ -26,6 +26,7 @@ import (
 	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 const (
@@ -250,7 +251,7 @@ func operatorHub() {
 
 	It("serves its webhooks from its pod and runs a job to Complete on real pods", func() {
 		if !realNode {
-			Skip("no real node on this machine: the operator's pod only runs on a kwok node")
+			framework.SkipRootTier("no real node on this machine: the operator's pod only runs on a kwok node")
 		}
 		By("a bad job refused by the webhook the pod serves, with its reason")
 		expectBadJobRefused()

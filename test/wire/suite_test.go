@@ -51,6 +51,9 @@ var (
 
 func TestWire(t *testing.T) {
 	if os.Geteuid() != 0 {
+		if framework.RootTiersRequired() {
+			t.Fatalf("the wire test needs root, and %s=1 requires it to run", framework.EnvRequireRootTiers)
+		}
 		t.Skip("the wire test needs root: it installs Debian packages, creates network, mount and UTS " +
 			"namespaces and runs the pods' processes as their user; run it as root, e.g. " +
 			"sudo env PATH=\"$PATH\" KUBEBUILDER_ASSETS=$PWD/.testbin/bin go test ./test/wire/")
