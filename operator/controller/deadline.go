@@ -52,8 +52,7 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 	}
 	// One warning a run: a job resumed from suspension starts a new one.
 	run := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
-	if warned, _ := r.deadlineWarned.Load(client.ObjectKeyFromObject(s.tj)); warned != run {
-		r.deadlineWarned.Store(client.ObjectKeyFromObject(s.tj), run)
+	if r.memory.warnDeadline(client.ObjectKeyFromObject(s.tj), run) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineApproaching,
 			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,19 +52,8 @@ type TrainJobReconciler struct {
 	// podCreationFailures: the Job controller's FailedCreate events are
 	// watched and explain jobs whose pods were refused.
 	podCreationFailures bool
-	// deadlineWarned maps a TrainJob to the run last warned about its
-	// deadline, so that each run gets one warning; it forgets deleted jobs.
-	deadlineWarned sync.Map
-	// statusWritten maps a TrainJob (its namespaced name) to the
-	// resourceVersion its last status patch replaced, until the cache shows
-	// a newer one. See Reconcile.
-	statusWritten sync.Map
-	// expectations are children created but not yet in the cache.
-	expectations expectations
-	// carriedKeys maps a TrainJob to the keys a restarted run takes
-	// (carriedKeys), between deleting the old SSH Secret and creating the
-	// new one.
-	carriedKeys sync.Map
+	// memory is what the reconciler keeps of each job between reconciles.
+	memory memory
 	// jobSetReportTimeout is how long a JobSet may go without its
 	// controller's first status before the job says so.
 	jobSetReportTimeout time.Duration
@@ -92,7 +80,7 @@ type scope struct {
 	now     time.Time
 	events  []queuedEvent
 	// awaitCache is set when a child this reconciler created is not in the
-	// cache yet (see expectations).
+	// cache yet (see memory).
 	awaitCache bool
 	// recheck is when to look again though no event may come.
 	recheck time.Duration
@@ -145,10 +133,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	var tj trainer.TrainJob
 	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.statusWritten.Delete(req.NamespacedName)
-			r.expectations.forget(req.NamespacedName)
-			r.carriedKeys.Delete(req.NamespacedName)
-			r.deadlineWarned.Delete(req.NamespacedName)
+			r.memory.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -170,18 +155,15 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("trainJob", klog.KObj(&tj))
 	ctx = ctrl.LoggerInto(ctx, log)
-	if replaced, ok := r.statusWritten.Load(req.NamespacedName); ok {
-		if replaced == tj.ResourceVersion {
-			// The cache still holds the job as it was before our last
-			// status patch: the children's watch events often come first.
-			// Working from it would send that patch, and its events,
-			// again (hack/bench counted 1.1 status patches and 2.1 events
-			// per job at 100 jobs). The patch's own watch event brings
-			// the job back once the cache has it.
-			log.V(3).Info("Cache is behind the last status write; waiting for it")
-			return ctrl.Result{}, nil
-		}
-		r.statusWritten.Delete(req.NamespacedName)
+	if r.memory.statusBehind(req.NamespacedName, tj.ResourceVersion) {
+		// The cache still holds the job as it was before our last status
+		// patch: the children's watch events often come first. Working
+		// from it would send that patch, and its events, again (hack/bench
+		// counted 1.1 status patches and 2.1 events per job at 100 jobs).
+		// The patch's own watch event brings the job back once the cache
+		// has it.
+		log.V(3).Info("Cache is behind the last status write; waiting for it")
+		return ctrl.Result{}, nil
 	}
 	log.V(3).Info("Reconciling")
 
@@ -282,123 +264,193 @@ func startedJob(s *scope) *mpi.Job {
 	return job
 }
 
+// reconcile brings one MPI job a step further. A job that has not ended
+// goes through phases (progress), each of which may end the reconcile
+// early; a job that has ended, or ends in this reconcile, has what is left
+// of it cleaned up (finish). It returns when to look again though no event
+// may come.
 func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (time.Duration, error) {
-	var js jobsetv1alpha2.JobSet
-	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
-	case err == nil:
-		s.jobSet = &js
-		r.expectations.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
-	case !apierrors.IsNotFound(err):
-		return 0, fmt.Errorf("getting JobSet: %w", err)
+	if err := r.observeJobSet(ctx, s); err != nil {
+		return 0, err
 	}
-
+	var requeue time.Duration
 	if trainjob.Finished(s.tj) {
 		if s.jobSet != nil {
 			// JobSet stops the remaining jobs after the TrainJob finished.
 			s.tj.Status.JobsStatus = jobsStatus(s.jobSet)
 		}
-		return 0, r.finish(ctx, s)
-	}
-	job, block, err := r.resolve(ctx, s, rt, rtErr)
-	if err != nil {
-		return 0, err
-	}
-	// frozen: the job started and can no longer be built afresh (its
-	// runtime or profile was deleted, an annotation went bad). It goes on
-	// as it started: its deadline, status and end are still Torus's, only
-	// its children are left as they are.
-	frozen := false
-	if block != nil {
-		started := startedJob(s)
-		if started == nil {
-			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, block.reason, block.message)
-			if block.networks && s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, block.reason, block.message) {
-				s.event(corev1.EventTypeWarning, block.reason, "%s", block.message)
-			}
-			return block.recheck, nil
+	} else {
+		var stop bool
+		var err error
+		if requeue, stop, err = r.progress(ctx, s, rt, rtErr); stop || err != nil || !trainjob.Finished(s.tj) {
+			return requeue, err
 		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Job cannot be built afresh; tracking it as it started", "reason", block.reason, "message", block.message)
-		job, frozen = started, true
-	} else if started := startedJob(s); started != nil {
-		// The pods of a JobSet an earlier Torus made have the SSH
-		// directory it laid out: their keys come with an sshd
-		// configuration those pods pass (a restart replaces the keys).
-		job.SSH.StrictModes = started.SSH.StrictModes
 	}
-	s.job = job
+	return 0, r.finish(ctx, s)
+}
 
-	requeue, done, err := r.checkDeadline(ctx, s)
-	if done || err != nil {
-		return 0, err
+// progress runs the phases of a job that has not ended: resolve it, hold
+// it to its deadline, make its children, follow its admission and its pods
+// into its status, and fail it if it cannot start. stop ends the reconcile
+// here: the job is blocked, was just stopped (what is left of it goes once
+// the failure is saved), or waits for the cache.
+func (r *TrainJobReconciler) progress(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (requeue time.Duration, stop bool, err error) {
+	frozen, blockedFor, err := r.resolvePhase(ctx, s, rt, rtErr)
+	if err != nil || s.job == nil {
+		return blockedFor, true, err
 	}
-
+	requeue, stopped, err := r.checkDeadline(ctx, s)
+	if stopped || err != nil {
+		return 0, true, err
+	}
 	if !frozen {
-		desired, err := children.BuildJobSet(s.tj, rt, job, r.build)
-		if err != nil {
-			s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
-			return 0, nil
-		}
-		if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
-			if s.handleConflict(err) {
-				return 0, nil
-			}
-			return 0, err
-		}
-		if s.willBeSuspended(desired) {
-			if _, err := r.deleteSSHSecret(ctx, s); err != nil {
-				return 0, err
-			}
+		if stop, err := r.childrenPhase(ctx, s, rt); stop || err != nil {
+			return 0, true, err
 		}
 	}
-	if r.kueue.Load() && r.build.Queued(s.tj) && s.jobSet != nil {
-		wl, err := r.getWorkload(ctx, s)
-		if err != nil {
-			return 0, err
-		}
-		s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
-		if s.admittedNow {
-			r.metrics.TimeToAdmission.WithLabelValues(s.tj.Namespace).Observe(s.now.Sub(s.tj.CreationTimestamp.Time).Seconds())
-		}
+	if err := r.admissionPhase(ctx, s); err != nil {
+		return 0, true, err
 	}
-
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}); err != nil {
-		return 0, fmt.Errorf("listing pods: %w", err)
-	}
-	s.pods = pods.Items
-	if r.podCreationFailures && s.jobSet != nil && !trainjob.Finished(s.tj) {
-		// Pods the API server refused to create (a quota, a LimitRange,
-		// Pod Security): only the Job controller's events say so.
-		var events corev1.EventList
-		if err := r.client.List(ctx, &events, client.InNamespace(s.tj.Namespace)); err != nil {
-			return 0, fmt.Errorf("listing pod expectation failures: %w", err)
-		}
-		since, _ := trainjob.LastStart(s.tj, false)
-		if s.jobSet.CreationTimestamp.After(since) {
-			since = s.jobSet.CreationTimestamp.Time
-		}
-		s.refused = diagnosis.PodCreation(events.Items, s.tj.Name, since)
+	if err := r.podsPhase(ctx, s); err != nil {
+		return 0, true, err
 	}
 	r.syncStatus(s)
-	if !trainjob.Finished(s.tj) {
-		if wait := r.checkSchedulingTimeout(s); wait > 0 {
-			requeue = minPositive(requeue, wait)
-		}
+	wait, err := r.startPhase(ctx, s)
+	if err != nil {
+		return 0, true, err
 	}
-	if !trainjob.Finished(s.tj) {
-		if _, err := r.syncNetworks(ctx, s); err != nil {
-			return 0, err
-		}
-	}
-	if trainjob.Finished(s.tj) {
-		return 0, r.finish(ctx, s)
+	if wait > 0 {
+		requeue = minPositive(requeue, wait)
 	}
 	if s.job.Network != nil && !isTrue(s.tj, trainjob.ConditionNetworksReady) {
 		// Multus's report may be late; a missing one becomes an error after
 		// a grace period, with no event to wake us.
 		requeue = minPositive(requeue, networkStatusGracePeriod/3)
 	}
-	return requeue, nil
+	return requeue, false, nil
+}
+
+// observeJobSet reads the job's JobSet from the cache, if it has one.
+func (r *TrainJobReconciler) observeJobSet(ctx context.Context, s *scope) error {
+	var js jobsetv1alpha2.JobSet
+	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
+	case err == nil:
+		s.jobSet = &js
+		r.memory.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("getting JobSet: %w", err)
+	}
+	return nil
+}
+
+// resolvePhase sets s.job: the job resolved afresh from its TrainJob,
+// runtime and network profile, or, when that is blocked but the job has
+// started, the job as it started (frozen: its deadline, status and end
+// are still Torus's; its children are left as they are). A job blocked
+// before it started leaves s.job nil with Created=False, and says when to
+// look again.
+func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (frozen bool, recheck time.Duration, err error) {
+	job, block, err := r.resolve(ctx, s, rt, rtErr)
+	if err != nil {
+		return false, 0, err
+	}
+	started := startedJob(s)
+	switch {
+	case block != nil && started == nil:
+		s.job = nil
+		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, block.reason, block.message)
+		if block.networks && s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, block.reason, block.message) {
+			s.event(corev1.EventTypeWarning, block.reason, "%s", block.message)
+		}
+		return false, block.recheck, nil
+	case block != nil:
+		ctrl.LoggerFrom(ctx).V(1).Info("Job cannot be built afresh; tracking it as it started", "reason", block.reason, "message", block.message)
+		s.job = started
+		return true, 0, nil
+	case started != nil:
+		// The pods of a JobSet an earlier Torus made have the SSH
+		// directory it laid out: their keys come with an sshd
+		// configuration those pods pass (a restart replaces the keys).
+		job.SSH.StrictModes = started.SSH.StrictModes
+	}
+	s.job = job
+	return false, 0, nil
+}
+
+// childrenPhase builds the job's JobSet and makes or updates its children;
+// stop when the job cannot be built or a child conflicts.
+func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope, rt *mpi.Runtime) (stop bool, err error) {
+	desired, err := children.BuildJobSet(s.tj, rt, s.job, r.build)
+	if err != nil {
+		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
+		return true, nil
+	}
+	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
+		if s.handleConflict(err) {
+			return true, nil
+		}
+		return true, err
+	}
+	if s.willBeSuspended(desired) {
+		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// admissionPhase follows Kueue's admission of a queued job's workload.
+func (r *TrainJobReconciler) admissionPhase(ctx context.Context, s *scope) error {
+	if !r.kueue.Load() || !r.build.Queued(s.tj) || s.jobSet == nil {
+		return nil
+	}
+	wl, err := r.getWorkload(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
+	if s.admittedNow {
+		r.metrics.TimeToAdmission.WithLabelValues(s.tj.Namespace).Observe(s.now.Sub(s.tj.CreationTimestamp.Time).Seconds())
+	}
+	return nil
+}
+
+// podsPhase reads the job's pods, and the pods the API server refused to
+// create (a quota, a LimitRange, Pod Security), which only the Job
+// controller's events tell.
+func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	s.pods = pods.Items
+	if !r.podCreationFailures || s.jobSet == nil {
+		return nil
+	}
+	var events corev1.EventList
+	if err := r.client.List(ctx, &events, client.InNamespace(s.tj.Namespace)); err != nil {
+		return fmt.Errorf("listing pod expectation failures: %w", err)
+	}
+	since, _ := trainjob.LastStart(s.tj, false)
+	if s.jobSet.CreationTimestamp.After(since) {
+		since = s.jobSet.CreationTimestamp.Time
+	}
+	s.refused = diagnosis.PodCreation(events.Items, s.tj.Name, since)
+	return nil
+}
+
+// startPhase holds a job that has not ended to its scheduling timeout and
+// checks its networks; it returns when to look at the timeout again.
+func (r *TrainJobReconciler) startPhase(ctx context.Context, s *scope) (time.Duration, error) {
+	if trainjob.Finished(s.tj) {
+		return 0, nil
+	}
+	wait := r.checkSchedulingTimeout(s)
+	if trainjob.Finished(s.tj) {
+		return 0, nil
+	}
+	_, err := r.syncNetworks(ctx, s)
+	return wait, err
 }
 
 // networkRecheck is how often a job blocked on its network setup looks again.
@@ -484,7 +536,7 @@ func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.Trai
 	}
 	err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig))
 	if err == nil && s.tj.ResourceVersion != orig.ResourceVersion {
-		r.statusWritten.Store(client.ObjectKeyFromObject(orig), orig.ResourceVersion)
+		r.memory.wroteStatus(client.ObjectKeyFromObject(orig), orig.ResourceVersion)
 	}
 	// A job deleted meanwhile has no status left to write.
 	if client.IgnoreNotFound(err) != nil {
