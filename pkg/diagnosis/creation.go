@@ -40,7 +40,7 @@ var creationFixes = []struct {
 	{"maximum ", "LimitRangeRefused", "fit --cpu and --memory within the namespace's LimitRange (kubectl describe limitrange)"},
 	{"minimum ", "LimitRangeRefused", "fit --cpu and --memory within the namespace's LimitRange (kubectl describe limitrange)"},
 	{"violates PodSecurity", "PodSecurityRefused", "the namespace's Pod Security level refuses the pods: see what it names; a network profile's capabilities need the privileged level"},
-	{"unable to validate against any security context constraint", "SCCRefused", "no SCC the job's ServiceAccount may use admits the pods: see docs/openshift.md"},
+	{"unable to validate against any security context constraint", "SCCRefused", "no SCC the job's ServiceAccount may use admits the pods: see docs/admins/openshift.md"},
 }
 
 // PodCreation reads the Job controller's FailedCreate events about a

@@ -238,5 +238,5 @@ func PodSecurityNeeds(caps []corev1.Capability) string {
 	}
 	return fmt.Sprintf("its rank pods add capabilities %s, which need the namespace's Pod Security level privileged "+
 		"(label pod-security.kubernetes.io/enforce=privileged) and, on OpenShift, an SCC that allows them for the job's ServiceAccount "+
-		"(restricted-v2 does not; see docs/openshift.md)", strings.Join(extra, ","))
+		"(restricted-v2 does not; see docs/admins/openshift.md)", strings.Join(extra, ","))
 }

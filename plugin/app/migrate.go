@@ -28,7 +28,7 @@ note, changed (a value rewritten to keep its intent), warning (no exact equivale
 or error (the document was not converted). Documents that are not MPIJobs pass through unchanged.
 The command exits non-zero when a document could not be converted, or with --strict when there are warnings.
 
-See docs/migrate.md for every field mapping.`
+See docs/users/migrate.md for every field mapping.`
 
 const migrateExample = `  # Convert one manifest and read what changed
   kubectl mpi migrate -f mpijob.yaml

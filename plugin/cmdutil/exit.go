@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// Exit codes of kubectl-mpi. Scripts may rely on them; docs/plugin.md lists
+// Exit codes of kubectl-mpi. Scripts may rely on them; docs/users/plugin.md lists
 // them.
 const (
 	// ExitOK: the command did what was asked (for run --wait and wait: the

@@ -99,7 +99,7 @@ func (d *Doctor) networkPreflight(ctx context.Context) Result {
 	var p torusv1alpha1.MPINetworkProfile
 	if err := d.Client.Get(ctx, client.ObjectKey{Name: d.Network}, &p); err != nil {
 		r.Status, r.Message = Fail, fmt.Sprintf("MPINetworkProfile %q: %s", d.Network, firstLine(err))
-		r.Fix = "kubectl get mpinetworkprofiles lists the profiles; ask your admin for one (docs/networks.md)"
+		r.Fix = "kubectl get mpinetworkprofiles lists the profiles; ask your admin for one (docs/admins/networks.md)"
 		return r
 	}
 	impl := d.Implementation

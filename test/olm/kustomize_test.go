@@ -113,7 +113,7 @@ func kustomizeOverlay() {
 		runPi("pi-kustomize")
 	})
 
-	It("uninstalls as docs/install.md says, keeping the CRDs and so the users' jobs", func() {
+	It("uninstalls as docs/admins/install.md says, keeping the CRDs and so the users' jobs", func() {
 		// The webhook configurations first: they refuse TrainJob changes
 		// once the operator is gone. The CRDs stay.
 		webhooks := func(o *unstructured.Unstructured) bool { return strings.HasSuffix(o.GetKind(), "WebhookConfiguration") }

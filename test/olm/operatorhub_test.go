@@ -129,7 +129,7 @@ func operatorHub() {
 		Expect(csv.Status.Reason).To(Equal(operatorsv1alpha1.CSVReasonComponentFailed))
 		Expect(csv.Status.Message).To(ContainSubstring("must be less than or equal to cpu limit"))
 
-		By("removing the broken operator as docs/install.md says: Subscription, CSV, then its namespace")
+		By("removing the broken operator as docs/admins/install.md says: Subscription, CSV, then its namespace")
 		uninstall(brokenNS, brokenPackage, brokenCSV)
 		deleteNamespace(brokenNS)
 	})
@@ -260,7 +260,7 @@ func operatorHub() {
 		runPi("pi-olm")
 	})
 
-	It("uninstalls as docs/install.md says, keeping the CRDs and so the users' jobs", func() {
+	It("uninstalls as docs/admins/install.md says, keeping the CRDs and so the users' jobs", func() {
 		uninstall(installNS, torusPackage, torusCSV)
 		Eventually(func(g Gomega) {
 			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator"}, &appsv1.Deployment{})

@@ -46,7 +46,7 @@ func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, wor
 	g := &generated{trainJob: tj}
 	Eventually(func(gm Gomega) {
 		key := func(n string) client.ObjectKey { return client.ObjectKey{Namespace: namespace, Name: n} }
-		// The names the README documents, spelled out rather than
+		// The names docs/contributors/architecture.md documents, spelled out rather than
 		// taken from the operator's code.
 		var js jobsetv1alpha2.JobSet
 		gm.Expect(fw.Client.Get(ctx, key(name), &js)).To(Succeed(), "JobSet")

@@ -119,7 +119,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 		}
 	})
 
-	It("builds MPI JobSets that differ from upstream's only where the README's table says why", func() {
+	It("builds MPI JobSets that differ from upstream's only where docs/contributors/architecture.md's table says why", func() {
 		for _, j := range jobsOf(true) {
 			By(j.name)
 			got := differences(upstream[j.name].jobSet, torus[j.name].jobSet)
@@ -209,8 +209,9 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 })
 
 // mpiDifferences are where Torus's JobSet for a TrainJob on upstream's
-// deepspeed-distributed runtime differs from upstream's; the README's
-// drop-in table justifies each (docs/dropin.md has the values).
+// deepspeed-distributed runtime differs from upstream's; the
+// drop-in table of docs/contributors/architecture.md justifies each and
+// gives the values.
 var mpiDifferences = []string{
 	"spec.network.enableDNSHostnames",
 	"spec.network.subdomain",
