@@ -81,42 +81,42 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 ##@ Test
 
 .PHONY: test
-test: prefetch lint verify-generate testbin unit krew-check rule-check integration chaos wire-test cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), integration, wire and end to end.
+test: prefetch lint verify-generate testbin test-unit verify-krew verify-rules test-integration test-chaos test-wire test-cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), krew manifest, Prometheus rules, integration, chaos, wire and the suites on local clusters.
 
-.PHONY: cluster-suites
-cluster-suites: ## The suites on local clusters: make e2e (kwok nodes) beside make cluster-test, then make olm-test (a real node each, one at a time); each suite's output is printed when it ends.
-	$(MAKE) --no-print-directory -j2 --output-sync=target CLUSTER_SUITES=1 e2e cluster-test olm-test
+.PHONY: test-cluster-suites
+test-cluster-suites: ## The suites on local clusters: make test-e2e (kwok nodes) beside make test-cluster, then make test-olm (a real node each, one at a time); each suite's output is printed when it ends.
+	$(MAKE) --no-print-directory -j2 --output-sync=target CLUSTER_SUITES=1 test-e2e test-cluster test-olm
 
-# In cluster-suites, the two suites with a real node take turns: a machine
+# In test-cluster-suites, the two suites with a real node take turns: a machine
 # runs one kubelet. e2e's cluster has kwok nodes only, and its suite waits
 # on the cluster more than it computes (a third of the two cores, measured
 # in a cold run), so it runs beside them.
 ifdef CLUSTER_SUITES
-olm-test: | cluster-test
+test-olm: | test-cluster
 endif
 
 .PHONY: prefetch
 prefetch: ## Start in the background what later targets need: downloads (helper modules, the node's and the wire test's packages, the MPI images), then at the lowest priority the binaries.
 	@hack/prefetch.sh $$PPID
 
-.PHONY: unit
-unit: ## Unit tests (no API server).
+.PHONY: test-unit
+test-unit: ## Unit tests (no API server).
 	$(GO_TEST) -count=1 ./operator/... ./plugin/... ./hack/...
 
-.PHONY: integration
-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
+.PHONY: test-integration
+test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
 	hack/testbin/build.sh trainer
 	$(call clean-reports,test/integration)
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v $(GINKGO_REPORT) \
 	  || $(call ginkgo-failed,test/integration)
 
-.PHONY: chaos
-chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
+.PHONY: test-chaos
+test-chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
 	$(call clean-reports,test/chaos)
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
 
-.PHONY: wire-test
-wire-test: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root).
+.PHONY: test-wire
+test-wire: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root, fails instead under TORUS_REQUIRE_ROOT_TIERS=1 as in CI).
 	$(call clean-reports,test/wire)
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
 
@@ -125,13 +125,13 @@ node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins
 	hack/node/install.sh
 	hack/testbin/build.sh node
 
-.PHONY: cluster-test
-cluster-test: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
+.PHONY: test-cluster
+test-cluster: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
 	$(call clean-reports,test/cluster)
 	$(GO_TEST) -count=1 -timeout 15m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
 
-.PHONY: e2e
-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
+.PHONY: test-e2e
+test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
 	$(call clean-reports,test/e2e)
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
@@ -140,8 +140,9 @@ e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwa
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
 .PHONY: lint
-lint: ## go vet and gofmt.
+lint: ## go vet, gofmt, and the repository's text stating the product rather than the history of its making (hack/historycheck).
 	$(GO) vet ./... ./hack/... ./test/...
+	$(GO) run ./hack/historycheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/testbin/\|^hack/tools/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -162,7 +163,7 @@ FUZZ_EXECS ?= 15000x
 FUZZ_MINIMIZE ?= 200x
 
 .PHONY: fuzz
-fuzz: ## Short fuzz runs: the migrate parser; admission, job resolution and BuildJobSet. Not in make test: -fuzz compiles the whole graph again, instrumented (6.7 minutes of a cold run); make unit runs their seed corpora.
+fuzz: ## Short fuzz runs: the migrate parser; admission, job resolution and BuildJobSet. Not in make test: -fuzz compiles the whole graph again, instrumented (6.7 minutes of a cold run); make test-unit runs their seed corpora.
 	$(GO) test ./plugin/migrate/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime=$(FUZZ_EXECS) -fuzzminimizetime=$(FUZZ_MINIMIZE)
 	$(GO) test ./operator/webhook/ -run '^$$' -fuzz '^FuzzAdmitResolveBuild$$' -fuzztime=$(FUZZ_EXECS) -fuzzminimizetime=$(FUZZ_MINIMIZE)
 
@@ -211,16 +212,16 @@ image: ## Build the operator image with podman or docker (needs a container engi
 	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker"; exit 1; }
 	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=v$(RELEASE_VERSION) -t $(IMG) .
 
-.PHONY: rule-check
-rule-check: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
+.PHONY: verify-rules
+verify-rules: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
 	cd hack/rulecheck && GOWORK=off $(GO) test -count=1 ./...
 
-.PHONY: krew-check
-krew-check: ## The krew manifest, checked with krew's own types, on a placeholder release.
+.PHONY: verify-krew
+verify-krew: ## The krew manifest, checked with krew's own types, on a placeholder release.
 	cd hack/krewcheck && GOWORK=off $(GO) test -count=1 ./...
 
-.PHONY: olm-test
-olm-test: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
+.PHONY: test-olm
+test-olm: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
 	hack/testbin/build.sh cluster olm
 	$(call clean-reports,test/olm)
 	$(GO_TEST) -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/olm)

@@ -32,7 +32,7 @@ func TestChaos(t *testing.T) {
 var _ = BeforeSuite(func() {
 	binary = filepath.Join(framework.RepoRoot(), "bin", "torus-operator")
 	_, err := os.Stat(binary)
-	Expect(err).NotTo(HaveOccurred(), "build the operator first (make build; make chaos does)")
+	Expect(err).NotTo(HaveOccurred(), "build the operator first (make build; make test-chaos does)")
 	fw.Init()
 	kubeconfig = fw.WriteKubeconfig(GinkgoT().TempDir())
 })

@@ -38,7 +38,7 @@ var _ = BeforeSuite(func() {
 		kubeconfig = filepath.Join(framework.RepoRoot(), ".cluster", "kubeconfig")
 	}
 	_, err := os.Stat(kubeconfig)
-	Expect(err).NotTo(HaveOccurred(), "no local cluster: run `make e2e`, which starts one with `make cluster-up`")
+	Expect(err).NotTo(HaveOccurred(), "no local cluster: run `make test-e2e`, which starts one with `make cluster-up`")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	cfg.QPS, cfg.Burst = 100, 200

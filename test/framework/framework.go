@@ -84,7 +84,7 @@ func (f *Framework) Init() {
 	ginkgo.GinkgoHelper()
 	ctrl.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter), zap.UseDevMode(true)))
 	gomega.Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(gomega.BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at etcd and kube-apiserver: run `make integration`, which builds them into .testbin/bin")
+		"KUBEBUILDER_ASSETS must point at etcd and kube-apiserver: run `make test-integration`, which builds them into .testbin/bin")
 	dir, err := os.MkdirTemp("", "torus-envtest-")
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	f.dir = dir

@@ -11,7 +11,7 @@
 //     the bundle from a file-based catalog served on 127.0.0.1, the way
 //     OperatorHub does, and refuses a broken bundle with its own reason.
 //
-// Run it with `make olm-test`, or:
+// Run it with `make test-olm`, or:
 //
 //	make build && hack/testbin/build.sh cluster olm
 //	go test -count=1 -timeout 30m ./test/olm/ -ginkgo.v
@@ -44,7 +44,7 @@ import (
 	"github.com/torus-mpi/torus/test/framework"
 )
 
-// clusterDir is this suite's local cluster; .cluster belongs to make e2e.
+// clusterDir is this suite's local cluster; .cluster belongs to make test-e2e.
 const clusterDir = "/tmp/torus-olm-cluster"
 
 const (

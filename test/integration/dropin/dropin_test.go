@@ -245,7 +245,7 @@ var mpiDifferences = []string{
 func startUpstream() func() {
 	GinkgoHelper()
 	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "trainer-controller-manager")
-	Expect(bin).To(BeAnExistingFile(), "run hack/testbin/build.sh trainer (make integration does)")
+	Expect(bin).To(BeAnExistingFile(), "run hack/testbin/build.sh trainer (make test-integration does)")
 	dir := GinkgoT().TempDir()
 	ports, err := supervisor.NewPorts()
 	Expect(err).NotTo(HaveOccurred())

@@ -28,7 +28,7 @@ func TestMetricsAuth(t *testing.T) {
 // SubjectAccessReviews, which the API server answers with its own token
 // authenticator and RBAC.
 var _ = BeforeSuite(func() {
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "run `make integration`, which builds etcd and kube-apiserver into .testbin/bin")
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "run `make test-integration`, which builds etcd and kube-apiserver into .testbin/bin")
 	env = &envtest.Environment{}
 	var err error
 	cfg, err = env.Start()

@@ -16,5 +16,5 @@ func TestStartup(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "run `make integration`, which builds etcd and kube-apiserver into .testbin/bin")
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "run `make test-integration`, which builds etcd and kube-apiserver into .testbin/bin")
 })
