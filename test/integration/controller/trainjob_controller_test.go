@@ -339,6 +339,8 @@ var _ = Describe("MPI TrainJob", func() {
 		))
 		Eventually(eventReasons(tj), framework.Timeout, framework.Interval).Should(ContainElements("JobSetCreated", "Failed"))
 		Expect(eventReasons(tj)(Default)).NotTo(ContainElement("SSHKeysCreated"), "the first run's keys are named in JobSetCreated")
+		// The failure metric counts the job by its cause.
+		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "OOMKilled"})).To(BeEquivalentTo(1))
 	})
 
 	It("says what to check when the JobSet controller does not report on the JobSet", func() {
