@@ -160,7 +160,3 @@ type MPINetworkProfileList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MPINetworkProfile `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MPINetworkProfile{}, &MPINetworkProfileList{})
-}

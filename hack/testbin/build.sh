@@ -187,6 +187,9 @@ for component in $components; do
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;
+    staticcheck)
+      build staticcheck staticcheck honnef.co/go/tools/cmd/staticcheck \
+        "$(modversion staticcheck honnef.co/go/tools)" ;;
     *)
       echo "testbin: unknown component $component" >&2; exit 2 ;;
   esac

@@ -139,8 +139,10 @@ func TestMemoryStatusBehind(t *testing.T) {
 		t.Error("behind with no status write")
 	}
 	m.wroteStatus(key, "41")
-	if !m.statusBehind(key, "41") || !m.statusBehind(key, "41") {
-		t.Error("the cache at the replaced version is not behind, or stops being behind before it moves")
+	for range 2 {
+		if !m.statusBehind(key, "41") {
+			t.Fatal("the cache at the replaced version is not behind, or stops being behind before it moves")
+		}
 	}
 	if m.statusBehind(key, "43") || m.statusBehind(key, "41") {
 		t.Error("once the cache moved past the write, nothing is behind")

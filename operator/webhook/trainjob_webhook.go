@@ -224,7 +224,7 @@ func SetupWebhooks(mgr ctrl.Manager, maxNodes int32, upstream map[string]http.Ha
 		if upstream != nil {
 			u, ok := upstream[h.path].(handler)
 			if !ok {
-				return fmt.Errorf("Kubeflow Trainer has no admission webhook at %s", h.path)
+				return fmt.Errorf("upstream Trainer has no admission webhook at %s", h.path)
 			}
 			r.upstream = u
 		}

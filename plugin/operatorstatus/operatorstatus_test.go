@@ -33,6 +33,7 @@ func lease(ns, holder string, renewedAgo time.Duration) *coordinationv1.Lease {
 	}
 }
 
+//lint:ignore ST1005 the API server's own words
 var forbidden = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New(`User "alice" cannot list resource "leases"`))
 
 // The fake client stands in for reading leases only: which lease exists,
