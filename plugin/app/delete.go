@@ -15,6 +15,7 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/printers"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -49,8 +50,8 @@ func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 		Use:               "delete NAME... | --all [--wait]",
 		Short:             "Delete MPI jobs with everything they own",
 		Example:           deleteExample,
-		ValidArgsFunction: completeJobNames(getter, -1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, -1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVar(&o.All, "all", false, "Delete every MPI job of the namespace")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the jobs are gone")
@@ -119,7 +120,7 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 			continue
 		}
 		deleted = append(deleted, tj)
-		if err := printName(o.Out, tj, "deleted"); err != nil {
+		if err := printers.PrintName(o.Out, tj, "deleted"); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/describe"
 	"github.com/torus-mpi/torus/plugin/job"
 )
@@ -38,16 +39,16 @@ func newDescribeCmd(getter plugclient.Getter, streams genericiooptions.IOStreams
 		Use:               "describe NAME",
 		Short:             "Show a job's state, why it waits or failed (rank, cause, fix), its ranks, conditions and events",
 		Example:           describeExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 }
 
 // Complete reads NAME, the namespace and the client.
 func (o *DescribeOptions) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	o.name, o.namespace, o.client, err = completeJob(o.getter, args)
+	o.name, o.namespace, o.client, err = cmdutil.CompleteJob(o.getter, args)
 	return err
 }
 

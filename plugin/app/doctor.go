@@ -50,8 +50,8 @@ func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
 		Long:    doctorLong,
 		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov",
-		Args:    exactArgs(0, "no arguments"),
-		RunE:    runE(o),
+		Args:    cmdutil.ExactArgs(0, "no arguments"),
+		RunE:    cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
 	cmd.Flags().StringVar(&o.Network, "network", "", "Also run the operator's preflight for this MPINetworkProfile in the namespace")

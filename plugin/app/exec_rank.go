@@ -66,8 +66,8 @@ func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams
 		Short:             "Run a command in the pod of an MPI rank, or on every worker",
 		Long:              execRankLong,
 		Example:           execRankExample,
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&o.Stdin, "stdin", "i", false, "Pass standard input to the command")

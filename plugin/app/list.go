@@ -17,7 +17,7 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	plugprinters "github.com/torus-mpi/torus/plugin/printers"
+	"github.com/torus-mpi/torus/plugin/list"
 )
 
 const listExample = `  # MPI jobs of the current namespace
@@ -67,8 +67,8 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 		Aliases: []string{"ls"},
 		Short:   "List MPI jobs: state, workers ready, slots, queue, age",
 		Example: listExample,
-		Args:    exactArgs(0, "no arguments"),
-		RunE:    runE(o),
+		Args:    cmdutil.ExactArgs(0, "no arguments"),
+		RunE:    cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace")
 	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", "", "Label selector, e.g. team=vision")
@@ -154,7 +154,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 			for i := range page.Items {
 				infos = append(infos, job.Resolve(ctx, runtimes, &page.Items[i]))
 			}
-			if err := o.printer.PrintObj(plugprinters.JobTable(infos, o.clock.Now()), out); err != nil {
+			if err := o.printer.PrintObj(list.JobTable(infos, o.clock.Now()), out); err != nil {
 				return err
 			}
 		}
@@ -179,4 +179,13 @@ func (o *ListOptions) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// mpiSelector selects MPI TrainJobs within a user's -l selector.
+func mpiSelector(user string) (labels.Selector, error) {
+	sel, err := job.Selector(user)
+	if err != nil {
+		return nil, cmdutil.UsageError("-l %q: %v", user, err)
+	}
+	return sel, nil
 }

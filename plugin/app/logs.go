@@ -68,9 +68,9 @@ func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
 		Short:             "Stream the logs of every pod of a job at once, each line prefixed with its host",
 		Example:           logsExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.Int32Var(&o.Rank, "rank", 0, "Only the pod that runs this MPI rank")

@@ -13,7 +13,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/plugin/run"
 )
 
 const migrateLong = `Convert legacy Kubeflow MPIJobs (kubeflow.org/v2beta1, mpi-operator v0.8.2) into TrainJobs that Torus runs.
@@ -71,7 +70,7 @@ func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStre
 		IOStreams:   streams,
 		RuntimeMode: string(migrate.RuntimeModeReuse),
 		Output:      string(migrate.FormatYAML),
-		DryRun:      run.DryRunNone,
+		DryRun:      cmdutil.DryRunNone,
 	}
 }
 
@@ -88,7 +87,7 @@ func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams)
 			}
 			return nil
 		},
-		RunE: runE(o),
+		RunE: cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Filenames, "filename", "f", nil, "MPIJob manifests: a file, a directory (its .yaml, .yml and .json files) or - for standard input; repeatable")
@@ -141,8 +140,8 @@ func (o *MigrateOptions) Validate() error {
 		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
-	case run.DryRunNone:
-	case run.DryRunServer:
+	case cmdutil.DryRunNone:
+	case cmdutil.DryRunServer:
 		if !o.Apply {
 			return cmdutil.UsageError("--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)")
 		}
@@ -159,7 +158,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		Format: o.format, Options: migrate.Options{RuntimeMode: o.mode},
 		OutputDir: o.OutputDir, Apply: o.Apply, Strict: o.Strict,
 		Cluster: &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
-			DryRun: o.DryRun == run.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
+			DryRun: o.DryRun == cmdutil.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
 		In: o.In, Out: o.Out, ErrOut: o.ErrOut,
 	}
 	return r.Do(ctx)

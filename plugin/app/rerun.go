@@ -49,8 +49,8 @@ func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *
 		Short:             "Run a job again, or a modified copy of it, under a new name",
 		Long:              rerunLong,
 		Example:           rerunExample,
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)

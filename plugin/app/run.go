@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -93,7 +94,7 @@ func NewRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams)
 		getter:     getter,
 		IOStreams:  streams,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
-		DryRun:     run.DryRunNone,
+		DryRun:     cmdutil.DryRunNone,
 		clock:      clock.RealClock{},
 	}
 }
@@ -105,7 +106,7 @@ func newRunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 		Short:   "Run an MPI job",
 		Long:    runLong,
 		Example: runExample,
-		RunE:    runE(o),
+		RunE:    cmdutil.RunE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)
@@ -137,7 +138,7 @@ func addJobFlags(f *pflag.FlagSet, j *run.Flags) {
 func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none" submits; "client" only prints the job; "server" has the API server and webhooks check it without keeping it`)
-	f.Lookup("dry-run").NoOptDefVal = run.DryRunClient
+	f.Lookup("dry-run").NoOptDefVal = cmdutil.DryRunClient
 	f.BoolVar(&o.Wait, "wait", false, "Wait for the job to end: exit 0 when it completes, 3 when it fails")
 	f.BoolVar(&o.Follow, "follow", false, "Stream the logs of every pod until the job ends, then exit as --wait")
 	f.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow, give up after this long (exit 4); 0 waits forever")
@@ -165,7 +166,7 @@ func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	// --dry-run=client asks nothing of the cluster, unless the job comes
 	// from one there.
-	if o.DryRun == run.DryRunClient && !o.rerun {
+	if o.DryRun == cmdutil.DryRunClient && !o.rerun {
 		return nil
 	}
 	if o.client, err = o.getter.Client(); err != nil {
@@ -183,11 +184,11 @@ func (o *RunOptions) Validate() error {
 		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", o.names)
 	}
 	switch o.DryRun {
-	case run.DryRunNone, run.DryRunClient, run.DryRunServer:
+	case cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer:
 	default:
 		return cmdutil.UsageError(`--dry-run=%q: use none, client or server`, o.DryRun)
 	}
-	if o.DryRun != run.DryRunNone && (o.Wait || o.Follow) {
+	if o.DryRun != cmdutil.DryRunNone && (o.Wait || o.Follow) {
 		return cmdutil.UsageError("--dry-run=%s submits nothing to wait for: drop --wait and --follow", o.DryRun)
 	}
 	if o.Timeout != 0 && !o.Wait && !o.Follow {
@@ -230,11 +231,11 @@ func (o *RunOptions) completePrinter() error {
 		return nil
 	}
 	switch o.DryRun {
-	case run.DryRunClient:
+	case cmdutil.DryRunClient:
 		if err := o.PrintFlags.Complete("%s (dry run)"); err != nil {
 			return err
 		}
-	case run.DryRunServer:
+	case cmdutil.DryRunServer:
 		if err := o.PrintFlags.Complete("%s (server dry run)"); err != nil {
 			return err
 		}
@@ -256,7 +257,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	if o.DryRun == run.DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		// Nothing is asked of the cluster: the job as the flags build it.
 		plan := &run.Plan{TrainJob: run.BuildTrainJob(spec)}
 		if len(vols) > 0 {
@@ -296,7 +297,7 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 		return nil
 	}
 	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout, Quiet: o.Follow}
-	return w.Completion(ctx, o.kube, o.Out, jobs, o.Follow)
+	return awaitAll(ctx, w, o.kube, o.Out, jobs, o.Follow)
 }
 
 // runFiles submits the jobs of files: all are checked first, then created.
@@ -308,7 +309,7 @@ func (o *RunOptions) runFiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun != run.DryRunClient {
+	if o.DryRun != cmdutil.DryRunClient {
 		if errs := run.CheckAll(ctx, o.client, all); len(errs) > 0 {
 			return fmt.Errorf("the API server rejected the input; nothing was created:\n%w", errors.Join(errs...))
 		}
@@ -320,4 +321,8 @@ func (o *RunOptions) runFiles(ctx context.Context) error {
 		return err
 	}
 	return o.await(ctx, jobs)
+}
+
+func warn(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "Warning: "+format+"\n", args...)
 }

@@ -17,7 +17,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	plugprinters "github.com/torus-mpi/torus/plugin/printers"
 	"github.com/torus-mpi/torus/plugin/top"
 )
 
@@ -59,9 +58,9 @@ func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
 		Long:              topLong,
 		Example:           topExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "Refresh until the job ends (Ctrl-C to stop)")
 	cmd.Flags().DurationVar(&o.Interval, "interval", o.Interval, "Time between refreshes with --watch")
@@ -125,7 +124,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		table := plugprinters.TopTable(pods, info.Placement(), usage)
+		table := top.Table(pods, info.Placement(), usage)
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

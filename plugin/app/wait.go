@@ -12,6 +12,7 @@ import (
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/printers"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -52,9 +53,9 @@ failure is printed); 4 when --timeout passed first; 1 when the job does not exis
 once when the Torus operator is not running (its leader lease is stale), since the job cannot progress.
 A job that completed counts as having run (Running).`,
 		Example:           waitExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVar(&o.For, "for", o.For, "condition=Complete, condition=Failed or condition=Running")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (exit 4); 0 waits forever")
@@ -64,7 +65,7 @@ A job that completed counts as having run (Running).`,
 // Complete reads NAME, the namespace and the client.
 func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	o.name, o.namespace, o.client, err = completeJob(o.getter, args)
+	o.name, o.namespace, o.client, err = cmdutil.CompleteJob(o.getter, args)
 	return err
 }
 
@@ -88,5 +89,5 @@ func (o *WaitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return printName(o.Out, tj, fmt.Sprintf("condition met: %s", o.cond))
+	return printers.PrintName(o.Out, tj, fmt.Sprintf("condition met: %s", o.cond))
 }

@@ -70,7 +70,7 @@ func CreateAll(ctx context.Context, c client.Client, all []*Manifest, dryRun str
 	var jobs []*trainer.TrainJob
 	ordered := append(filter(all, func(m *Manifest) bool { return !m.IsTrainJob() }), filter(all, (*Manifest).IsTrainJob)...)
 	for _, m := range ordered {
-		if dryRun == DryRunNone {
+		if dryRun == cmdutil.DryRunNone {
 			if err := c.Create(ctx, m.Object, client.FieldOwner(FieldManager)); err != nil {
 				return jobs, fmt.Errorf("%s: %s", m.Where, Explain(err))
 			}

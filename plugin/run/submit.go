@@ -18,17 +18,11 @@ import (
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 )
 
 // FieldManager names kubectl-mpi in managedFields.
 const FieldManager = "kubectl-mpi"
-
-// Dry-run modes of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
-)
 
 // Plan is what a run will create.
 type Plan struct {
@@ -181,16 +175,16 @@ func isNoKind(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "no matches for kind") || strings.Contains(err.Error(), "the server could not find the requested resource"))
 }
 
-// Submit creates what a plan holds. With DryRunServer the API server and
-// its webhooks check the objects without keeping them; with DryRunClient
-// nothing is sent. A job with its own runtime copy is dry-run against the
-// runtime it copies, which is what the copy will be.
+// Submit creates what a plan holds. With cmdutil.DryRunServer the API
+// server and its webhooks check the objects without keeping them; with
+// cmdutil.DryRunClient nothing is sent. A job with its own runtime copy is
+// dry-run against the runtime it copies, which is what the copy will be.
 func Submit(ctx context.Context, c client.Client, plan *Plan, dryRun string) error {
 	tj := plan.TrainJob
 	switch dryRun {
-	case DryRunClient:
+	case cmdutil.DryRunClient:
 		return nil
-	case DryRunServer:
+	case cmdutil.DryRunServer:
 		opts := []client.CreateOption{client.DryRunAll, client.FieldOwner(FieldManager)}
 		if plan.Runtime != nil {
 			if err := c.Create(ctx, plan.Runtime.DeepCopy(), opts...); err != nil {

@@ -1,4 +1,4 @@
-package printers
+package list
 
 import (
 	"bytes"
