@@ -1,4 +1,4 @@
-package app
+package exec
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/exec"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -59,7 +58,7 @@ func NewExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStr
 	return &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
 }
 
-func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewExecRankOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "exec-rank NAME RANK [-it] -- COMMAND [ARGS...] | exec-rank NAME --all -- COMMAND [ARGS...]",
@@ -139,11 +138,11 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.All {
-		targets, err := exec.Workers(info, pods)
+		targets, err := Workers(info, pods)
 		if err != nil {
 			return err
 		}
-		results := exec.All(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
+		results := All(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
 		failed := 0
 		var errs []error
 		for _, r := range results {
@@ -162,14 +161,14 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 		return nil
 	}
 
-	target, err := exec.ForRank(info, pods, o.rank)
+	target, err := ForRank(info, pods, o.rank)
 	if err != nil {
 		return err
 	}
 	if !o.Quiet {
 		fmt.Fprintf(o.ErrOut, "rank %d runs on %s (%s), pod %s\n", o.rank, target.Host.Name(), target.Ranks, target.Pod.Name)
 	}
-	req := exec.Request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
+	req := Request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
 	if o.Stdin {
 		req.Stdin = o.In
 	}
@@ -183,12 +182,12 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 			}
 		} else {
 			req.TTY = true
-			req.Sizes = exec.SizeQueue(tty.MonitorSize(tty.GetSize()))
+			req.Sizes = SizeQueue(tty.MonitorSize(tty.GetSize()))
 		}
 	}
 	var code int
 	run := func() (err error) {
-		code, err = exec.Run(ctx, cfg, kube, req)
+		code, err = Run(ctx, cfg, kube, req)
 		return err
 	}
 	if req.TTY {

@@ -1,4 +1,4 @@
-package app
+package migrate
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/migrate"
 )
 
 const migrateLong = `Convert legacy Kubeflow MPIJobs (kubeflow.org/v2beta1, mpi-operator v0.8.2) into TrainJobs that Torus runs.
@@ -57,8 +56,8 @@ type MigrateOptions struct {
 	DryRun        string
 	Strict        bool
 
-	mode      migrate.RuntimeMode
-	format    migrate.Format
+	mode      RuntimeMode
+	format    Format
 	namespace string
 	client    dynamic.Interface
 }
@@ -68,13 +67,13 @@ func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStre
 	return &MigrateOptions{
 		getter:      getter,
 		IOStreams:   streams,
-		RuntimeMode: string(migrate.RuntimeModeReuse),
-		Output:      string(migrate.FormatYAML),
+		RuntimeMode: string(RuntimeModeReuse),
+		Output:      string(FormatYAML),
 		DryRun:      cmdutil.DryRunNone,
 	}
 }
 
-func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewMigrateOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "migrate (-f FILE|DIR|- [-R] | --from-cluster [-A]) [--runtime-mode=reuse|generate] [-o yaml|json] [--output-dir DIR] [--apply [--dry-run=server]] [--strict]",
@@ -106,8 +105,8 @@ func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams)
 // Complete reads the flags into typed values and, when the cluster is
 // needed, the namespace and the client: converting files needs no cluster.
 func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
-	o.mode = migrate.RuntimeMode(o.RuntimeMode)
-	o.format = migrate.Format(strings.ToLower(o.Output))
+	o.mode = RuntimeMode(o.RuntimeMode)
+	o.format = Format(strings.ToLower(o.Output))
 	if !o.FromCluster && !o.Apply {
 		return nil
 	}
@@ -133,10 +132,10 @@ func (o *MigrateOptions) Validate() error {
 	if o.Recursive && len(o.Filenames) == 0 {
 		return cmdutil.UsageError("-R/--recursive applies to directories given with -f")
 	}
-	if !slices.Contains(migrate.RuntimeModes, o.mode) {
+	if !slices.Contains(RuntimeModes, o.mode) {
 		return cmdutil.UsageError("--runtime-mode=%q: use reuse or generate", o.RuntimeMode)
 	}
-	if !slices.Contains(migrate.Formats, o.format) {
+	if !slices.Contains(Formats, o.format) {
 		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
@@ -153,11 +152,11 @@ func (o *MigrateOptions) Validate() error {
 
 // Run converts, reports, writes and applies.
 func (o *MigrateOptions) Run(ctx context.Context) error {
-	r := &migrate.Run{
+	r := &Run{
 		Filenames: o.Filenames, Recursive: o.Recursive, FromCluster: o.FromCluster,
-		Format: o.format, Options: migrate.Options{RuntimeMode: o.mode},
+		Format: o.format, Options: Options{RuntimeMode: o.mode},
 		OutputDir: o.OutputDir, Apply: o.Apply, Strict: o.Strict,
-		Cluster: &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
+		Cluster: &Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
 			DryRun: o.DryRun == cmdutil.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
 		In: o.In, Out: o.Out, ErrOut: o.ErrOut,
 	}

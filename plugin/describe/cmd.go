@@ -1,4 +1,4 @@
-package app
+package describe
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/describe"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -33,7 +32,7 @@ func NewDescribeOptions(getter plugclient.Getter, streams genericiooptions.IOStr
 	return &DescribeOptions{getter: getter, IOStreams: streams, clock: clock.RealClock{}}
 }
 
-func newDescribeCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewDescribeOptions(getter, streams)
 	return &cobra.Command{
 		Use:               "describe NAME",
@@ -62,5 +61,5 @@ func (o *DescribeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	now := o.clock.Now()
-	return describe.Write(o.Out, describe.Gather(ctx, o.client, tj, now), now)
+	return Write(o.Out, Gather(ctx, o.client, tj, now), now)
 }

@@ -1,4 +1,4 @@
-package app
+package list
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/list"
 )
 
 const listExample = `  # MPI jobs of the current namespace
@@ -60,7 +59,7 @@ func NewListOptions(getter plugclient.Getter, streams genericiooptions.IOStreams
 	}
 }
 
-func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewListOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "list [-A] [-l SELECTOR] [-o wide|json|yaml|name]",
@@ -154,7 +153,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 			for i := range page.Items {
 				infos = append(infos, job.Resolve(ctx, runtimes, &page.Items[i]))
 			}
-			if err := o.printer.PrintObj(list.JobTable(infos, o.clock.Now()), out); err != nil {
+			if err := o.printer.PrintObj(JobTable(infos, o.clock.Now()), out); err != nil {
 				return err
 			}
 		}

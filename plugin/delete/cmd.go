@@ -1,4 +1,4 @@
-package app
+package delete
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func NewDeleteOptions(getter plugclient.Getter, streams genericiooptions.IOStrea
 	return &DeleteOptions{getter: getter, IOStreams: streams}
 }
 
-func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewDeleteOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "delete NAME... | --all [--wait]",

@@ -1,4 +1,4 @@
-package app
+package doctor
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/doctor"
 )
 
 const doctorLong = `Check that the cluster can run MPI jobs with Torus, and that you can: the Trainer, Torus, JobSet and
@@ -43,7 +42,7 @@ func NewDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStrea
 	return &DoctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
 }
 
-func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewDoctorOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "doctor [-o json]",
@@ -84,7 +83,7 @@ func (o *DoctorOptions) Validate() error {
 
 // Run checks and reports.
 func (o *DoctorOptions) Run(ctx context.Context) error {
-	d := &doctor.Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
+	d := &Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)
@@ -95,18 +94,18 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	} else if err := writeDoctor(o.Out, results); err != nil {
 		return err
 	}
-	if doctor.Failed(results) {
+	if Failed(results) {
 		return cmdutil.WithCode(cmdutil.ExitFailure, nil)
 	}
 	return nil
 }
 
-func writeDoctor(w io.Writer, results []doctor.Result) error {
+func writeDoctor(w io.Writer, results []Result) error {
 	width := 0
 	for _, r := range results {
 		width = max(width, len(r.Check))
 	}
-	counts := map[doctor.Status]int{}
+	counts := map[Status]int{}
 	for _, r := range results {
 		counts[r.Status]++
 		if _, err := fmt.Fprintf(w, "%s  %-*s  %s\n", r.Status, width, r.Check, r.Message); err != nil {
@@ -116,6 +115,6 @@ func writeDoctor(w io.Writer, results []doctor.Result) error {
 			fmt.Fprintf(w, "      %s  fix: %s\n", strings.Repeat(" ", width), r.Fix)
 		}
 	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[doctor.Pass], counts[doctor.Warn], counts[doctor.Fail])
+	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[Pass], counts[Warn], counts[Fail])
 	return err
 }

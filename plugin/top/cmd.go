@@ -1,4 +1,4 @@
-package app
+package top
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/top"
 )
 
 const topLong = `Show the CPU and memory each launcher and worker pod of a job uses, beside what it requested, and the
@@ -51,7 +50,7 @@ func NewTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams)
 	return &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
 }
 
-func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewTopOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "top NAME [--watch]",
@@ -103,7 +102,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		return err
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
-	reader := &top.Reader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
+	reader := &Reader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -124,7 +123,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		table := top.Table(pods, info.Placement(), usage)
+		table := Table(pods, info.Placement(), usage)
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

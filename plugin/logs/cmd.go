@@ -1,4 +1,4 @@
-package app
+package logs
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/logs"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -62,7 +61,7 @@ func NewLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams
 	return &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
 }
 
-func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewLogsOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
@@ -130,7 +129,7 @@ func (o *LogsOptions) Validate() error {
 // Run streams the logs.
 func (o *LogsOptions) Run(ctx context.Context) error {
 	c := o.client
-	opts := logs.Options{
+	opts := Options{
 		Namespace:     o.namespace,
 		LabelSelector: api.LabelJobName + "=" + o.name,
 		Prefix:        job.HostPrefix,
@@ -152,7 +151,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		pods, err := logs.List(lctx, o.kube, opts)
+		pods, err := List(lctx, o.kube, opts)
 		listed <- listing{pods, err}
 	}()
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
@@ -185,7 +184,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		}()
 		opts.Ended = ended
 	}
-	return logs.Stream(ctx, o.kube, opts)
+	return Stream(ctx, o.kube, opts)
 }
 
 // include picks the pods of --rank, --worker or --launcher.

@@ -1,4 +1,4 @@
-package app
+package run
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/run"
 )
 
 const rerunLong = `Run a job again with the same configuration, or clone it and change some of it: the job's spec is
@@ -42,7 +41,7 @@ func NewRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStream
 	return o
 }
 
-func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewRerunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "rerun NAME [--name NEW] [run flags] [-- COMMAND [ARGS...]]",
@@ -82,32 +81,32 @@ func (o *RerunOptions) Run(ctx context.Context) error {
 		for _, tj := range list.Items {
 			taken.Insert(tj.Name)
 		}
-		name = run.NextName(orig, taken.Has)
+		name = NextName(orig, taken.Has)
 	}
 	spec, vols, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	if o.changed(run.FlagMPI) && !o.changed(run.FlagRuntime) {
+	if o.changed(FlagMPI) && !o.changed(FlagRuntime) {
 		// Another implementation means its runtime.
 		spec.Runtime, spec.RuntimeKind = spec.Implementation.RuntimeName(), trainer.ClusterTrainingRuntimeKind
 	}
 
-	clone := run.Clone(orig, name)
+	clone := Clone(orig, name)
 	// A job with volumes ran on its own copy of a runtime, which goes with
 	// it: the rerun gets a new copy of the same runtime with the same
 	// volumes (and any new ones).
 	if kind := ptr.Deref(orig.Spec.RuntimeRef.Kind, ""); kind == trainer.TrainingRuntimeKind {
 		var rt trainer.TrainingRuntime
 		if err := o.client.Get(ctx, client.ObjectKey{Namespace: orig.Namespace, Name: orig.Spec.RuntimeRef.Name}, &rt); err == nil {
-			if base, copied, ok := run.CopiedRuntime(rt.Annotations, &rt.Spec); ok {
+			if base, copied, ok := CopiedRuntime(rt.Annotations, &rt.Spec); ok {
 				clone.Spec.RuntimeRef = base
 				vols = append(copied, vols...)
 			}
 		}
 	}
 	spec.Apply(clone)
-	plan, err := run.Check(ctx, o.client, clone, spec.Implementation, true, vols)
+	plan, err := Check(ctx, o.client, clone, spec.Implementation, true, vols)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package wait
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/printers"
-	"github.com/torus-mpi/torus/plugin/wait"
 )
 
 const waitExample = `  # Block until the job completes; exit 3 (with the failure) if it fails, 4 after 1h
@@ -32,7 +31,7 @@ type WaitOptions struct {
 
 	name      string
 	namespace string
-	cond      wait.Condition
+	cond      Condition
 	client    client.WithWatch
 	clock     clock.WithTicker
 }
@@ -42,7 +41,7 @@ func NewWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams
 	return &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
 }
 
-func newWaitCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewWaitOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:   "wait NAME --for=condition=Complete|Failed|Running [--timeout D]",
@@ -71,7 +70,7 @@ func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate reads --for.
 func (o *WaitOptions) Validate() error {
-	cond, err := wait.ParseFor(o.For)
+	cond, err := ParseFor(o.For)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
@@ -84,7 +83,7 @@ func (o *WaitOptions) Validate() error {
 
 // Run waits.
 func (o *WaitOptions) Run(ctx context.Context) error {
-	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
+	w := &Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
 	tj, err := w.Until(ctx, o.namespace, o.name, o.cond)
 	if err != nil {
 		return err
