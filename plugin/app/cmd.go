@@ -1,5 +1,7 @@
-// Package app builds the kubectl-mpi command tree. It holds no cobra-free
-// logic: commands parse flags and call libraries.
+// Package app is kubectl-mpi's root command: the kubeconfig flags every
+// command shares, bad flags as usage errors, and each verb's command from
+// its own package (plugin/run, plugin/list, ...). completion and version
+// stay here: they describe the tree itself.
 package app
 
 import (

@@ -16,8 +16,8 @@ import (
 const describeExample = `  # Why is it pending, which rank failed and what to change
   kubectl mpi describe pi`
 
-// DescribeOptions are the flags and clients of kubectl mpi describe.
-type DescribeOptions struct {
+// describeOptions are the flags and clients of kubectl mpi describe.
+type describeOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -27,13 +27,14 @@ type DescribeOptions struct {
 	clock     clock.PassiveClock
 }
 
-// NewDescribeOptions returns describe's defaults.
-func NewDescribeOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DescribeOptions {
-	return &DescribeOptions{getter: getter, IOStreams: streams, clock: clock.RealClock{}}
+// newDescribeOptions returns describe's defaults.
+func newDescribeOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *describeOptions {
+	return &describeOptions{getter: getter, IOStreams: streams, clock: clock.RealClock{}}
 }
 
+// NewCmd returns kubectl mpi describe.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewDescribeOptions(getter, streams)
+	o := newDescribeOptions(getter, streams)
 	return &cobra.Command{
 		Use:               "describe NAME",
 		Short:             "Show a job's state, why it waits or failed (rank, cause, fix), its ranks, conditions and events",
@@ -45,17 +46,17 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 }
 
 // Complete reads NAME, the namespace and the client.
-func (o *DescribeOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *describeOptions) Complete(_ *cobra.Command, args []string) error {
 	var err error
 	o.name, o.namespace, o.client, err = cmdutil.CompleteJob(o.getter, args)
 	return err
 }
 
 // Validate has nothing to check: exactArgs took the one name.
-func (o *DescribeOptions) Validate() error { return nil }
+func (o *describeOptions) Validate() error { return nil }
 
 // Run describes the job.
-func (o *DescribeOptions) Run(ctx context.Context) error {
+func (o *describeOptions) Run(ctx context.Context) error {
 	tj, err := job.Get(ctx, o.client, o.namespace, o.name)
 	if err != nil {
 		return err

@@ -1,7 +1,7 @@
-// Package describe explains one MPI job: its state and for how long, why it
-// waits or why it failed (the failing rank, the cause, the fix, in the
-// first lines), a table of its ranks and pods, its conditions and recent
-// events.
+// Package describe is kubectl mpi describe, which explains one MPI job: its
+// state and for how long, why it waits or why it failed (the failing rank,
+// the cause, the fix, in the first lines), a table of its ranks and pods,
+// its conditions and recent events.
 package describe
 
 import (

@@ -23,8 +23,8 @@ your permissions in the namespace, the LocalQueues you may use, the MPINetworkPr
 NetworkAttachmentDefinitions, and the GPUs nodes offer. Each check passes, warns or fails and says how
 to fix it. Exit code 1 when a check fails.`
 
-// DoctorOptions are the flags and clients of kubectl mpi doctor.
-type DoctorOptions struct {
+// doctorOptions are the flags and clients of kubectl mpi doctor.
+type doctorOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 	Output  string
@@ -37,13 +37,14 @@ type DoctorOptions struct {
 	kube      kubernetes.Interface
 }
 
-// NewDoctorOptions returns doctor's defaults.
-func NewDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DoctorOptions {
-	return &DoctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
+// newDoctorOptions returns doctor's defaults.
+func newDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *doctorOptions {
+	return &doctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
 }
 
+// NewCmd returns kubectl mpi doctor.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewDoctorOptions(getter, streams)
+	o := newDoctorOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "doctor [-o json]",
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
@@ -59,7 +60,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 }
 
 // Complete reads the namespace and the clients.
-func (o *DoctorOptions) Complete(_ *cobra.Command, _ []string) error {
+func (o *doctorOptions) Complete(_ *cobra.Command, _ []string) error {
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
 		return err
@@ -69,7 +70,7 @@ func (o *DoctorOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate checks -o and reads --mpi.
-func (o *DoctorOptions) Validate() error {
+func (o *doctorOptions) Validate() error {
 	if o.Output != "" && o.Output != "json" {
 		return cmdutil.UsageError("-o %q: use json, or nothing for the report", o.Output)
 	}
@@ -82,7 +83,7 @@ func (o *DoctorOptions) Validate() error {
 }
 
 // Run checks and reports.
-func (o *DoctorOptions) Run(ctx context.Context) error {
+func (o *doctorOptions) Run(ctx context.Context) error {
 	d := &Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {

@@ -1,7 +1,8 @@
-// Package doctor checks that a cluster can run MPI jobs with Torus, and
-// that the user can: the APIs Torus needs, the operator and its webhooks,
-// the runtimes, the queues and permissions, network profiles and GPUs.
-// Every check passes, warns or fails, and says how to fix what it found.
+// Package doctor is kubectl mpi doctor, which checks that a cluster can run
+// MPI jobs with Torus, and that the user can: the APIs Torus needs, the
+// operator and its webhooks, the runtimes, the queues and permissions,
+// network profiles and GPUs. Every check passes, warns or fails, and says
+// how to fix what it found.
 package doctor
 
 import (

@@ -32,8 +32,8 @@ const execRankExample = `  # A shell on the pod of rank 13
   # Which GPUs does every worker see?
   kubectl mpi exec-rank pi --all -- nvidia-smi -L`
 
-// ExecRankOptions are the flags and clients of kubectl mpi exec-rank.
-type ExecRankOptions struct {
+// execRankOptions are the flags and clients of kubectl mpi exec-rank.
+type execRankOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -53,13 +53,14 @@ type ExecRankOptions struct {
 	config     *rest.Config
 }
 
-// NewExecRankOptions returns exec-rank's defaults.
-func NewExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *ExecRankOptions {
-	return &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
+// newExecRankOptions returns exec-rank's defaults.
+func newExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *execRankOptions {
+	return &execRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
 }
 
+// NewCmd returns kubectl mpi exec-rank.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewExecRankOptions(getter, streams)
+	o := newExecRankOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "exec-rank NAME RANK [-it] -- COMMAND [ARGS...] | exec-rank NAME --all -- COMMAND [ARGS...]",
 		Short:             "Run a command in the pod of an MPI rank, or on every worker",
@@ -79,7 +80,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 
 // Complete splits the arguments into NAME, RANK and the command, and reads
 // the namespace and the clients.
-func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *execRankOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.positional = args
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.positional, o.command = args[:dash], args[dash:]
@@ -96,7 +97,7 @@ func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the arguments and reads RANK.
-func (o *ExecRankOptions) Validate() error {
+func (o *execRankOptions) Validate() error {
 	pos := o.positional
 	if len(o.command) == 0 {
 		return cmdutil.UsageError("give the command after --, e.g. kubectl mpi exec-rank pi 3 -- hostname")
@@ -126,7 +127,7 @@ func (o *ExecRankOptions) Validate() error {
 }
 
 // Run execs.
-func (o *ExecRankOptions) Run(ctx context.Context) error {
+func (o *execRankOptions) Run(ctx context.Context) error {
 	c, kube, cfg := o.client, o.kube, o.config
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {

@@ -1,7 +1,7 @@
-// Package exec runs commands in the pods of MPI ranks: it maps a rank to
-// the pod that runs it (the job's placement, the same the operator writes
-// the hostfile from) and execs through the API server, alone or on every
-// worker at once with prefixed output.
+// Package exec is kubectl mpi exec-rank, which runs commands in the pods of
+// MPI ranks: it maps a rank to the pod that runs it (the job's placement,
+// the same the operator writes the hostfile from) and execs through the API
+// server, alone or on every worker at once with prefixed output.
 package exec
 
 import (

@@ -17,10 +17,10 @@ import (
 	"github.com/torus-mpi/torus/plugin/printers"
 )
 
-// JobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
+// jobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
 // (ready/total), SLOTS (MPI ranks), QUEUE, DURATION, AGE, and with -o wide the MPI
 // implementation, runtime, time in state and the state's message.
-func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
+func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Name", Type: "string", Format: "name"},

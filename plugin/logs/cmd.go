@@ -34,8 +34,8 @@ const logsExample = `  # Every pod of the job, each line prefixed [launcher] or 
   # Why did worker 1 restart?
   kubectl mpi logs pi --worker 1 --previous`
 
-// LogsOptions are the flags and clients of kubectl mpi logs.
-type LogsOptions struct {
+// logsOptions are the flags and clients of kubectl mpi logs.
+type logsOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -56,13 +56,14 @@ type LogsOptions struct {
 	kube      kubernetes.Interface
 }
 
-// NewLogsOptions returns logs' defaults.
-func NewLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *LogsOptions {
-	return &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
+// newLogsOptions returns logs' defaults.
+func newLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *logsOptions {
+	return &logsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
 }
 
+// NewCmd returns kubectl mpi logs.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewLogsOptions(getter, streams)
+	o := newLogsOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
 		Short:             "Stream the logs of every pod of a job at once, each line prefixed with its host",
@@ -86,7 +87,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 
 // Complete reads NAME, which flags were given, the namespace and the
 // clients.
-func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *logsOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.name = args[0]
 	o.changed = cmd.Flags().Changed
 	var err error
@@ -98,7 +99,7 @@ func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the flags.
-func (o *LogsOptions) Validate() error {
+func (o *logsOptions) Validate() error {
 	n := 0
 	for _, f := range []string{"rank", "worker", "launcher"} {
 		if o.changed(f) {
@@ -127,7 +128,7 @@ func (o *LogsOptions) Validate() error {
 }
 
 // Run streams the logs.
-func (o *LogsOptions) Run(ctx context.Context) error {
+func (o *logsOptions) Run(ctx context.Context) error {
 	c := o.client
 	opts := Options{
 		Namespace:     o.namespace,
@@ -188,7 +189,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 }
 
 // include picks the pods of --rank, --worker or --launcher.
-func (o *LogsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
+func (o *logsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
 	switch {
 	case o.changed("launcher"):
 		return func(p *corev1.Pod) bool { return p.Labels[api.LabelRole] == api.RoleLauncher }, nil

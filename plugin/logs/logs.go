@@ -1,9 +1,9 @@
-// Package logs streams the logs of many pods at once, each line prefixed
-// with the MPI host it came from ("[launcher] ", "[worker-2] "). Every line
-// of every pod is kept, in order within each pod; lines of different pods
-// interleave as they arrive. Following, it starts streams for pods that
-// appear later (a restarted job's new pods) and stops once the job ended
-// and every stream is drained.
+// Package logs is kubectl mpi logs: it streams the logs of many pods at
+// once, each line prefixed with the MPI host it came from ("[launcher] ",
+// "[worker-2] "). Every line of every pod is kept, in order within each pod;
+// lines of different pods interleave as they arrive. Following, it starts
+// streams for pods that appear later (a restarted job's new pods) and stops
+// once the job ended and every stream is drained.
 package logs
 
 import (

@@ -40,8 +40,8 @@ const migrateExample = `  # Convert one manifest and read what changed
   # Fail (in CI) when any field has no exact equivalent
   kubectl mpi migrate -f manifests/ -R --strict > /dev/null`
 
-// MigrateOptions are the flags and clients of kubectl mpi migrate.
-type MigrateOptions struct {
+// migrateOptions are the flags and clients of kubectl mpi migrate.
+type migrateOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -62,9 +62,9 @@ type MigrateOptions struct {
 	client    dynamic.Interface
 }
 
-// NewMigrateOptions returns options with the defaults.
-func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *MigrateOptions {
-	return &MigrateOptions{
+// newMigrateOptions returns options with the defaults.
+func newMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *migrateOptions {
+	return &migrateOptions{
 		getter:      getter,
 		IOStreams:   streams,
 		RuntimeMode: string(RuntimeModeReuse),
@@ -73,8 +73,9 @@ func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStre
 	}
 }
 
+// NewCmd returns kubectl mpi migrate.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewMigrateOptions(getter, streams)
+	o := newMigrateOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "migrate (-f FILE|DIR|- [-R] | --from-cluster [-A]) [--runtime-mode=reuse|generate] [-o yaml|json] [--output-dir DIR] [--apply [--dry-run=server]] [--strict]",
 		Short:   "Convert legacy MPIJobs (kubeflow.org/v2beta1) into TrainJobs, reporting every change",
@@ -104,7 +105,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 
 // Complete reads the flags into typed values and, when the cluster is
 // needed, the namespace and the client: converting files needs no cluster.
-func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
+func (o *migrateOptions) Complete(_ *cobra.Command, _ []string) error {
 	o.mode = RuntimeMode(o.RuntimeMode)
 	o.format = Format(strings.ToLower(o.Output))
 	if !o.FromCluster && !o.Apply {
@@ -122,7 +123,7 @@ func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate refuses flag combinations that cannot mean anything.
-func (o *MigrateOptions) Validate() error {
+func (o *migrateOptions) Validate() error {
 	if len(o.Filenames) == 0 && !o.FromCluster {
 		return cmdutil.UsageError("nothing to migrate: give manifests with -f FILE|DIR|- or read the cluster's MPIJobs with --from-cluster")
 	}
@@ -151,7 +152,7 @@ func (o *MigrateOptions) Validate() error {
 }
 
 // Run converts, reports, writes and applies.
-func (o *MigrateOptions) Run(ctx context.Context) error {
+func (o *migrateOptions) Run(ctx context.Context) error {
 	r := &Run{
 		Filenames: o.Filenames, Recursive: o.Recursive, FromCluster: o.FromCluster,
 		Format: o.format, Options: Options{RuntimeMode: o.mode},

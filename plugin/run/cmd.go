@@ -58,8 +58,8 @@ const runExample = `  # 4 workers, 2 ranks each, Open MPI 4
   # Submit the TrainJobs (or legacy MPIJobs) of a file and follow their logs
   kubectl mpi run -f job.yaml --follow`
 
-// RunOptions are the flags and clients of kubectl mpi run.
-type RunOptions struct {
+// runOptions are the flags and clients of kubectl mpi run.
+type runOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 	PrintFlags *genericclioptions.PrintFlags
@@ -87,9 +87,9 @@ type RunOptions struct {
 	clock   clock.WithTicker
 }
 
-// NewRunOptions returns run's defaults.
-func NewRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RunOptions {
-	return &RunOptions{
+// newRunOptions returns run's defaults.
+func newRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *runOptions {
+	return &runOptions{
 		getter:     getter,
 		IOStreams:  streams,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
@@ -98,8 +98,9 @@ func NewRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams)
 	}
 }
 
+// NewCmd returns kubectl mpi run.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewRunOptions(getter, streams)
+	o := newRunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "run NAME --image IMAGE [flags] -- COMMAND [ARGS...] | run -f FILE|- [flags]",
 		Short:   "Run an MPI job",
@@ -134,7 +135,7 @@ func addJobFlags(f *pflag.FlagSet, j *Flags) {
 }
 
 // addRunFlags binds the flags of how a job is submitted and waited for.
-func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
+func (o *runOptions) addRunFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none" submits; "client" only prints the job; "server" has the API server and webhooks check it without keeping it`)
 	f.Lookup("dry-run").NoOptDefVal = cmdutil.DryRunClient
@@ -146,7 +147,7 @@ func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
 
 // Complete reads the command line, the namespace and the clients, and
 // sets up the printer.
-func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.changed = cmd.Flags().Changed
 	o.explicitNS = cmd.Flags().Changed("namespace")
 	o.names = args
@@ -178,7 +179,7 @@ func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the command line before anything is sent.
-func (o *RunOptions) Validate() error {
+func (o *runOptions) Validate() error {
 	if len(o.names) > 1 {
 		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", o.names)
 	}
@@ -223,7 +224,7 @@ func (o *RunOptions) Validate() error {
 
 // completePrinter sets up the printer of -o. Any -o but yaml, json and
 // name is Validate's to refuse, in its own words.
-func (o *RunOptions) completePrinter() error {
+func (o *runOptions) completePrinter() error {
 	switch *o.PrintFlags.OutputFormat {
 	case "", "yaml", "json", "name":
 	default:
@@ -248,7 +249,7 @@ func (o *RunOptions) completePrinter() error {
 }
 
 // Run submits the job (or jobs) and waits as asked.
-func (o *RunOptions) Run(ctx context.Context) error {
+func (o *runOptions) Run(ctx context.Context) error {
 	if len(o.Filenames) > 0 {
 		return o.runFiles(ctx)
 	}
@@ -273,7 +274,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 
 // submit creates a planned job, prints it and waits as asked; rerun shares
 // it.
-func (o *RunOptions) submit(ctx context.Context, plan *Plan) error {
+func (o *runOptions) submit(ctx context.Context, plan *Plan) error {
 	for _, w := range plan.Warnings {
 		warn(o.ErrOut, "%s", w)
 	}
@@ -291,7 +292,7 @@ func (o *RunOptions) submit(ctx context.Context, plan *Plan) error {
 	return o.await(ctx, []*trainer.TrainJob{plan.TrainJob})
 }
 
-func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error {
+func (o *runOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error {
 	if !o.Wait && !o.Follow {
 		return nil
 	}
@@ -300,7 +301,7 @@ func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 }
 
 // runFiles submits the jobs of files: all are checked first, then created.
-func (o *RunOptions) runFiles(ctx context.Context) error {
+func (o *runOptions) runFiles(ctx context.Context) error {
 	all, notes, err := ReadFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
 	for _, n := range notes {
 		fmt.Fprintln(o.ErrOut, n)

@@ -1,7 +1,10 @@
-// Package run turns what a user asks `kubectl mpi run` for into TrainJobs,
-// checks them against the cluster (runtime, implementation, queue quota)
-// and submits them. The TrainJob itself is built by pkg/mpi, the
-// package the operator uses.
+// Package run is kubectl mpi run and rerun: it turns what a user asks for
+// into TrainJobs, checks them against the cluster (runtime, implementation,
+// queue quota), submits them and waits for them or follows their logs as
+// asked. rerun is run's sibling rather than a package of its own: it takes
+// a job from an existing one and run's flags as overrides, and shares run's
+// options, checks and submission. The TrainJob itself is built by pkg/mpi,
+// the package the operator uses.
 package run
 
 import (

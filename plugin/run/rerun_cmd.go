@@ -27,22 +27,24 @@ const rerunExample = `  # Retry a failed job as it was
   # Clone it with more memory and 8 workers, and wait for the result
   kubectl mpi rerun pi --name pi-big --memory 32Gi --workers 8 --wait`
 
-// RerunOptions are the flags and clients of kubectl mpi rerun.
-type RerunOptions struct {
-	*RunOptions
+// rerunOptions are the flags and clients of kubectl mpi rerun.
+type rerunOptions struct {
+	*runOptions
 	NewName string
 }
 
-// NewRerunOptions returns rerun's defaults: run's, with the job taken from
+// newRerunOptions returns rerun's defaults: run's, with the job taken from
 // an existing one.
-func NewRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RerunOptions {
-	o := &RerunOptions{RunOptions: NewRunOptions(getter, streams)}
+func newRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *rerunOptions {
+	o := &rerunOptions{runOptions: newRunOptions(getter, streams)}
 	o.rerun = true
 	return o
 }
 
+// NewRerunCmd returns kubectl mpi rerun: run's flags, taken as overrides of
+// an existing job, and --name.
 func NewRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewRerunOptions(getter, streams)
+	o := newRerunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "rerun NAME [--name NEW] [run flags] [-- COMMAND [ARGS...]]",
 		Short:             "Run a job again, or a modified copy of it, under a new name",
@@ -58,15 +60,15 @@ func NewRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *
 }
 
 // Validate checks that a job is named, then the flags as run does.
-func (o *RerunOptions) Validate() error {
+func (o *rerunOptions) Validate() error {
 	if o.name == "" {
 		return cmdutil.UsageError("rerun needs the name of the job to run again")
 	}
-	return o.RunOptions.Validate()
+	return o.runOptions.Validate()
 }
 
 // Run copies, overrides and submits.
-func (o *RerunOptions) Run(ctx context.Context) error {
+func (o *rerunOptions) Run(ctx context.Context) error {
 	orig, err := job.Get(ctx, o.client, o.namespace, o.name)
 	if err != nil {
 		return err

@@ -30,8 +30,8 @@ const topExample = `  # Usage of every pod of the job
   # Refresh every 5 seconds until the job ends
   kubectl mpi top pi --watch --interval 5s`
 
-// TopOptions are the flags and clients of kubectl mpi top.
-type TopOptions struct {
+// topOptions are the flags and clients of kubectl mpi top.
+type topOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -45,13 +45,14 @@ type TopOptions struct {
 	metrics   metricsclient.Interface
 }
 
-// NewTopOptions returns top's defaults.
-func NewTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *TopOptions {
-	return &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
+// newTopOptions returns top's defaults.
+func newTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *topOptions {
+	return &topOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
 }
 
+// NewCmd returns kubectl mpi top.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewTopOptions(getter, streams)
+	o := newTopOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "top NAME [--watch]",
 		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
@@ -67,7 +68,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 }
 
 // Complete reads NAME, the namespace and the clients, metrics included.
-func (o *TopOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *topOptions) Complete(_ *cobra.Command, args []string) error {
 	o.name = args[0]
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
@@ -87,7 +88,7 @@ func (o *TopOptions) Complete(_ *cobra.Command, args []string) error {
 }
 
 // Validate checks --interval.
-func (o *TopOptions) Validate() error {
+func (o *topOptions) Validate() error {
 	if o.Interval < 500*time.Millisecond {
 		return cmdutil.UsageError("--interval=%s: use at least 500ms", o.Interval)
 	}
@@ -95,7 +96,7 @@ func (o *TopOptions) Validate() error {
 }
 
 // Run prints usage once, or until the job ends.
-func (o *TopOptions) Run(ctx context.Context) error {
+func (o *topOptions) Run(ctx context.Context) error {
 	c := o.client
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
@@ -123,7 +124,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		table := Table(pods, info.Placement(), usage)
+		table := podTable(pods, info.Placement(), usage)
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

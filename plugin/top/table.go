@@ -11,10 +11,10 @@ import (
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
-// Table is the table of kubectl mpi top: per launcher and worker pod its
+// podTable is the table of kubectl mpi top: per launcher and worker pod its
 // ranks, node, CPU and memory in use against what it requested, and its
 // GPUs.
-func Table(pods []corev1.Pod, placement mpi.Placement, usage map[string]Usage) *metav1.Table {
+func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]Usage) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Host", Type: "string"},

@@ -1,7 +1,8 @@
-// Package top reads the CPU and memory the pods of an MPI job use: from
-// metrics.k8s.io when the cluster serves it (metrics-server), otherwise
-// from the kubelets' resource metrics (/metrics/resource, the endpoint
-// metrics-server itself scrapes) through the API server's node proxy.
+// Package top is kubectl mpi top: the CPU and memory the pods of an MPI job
+// use, beside what they requested, read from metrics.k8s.io when the cluster
+// serves it (metrics-server), otherwise from the kubelets' resource metrics
+// (/metrics/resource, the endpoint metrics-server itself scrapes) through
+// the API server's node proxy.
 package top
 
 import (

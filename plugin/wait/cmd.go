@@ -21,8 +21,8 @@ const waitExample = `  # Block until the job completes; exit 3 (with the failure
   # Block until the launcher and every worker run
   kubectl mpi wait pi --for=condition=Running`
 
-// WaitOptions are the flags and clients of kubectl mpi wait.
-type WaitOptions struct {
+// waitOptions are the flags and clients of kubectl mpi wait.
+type waitOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -36,13 +36,14 @@ type WaitOptions struct {
 	clock     clock.WithTicker
 }
 
-// NewWaitOptions returns wait's defaults.
-func NewWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *WaitOptions {
-	return &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
+// newWaitOptions returns wait's defaults.
+func newWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *waitOptions {
+	return &waitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
 }
 
+// NewCmd returns kubectl mpi wait.
 func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewWaitOptions(getter, streams)
+	o := newWaitOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:   "wait NAME --for=condition=Complete|Failed|Running [--timeout D]",
 		Short: "Wait for a job to complete, fail or run",
@@ -62,14 +63,14 @@ A job that completed counts as having run (Running).`,
 }
 
 // Complete reads NAME, the namespace and the client.
-func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *waitOptions) Complete(_ *cobra.Command, args []string) error {
 	var err error
 	o.name, o.namespace, o.client, err = cmdutil.CompleteJob(o.getter, args)
 	return err
 }
 
 // Validate reads --for.
-func (o *WaitOptions) Validate() error {
+func (o *waitOptions) Validate() error {
 	cond, err := ParseFor(o.For)
 	if err != nil {
 		return cmdutil.AsUsage(err)
@@ -82,7 +83,7 @@ func (o *WaitOptions) Validate() error {
 }
 
 // Run waits.
-func (o *WaitOptions) Run(ctx context.Context) error {
+func (o *waitOptions) Run(ctx context.Context) error {
 	w := &Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
 	tj, err := w.Until(ctx, o.namespace, o.name, o.cond)
 	if err != nil {

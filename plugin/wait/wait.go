@@ -1,7 +1,7 @@
-// Package wait watches an MPI job until it reaches a state: the engine of
-// run --wait, run --follow, wait and delete --wait. Waiter adds what the
-// commands show and return: the progress line, the stop when the operator
-// is down, and exit codes.
+// Package wait is kubectl mpi wait, and the watch behind run --wait and
+// --follow, logs -f and delete --wait: it watches an MPI job until it
+// reaches a state. Waiter adds what the commands show and return: the
+// progress line, the stop when the operator is down, and exit codes.
 package wait
 
 import (
