@@ -62,5 +62,5 @@ func (o *describeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	now := o.clock.Now()
-	return Write(o.Out, Gather(ctx, o.client, tj, now), now)
+	return write(o.Out, gather(ctx, o.client, tj, now), now)
 }

@@ -84,7 +84,7 @@ func (o *doctorOptions) Validate() error {
 
 // Run checks and reports.
 func (o *doctorOptions) Run(ctx context.Context) error {
-	d := &Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
+	d := &doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)
@@ -95,18 +95,18 @@ func (o *doctorOptions) Run(ctx context.Context) error {
 	} else if err := writeDoctor(o.Out, results); err != nil {
 		return err
 	}
-	if Failed(results) {
+	if failed(results) {
 		return cmdutil.WithCode(cmdutil.ExitFailure, nil)
 	}
 	return nil
 }
 
-func writeDoctor(w io.Writer, results []Result) error {
+func writeDoctor(w io.Writer, results []result) error {
 	width := 0
 	for _, r := range results {
 		width = max(width, len(r.Check))
 	}
-	counts := map[Status]int{}
+	counts := map[status]int{}
 	for _, r := range results {
 		counts[r.Status]++
 		if _, err := fmt.Fprintf(w, "%s  %-*s  %s\n", r.Status, width, r.Check, r.Message); err != nil {
@@ -116,6 +116,6 @@ func writeDoctor(w io.Writer, results []Result) error {
 			fmt.Fprintf(w, "      %s  fix: %s\n", strings.Repeat(" ", width), r.Fix)
 		}
 	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[Pass], counts[Warn], counts[Fail])
+	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[pass], counts[warn], counts[fail])
 	return err
 }

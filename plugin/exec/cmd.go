@@ -139,11 +139,11 @@ func (o *execRankOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.All {
-		targets, err := Workers(info, pods)
+		targets, err := workers(info, pods)
 		if err != nil {
 			return err
 		}
-		results := All(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
+		results := execAll(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
 		failed := 0
 		var errs []error
 		for _, r := range results {
@@ -162,14 +162,14 @@ func (o *execRankOptions) Run(ctx context.Context) error {
 		return nil
 	}
 
-	target, err := ForRank(info, pods, o.rank)
+	target, err := forRank(info, pods, o.rank)
 	if err != nil {
 		return err
 	}
 	if !o.Quiet {
 		fmt.Fprintf(o.ErrOut, "rank %d runs on %s (%s), pod %s\n", o.rank, target.Host.Name(), target.Ranks, target.Pod.Name)
 	}
-	req := Request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
+	req := request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
 	if o.Stdin {
 		req.Stdin = o.In
 	}
@@ -183,12 +183,12 @@ func (o *execRankOptions) Run(ctx context.Context) error {
 			}
 		} else {
 			req.TTY = true
-			req.Sizes = SizeQueue(tty.MonitorSize(tty.GetSize()))
+			req.Sizes = remoteSizes(tty.MonitorSize(tty.GetSize()))
 		}
 	}
 	var code int
 	run := func() (err error) {
-		code, err = Run(ctx, cfg, kube, req)
+		code, err = execute(ctx, cfg, kube, req)
 		return err
 	}
 	if req.TTY {

@@ -152,7 +152,7 @@ func (o *logsOptions) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		pods, err := List(lctx, o.kube, opts)
+		pods, err := listPods(lctx, o.kube, opts)
 		listed <- listing{pods, err}
 	}()
 	tj, err := job.Get(ctx, c, o.namespace, o.name)

@@ -57,7 +57,7 @@ type migrateOptions struct {
 	Strict        bool
 
 	mode      RuntimeMode
-	format    Format
+	format    outputFormat
 	namespace string
 	client    dynamic.Interface
 }
@@ -68,7 +68,7 @@ func newMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStre
 		getter:      getter,
 		IOStreams:   streams,
 		RuntimeMode: string(RuntimeModeReuse),
-		Output:      string(FormatYAML),
+		Output:      string(formatYAML),
 		DryRun:      cmdutil.DryRunNone,
 	}
 }
@@ -107,7 +107,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 // needed, the namespace and the client: converting files needs no cluster.
 func (o *migrateOptions) Complete(_ *cobra.Command, _ []string) error {
 	o.mode = RuntimeMode(o.RuntimeMode)
-	o.format = Format(strings.ToLower(o.Output))
+	o.format = outputFormat(strings.ToLower(o.Output))
 	if !o.FromCluster && !o.Apply {
 		return nil
 	}
@@ -136,7 +136,7 @@ func (o *migrateOptions) Validate() error {
 	if !slices.Contains(RuntimeModes, o.mode) {
 		return cmdutil.UsageError("--runtime-mode=%q: use reuse or generate", o.RuntimeMode)
 	}
-	if !slices.Contains(Formats, o.format) {
+	if !slices.Contains(outputFormats, o.format) {
 		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
@@ -153,11 +153,11 @@ func (o *migrateOptions) Validate() error {
 
 // Run converts, reports, writes and applies.
 func (o *migrateOptions) Run(ctx context.Context) error {
-	r := &Run{
+	r := &migration{
 		Filenames: o.Filenames, Recursive: o.Recursive, FromCluster: o.FromCluster,
 		Format: o.format, Options: Options{RuntimeMode: o.mode},
 		OutputDir: o.OutputDir, Apply: o.Apply, Strict: o.Strict,
-		Cluster: &Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
+		Cluster: &cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
 			DryRun: o.DryRun == cmdutil.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
 		In: o.In, Out: o.Out, ErrOut: o.ErrOut,
 	}

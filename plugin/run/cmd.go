@@ -64,7 +64,7 @@ type runOptions struct {
 	genericiooptions.IOStreams
 	PrintFlags *genericclioptions.PrintFlags
 
-	Job       Flags
+	Job       jobFlags
 	Filenames []string
 	DryRun    string
 	Wait      bool
@@ -116,22 +116,22 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 
 // addJobFlags binds the flags that shape a job; rerun takes them as
 // overrides.
-func addJobFlags(f *pflag.FlagSet, j *Flags) {
-	f.StringVar(&j.Image, FlagImage, "", "Container image of the launcher and the workers")
-	f.Int32Var(&j.Workers, FlagWorkers, 0, "Number of workers (MPI nodes); the runtime's when not set")
-	f.Int32Var(&j.SlotsPerWorker, FlagSlotsPerWorker, 0, "MPI ranks per worker; the runtime's when not set (one per GPU with --gpus)")
-	f.Int64Var(&j.GPUs, FlagGPUs, 0, "GPUs per worker")
-	f.StringVar(&j.GPUResource, FlagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
-	f.StringVar(&j.CPU, FlagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
-	f.StringVar(&j.Memory, FlagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
-	f.StringVar(&j.MPI, FlagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
-	f.StringVar(&j.Runtime, FlagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
-	f.StringVar(&j.Queue, FlagQueue, "", "Kueue LocalQueue that admits the whole job at once")
-	f.StringVar(&j.Network, FlagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
-	f.StringVar(&j.Topology, FlagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
-	f.StringVar(&j.SchedulingTimeout, FlagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
-	f.StringArrayVar(&j.Env, FlagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
-	f.StringArrayVar(&j.Volumes, FlagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
+func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
+	f.StringVar(&j.Image, flagImage, "", "Container image of the launcher and the workers")
+	f.Int32Var(&j.Workers, flagWorkers, 0, "Number of workers (MPI nodes); the runtime's when not set")
+	f.Int32Var(&j.SlotsPerWorker, flagSlotsPerWorker, 0, "MPI ranks per worker; the runtime's when not set (one per GPU with --gpus)")
+	f.Int64Var(&j.GPUs, flagGPUs, 0, "GPUs per worker")
+	f.StringVar(&j.GPUResource, flagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
+	f.StringVar(&j.CPU, flagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
+	f.StringVar(&j.Memory, flagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
+	f.StringVar(&j.MPI, flagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
+	f.StringVar(&j.Runtime, flagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
+	f.StringVar(&j.Queue, flagQueue, "", "Kueue LocalQueue that admits the whole job at once")
+	f.StringVar(&j.Network, flagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
+	f.StringVar(&j.Topology, flagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
+	f.StringVar(&j.SchedulingTimeout, flagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
+	f.StringArrayVar(&j.Env, flagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
+	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
 }
 
 // addRunFlags binds the flags of how a job is submitted and waited for.
@@ -204,7 +204,7 @@ func (o *runOptions) Validate() error {
 		if o.name != "" || len(o.command) > 0 {
 			return cmdutil.UsageError("-f takes the jobs from files: drop the job name and the command")
 		}
-		for _, f := range JobFlags {
+		for _, f := range jobFlagNames {
 			if o.changed(f) {
 				return cmdutil.UsageError("--%s shapes a job built from flags; with -f, set it in the file", f)
 			}
@@ -259,13 +259,13 @@ func (o *runOptions) Run(ctx context.Context) error {
 	}
 	if o.DryRun == cmdutil.DryRunClient {
 		// Nothing is asked of the cluster: the job as the flags build it.
-		plan := &Plan{TrainJob: BuildTrainJob(spec)}
+		plan := &jobPlan{TrainJob: BuildTrainJob(spec)}
 		if len(vols) > 0 {
 			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
 		}
 		return o.submit(ctx, plan)
 	}
-	plan, err := Prepare(ctx, o.client, spec, vols)
+	plan, err := prepare(ctx, o.client, spec, vols)
 	if err != nil {
 		return err
 	}
@@ -274,11 +274,11 @@ func (o *runOptions) Run(ctx context.Context) error {
 
 // submit creates a planned job, prints it and waits as asked; rerun shares
 // it.
-func (o *runOptions) submit(ctx context.Context, plan *Plan) error {
+func (o *runOptions) submit(ctx context.Context, plan *jobPlan) error {
 	for _, w := range plan.Warnings {
 		warn(o.ErrOut, "%s", w)
 	}
-	if err := Submit(ctx, o.client, plan, o.DryRun); err != nil {
+	if err := submitPlan(ctx, o.client, plan, o.DryRun); err != nil {
 		return err
 	}
 	if plan.Runtime != nil && *o.PrintFlags.OutputFormat == "" {
@@ -302,7 +302,7 @@ func (o *runOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error 
 
 // runFiles submits the jobs of files: all are checked first, then created.
 func (o *runOptions) runFiles(ctx context.Context) error {
-	all, notes, err := ReadFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
+	all, notes, err := readFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
 	for _, n := range notes {
 		fmt.Fprintln(o.ErrOut, n)
 	}
@@ -310,11 +310,11 @@ func (o *runOptions) runFiles(ctx context.Context) error {
 		return err
 	}
 	if o.DryRun != cmdutil.DryRunClient {
-		if errs := CheckAll(ctx, o.client, all); len(errs) > 0 {
+		if errs := checkAll(ctx, o.client, all); len(errs) > 0 {
 			return fmt.Errorf("the API server rejected the input; nothing was created:\n%w", errors.Join(errs...))
 		}
 	}
-	jobs, err := CreateAll(ctx, o.client, all, o.DryRun, func(obj runtime.Object) error {
+	jobs, err := createAll(ctx, o.client, all, o.DryRun, func(obj runtime.Object) error {
 		return o.printer.PrintObj(obj, o.Out)
 	})
 	if err != nil {

@@ -83,32 +83,32 @@ func (o *rerunOptions) Run(ctx context.Context) error {
 		for _, tj := range list.Items {
 			taken.Insert(tj.Name)
 		}
-		name = NextName(orig, taken.Has)
+		name = nextName(orig, taken.Has)
 	}
 	spec, vols, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	if o.changed(FlagMPI) && !o.changed(FlagRuntime) {
+	if o.changed(flagMPI) && !o.changed(flagRuntime) {
 		// Another implementation means its runtime.
 		spec.Runtime, spec.RuntimeKind = spec.Implementation.RuntimeName(), trainer.ClusterTrainingRuntimeKind
 	}
 
-	clone := Clone(orig, name)
+	clone := cloneJob(orig, name)
 	// A job with volumes ran on its own copy of a runtime, which goes with
 	// it: the rerun gets a new copy of the same runtime with the same
 	// volumes (and any new ones).
 	if kind := ptr.Deref(orig.Spec.RuntimeRef.Kind, ""); kind == trainer.TrainingRuntimeKind {
 		var rt trainer.TrainingRuntime
 		if err := o.client.Get(ctx, client.ObjectKey{Namespace: orig.Namespace, Name: orig.Spec.RuntimeRef.Name}, &rt); err == nil {
-			if base, copied, ok := CopiedRuntime(rt.Annotations, &rt.Spec); ok {
+			if base, copied, ok := copiedRuntime(rt.Annotations, &rt.Spec); ok {
 				clone.Spec.RuntimeRef = base
 				vols = append(copied, vols...)
 			}
 		}
 	}
 	spec.Apply(clone)
-	plan, err := Check(ctx, o.client, clone, spec.Implementation, true, vols)
+	plan, err := check(ctx, o.client, clone, spec.Implementation, true, vols)
 	if err != nil {
 		return err
 	}

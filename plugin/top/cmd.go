@@ -103,7 +103,7 @@ func (o *topOptions) Run(ctx context.Context) error {
 		return err
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
-	reader := &Reader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
+	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {
 		if round > 0 {

@@ -14,7 +14,7 @@ import (
 // podTable is the table of kubectl mpi top: per launcher and worker pod its
 // ranks, node, CPU and memory in use against what it requested, and its
 // GPUs.
-func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]Usage) *metav1.Table {
+func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUsage) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Host", Type: "string"},

@@ -71,7 +71,7 @@ func (o *waitOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate reads --for.
 func (o *waitOptions) Validate() error {
-	cond, err := ParseFor(o.For)
+	cond, err := parseFor(o.For)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}

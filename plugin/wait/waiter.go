@@ -76,10 +76,10 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.Clock.Since(start)), cond))
 		}
 	}
-	var outcome Outcome
+	var outcome verdict
 	tj, err := For(ctx, w.Client, namespace, name, func(tj *trainer.TrainJob) bool {
 		var done bool
-		outcome, done = Check(cond, tj)
+		outcome, done = settled(cond, tj)
 		if !done {
 			seenOnce.Do(func() { close(seen) })
 		}
@@ -107,7 +107,7 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 	case err != nil:
 		return tj, err
 	}
-	if outcome == Unreachable {
+	if outcome == unreachable {
 		st := trainjob.StateOf(tj)
 		switch st.Phase {
 		case trainjob.PhaseFailed:
