@@ -1,5 +1,7 @@
-// Package app builds the kubectl-mpi command tree. It holds no cobra-free
-// logic: commands parse flags and call libraries.
+// Package app is kubectl-mpi's root command: the kubeconfig flags every
+// command shares, bad flags as usage errors, and each verb's command from
+// its own package (plugin/run, plugin/list, ...). completion and version
+// stay here: they describe the tree itself.
 package app
 
 import (
@@ -13,6 +15,16 @@ import (
 	"github.com/torus-mpi/torus/pkg/version"
 	"github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/delete"
+	"github.com/torus-mpi/torus/plugin/describe"
+	"github.com/torus-mpi/torus/plugin/doctor"
+	"github.com/torus-mpi/torus/plugin/exec"
+	"github.com/torus-mpi/torus/plugin/list"
+	"github.com/torus-mpi/torus/plugin/logs"
+	"github.com/torus-mpi/torus/plugin/migrate"
+	"github.com/torus-mpi/torus/plugin/run"
+	"github.com/torus-mpi/torus/plugin/top"
+	"github.com/torus-mpi/torus/plugin/wait"
 )
 
 const rootLong = `kubectl mpi runs MPI jobs (Open MPI 4 and 5, Intel MPI, MPICH) as Kubeflow Trainer TrainJobs that the
@@ -54,18 +66,18 @@ func NewCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions
 	})
 	getter := client.New(configFlags)
 	cmd.AddCommand(newVersionCmd())
-	cmd.AddCommand(newRunCmd(getter, streams))
-	cmd.AddCommand(newListCmd(getter, streams))
-	cmd.AddCommand(newDescribeCmd(getter, streams))
-	cmd.AddCommand(newLogsCmd(getter, streams))
-	cmd.AddCommand(newWaitCmd(getter, streams))
-	cmd.AddCommand(newDeleteCmd(getter, streams))
-	cmd.AddCommand(newExecRankCmd(getter, streams))
-	cmd.AddCommand(newTopCmd(getter, streams))
-	cmd.AddCommand(newRerunCmd(getter, streams))
-	cmd.AddCommand(newDoctorCmd(getter, streams))
+	cmd.AddCommand(run.NewCmd(getter, streams))
+	cmd.AddCommand(list.NewCmd(getter, streams))
+	cmd.AddCommand(describe.NewCmd(getter, streams))
+	cmd.AddCommand(logs.NewCmd(getter, streams))
+	cmd.AddCommand(wait.NewCmd(getter, streams))
+	cmd.AddCommand(delete.NewCmd(getter, streams))
+	cmd.AddCommand(exec.NewCmd(getter, streams))
+	cmd.AddCommand(top.NewCmd(getter, streams))
+	cmd.AddCommand(run.NewRerunCmd(getter, streams))
+	cmd.AddCommand(doctor.NewCmd(getter, streams))
 	cmd.AddCommand(newCompletionCmd())
-	cmd.AddCommand(newMigrateCmd(getter, streams))
+	cmd.AddCommand(migrate.NewCmd(getter, streams))
 	return cmd
 }
 

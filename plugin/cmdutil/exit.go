@@ -1,5 +1,7 @@
 // Package cmdutil holds what every kubectl-mpi command shares: exit codes,
-// usage errors and the progress line of long waits. It has no cobra in it.
+// usage errors, the Complete/Validate/Run shape and its cobra glue
+// (arguments, job name completion), bounded input and the progress line of
+// long waits.
 package cmdutil
 
 import (

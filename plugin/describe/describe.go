@@ -1,7 +1,7 @@
-// Package describe explains one MPI job: its state and for how long, why it
-// waits or why it failed (the failing rank, the cause, the fix, in the
-// first lines), a table of its ranks and pods, its conditions and recent
-// events.
+// Package describe is kubectl mpi describe, which explains one MPI job: its
+// state and for how long, why it waits or why it failed (the failing rank,
+// the cause, the fix, in the first lines), a table of its ranks and pods,
+// its conditions and recent events.
 package describe
 
 import (
@@ -30,11 +30,11 @@ import (
 	"github.com/torus-mpi/torus/plugin/printers"
 )
 
-// MaxEvents is how many of the latest events are shown.
-const MaxEvents = 15
+// maxEvents is how many of the latest events are shown.
+const maxEvents = 15
 
-// Data is what describe shows.
-type Data struct {
+// data is what describe shows.
+type data struct {
 	Info   *job.Info
 	Pods   []corev1.Pod
 	Events []corev1.Event
@@ -46,10 +46,10 @@ type Data struct {
 	Operator operatorstatus.Status
 }
 
-// Gather reads a job's runtime, pods and events, and for a job that has
+// gather reads a job's runtime, pods and events, and for a job that has
 // not finished whether the operator runs; now dates the operator's lease.
-func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) *Data {
-	d := &Data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
+func gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) *data {
+	d := &data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
 	if !trainjob.Finished(tj) {
 		d.Operator = operatorstatus.Check(ctx, c, now)
 	}
@@ -72,8 +72,8 @@ func Gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time
 		}
 	}
 	sort.SliceStable(d.Events, func(i, j int) bool { return eventTime(&d.Events[i]).Before(eventTime(&d.Events[j])) })
-	if len(d.Events) > MaxEvents {
-		d.Events = d.Events[len(d.Events)-MaxEvents:]
+	if len(d.Events) > maxEvents {
+		d.Events = d.Events[len(d.Events)-maxEvents:]
 	}
 	return d
 }
@@ -88,8 +88,8 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// Write renders the description.
-func Write(w io.Writer, d *Data, now time.Time) error {
+// write renders the description.
+func write(w io.Writer, d *data, now time.Time) error {
 	tj := d.Info.TrainJob
 	st := trainjob.StateOf(tj)
 	placement := d.Info.Placement()
@@ -342,7 +342,7 @@ func resources(r *corev1.ResourceRequirements) string {
 
 // writeRanks prints one row per host: its ranks, pod, node, state,
 // restarts and the last reason its container stopped or waits.
-func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagnosis.Finding) error {
+func writeRanks(w io.Writer, d *data, placement mpi.Placement, findings []diagnosis.Finding) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RANKS\tHOST\tPOD\tNODE\tSTATE\tRESTARTS\tLAST REASON")
 	hosts := placement.Hosts
@@ -386,7 +386,7 @@ func writeRanks(w io.Writer, d *Data, placement mpi.Placement, findings []diagno
 // writeNetworks lists, per host, the secondary interfaces Multus reported
 // (InfiniBand/RoCE), with their IPs and RDMA devices; nothing when no pod
 // has any.
-func writeNetworks(w io.Writer, d *Data, placement mpi.Placement) error {
+func writeNetworks(w io.Writer, d *data, placement mpi.Placement) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	found := false
 	for _, h := range placement.Hosts {

@@ -43,7 +43,7 @@ func workerPod(name string, index int, node string, terminated *corev1.Container
 	return p
 }
 
-func failedJob() *Data {
+func failedJob() *data {
 	tj := run.BuildTrainJob(run.Spec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"},
 		Workers: ptr.To[int32](2), SlotsPerWorker: ptr.To[int32](2), Queue: "team"})
 	tj.Annotations = map[string]string{api.AnnotationRerunOf: "pi-1"}
@@ -54,7 +54,7 @@ func failedJob() *Data {
 			Message: "worker-1 (ranks 2-3) OOMKilled: memory limit 1Gi exceeded"},
 	}
 	info := &job.Info{TrainJob: tj, Job: &mpi.Job{Name: "pi", Namespace: "ns", Implementation: mpi.OpenMPI, NumNodes: 2, Workers: 2, SlotsPerHost: 2}}
-	return &Data{
+	return &data{
 		Info: info,
 		Pods: []corev1.Pod{
 			workerPod("pi-node-0-0", 0, "node-a", nil),
@@ -70,7 +70,7 @@ func failedJob() *Data {
 // A failed job's failing rank, the reason and the fix come first.
 func TestFailureInFirstLines(t *testing.T) {
 	var out bytes.Buffer
-	if err := Write(&out, failedJob(), t0.Add(3*time.Minute)); err != nil {
+	if err := write(&out, failedJob(), t0.Add(3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(squash(out.String()), "\n")
@@ -110,7 +110,7 @@ func TestStoppedJobFailsForItsOwnReason(t *testing.T) {
 		d.Info.TrainJob.Status.Conditions[1].Reason, d.Info.TrainJob.Status.Conditions[1].Message = reason, msg
 		d.Pods[1].Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull"}}
 		var out bytes.Buffer
-		if err := Write(&out, d, t0.Add(3*time.Minute)); err != nil {
+		if err := write(&out, d, t0.Add(3*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		first := strings.Join(strings.Split(squash(out.String()), "\n")[:4], "\n")
@@ -127,7 +127,7 @@ func TestPendingSaysWhy(t *testing.T) {
 	}
 	d.Pods = nil
 	var out bytes.Buffer
-	if err := Write(&out, d, t0.Add(30*time.Second)); err != nil {
+	if err := write(&out, d, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	first := strings.Join(strings.Split(squash(out.String()), "\n")[:5], "\n")
@@ -178,7 +178,7 @@ func TestOperatorNotRunning(t *testing.T) {
 			d.Info.TrainJob.Status.Conditions = tc.conditions
 			d.Pods, d.Events, d.Operator = nil, nil, tc.operator
 			var out bytes.Buffer
-			if err := Write(&out, d, t0.Add(30*time.Second)); err != nil {
+			if err := write(&out, d, t0.Add(30*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(squash(out.String()), "\n")
@@ -276,7 +276,7 @@ func TestTimes(t *testing.T) {
 			d.Info.TrainJob.Status.Conditions = tc.conds
 			d.Pods, d.Events = nil, nil
 			var out bytes.Buffer
-			if err := Write(&out, d, t0.Add(time.Duration(tc.now)*time.Second)); err != nil {
+			if err := write(&out, d, t0.Add(time.Duration(tc.now)*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			var got []string

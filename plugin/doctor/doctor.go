@@ -1,7 +1,8 @@
-// Package doctor checks that a cluster can run MPI jobs with Torus, and
-// that the user can: the APIs Torus needs, the operator and its webhooks,
-// the runtimes, the queues and permissions, network profiles and GPUs.
-// Every check passes, warns or fails, and says how to fix what it found.
+// Package doctor is kubectl mpi doctor, which checks that a cluster can run
+// MPI jobs with Torus, and that the user can: the APIs Torus needs, the
+// operator and its webhooks, the runtimes, the queues and permissions,
+// network profiles and GPUs. Every check passes, warns or fails, and says
+// how to fix what it found.
 package doctor
 
 import (
@@ -32,29 +33,29 @@ import (
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
-// Status of a check.
-type Status string
+// status of a check.
+type status string
 
 const (
-	Pass Status = "PASS"
-	Warn Status = "WARN"
-	Fail Status = "FAIL"
+	pass status = "PASS"
+	warn status = "WARN"
+	fail status = "FAIL"
 )
 
-// Result is one check's finding.
-type Result struct {
+// result is one check's finding.
+type result struct {
 	Check   string `json:"check"`
-	Status  Status `json:"status"`
+	Status  status `json:"status"`
 	Message string `json:"message"`
 	// Fix says what to do; empty on a pass.
 	Fix string `json:"fix,omitempty"`
 }
 
-// LeaseName is the operator's leader-election lease.
-const LeaseName = operatorstatus.LeaseName
+// leaseName is the operator's leader-election lease.
+const leaseName = operatorstatus.LeaseName
 
-// Doctor runs the checks.
-type Doctor struct {
+// doctor runs the checks.
+type doctor struct {
 	Client    client.Client
 	Discovery discovery.DiscoveryInterface
 	Namespace string
@@ -68,14 +69,14 @@ type Doctor struct {
 }
 
 // Run runs every check, in the order a broken cluster is best fixed.
-func (d *Doctor) Run(ctx context.Context) []Result {
+func (d *doctor) Run(ctx context.Context) []result {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	var out []Result
+	var out []result
 	api := d.apiServer()
 	out = append(out, api)
-	if api.Status == Fail {
+	if api.Status == fail {
 		return out
 	}
 	out = append(out, d.apis()...)
@@ -94,11 +95,11 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 // before it lets a job with that profile start (mpi.PlanNetworks and
 // mpi.NodeProblems): the NADs exist in the job's namespace and name a
 // device resource, and some node offers it.
-func (d *Doctor) networkPreflight(ctx context.Context) Result {
-	r := Result{Check: "Network " + d.Network}
+func (d *doctor) networkPreflight(ctx context.Context) result {
+	r := result{Check: "Network " + d.Network}
 	var p torusv1alpha1.MPINetworkProfile
 	if err := d.Client.Get(ctx, client.ObjectKey{Name: d.Network}, &p); err != nil {
-		r.Status, r.Message = Fail, fmt.Sprintf("MPINetworkProfile %q: %s", d.Network, firstLine(err))
+		r.Status, r.Message = fail, fmt.Sprintf("MPINetworkProfile %q: %s", d.Network, firstLine(err))
 		r.Fix = "kubectl get mpinetworkprofiles lists the profiles; ask your admin for one (docs/admins/networks.md)"
 		return r
 	}
@@ -116,20 +117,20 @@ func (d *Doctor) networkPreflight(ctx context.Context) Result {
 	}
 	plan, problems, err := mpi.PlanNetworks(&p, d.Namespace, impl, getNAD)
 	if err != nil {
-		r.Status, r.Message = Fail, firstLine(err)
+		r.Status, r.Message = fail, firstLine(err)
 		r.Fix = "install Multus (the NetworkAttachmentDefinition API), or check your permission to read NetworkAttachmentDefinitions"
 		return r
 	}
 	if len(problems) == 0 {
 		var nodes corev1.NodeList
 		if err := d.Client.List(ctx, &nodes); err != nil {
-			r.Status, r.Message = Warn, "cannot list nodes to check the device resources: "+firstLine(err)
+			r.Status, r.Message = warn, "cannot list nodes to check the device resources: "+firstLine(err)
 			return r
 		}
 		problems = mpi.NodeProblems(plan, nodes.Items)
 	}
 	if len(problems) > 0 {
-		r.Status, r.Message = Fail, strings.Join(problems, "; ")
+		r.Status, r.Message = fail, strings.Join(problems, "; ")
 		r.Fix = "a job with --network " + d.Network + " in namespace " + d.Namespace + " would not start until this is fixed"
 		return r
 	}
@@ -138,11 +139,11 @@ func (d *Doctor) networkPreflight(ctx context.Context) Result {
 		res = append(res, q.String()+" "+string(name))
 	}
 	sort.Strings(res)
-	r.Status, r.Message = Pass, fmt.Sprintf("jobs in %s can use it: each rank pod gets %d network(s) and %s", d.Namespace, len(plan.Networks), strings.Join(res, ", "))
+	r.Status, r.Message = pass, fmt.Sprintf("jobs in %s can use it: each rank pod gets %d network(s) and %s", d.Namespace, len(plan.Networks), strings.Join(res, ", "))
 	if needs := mpi.PodSecurityNeeds(plan.Capabilities); needs != "" {
 		r.Message += "; " + needs
 		if level := d.podSecurityLevel(ctx); level != "privileged" {
-			r.Status = Warn
+			r.Status = warn
 			r.Fix = fmt.Sprintf("namespace %s enforces Pod Security level %q: ask your admin to allow the profile's capabilities there", d.Namespace, level)
 		}
 	}
@@ -152,7 +153,7 @@ func (d *Doctor) networkPreflight(ctx context.Context) Result {
 // podSecurityLevel is the Pod Security level the namespace enforces
 // ("privileged" when it sets none, as the API server's default; "unknown"
 // when the namespace cannot be read).
-func (d *Doctor) podSecurityLevel(ctx context.Context) string {
+func (d *doctor) podSecurityLevel(ctx context.Context) string {
 	var ns corev1.Namespace
 	if err := d.Client.Get(ctx, client.ObjectKey{Name: d.Namespace}, &ns); err != nil {
 		return "unknown"
@@ -163,28 +164,28 @@ func (d *Doctor) podSecurityLevel(ctx context.Context) string {
 	return "privileged"
 }
 
-// Failed reports whether any check failed.
-func Failed(rs []Result) bool {
+// failed reports whether any check failed.
+func failed(rs []result) bool {
 	for _, r := range rs {
-		if r.Status == Fail {
+		if r.Status == fail {
 			return true
 		}
 	}
 	return false
 }
 
-func (d *Doctor) apiServer() Result {
-	r := Result{Check: "API server"}
+func (d *doctor) apiServer() result {
+	r := result{Check: "API server"}
 	v, err := d.Discovery.ServerVersion()
 	if err != nil {
-		r.Status, r.Message = Fail, err.Error()
+		r.Status, r.Message = fail, err.Error()
 		r.Fix = "check the kubeconfig (--kubeconfig, --context) and that the cluster is up: kubectl cluster-info"
 		return r
 	}
-	r.Status, r.Message = Pass, "Kubernetes "+v.GitVersion
+	r.Status, r.Message = pass, "Kubernetes "+v.GitVersion
 	groups, err := d.Discovery.ServerGroups()
 	if err != nil {
-		r.Status, r.Message = Fail, "listing the API groups: "+err.Error()
+		r.Status, r.Message = fail, "listing the API groups: "+err.Error()
 		return r
 	}
 	d.groups = map[string]bool{}
@@ -197,28 +198,28 @@ func (d *Doctor) apiServer() Result {
 }
 
 // apis checks the API groups Torus works with.
-func (d *Doctor) apis() []Result {
+func (d *doctor) apis() []result {
 	type want struct {
 		check, gv, purpose, fix string
-		missing                 Status
+		missing                 status
 	}
 	wants := []want{
 		{"Trainer CRDs", trainer.GroupVersion.String(), "TrainJob, TrainingRuntime and ClusterTrainingRuntime",
-			"install Torus (its bundle ships the Trainer CRDs): see the Torus README", Fail},
+			"install Torus (its bundle ships the Trainer CRDs): see the Torus README", fail},
 		{"Torus CRDs", torusv1alpha1.GroupVersion.String(), "MPINetworkProfile (InfiniBand/RoCE profiles)",
-			"install Torus's CRDs (kustomize/crd/torus) to use --network", Warn},
+			"install Torus's CRDs (kustomize/crd/torus) to use --network", warn},
 		{"JobSet", "jobset.x-k8s.io/v1alpha2", "JobSet, which runs every MPI job's pods",
-			"install JobSet v0.12 (https://jobset.sigs.k8s.io), which the operator needs", Fail},
+			"install JobSet v0.12 (https://jobset.sigs.k8s.io), which the operator needs", fail},
 		{"Kueue", "kueue.x-k8s.io/v1beta2", "Kueue, which admits a job's pods all at once",
-			"install Kueue v0.19 for gang scheduling and quotas; without it jobs start as soon as they are created", Warn},
+			"install Kueue v0.19 for gang scheduling and quotas; without it jobs start as soon as they are created", warn},
 	}
-	var out []Result
+	var out []result
 	for _, w := range wants {
 		if d.groups[w.gv] {
-			out = append(out, Result{Check: w.check, Status: Pass, Message: w.gv + " served: " + w.purpose})
+			out = append(out, result{Check: w.check, Status: pass, Message: w.gv + " served: " + w.purpose})
 			continue
 		}
-		out = append(out, Result{Check: w.check, Status: w.missing, Message: w.gv + " is not served", Fix: w.fix})
+		out = append(out, result{Check: w.check, Status: w.missing, Message: w.gv + " is not served", Fix: w.fix})
 	}
 	return out
 }
@@ -226,17 +227,17 @@ func (d *Doctor) apis() []Result {
 // operator checks the operator's leader-election lease: a replica that
 // renews it is running and reconciling. It comes first among Torus's
 // checks: without the operator no job gets pods, whatever else is right.
-func (d *Doctor) operator(ctx context.Context) Result {
-	r := Result{Check: "Torus operator"}
+func (d *doctor) operator(ctx context.Context) result {
+	r := result{Check: "Torus operator"}
 	st := operatorstatus.Check(ctx, d.Client, d.Now())
 	switch {
 	case st.Running:
-		r.Status = Pass
-		r.Message = fmt.Sprintf("running: %s leads (lease %s/%s renewed %s ago)", st.Holder, st.Namespace, LeaseName, st.Age.Round(time.Second))
+		r.Status = pass
+		r.Message = fmt.Sprintf("running: %s leads (lease %s/%s renewed %s ago)", st.Holder, st.Namespace, leaseName, st.Age.Round(time.Second))
 	case st.Known, st.NeverRan:
-		r.Status, r.Message, r.Fix = Fail, st.Message(), st.Fix()
+		r.Status, r.Message, r.Fix = fail, st.Message(), st.Fix()
 	default:
-		r.Status, r.Message = Warn, "cannot read the operator's leader lease: "+firstLine(st.Err)
+		r.Status, r.Message = warn, "cannot read the operator's leader lease: "+firstLine(st.Err)
 		r.Fix = st.Fix()
 	}
 	return r
@@ -245,10 +246,10 @@ func (d *Doctor) operator(ctx context.Context) Result {
 // webhooks sends a TrainJob for a runtime that does not exist through a
 // server-side dry run: Torus's validating webhook must refuse it in its
 // own words.
-func (d *Doctor) webhooks(ctx context.Context) Result {
-	r := Result{Check: "Torus webhooks"}
+func (d *doctor) webhooks(ctx context.Context) result {
+	r := result{Check: "Torus webhooks"}
 	if !d.groups[trainer.GroupVersion.String()] {
-		r.Status, r.Message = Fail, "not checked: the Trainer API is not served"
+		r.Status, r.Message = fail, "not checked: the Trainer API is not served"
 		r.Fix = "install Torus"
 		return r
 	}
@@ -261,18 +262,18 @@ func (d *Doctor) webhooks(ctx context.Context) Result {
 	}
 	switch {
 	case err == nil:
-		r.Status, r.Message = Fail, "a TrainJob for a missing runtime was accepted: Torus's webhooks are not registered, so jobs are neither validated nor labelled as MPI jobs"
+		r.Status, r.Message = fail, "a TrainJob for a missing runtime was accepted: Torus's webhooks are not registered, so jobs are neither validated nor labelled as MPI jobs"
 		r.Fix = "install the operator's webhook configurations (kustomize/webhook) with its serving certificate"
 	case apierrors.IsForbidden(err) && !strings.Contains(msg, "admission webhook"):
-		r.Status, r.Message = Warn, "not checked: you may not create TrainJobs in "+d.Namespace
+		r.Status, r.Message = warn, "not checked: you may not create TrainJobs in "+d.Namespace
 		r.Fix = "ask for the permission to create trainjobs.trainer.kubeflow.org in this namespace"
 	case strings.Contains(msg, "failed calling webhook"):
-		r.Status, r.Message = Fail, "the API server cannot reach Torus's webhook: "+firstLine(err)
+		r.Status, r.Message = fail, "the API server cannot reach Torus's webhook: "+firstLine(err)
 		r.Fix = "check the operator's pods, its webhook Service and certificate; until then no TrainJob can be created"
 	case strings.Contains(msg, "vtrainjob.torus-mpi.io") || strings.Contains(msg, "torus-doctor-no-such-runtime"):
-		r.Status, r.Message = Pass, "answering: a dry-run TrainJob for a missing runtime was refused with Torus's message"
+		r.Status, r.Message = pass, "answering: a dry-run TrainJob for a missing runtime was refused with Torus's message"
 	default:
-		r.Status, r.Message = Warn, "unexpected answer to a dry-run TrainJob: "+firstLine(err)
+		r.Status, r.Message = warn, "unexpected answer to a dry-run TrainJob: "+firstLine(err)
 		r.Fix = "another admission webhook may handle TrainJobs (the upstream Trainer controller?): Torus and upstream Trainer must not both run"
 	}
 	return r
@@ -280,11 +281,11 @@ func (d *Doctor) webhooks(ctx context.Context) Result {
 
 // runtimes checks Torus's ClusterTrainingRuntimes, which run picks from
 // --mpi.
-func (d *Doctor) runtimes(ctx context.Context) Result {
-	r := Result{Check: "MPI runtimes"}
+func (d *doctor) runtimes(ctx context.Context) result {
+	r := result{Check: "MPI runtimes"}
 	var list trainer.ClusterTrainingRuntimeList
 	if err := d.Client.List(ctx, &list); err != nil {
-		r.Status, r.Message = Warn, "cannot list ClusterTrainingRuntimes: "+firstLine(err)
+		r.Status, r.Message = warn, "cannot list ClusterTrainingRuntimes: "+firstLine(err)
 		r.Fix = "ask for read access to clustertrainingruntimes.trainer.kubeflow.org"
 		return r
 	}
@@ -320,24 +321,24 @@ func (d *Doctor) runtimes(ctx context.Context) Result {
 	const reinstall = "the operator installs Torus's runtimes when it starts: restart it, and check that it does not run with --install-default-runtimes=false"
 	switch {
 	case len(wrong) > 0:
-		r.Status, r.Message = Fail, strings.Join(wrong, "; ")
+		r.Status, r.Message = fail, strings.Join(wrong, "; ")
 		r.Fix = "delete the runtime; " + reinstall
 	case len(missing) == len(mpi.Implementations):
-		r.Status, r.Message = Warn, "none of Torus's runtimes is installed; MPI runtimes: "+orNone(mpiRuntimes)
+		r.Status, r.Message = warn, "none of Torus's runtimes is installed; MPI runtimes: "+orNone(mpiRuntimes)
 		r.Fix = reinstall + " (or name a runtime with kubectl mpi run --runtime)"
 	case len(missing) > 0:
-		r.Status, r.Message = Warn, "missing "+strings.Join(missing, ", ")
+		r.Status, r.Message = warn, "missing "+strings.Join(missing, ", ")
 		r.Fix = reinstall
 	default:
-		r.Status, r.Message = Pass, "MPI runtimes: "+strings.Join(mpiRuntimes, ", ")
+		r.Status, r.Message = pass, "MPI runtimes: "+strings.Join(mpiRuntimes, ", ")
 	}
 	return r
 }
 
 // permissions asks what the user may do in the namespace, command by
 // command.
-func (d *Doctor) permissions(ctx context.Context) Result {
-	r := Result{Check: "Permissions"}
+func (d *doctor) permissions(ctx context.Context) result {
+	r := result{Check: "Permissions"}
 	type need struct {
 		verb, group, resource, sub, commands string
 	}
@@ -358,7 +359,7 @@ func (d *Doctor) permissions(ctx context.Context) Result {
 			},
 		}}
 		if err := d.Client.Create(ctx, ssar); err != nil {
-			r.Status, r.Message = Warn, "cannot ask the API server what you may do: "+firstLine(err)
+			r.Status, r.Message = warn, "cannot ask the API server what you may do: "+firstLine(err)
 			return r
 		}
 		if !ssar.Status.Allowed {
@@ -370,12 +371,12 @@ func (d *Doctor) permissions(ctx context.Context) Result {
 		}
 	}
 	if len(denied) == 0 {
-		r.Status, r.Message = Pass, "you may run, inspect, debug and delete MPI jobs in namespace "+d.Namespace
+		r.Status, r.Message = pass, "you may run, inspect, debug and delete MPI jobs in namespace "+d.Namespace
 		return r
 	}
-	r.Status = Warn
+	r.Status = warn
 	if len(denied) == len(needs) {
-		r.Status = Fail
+		r.Status = fail
 	}
 	r.Message = "in namespace " + d.Namespace + " you may not " + strings.Join(denied, "; ")
 	r.Fix = "ask your cluster admin for a Role with these verbs in this namespace"
@@ -383,20 +384,20 @@ func (d *Doctor) permissions(ctx context.Context) Result {
 }
 
 // queues lists the LocalQueues the user may submit to.
-func (d *Doctor) queues(ctx context.Context) Result {
-	r := Result{Check: "Kueue queues"}
+func (d *doctor) queues(ctx context.Context) result {
+	r := result{Check: "Kueue queues"}
 	if !d.groups["kueue.x-k8s.io/v1beta2"] {
-		r.Status, r.Message = Warn, "Kueue is not installed: jobs are not gang-scheduled"
+		r.Status, r.Message = warn, "Kueue is not installed: jobs are not gang-scheduled"
 		r.Fix = "install Kueue v0.19 and create a ClusterQueue and LocalQueues"
 		return r
 	}
 	var list kueue.LocalQueueList
 	if err := d.Client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
-		r.Status, r.Message = Warn, "cannot list LocalQueues: "+firstLine(err)
+		r.Status, r.Message = warn, "cannot list LocalQueues: "+firstLine(err)
 		return r
 	}
 	if len(list.Items) == 0 {
-		r.Status, r.Message = Warn, "no LocalQueue in namespace "+d.Namespace+": jobs run without --queue, outside Kueue's quotas and gang scheduling"
+		r.Status, r.Message = warn, "no LocalQueue in namespace "+d.Namespace+": jobs run without --queue, outside Kueue's quotas and gang scheduling"
 		r.Fix = "ask your cluster admin for a LocalQueue in this namespace, then run with --queue NAME"
 		return r
 	}
@@ -411,13 +412,13 @@ func (d *Doctor) queues(ctx context.Context) Result {
 	}
 	switch {
 	case len(broken) > 0 && len(ok) == 0:
-		r.Status, r.Message = Fail, "no LocalQueue is active: "+strings.Join(broken, "; ")
+		r.Status, r.Message = fail, "no LocalQueue is active: "+strings.Join(broken, "; ")
 		r.Fix = "ask your cluster admin to fix the ClusterQueues (kubectl describe clusterqueue)"
 	case len(broken) > 0:
-		r.Status, r.Message = Warn, "use --queue with "+strings.Join(ok, ", ")+"; inactive: "+strings.Join(broken, "; ")
+		r.Status, r.Message = warn, "use --queue with "+strings.Join(ok, ", ")+"; inactive: "+strings.Join(broken, "; ")
 		r.Fix = "ask your cluster admin about the inactive queues"
 	default:
-		r.Status, r.Message = Pass, "use --queue with "+strings.Join(ok, ", ")
+		r.Status, r.Message = pass, "use --queue with "+strings.Join(ok, ", ")
 	}
 	return r
 }
@@ -426,20 +427,20 @@ var nadGVR = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1"
 
 // networkProfiles checks each MPINetworkProfile and the
 // NetworkAttachmentDefinitions it attaches.
-func (d *Doctor) networkProfiles(ctx context.Context) Result {
-	r := Result{Check: "Network profiles"}
+func (d *doctor) networkProfiles(ctx context.Context) result {
+	r := result{Check: "Network profiles"}
 	if !d.groups[torusv1alpha1.GroupVersion.String()] {
-		r.Status, r.Message = Warn, "the MPINetworkProfile API is not installed: --network is not available"
+		r.Status, r.Message = warn, "the MPINetworkProfile API is not installed: --network is not available"
 		r.Fix = "install Torus's CRDs to run over InfiniBand or RoCE"
 		return r
 	}
 	var list torusv1alpha1.MPINetworkProfileList
 	if err := d.Client.List(ctx, &list); err != nil {
-		r.Status, r.Message = Warn, "cannot list MPINetworkProfiles: "+firstLine(err)
+		r.Status, r.Message = warn, "cannot list MPINetworkProfiles: "+firstLine(err)
 		return r
 	}
 	if len(list.Items) == 0 {
-		r.Status, r.Message = Pass, "no MPINetworkProfile: jobs use the pod network (fine for TCP; InfiniBand/RoCE needs a profile)"
+		r.Status, r.Message = pass, "no MPINetworkProfile: jobs use the pod network (fine for TCP; InfiniBand/RoCE needs a profile)"
 		return r
 	}
 	multus := d.groups[nadGVR.GroupVersion().String()]
@@ -475,23 +476,23 @@ func (d *Doctor) networkProfiles(ctx context.Context) Result {
 		}
 	}
 	if len(bad) > 0 {
-		r.Status, r.Message = Fail, strings.Join(bad, " | ")
+		r.Status, r.Message = fail, strings.Join(bad, " | ")
 		r.Fix = "create the NetworkAttachmentDefinitions (SR-IOV or Multus) the profiles name, in the jobs' namespaces, or fix the profiles"
 		if len(good) > 0 {
 			r.Message += " (ready: " + strings.Join(good, ", ") + ")"
 		}
 		return r
 	}
-	r.Status, r.Message = Pass, "ready for --network: "+strings.Join(good, ", ")
+	r.Status, r.Message = pass, "ready for --network: "+strings.Join(good, ", ")
 	return r
 }
 
 // gpus sums the GPUs nodes offer.
-func (d *Doctor) gpus(ctx context.Context) Result {
-	r := Result{Check: "GPUs"}
+func (d *doctor) gpus(ctx context.Context) result {
+	r := result{Check: "GPUs"}
 	var nodes corev1.NodeList
 	if err := d.Client.List(ctx, &nodes); err != nil {
-		r.Status, r.Message = Warn, "cannot list nodes: "+firstLine(err)
+		r.Status, r.Message = warn, "cannot list nodes: "+firstLine(err)
 		r.Fix = "ask your cluster admin how many GPUs the cluster has"
 		return r
 	}
@@ -514,7 +515,7 @@ func (d *Doctor) gpus(ctx context.Context) Result {
 		}
 	}
 	if len(byResource) == 0 {
-		r.Status, r.Message = Warn, fmt.Sprintf("no node of %d offers GPUs: --gpus jobs will not schedule", len(nodes.Items))
+		r.Status, r.Message = warn, fmt.Sprintf("no node of %d offers GPUs: --gpus jobs will not schedule", len(nodes.Items))
 		r.Fix = "install the GPU operator or device plugin of your GPUs, or run CPU-only jobs"
 		return r
 	}
@@ -523,7 +524,7 @@ func (d *Doctor) gpus(ctx context.Context) Result {
 		parts = append(parts, fmt.Sprintf("%s %s", q.String(), name))
 	}
 	sort.Strings(parts)
-	r.Status, r.Message = Pass, fmt.Sprintf("%s allocatable on %d of %d nodes", strings.Join(parts, ", "), withGPUs, len(nodes.Items))
+	r.Status, r.Message = pass, fmt.Sprintf("%s allocatable on %d of %d nodes", strings.Join(parts, ", "), withGPUs, len(nodes.Items))
 	return r
 }
 

@@ -33,7 +33,7 @@ func TestDoctor(t *testing.T) {
 	gpuNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}
 	cpuNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}
 	c := ctrlfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: "torus-system"}, Spec: coordinationv1.LeaseSpec{
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName, Namespace: "torus-system"}, Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To("torus-0"), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-3 * time.Second))),
 		}},
 		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torus-openmpi"}, Spec: trainer.TrainingRuntimeSpec{
@@ -51,29 +51,29 @@ func TestDoctor(t *testing.T) {
 		},
 	}).Build()
 
-	d := &Doctor{Client: c, Discovery: kube.Discovery(), Namespace: "ns", Now: func() time.Time { return now }}
-	got := map[string]Status{}
+	d := &doctor{Client: c, Discovery: kube.Discovery(), Namespace: "ns", Now: func() time.Time { return now }}
+	got := map[string]status{}
 	msgs := map[string]string{}
 	var order []string
 	for _, r := range d.Run(context.Background()) {
 		order = append(order, r.Check)
 		got[r.Check] = r.Status
 		msgs[r.Check] = r.Message
-		if r.Status != Pass && r.Fix == "" {
+		if r.Status != pass && r.Fix == "" {
 			t.Errorf("%s: %s without a fix", r.Check, r.Status)
 		}
 	}
-	want := map[string]Status{
-		"API server": Pass, "Trainer CRDs": Pass, "Torus CRDs": Warn, "JobSet": Pass, "Kueue": Pass,
-		"Torus operator": Pass,
+	want := map[string]status{
+		"API server": pass, "Trainer CRDs": pass, "Torus CRDs": warn, "JobSet": pass, "Kueue": pass,
+		"Torus operator": pass,
 		// The fake API server has no webhooks: a TrainJob for a missing
 		// runtime goes through.
-		"Torus webhooks":   Fail,
-		"MPI runtimes":     Warn,
-		"Permissions":      Warn,
-		"Kueue queues":     Pass,
-		"Network profiles": Warn,
-		"GPUs":             Pass,
+		"Torus webhooks":   fail,
+		"MPI runtimes":     warn,
+		"Permissions":      warn,
+		"Kueue queues":     pass,
+		"Network profiles": warn,
+		"GPUs":             pass,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("statuses (-want,+got):\n%s", diff)
@@ -98,7 +98,7 @@ func TestDoctor(t *testing.T) {
 
 	// A lease nobody renews: the operator is down.
 	d.Now = func() time.Time { return now.Add(time.Hour) }
-	wantStale := Result{Check: "Torus operator", Status: Fail,
+	wantStale := result{Check: "Torus operator", Status: fail,
 		Message: "the Torus operator is not running (last lease renewal 60m ago in namespace torus-system)",
 		Fix:     "check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"}
 	if diff := cmp.Diff(wantStale, d.operator(context.Background())); diff != "" {

@@ -1,7 +1,7 @@
-// Package exec runs commands in the pods of MPI ranks: it maps a rank to
-// the pod that runs it (the job's placement, the same the operator writes
-// the hostfile from) and execs through the API server, alone or on every
-// worker at once with prefixed output.
+// Package exec is kubectl mpi exec-rank, which runs commands in the pods of
+// MPI ranks: it maps a rank to the pod that runs it (the job's placement,
+// the same the operator writes the hostfile from) and execs through the API
+// server, alone or on every worker at once with prefixed output.
 package exec
 
 import (
@@ -27,22 +27,22 @@ import (
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
-// Target is the pod of a host.
-type Target struct {
+// hostPod is the pod of a host.
+type hostPod struct {
 	Host mpi.Host
 	// Ranks are the host's ranks in words ("ranks 4-7").
 	Ranks string
 	Pod   *corev1.Pod
 }
 
-// ForRank finds the pod that runs an MPI rank.
-func ForRank(info *job.Info, pods []corev1.Pod, rank int32) (*Target, error) {
+// forRank finds the pod that runs an MPI rank.
+func forRank(info *job.Info, pods []corev1.Pod, rank int32) (*hostPod, error) {
 	placement := info.Placement()
 	host, err := placement.HostOfRank(rank)
 	if err != nil {
 		return nil, fmt.Errorf("MPI job %s: %w", info.TrainJob.Name, err)
 	}
-	t := &Target{Host: host, Ranks: placement.RankRange(host.Role, host.Index)}
+	t := &hostPod{Host: host, Ranks: placement.RankRange(host.Role, host.Index)}
 	if t.Pod = job.PodOf(pods, host.Role, host.Index); t.Pod == nil {
 		return nil, fmt.Errorf("rank %d runs on %s (%s), which has no pod: the job is %s", rank, host.Name(), t.Ranks, trainjob.StateOf(info.TrainJob).Phase)
 	}
@@ -52,10 +52,10 @@ func ForRank(info *job.Info, pods []corev1.Pod, rank int32) (*Target, error) {
 	return t, nil
 }
 
-// Workers finds the pods of every worker, by index.
-func Workers(info *job.Info, pods []corev1.Pod) ([]*Target, error) {
+// workers finds the pods of every worker, by index.
+func workers(info *job.Info, pods []corev1.Pod) ([]*hostPod, error) {
 	placement := info.Placement()
-	var out []*Target
+	var out []*hostPod
 	var missing []string
 	for i := range info.Workers() {
 		p := job.PodOf(pods, api.RoleWorker, i)
@@ -64,7 +64,7 @@ func Workers(info *job.Info, pods []corev1.Pod) ([]*Target, error) {
 			missing = append(missing, h.Name())
 			continue
 		}
-		out = append(out, &Target{Host: h, Ranks: placement.RankRange(h.Role, h.Index), Pod: p})
+		out = append(out, &hostPod{Host: h, Ranks: placement.RankRange(h.Role, h.Index), Pod: p})
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("MPI job %s: %d of %d workers are not running (%v); exec --all needs every worker", info.TrainJob.Name, len(missing), info.Workers(), missing)
@@ -83,8 +83,8 @@ func runnable(p *corev1.Pod) error {
 	return nil
 }
 
-// Request is one command in one container.
-type Request struct {
+// request is one command in one container.
+type request struct {
 	Pod       *corev1.Pod
 	Container string
 	Command   []string
@@ -95,9 +95,9 @@ type Request struct {
 	Sizes     remotecommand.TerminalSizeQueue
 }
 
-// Run execs a command and returns its exit code: 0, the command's own
+// execute execs a command and returns its exit code: 0, the command's own
 // non-zero code, or an error when it could not be run at all.
-func Run(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, r Request) (int, error) {
+func execute(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, r request) (int, error) {
 	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(r.Pod.Namespace).Name(r.Pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: r.Container,
@@ -136,18 +136,18 @@ func Run(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, r Req
 	return 0, nil
 }
 
-// Result is how a command ended on one host.
-type Result struct {
-	Target *Target
+// result is how a command ended on one host.
+type result struct {
+	Target *hostPod
 	Code   int
 	Err    error
 }
 
-// All runs a command on every target at once, each output line prefixed
+// execAll runs a command on every target at once, each output line prefixed
 // with the host ("[worker-2] "). Results are in the targets' order.
-func All(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, targets []*Target, container string, command []string, stdout, stderr io.Writer) []Result {
+func execAll(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, targets []*hostPod, container string, command []string, stdout, stderr io.Writer) []result {
 	var outMu sync.Mutex
-	results := make([]Result, len(targets))
+	results := make([]result, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
@@ -156,10 +156,10 @@ func All(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, targe
 			prefix := "[" + t.Host.Name() + "] "
 			o := &lineWriter{mu: &outMu, w: stdout, prefix: prefix}
 			e := &lineWriter{mu: &outMu, w: stderr, prefix: prefix}
-			code, err := Run(ctx, cfg, kube, Request{Pod: t.Pod, Container: container, Command: command, Stdout: o, Stderr: e})
+			code, err := execute(ctx, cfg, kube, request{Pod: t.Pod, Container: container, Command: command, Stdout: o, Stderr: e})
 			o.flush()
 			e.flush()
-			results[i] = Result{Target: t, Code: code, Err: err}
+			results[i] = result{Target: t, Code: code, Err: err}
 		}()
 	}
 	wg.Wait()

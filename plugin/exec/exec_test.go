@@ -36,7 +36,7 @@ func TestForRank(t *testing.T) {
 		12: {wantErr: "rank 12 is out of range: the job has ranks 0 to 11"},
 	}
 	for rank, tc := range cases {
-		got, err := ForRank(info, pods, rank)
+		got, err := forRank(info, pods, rank)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("ForRank(%d) error = %v, want %q", rank, err, tc.wantErr)
@@ -53,12 +53,12 @@ func TestForRank(t *testing.T) {
 
 	// When the launcher runs ranks, it has the first slots.
 	info.Job.LauncherRunsRanks = true
-	got, err := ForRank(info, pods, 2)
+	got, err := forRank(info, pods, 2)
 	if err != nil || got.Host.Role != api.RoleLauncher {
 		t.Errorf("ForRank(2) with runLauncherAsNode = %+v, %v; want the launcher", got, err)
 	}
 
-	if _, err := Workers(info, pods); err == nil || !strings.Contains(err.Error(), "1 of 3 workers are not running ([worker-2])") {
+	if _, err := workers(info, pods); err == nil || !strings.Contains(err.Error(), "1 of 3 workers are not running ([worker-2])") {
 		t.Errorf("Workers() error = %v, want worker-2 named", err)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"k8s.io/kubectl/pkg/util/term"
 )
 
-// SizeQueue passes the size events of kubectl's terminal handling
+// remoteSizes passes the size events of kubectl's terminal handling
 // (term.TTY.MonitorSize) on to the remote command stream, whose type for
 // them is client-go's; nil stays nil (no terminal to follow).
-func SizeQueue(q term.TerminalSizeQueue) remotecommand.TerminalSizeQueue {
+func remoteSizes(q term.TerminalSizeQueue) remotecommand.TerminalSizeQueue {
 	if q == nil {
 		return nil
 	}

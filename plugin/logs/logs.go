@@ -1,9 +1,9 @@
-// Package logs streams the logs of many pods at once, each line prefixed
-// with the MPI host it came from ("[launcher] ", "[worker-2] "). Every line
-// of every pod is kept, in order within each pod; lines of different pods
-// interleave as they arrive. Following, it starts streams for pods that
-// appear later (a restarted job's new pods) and stops once the job ended
-// and every stream is drained.
+// Package logs is kubectl mpi logs: it streams the logs of many pods at
+// once, each line prefixed with the MPI host it came from ("[launcher] ",
+// "[worker-2] "). Every line of every pod is kept, in order within each pod;
+// lines of different pods interleave as they arrive. Following, it starts
+// streams for pods that appear later (a restarted job's new pods) and stops
+// once the job ended and every stream is drained.
 package logs
 
 import (
@@ -30,10 +30,10 @@ import (
 // one to open.
 const firstStreamWait = time.Second
 
-// DefaultDrain is how long the stream of a pod that has stopped may stay
+// defaultDrain is how long the stream of a pod that has stopped may stay
 // silent before it is closed. A kubelet closes a follow stream when the
 // container exits; this bounds the wait where one does not.
-const DefaultDrain = 2 * time.Second
+const defaultDrain = 2 * time.Second
 
 // Options say which pods to stream and how.
 type Options struct {
@@ -57,9 +57,9 @@ type Options struct {
 	// Ended is closed when the job ended: following then stops once every
 	// stream is drained. Nil follows until ctx ends.
 	Ended <-chan struct{}
-	// Drain is DefaultDrain when zero.
+	// Drain is defaultDrain when zero.
 	Drain time.Duration
-	// Listed is the pods as List returned them for these options, for a
+	// Listed is the pods as listPods returned them for these options, for a
 	// caller that listed them while it did something else; nil lists them.
 	Listed *corev1.PodList
 
@@ -74,7 +74,7 @@ type Options struct {
 // error when a stream failed; the other streams still ran to their end.
 func Stream(ctx context.Context, kube kubernetes.Interface, opts Options) error {
 	if opts.Drain == 0 {
-		opts.Drain = DefaultDrain
+		opts.Drain = defaultDrain
 	}
 	if opts.Prefix == nil {
 		opts.Prefix = func(p *corev1.Pod) string { return "[" + p.Name + "] " }
@@ -114,8 +114,8 @@ type stream struct {
 	opened chan struct{}
 }
 
-// List lists the pods opts select, before Include picks among them.
-func List(ctx context.Context, kube kubernetes.Interface, opts Options) (*corev1.PodList, error) {
+// listPods lists the pods opts select, before Include picks among them.
+func listPods(ctx context.Context, kube kubernetes.Interface, opts Options) (*corev1.PodList, error) {
 	pods, err := kube.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector})
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
@@ -127,7 +127,7 @@ func (s *streamer) run(ctx context.Context) error {
 	pods := s.opts.Listed
 	if pods == nil {
 		var err error
-		if pods, err = List(ctx, s.kube, s.opts); err != nil {
+		if pods, err = listPods(ctx, s.kube, s.opts); err != nil {
 			return err
 		}
 	}

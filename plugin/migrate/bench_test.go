@@ -63,7 +63,7 @@ func BenchmarkMigrateDirectory(b *testing.B) {
 					b.Fatalf("%s: %v", e.Name(), it.Findings)
 				}
 			}
-			if err := WriteYAML(io.Discard, items); err != nil {
+			if err := writeYAML(io.Discard, items); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,10 +20,10 @@ import (
 )
 
 const (
-	// FieldManager names kubectl-mpi migrate in managedFields.
-	FieldManager = "kubectl-mpi-migrate"
-	// ClusterSource names the cluster in findings.
-	ClusterSource = "cluster"
+	// fieldManager names kubectl-mpi migrate in managedFields.
+	fieldManager = "kubectl-mpi-migrate"
+	// clusterSource names the cluster in findings.
+	clusterSource = "cluster"
 )
 
 var (
@@ -32,10 +32,10 @@ var (
 	trainingRuntimeGVR = trainer.GroupVersion.WithResource("trainingruntimes")
 )
 
-// Cluster reads MPIJobs from a cluster and creates their conversions in
+// cluster reads MPIJobs from a cluster and creates their conversions in
 // it. It goes through the dynamic client: the MPIJob CRD may well be gone,
 // and its Go client is not needed.
-type Cluster struct {
+type cluster struct {
 	Client dynamic.Interface
 	// Namespace is where MPIJobs are read, and where objects without a
 	// namespace are created.
@@ -50,7 +50,7 @@ type Cluster struct {
 
 // Read converts the cluster's MPIJobs, one input each, written under an
 // output directory as NAMESPACE/NAME.
-func (c *Cluster) Read(ctx context.Context, format Format, opts Options) ([]Input, error) {
+func (c *cluster) Read(ctx context.Context, format outputFormat, opts Options) ([]inputFile, error) {
 	ns := c.Namespace
 	where := "namespace " + ns
 	if c.AllNamespaces {
@@ -65,13 +65,13 @@ func (c *Cluster) Read(ctx context.Context, format Format, opts Options) ([]Inpu
 		return nil, fmt.Errorf("listing MPIJobs in %s: %w", where, err)
 	}
 	if len(list.Items) == 0 {
-		fmt.Fprintf(c.ErrOut, "%s: no MPIJobs in %s\n", ClusterSource, where)
+		fmt.Fprintf(c.ErrOut, "%s: no MPIJobs in %s\n", clusterSource, where)
 	}
-	out := make([]Input, 0, len(list.Items))
+	out := make([]inputFile, 0, len(list.Items))
 	for i := range list.Items {
 		u := &list.Items[i]
-		out = append(out, Input{
-			Items:   []*Item{Object(ClusterSource, u.Object, opts)},
+		out = append(out, inputFile{
+			Items:   []*Item{convertObject(clusterSource, u.Object, opts)},
 			OutPath: filepath.Join(u.GetNamespace(), u.GetName()+extension(format, ".yaml")),
 		})
 	}
@@ -80,8 +80,8 @@ func (c *Cluster) Read(ctx context.Context, format Format, opts Options) ([]Inpu
 
 // Apply creates each converted job's runtime and TrainJob, in that order,
 // and reports each on Out. It returns how many failed.
-func (c *Cluster) Apply(ctx context.Context, items []*Item) int {
-	opts := metav1.CreateOptions{FieldManager: FieldManager}
+func (c *cluster) Apply(ctx context.Context, items []*Item) int {
+	opts := metav1.CreateOptions{FieldManager: fieldManager}
 	suffix := "created"
 	if c.DryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
@@ -141,7 +141,7 @@ func (c *Cluster) Apply(ctx context.Context, items []*Item) int {
 // runtime was created a moment ago, and admission webhooks that read
 // runtimes from a cache may not see it yet: a refusal naming it is retried
 // for a few seconds.
-func (c *Cluster) create(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, opts metav1.CreateOptions, retryMissingRuntime bool, runtime string) error {
+func (c *cluster) create(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, opts metav1.CreateOptions, retryMissingRuntime bool, runtime string) error {
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 7}
 	var err error
 	werr := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {

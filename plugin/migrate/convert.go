@@ -73,9 +73,9 @@ var nvidiaEnv = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
 // PodGroup, which a converted job no longer gets.
 var gangSchedulers = map[string]bool{"volcano": true, "scheduler-plugins-scheduler": true}
 
-// Convert turns one MPIJob into a TrainJob and, when needed, a
+// convertJob turns one MPIJob into a TrainJob and, when needed, a
 // TrainingRuntime. The input is not modified.
-func Convert(in *kubeflow.MPIJob, opts Options) *Result {
+func convertJob(in *kubeflow.MPIJob, opts Options) *Result {
 	if opts.RuntimeMode == "" {
 		opts.RuntimeMode = RuntimeModeReuse
 	}

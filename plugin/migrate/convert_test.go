@@ -361,7 +361,7 @@ func TestConvertMappings(t *testing.T) {
 			job := baseJob()
 			tc.mutate(job)
 			before := job.DeepCopy()
-			r := Convert(job, tc.opts)
+			r := convertJob(job, tc.opts)
 			if err := r.Err(); err != nil {
 				t.Fatalf("Convert: %v", err)
 			}
@@ -421,7 +421,7 @@ func TestConvertRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := baseJob()
 			tc.mutate(job)
-			r := Convert(job, Options{})
+			r := convertJob(job, Options{})
 			if r.TrainJob != nil || r.Runtime != nil {
 				t.Errorf("Convert returned objects for a job it should refuse")
 			}
@@ -439,7 +439,7 @@ func TestConvertRefuses(t *testing.T) {
 }
 
 func TestRuntimeShape(t *testing.T) {
-	r := Convert(baseJob(), Options{})
+	r := convertJob(baseJob(), Options{})
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,32 +19,32 @@ const StdinSource = "<stdin>"
 // manifestExtensions are the files of a directory that are read.
 var manifestExtensions = []string{".yaml", ".yml", ".json"}
 
-// Input is one source of documents and where its results are written
+// inputFile is one source of documents and where its results are written
 // under an output directory.
-type Input struct {
+type inputFile struct {
 	Items []*Item
 	// OutPath is relative to the output directory; its extension follows
 	// the output format.
 	OutPath string
 }
 
-// ReadStdin converts the documents of standard input.
-func ReadStdin(r io.Reader, format Format, opts Options) (Input, error) {
+// readStdin converts the documents of standard input.
+func readStdin(r io.Reader, format outputFormat, opts Options) (inputFile, error) {
 	data, err := cmdutil.ReadAll(r, "standard input")
 	if err != nil {
-		return Input{}, err
+		return inputFile{}, err
 	}
-	return Input{Items: File(StdinSource, data, opts), OutPath: "stdin" + extension(format, ".yaml")}, nil
+	return inputFile{Items: File(StdinSource, data, opts), OutPath: "stdin" + extension(format, ".yaml")}, nil
 }
 
-// ReadPath converts a file, or the manifest files (.yaml, .yml, .json) of a
+// readPath converts a file, or the manifest files (.yaml, .yml, .json) of a
 // directory in name order, descending into subdirectories when recursive.
 // A file that cannot be read becomes an item with an error finding: it
 // fails the run, not the other files.
-func ReadPath(name string, recursive bool, format Format, opts Options) ([]Input, error) {
+func readPath(name string, recursive bool, format outputFormat, opts Options) ([]inputFile, error) {
 	st, err := os.Stat(name)
 	if err != nil || !st.IsDir() {
-		return []Input{readFile(name, filepath.Base(name), format, opts)}, nil
+		return []inputFile{readFile(name, filepath.Base(name), format, opts)}, nil
 	}
 	var files []string
 	err = filepath.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
@@ -66,7 +66,7 @@ func ReadPath(name string, recursive bool, format Format, opts Options) ([]Input
 		return nil, fmt.Errorf("reading directory %s: %w", name, err)
 	}
 	slices.Sort(files)
-	out := make([]Input, 0, len(files))
+	out := make([]inputFile, 0, len(files))
 	for _, f := range files {
 		rel, err := filepath.Rel(name, f)
 		if err != nil {
@@ -77,20 +77,20 @@ func ReadPath(name string, recursive bool, format Format, opts Options) ([]Input
 	return out, nil
 }
 
-func readFile(path, rel string, format Format, opts Options) Input {
+func readFile(path, rel string, format outputFormat, opts Options) inputFile {
 	outPath := strings.TrimSuffix(rel, filepath.Ext(rel)) + extension(format, filepath.Ext(rel))
 	data, err := cmdutil.ReadFile(path)
 	if err != nil {
 		it := &Item{Source: path, Findings: []Finding{{Level: LevelError, Message: fmt.Sprintf("reading the file: %v", err)}}}
-		return Input{Items: []*Item{it}, OutPath: outPath}
+		return inputFile{Items: []*Item{it}, OutPath: outPath}
 	}
-	return Input{Items: File(path, data, opts), OutPath: outPath}
+	return inputFile{Items: File(path, data, opts), OutPath: outPath}
 }
 
 // extension is the output file extension: the input's for YAML (.yaml or
 // .yml), .json for JSON.
-func extension(format Format, in string) string {
-	if format == FormatJSON {
+func extension(format outputFormat, in string) string {
+	if format == formatJSON {
 		return ".json"
 	}
 	if in == ".yml" {
@@ -99,9 +99,9 @@ func extension(format Format, in string) string {
 	return ".yaml"
 }
 
-// WriteDir writes each input's results to its own file under dir, and
+// writeDir writes each input's results to its own file under dir, and
 // returns how many files it wrote: inputs that produce nothing get none.
-func WriteDir(dir string, inputs []Input, format Format) (int, error) {
+func writeDir(dir string, inputs []inputFile, format outputFormat) (int, error) {
 	written := 0
 	for _, in := range inputs {
 		produced := false
@@ -123,7 +123,7 @@ func WriteDir(dir string, inputs []Input, format Format) (int, error) {
 		if err != nil {
 			return written, fmt.Errorf("writing %s: %w", path, err)
 		}
-		werr := Write(f, in.Items, format)
+		werr := write(f, in.Items, format)
 		if err := errors.Join(werr, f.Close()); err != nil {
 			return written, fmt.Errorf("writing %s: %w", path, err)
 		}

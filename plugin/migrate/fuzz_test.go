@@ -45,10 +45,10 @@ func FuzzParse(f *testing.F) {
 					}
 				}
 			}
-			if err := WriteYAML(io.Discard, items); err != nil {
+			if err := writeYAML(io.Discard, items); err != nil {
 				t.Fatalf("WriteYAML: %v", err)
 			}
-			if err := WriteJSON(io.Discard, items); err != nil {
+			if err := writeJSON(io.Discard, items); err != nil {
 				t.Fatalf("WriteJSON: %v", err)
 			}
 		}

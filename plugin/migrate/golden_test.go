@@ -52,19 +52,19 @@ func TestGolden(t *testing.T) {
 		name   string
 		input  string
 		opts   Options
-		format Format
+		format outputFormat
 	}
 	var cases []goldenCase
 	for _, f := range corpusFiles(t) {
-		cases = append(cases, goldenCase{name: "corpus/" + strings.TrimSuffix(filepath.Base(f), ".yaml"), input: f, format: FormatYAML})
+		cases = append(cases, goldenCase{name: "corpus/" + strings.TrimSuffix(filepath.Base(f), ".yaml"), input: f, format: formatYAML})
 	}
 	for _, f := range inputFiles(t) {
-		cases = append(cases, goldenCase{name: "input/" + strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), input: f, format: FormatYAML})
+		cases = append(cases, goldenCase{name: "input/" + strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), input: f, format: formatYAML})
 	}
 	cases = append(cases,
-		goldenCase{name: "generate/reuse", input: filepath.Join("testdata", "input", "reuse.yaml"), opts: Options{RuntimeMode: RuntimeModeGenerate}, format: FormatYAML},
-		goldenCase{name: "json/kitchen-sink", input: filepath.Join("testdata", "input", "kitchen-sink.yaml"), format: FormatJSON},
-		goldenCase{name: "json/multi", input: filepath.Join("testdata", "input", "multi.yaml"), format: FormatJSON},
+		goldenCase{name: "generate/reuse", input: filepath.Join("testdata", "input", "reuse.yaml"), opts: Options{RuntimeMode: RuntimeModeGenerate}, format: formatYAML},
+		goldenCase{name: "json/kitchen-sink", input: filepath.Join("testdata", "input", "kitchen-sink.yaml"), format: formatJSON},
+		goldenCase{name: "json/multi", input: filepath.Join("testdata", "input", "multi.yaml"), format: formatJSON},
 	)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestGolden(t *testing.T) {
 			}
 			items := File(filepath.Base(tc.input), data, tc.opts)
 			var out bytes.Buffer
-			if err := Write(&out, items, tc.format); err != nil {
+			if err := write(&out, items, tc.format); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			var report strings.Builder

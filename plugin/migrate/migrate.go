@@ -83,8 +83,8 @@ func (it *Item) FormatFinding(f Finding) string {
 	return loc + ": " + it.Describe() + ": " + f.String()
 }
 
-// Count tallies findings of a level over items.
-func Count(items []*Item, l Level) int {
+// countItems tallies findings of a level over items.
+func countItems(items []*Item, l Level) int {
 	n := 0
 	for _, it := range items {
 		n += countLevel(it.Findings, l)
@@ -104,7 +104,7 @@ func File(source string, data []byte, opts Options) []*Item {
 	}
 	if err != nil {
 		it := &Item{Source: source}
-		var le *LocatedError
+		var le *locatedError
 		line := 0
 		if errors.As(err, &le) {
 			line = le.Line
@@ -116,8 +116,8 @@ func File(source string, data []byte, opts Options) []*Item {
 	return items
 }
 
-// Object converts one object read from a cluster (or built in memory).
-func Object(source string, obj map[string]any, opts Options) *Item {
+// convertObject converts one object read from a cluster (or built in memory).
+func convertObject(source string, obj map[string]any, opts Options) *Item {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		it := &Item{Source: source, Object: obj}
@@ -139,7 +139,7 @@ func document(source string, d rawDoc, opts Options) []*Item {
 	}
 	data, err := toJSON(d)
 	if err != nil {
-		var le *LocatedError
+		var le *locatedError
 		if errors.As(err, &le) {
 			it.Findings = append(it.Findings, Finding{Level: LevelError, Message: le.Error(), Line: le.Line})
 		} else {
@@ -276,7 +276,7 @@ func decode(it *Item, obj map[string]any, data []byte, loc *locator, prefix fiel
 		p, msg := strictErrorField(se)
 		it.Findings = append(it.Findings, Finding{Level: LevelWarning, Field: p.String(), Line: at(p), Message: msg})
 	}
-	res := Convert(&job, opts)
+	res := convertJob(&job, opts)
 	for _, f := range res.Findings {
 		f.Line = at(f.path)
 		it.Findings = append(it.Findings, f)

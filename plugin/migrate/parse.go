@@ -122,14 +122,14 @@ func splitJSON(data []byte) ([]rawDoc, error) {
 	}
 }
 
-// LocatedError is an error at a line of a source.
-type LocatedError struct {
+// locatedError is an error at a line of a source.
+type locatedError struct {
 	Line int
 	Err  error
 }
 
-func (e *LocatedError) Error() string { return e.Err.Error() }
-func (e *LocatedError) Unwrap() error { return e.Err }
+func (e *locatedError) Error() string { return e.Err.Error() }
+func (e *locatedError) Unwrap() error { return e.Err }
 
 func jsonError(data []byte, start int, err error) error {
 	off := start
@@ -141,7 +141,7 @@ func jsonError(data []byte, start int, err error) error {
 		off = len(data)
 		err = errors.New("unexpected end of JSON input")
 	}
-	return &LocatedError{Line: lineAt(data, off), Err: fmt.Errorf("malformed JSON: %w", err)}
+	return &locatedError{Line: lineAt(data, off), Err: fmt.Errorf("malformed JSON: %w", err)}
 }
 
 func skipSpace(data []byte, i int) int {
@@ -204,7 +204,7 @@ func toJSON(d rawDoc) ([]byte, error) {
 		msg = msg[:m[0]] + "line " + strconv.Itoa(line) + msg[m[1]:]
 	}
 	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
-	return nil, &LocatedError{Line: line, Err: fmt.Errorf("malformed YAML: %s", msg)}
+	return nil, &locatedError{Line: line, Err: fmt.Errorf("malformed YAML: %s", msg)}
 }
 
 // locator finds the line of a field in a document's text.

@@ -121,7 +121,7 @@ func TestPassThrough(t *testing.T) {
 	in := "# head\napiVersion: v1\nkind: ConfigMap   # inline\nmetadata:\n  name: c\n---\napiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata:\n  name: old\n"
 	items := File("f.yaml", []byte(in), Options{})
 	var out strings.Builder
-	if err := WriteYAML(&out, items); err != nil {
+	if err := writeYAML(&out, items); err != nil {
 		t.Fatal(err)
 	}
 	var levels []Level

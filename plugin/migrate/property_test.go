@@ -221,7 +221,7 @@ func TestPropertyRandomMPIJobs(t *testing.T) {
 	for i := range propertyRuns {
 		in := randomMPIJob(r)
 		mode := RuntimeModes[r.IntN(len(RuntimeModes))]
-		res := Convert(in, Options{RuntimeMode: mode})
+		res := convertJob(in, Options{RuntimeMode: mode})
 		if err := res.Err(); err != nil {
 			t.Fatalf("run %d: Convert(%s) failed: %v", i, in.Name, err)
 		}
@@ -274,7 +274,7 @@ func TestPropertyRandomMPIJobs(t *testing.T) {
 
 		// What is written decodes strictly as Trainer objects.
 		var buf bytes.Buffer
-		if err := WriteYAML(&buf, []*Item{{Result: res, Kind: kubeflow.Kind}}); err != nil {
+		if err := writeYAML(&buf, []*Item{{Result: res, Kind: kubeflow.Kind}}); err != nil {
 			t.Fatalf("run %d: WriteYAML: %v", i, err)
 		}
 		docs := bytes.Split(buf.Bytes(), []byte("---\n"))

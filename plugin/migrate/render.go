@@ -11,16 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Format is an output format.
-type Format string
+// outputFormat is an output format.
+type outputFormat string
 
 const (
-	FormatYAML Format = "yaml"
-	FormatJSON Format = "json"
+	formatYAML outputFormat = "yaml"
+	formatJSON outputFormat = "json"
 )
 
-// Formats lists the output formats.
-var Formats = []Format{FormatYAML, FormatJSON}
+// outputFormats lists the output formats.
+var outputFormats = []outputFormat{formatYAML, formatJSON}
 
 // Outputs are the objects an item contributes to the output, in order: a
 // generated runtime before the TrainJob that refers to it; a pass-through
@@ -107,10 +107,10 @@ func prune(v any) {
 	}
 }
 
-// WriteYAML writes the items as a YAML stream: converted jobs (opening
+// writeYAML writes the items as a YAML stream: converted jobs (opening
 // comments first), pass-through documents as they were written, the items
 // of a List as one List.
-func WriteYAML(w io.Writer, items []*Item) error {
+func writeYAML(w io.Writer, items []*Item) error {
 	var buf bytes.Buffer
 	first := true
 	sep := func() {
@@ -182,9 +182,9 @@ func WriteYAML(w io.Writer, items []*Item) error {
 	return err
 }
 
-// WriteJSON writes the items' objects as one JSON object, or as a v1 List
+// writeJSON writes the items' objects as one JSON object, or as a v1 List
 // when there are several. Comments do not survive JSON.
-func WriteJSON(w io.Writer, items []*Item) error {
+func writeJSON(w io.Writer, items []*Item) error {
 	var objs []any
 	for _, it := range items {
 		outs, err := it.Outputs()
@@ -213,12 +213,12 @@ func WriteJSON(w io.Writer, items []*Item) error {
 	return err
 }
 
-// Write writes items in a format.
-func Write(w io.Writer, items []*Item, f Format) error {
-	if f == FormatJSON {
-		return WriteJSON(w, items)
+// write writes items in a format.
+func write(w io.Writer, items []*Item, f outputFormat) error {
+	if f == formatJSON {
+		return writeJSON(w, items)
 	}
-	return WriteYAML(w, items)
+	return writeYAML(w, items)
 }
 
 // yamlValue copies a decoded JSON value for the YAML encoder, turning

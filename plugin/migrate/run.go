@@ -6,16 +6,16 @@ import (
 	"io"
 )
 
-// Run is one kubectl mpi migrate: where the MPIJobs come from, where the
+// migration is one kubectl mpi migrate: where the MPIJobs come from, where the
 // TrainJobs go, and the cluster to read from or apply to.
-type Run struct {
+type migration struct {
 	// Filenames are files, directories or "-" (In), read in order.
 	Filenames []string
 	// Recursive descends into the directories' subdirectories.
 	Recursive bool
 	// FromCluster also converts the MPIJobs Cluster reads.
 	FromCluster bool
-	Format      Format
+	Format      outputFormat
 	Options     Options
 	// OutputDir, when set, gets a file per input instead of Out.
 	OutputDir string
@@ -24,7 +24,7 @@ type Run struct {
 	// Strict fails the run on any finding of a field without an exact
 	// equivalent.
 	Strict  bool
-	Cluster *Cluster
+	Cluster *cluster
 	In      io.Reader
 	// Out gets the converted objects; ErrOut the findings and summary.
 	Out, ErrOut io.Writer
@@ -32,7 +32,7 @@ type Run struct {
 
 // Do converts every input, reports each finding, writes or applies the
 // results, and returns the summary's verdict.
-func (r *Run) Do(ctx context.Context) error {
+func (r *migration) Do(ctx context.Context) error {
 	inputs, err := r.read(ctx)
 	if err != nil {
 		return err
@@ -48,13 +48,13 @@ func (r *Run) Do(ctx context.Context) error {
 	}
 	switch {
 	case r.OutputDir != "":
-		written, err := WriteDir(r.OutputDir, inputs, r.Format)
+		written, err := writeDir(r.OutputDir, inputs, r.Format)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(r.ErrOut, "wrote %d files to %s\n", written, r.OutputDir)
 	case !r.Apply:
-		if err := Write(r.Out, all, r.Format); err != nil {
+		if err := write(r.Out, all, r.Format); err != nil {
 			return err
 		}
 	}
@@ -62,21 +62,21 @@ func (r *Run) Do(ctx context.Context) error {
 	if r.Apply {
 		applyFailures = r.Cluster.Apply(ctx, all)
 	}
-	return Summarize(r.ErrOut, all, applyFailures, r.Strict)
+	return summarize(r.ErrOut, all, applyFailures, r.Strict)
 }
 
-func (r *Run) read(ctx context.Context) ([]Input, error) {
-	var inputs []Input
+func (r *migration) read(ctx context.Context) ([]inputFile, error) {
+	var inputs []inputFile
 	for _, f := range r.Filenames {
 		if f == "-" {
-			in, err := ReadStdin(r.In, r.Format, r.Options)
+			in, err := readStdin(r.In, r.Format, r.Options)
 			if err != nil {
 				return nil, err
 			}
 			inputs = append(inputs, in)
 			continue
 		}
-		in, err := ReadPath(f, r.Recursive, r.Format, r.Options)
+		in, err := readPath(f, r.Recursive, r.Format, r.Options)
 		if err != nil {
 			return nil, err
 		}

@@ -6,10 +6,10 @@ import (
 	"io"
 )
 
-// Summarize prints the tally of a migration to w and turns its failures
+// summarize prints the tally of a migration to w and turns its failures
 // (and, with strict, its warnings) into an error: documents that could not
 // be converted, and applyFailures objects that could not be created.
-func Summarize(w io.Writer, items []*Item, applyFailures int, strict bool) error {
+func summarize(w io.Writer, items []*Item, applyFailures int, strict bool) error {
 	var converted, generated, reused, passed, failed int
 	for _, it := range items {
 		switch {
@@ -26,9 +26,9 @@ func Summarize(w io.Writer, items []*Item, applyFailures int, strict bool) error
 			passed++
 		}
 	}
-	warnings := Count(items, LevelWarning)
+	warnings := countItems(items, LevelWarning)
 	fmt.Fprintf(w, "migrate: %d MPIJobs converted (%d runtimes generated, %d shipped runtimes used), %d documents passed through, %d failed; %d warnings, %d changes, %d notes\n",
-		converted, generated, reused, passed, failed, warnings, Count(items, LevelChange), Count(items, LevelNote))
+		converted, generated, reused, passed, failed, warnings, countItems(items, LevelChange), countItems(items, LevelNote))
 	var errs []error
 	if failed > 0 {
 		errs = append(errs, fmt.Errorf("%d documents could not be converted (errors above)", failed))

@@ -18,12 +18,12 @@ import (
 	"github.com/torus-mpi/torus/plugin/migrate"
 )
 
-// ReadFiles reads the manifests of run -f: files, or standard input for
-// "-", loaded as Load does and put in the command line's namespace as
-// SetNamespace does. notes are the conversions' findings worth reading.
+// readFiles reads the manifests of run -f: files, or standard input for
+// "-", loaded as load does and put in the command line's namespace as
+// setNamespace does. notes are the conversions' findings worth reading.
 // The error lists every problem of every file; nothing may be created
 // when it is set.
-func ReadFiles(names []string, stdin io.Reader, namespace string, explicitNS bool) (all []*Manifest, notes []string, err error) {
+func readFiles(names []string, stdin io.Reader, namespace string, explicitNS bool) (all []*manifest, notes []string, err error) {
 	var errs []error
 	for _, name := range names {
 		data, source, err := readInput(name, stdin)
@@ -31,13 +31,13 @@ func ReadFiles(names []string, stdin io.Reader, namespace string, explicitNS boo
 			errs = append(errs, err)
 			continue
 		}
-		objs, n, ferrs := Load(source, data)
+		objs, n, ferrs := load(source, data)
 		notes = append(notes, n...)
 		errs = append(errs, ferrs...)
 		all = append(all, objs...)
 	}
 	for _, m := range all {
-		if err := SetNamespace(m, namespace, explicitNS); err != nil {
+		if err := setNamespace(m, namespace, explicitNS); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -62,17 +62,17 @@ func readInput(name string, stdin io.Reader) ([]byte, string, error) {
 	return data, name, nil
 }
 
-// CreateAll creates manifests that CheckAll passed, runtimes first since
+// createAll creates manifests that checkAll passed, runtimes first since
 // the jobs refer to them; a dry run creates none. Each object is handed to
 // print as its Go type, so that printers name its kind. It returns the
 // TrainJobs, to wait for.
-func CreateAll(ctx context.Context, c client.Client, all []*Manifest, dryRun string, print func(runtime.Object) error) ([]*trainer.TrainJob, error) {
+func createAll(ctx context.Context, c client.Client, all []*manifest, dryRun string, print func(runtime.Object) error) ([]*trainer.TrainJob, error) {
 	var jobs []*trainer.TrainJob
-	ordered := append(filter(all, func(m *Manifest) bool { return !m.IsTrainJob() }), filter(all, (*Manifest).IsTrainJob)...)
+	ordered := append(filter(all, func(m *manifest) bool { return !m.IsTrainJob() }), filter(all, (*manifest).IsTrainJob)...)
 	for _, m := range ordered {
-		if dryRun == DryRunNone {
-			if err := c.Create(ctx, m.Object, client.FieldOwner(FieldManager)); err != nil {
-				return jobs, fmt.Errorf("%s: %s", m.Where, Explain(err))
+		if dryRun == cmdutil.DryRunNone {
+			if err := c.Create(ctx, m.Object, client.FieldOwner(fieldManager)); err != nil {
+				return jobs, fmt.Errorf("%s: %s", m.Where, explain(err))
 			}
 		}
 		obj, err := typed(m.Object)
@@ -89,8 +89,8 @@ func CreateAll(ctx context.Context, c client.Client, all []*Manifest, dryRun str
 	return jobs, nil
 }
 
-func filter(ms []*Manifest, keep func(*Manifest) bool) []*Manifest {
-	var out []*Manifest
+func filter(ms []*manifest, keep func(*manifest) bool) []*manifest {
+	var out []*manifest
 	for _, m := range ms {
 		if keep(m) {
 			out = append(out, m)
@@ -113,8 +113,8 @@ func typed(u *unstructured.Unstructured) (runtime.Object, error) {
 	return obj, nil
 }
 
-// Manifest is one object of a run -f input, with where it came from.
-type Manifest struct {
+// manifest is one object of a run -f input, with where it came from.
+type manifest struct {
 	// Where is "FILE:LINE: KIND NAME" (or "FILE: document N" without a
 	// line), for messages.
 	Where  string
@@ -124,16 +124,16 @@ type Manifest struct {
 }
 
 // IsTrainJob reports whether the manifest is a TrainJob.
-func (m *Manifest) IsTrainJob() bool {
+func (m *manifest) IsTrainJob() bool {
 	return m.Object.GetKind() == trainer.TrainJobKind
 }
 
-// Load reads the TrainJobs of a manifest file: TrainJobs as they are,
+// load reads the TrainJobs of a manifest file: TrainJobs as they are,
 // MPIJobs converted as kubectl mpi migrate converts them (with the
 // TrainingRuntime a conversion may need), TrainingRuntimes the jobs refer
 // to. notes are the conversions' findings worth reading; errs name the
 // file, the document and the field.
-func Load(source string, data []byte) (objs []*Manifest, notes []string, errs []error) {
+func load(source string, data []byte) (objs []*manifest, notes []string, errs []error) {
 	items := migrate.File(source, data, migrate.Options{})
 	for n, it := range items {
 		if it.Blank {
@@ -160,7 +160,7 @@ func Load(source string, data []byte) (objs []*Manifest, notes []string, errs []
 				continue
 			}
 			for _, o := range created {
-				objs = append(objs, &Manifest{Where: where + " (converted to " + o.GetKind() + " " + o.GetName() + ")", Object: o, Converted: true})
+				objs = append(objs, &manifest{Where: where + " (converted to " + o.GetKind() + " " + o.GetName() + ")", Object: o, Converted: true})
 			}
 			continue
 		}
@@ -175,7 +175,7 @@ func Load(source string, data []byte) (objs []*Manifest, notes []string, errs []
 			gv := o.GetAPIVersion()
 			switch {
 			case gv == trainer.GroupVersion.String() && (o.GetKind() == trainer.TrainJobKind || o.GetKind() == trainer.TrainingRuntimeKind):
-				objs = append(objs, &Manifest{Where: w, Object: o})
+				objs = append(objs, &manifest{Where: w, Object: o})
 			case o.GetKind() == trainer.TrainJobKind || o.GetKind() == trainer.TrainingRuntimeKind:
 				errs = append(errs, fmt.Errorf("%s: apiVersion %q: use %s", w, gv, trainer.GroupVersion.String()))
 			default:
@@ -221,10 +221,10 @@ func expandList(o *unstructured.Unstructured) []*unstructured.Unstructured {
 	return out
 }
 
-// SetNamespace puts a manifest in the namespace of the command line:
+// setNamespace puts a manifest in the namespace of the command line:
 // manifests without one get it; a different one is an error, unless the
 // namespace was not given explicitly.
-func SetNamespace(m *Manifest, namespace string, explicit bool) error {
+func setNamespace(m *manifest, namespace string, explicit bool) error {
 	ns := m.Object.GetNamespace()
 	switch {
 	case ns == "":
@@ -235,12 +235,12 @@ func SetNamespace(m *Manifest, namespace string, explicit bool) error {
 	return nil
 }
 
-// CheckAll asks the API server (CRD schemas, Torus's webhooks) about every
+// checkAll asks the API server (CRD schemas, Torus's webhooks) about every
 // manifest without creating anything, with strict field validation so
 // that misspelt fields are named. A TrainJob whose runtime is among the
 // manifests cannot be checked against it before it exists; that one
 // complaint is left out.
-func CheckAll(ctx context.Context, c client.Client, objs []*Manifest) []error {
+func checkAll(ctx context.Context, c client.Client, objs []*manifest) []error {
 	batch := map[string]bool{}
 	for _, m := range objs {
 		if m.Object.GetKind() == trainer.TrainingRuntimeKind {
@@ -250,21 +250,21 @@ func CheckAll(ctx context.Context, c client.Client, objs []*Manifest) []error {
 	var errs []error
 	for _, m := range objs {
 		probe := m.Object.DeepCopy()
-		err := c.Create(ctx, probe, client.DryRunAll, client.FieldOwner(FieldManager), client.FieldValidation("Strict"))
+		err := c.Create(ctx, probe, client.DryRunAll, client.FieldOwner(fieldManager), client.FieldValidation("Strict"))
 		if err == nil {
 			continue
 		}
 		if rt, ok := batchRuntime(m, batch); ok && migrate.OnlyRuntimeMissing(err, rt) {
 			continue
 		}
-		errs = append(errs, fmt.Errorf("%s: %s", m.Where, Explain(err)))
+		errs = append(errs, fmt.Errorf("%s: %s", m.Where, explain(err)))
 	}
 	return errs
 }
 
 // batchRuntime is the TrainingRuntime a TrainJob manifest refers to when
 // that runtime is among the manifests.
-func batchRuntime(m *Manifest, batch map[string]bool) (string, bool) {
+func batchRuntime(m *manifest, batch map[string]bool) (string, bool) {
 	if !m.IsTrainJob() {
 		return "", false
 	}
@@ -273,9 +273,9 @@ func batchRuntime(m *Manifest, batch map[string]bool) (string, bool) {
 	return name, kind == trainer.TrainingRuntimeKind && batch[m.Object.GetNamespace()+"/"+name]
 }
 
-// Explain renders an API error for people: an invalid object's causes one
+// explain renders an API error for people: an invalid object's causes one
 // per line, field first.
-func Explain(err error) string {
+func explain(err error) string {
 	var se *apierrors.StatusError
 	if !errors.As(err, &se) || se.ErrStatus.Details == nil || len(se.ErrStatus.Details.Causes) == 0 {
 		return err.Error()

@@ -64,7 +64,7 @@ spec:
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			objs, notes, errs := Load("jobs.yaml", []byte(tc.input))
+			objs, notes, errs := load("jobs.yaml", []byte(tc.input))
 			var got []string
 			for _, o := range objs {
 				if o.Object.GetKind() == "TrainingRuntime" {

@@ -1,7 +1,10 @@
-// Package run turns what a user asks `kubectl mpi run` for into TrainJobs,
-// checks them against the cluster (runtime, implementation, queue quota)
-// and submits them. The TrainJob itself is built by pkg/mpi, the
-// package the operator uses.
+// Package run is kubectl mpi run and rerun: it turns what a user asks for
+// into TrainJobs, checks them against the cluster (runtime, implementation,
+// queue quota), submits them and waits for them or follows their logs as
+// asked. rerun is run's sibling rather than a package of its own: it takes
+// a job from an existing one and run's flags as overrides, and shares run's
+// options, checks and submission. The TrainJob itself is built by pkg/mpi,
+// the package the operator uses.
 package run
 
 import (
@@ -17,9 +20,9 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
-// Flags are run's job flags as typed on the command line. rerun reads the
+// jobFlags are run's job flags as typed on the command line. rerun reads the
 // same flags as overrides.
-type Flags struct {
+type jobFlags struct {
 	Image          string
 	Workers        int32
 	SlotsPerWorker int32
@@ -40,44 +43,44 @@ type Flags struct {
 
 // Flag names, shared with the command that binds them.
 const (
-	FlagImage          = "image"
-	FlagWorkers        = "workers"
-	FlagSlotsPerWorker = "slots-per-worker"
-	FlagGPUs           = "gpus"
-	FlagGPUResource    = "gpu-resource"
-	FlagCPU            = "cpu"
-	FlagMemory         = "memory"
-	FlagMPI            = "mpi"
-	FlagRuntime        = "runtime"
-	FlagQueue          = "queue"
-	FlagNetwork        = "network"
-	FlagTopology       = "topology"
-	FlagSchedTimeout   = "scheduling-timeout"
-	FlagEnv            = "env"
-	FlagVolume         = "volume"
+	flagImage          = "image"
+	flagWorkers        = "workers"
+	flagSlotsPerWorker = "slots-per-worker"
+	flagGPUs           = "gpus"
+	flagGPUResource    = "gpu-resource"
+	flagCPU            = "cpu"
+	flagMemory         = "memory"
+	flagMPI            = "mpi"
+	flagRuntime        = "runtime"
+	flagQueue          = "queue"
+	flagNetwork        = "network"
+	flagTopology       = "topology"
+	flagSchedTimeout   = "scheduling-timeout"
+	flagEnv            = "env"
+	flagVolume         = "volume"
 )
 
-// JobFlags lists the flags that shape a job (as opposed to how run
+// jobFlagNames lists the flags that shape a job (as opposed to how run
 // behaves), for rerun's overrides and run -f's conflicts.
-var JobFlags = []string{
-	FlagImage, FlagWorkers, FlagSlotsPerWorker, FlagGPUs, FlagGPUResource, FlagCPU, FlagMemory,
-	FlagMPI, FlagRuntime, FlagQueue, FlagNetwork, FlagTopology, FlagSchedTimeout, FlagEnv, FlagVolume,
+var jobFlagNames = []string{
+	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
+	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagEnv, flagVolume,
 }
 
 // Spec reads the flags that were set (changed reports which) into a
 // RunSpec and volumes; command is what follows --. Every problem is
 // reported at once.
-func (f *Flags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, []Volume, error) {
+func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, []volume, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
 	var errs []error
-	if changed(FlagWorkers) {
+	if changed(flagWorkers) {
 		s.Workers = ptr.To(f.Workers)
 	}
-	if changed(FlagSlotsPerWorker) {
+	if changed(flagSlotsPerWorker) {
 		s.SlotsPerWorker = ptr.To(f.SlotsPerWorker)
 	}
-	if changed(FlagGPUs) {
+	if changed(flagGPUs) {
 		s.GPUs = ptr.To(f.GPUs)
 	}
 	if f.GPUResource != "" {
@@ -89,13 +92,13 @@ func (f *Flags) Spec(name, namespace string, command []string, changed func(flag
 	for _, q := range []struct {
 		flag, value string
 		dst         **resource.Quantity
-	}{{FlagCPU, f.CPU, &s.CPU}, {FlagMemory, f.Memory, &s.Memory}} {
+	}{{flagCPU, f.CPU, &s.CPU}, {flagMemory, f.Memory, &s.Memory}} {
 		if !changed(q.flag) {
 			continue
 		}
 		v, err := resource.ParseQuantity(q.value)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--%s=%q is not a quantity: write it as Kubernetes does, e.g. %s", q.flag, q.value, map[string]string{FlagCPU: "500m or 4", FlagMemory: "512Mi or 16Gi"}[q.flag]))
+			errs = append(errs, fmt.Errorf("--%s=%q is not a quantity: write it as Kubernetes does, e.g. %s", q.flag, q.value, map[string]string{flagCPU: "500m or 4", flagMemory: "512Mi or 16Gi"}[q.flag]))
 			continue
 		}
 		*q.dst = &v
@@ -108,7 +111,7 @@ func (f *Flags) Spec(name, namespace string, command []string, changed func(flag
 		s.Implementation = impl
 	}
 	if f.Runtime != "" {
-		kind, rtName, err := ParseRuntime(f.Runtime)
+		kind, rtName, err := parseRuntime(f.Runtime)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -122,9 +125,9 @@ func (f *Flags) Spec(name, namespace string, command []string, changed func(flag
 		}
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: v})
 	}
-	var vols []Volume
+	var vols []volume
 	for _, v := range f.Volumes {
-		vol, err := ParseVolume(v)
+		vol, err := parseVolume(v)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -137,9 +140,9 @@ func (f *Flags) Spec(name, namespace string, command []string, changed func(flag
 	return s, vols, errors.Join(errs...)
 }
 
-// ParseRuntime reads --runtime: NAME (a ClusterTrainingRuntime) or
+// parseRuntime reads --runtime: NAME (a ClusterTrainingRuntime) or
 // KIND/NAME with KIND ClusterTrainingRuntime or TrainingRuntime (any case).
-func ParseRuntime(s string) (kind, name string, err error) {
+func parseRuntime(s string) (kind, name string, err error) {
 	k, n, ok := strings.Cut(s, "/")
 	if !ok {
 		return trainer.ClusterTrainingRuntimeKind, s, nil
@@ -153,16 +156,16 @@ func ParseRuntime(s string) (kind, name string, err error) {
 	return "", "", fmt.Errorf("--runtime %q: write NAME for a ClusterTrainingRuntime or TrainingRuntime/NAME for one in the job's namespace", s)
 }
 
-// ParseVolume reads --volume pvc:CLAIM:/path[:ro].
-func ParseVolume(s string) (Volume, error) {
+// parseVolume reads --volume pvc:CLAIM:/path[:ro].
+func parseVolume(s string) (volume, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 || parts[0] != "pvc" || parts[1] == "" || parts[2] == "" {
-		return Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
+		return volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
 	}
-	v := Volume{Claim: parts[1], MountPath: parts[2]}
+	v := volume{Claim: parts[1], MountPath: parts[2]}
 	if len(parts) == 4 {
 		if parts[3] != "ro" && parts[3] != "rw" {
-			return Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
+			return volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
 		}
 		v.ReadOnly = parts[3] == "ro"
 	}

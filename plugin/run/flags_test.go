@@ -16,24 +16,24 @@ import (
 func TestFlagsSpec(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	cases := map[string]struct {
-		flags     Flags
+		flags     jobFlags
 		changed   []string
 		command   []string
 		wantSpec  Spec
-		wantVols  []Volume
+		wantVols  []volume
 		wantError []string
 	}{
 		"only what was set": {
-			flags:    Flags{Image: "img", Workers: 0, GPUs: 0},
+			flags:    jobFlags{Image: "img", Workers: 0, GPUs: 0},
 			command:  []string{"mpirun", "./pi"},
 			wantSpec: Spec{Name: "pi", Namespace: "ns", Image: "img", Command: []string{"mpirun", "./pi"}},
 		},
 		"counts, resources, mpi, runtime kind, env and volumes": {
-			flags: Flags{
+			flags: jobFlags{
 				Image: "img", Workers: 4, SlotsPerWorker: 2, GPUs: 1, CPU: "500m", Memory: "2Gi", MPI: "Intel",
 				Runtime: "TrainingRuntime/mine", Env: []string{"A=1", "B=x=y"}, Volumes: []string{"pvc:data:/data", "pvc:models:/models:ro"},
 			},
-			changed: []string{FlagWorkers, FlagSlotsPerWorker, FlagGPUs, FlagCPU, FlagMemory},
+			changed: []string{flagWorkers, flagSlotsPerWorker, flagGPUs, flagCPU, flagMemory},
 			wantSpec: Spec{
 				Name: "pi", Namespace: "ns", Image: "img", Implementation: mpi.IntelMPI,
 				Runtime: "mine", RuntimeKind: trainer.TrainingRuntimeKind,
@@ -41,14 +41,14 @@ func TestFlagsSpec(t *testing.T) {
 				CPU: q("500m"), Memory: q("2Gi"),
 				Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "x=y"}},
 			},
-			wantVols: []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}},
+			wantVols: []volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}},
 		},
 		"every mistake at once": {
-			flags: Flags{
+			flags: jobFlags{
 				Memory: "lots", MPI: "lam", Runtime: "Pod/x", Env: []string{"NOVALUE"}, Volumes: []string{"hostPath:/x:/y"},
 				Workers: -1, GPUResource: "gpu",
 			},
-			changed: []string{FlagMemory, FlagWorkers},
+			changed: []string{flagMemory, flagWorkers},
 			wantError: []string{
 				`--memory="lots" is not a quantity`,
 				`--mpi: unknown MPI implementation "lam"`,

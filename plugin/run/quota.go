@@ -13,24 +13,24 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
-// PodSet is a group of identical pods Kueue admits together: the launcher,
+// podSet is a group of identical pods Kueue admits together: the launcher,
 // or the workers.
-type PodSet struct {
+type podSet struct {
 	Name  string
 	Count int32
 	// Requests are one pod's.
 	Requests corev1.ResourceList
 }
 
-// PodSets are the pods a job asks Kueue for, with the requests the
+// podSets are the pods a job asks Kueue for, with the requests the
 // operator will give them: the runtime's containers, the TrainJob's
 // resourcesPerNode on every container that runs ranks.
-func PodSets(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job) []PodSet {
+func podSets(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job) []podSet {
 	var perNode *corev1.ResourceRequirements
 	if t := tj.Spec.Trainer; t != nil {
 		perNode = t.ResourcesPerNode
 	}
-	var sets []PodSet
+	var sets []podSet
 	for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
 		var count int32
 		runsRanks := false
@@ -50,7 +50,7 @@ func PodSets(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job) []PodSet {
 			}
 			addRequests(req, res)
 		}
-		sets = append(sets, PodSet{Name: rj.Name, Count: count, Requests: req})
+		sets = append(sets, podSet{Name: rj.Name, Count: count, Requests: req})
 	}
 	return sets
 }
@@ -74,12 +74,12 @@ func add(dst corev1.ResourceList, name corev1.ResourceName, q resource.Quantity)
 	dst[name] = sum
 }
 
-// NeverFits says why a job can never be admitted by a ClusterQueue, or
+// neverFits says why a job can never be admitted by a ClusterQueue, or
 // returns "" when it might be. Kueue admits a job only as a whole, each pod
 // set within one flavor, so a job that needs more than a flavor's quota
 // (plus what it may borrow), or more than all flavors together, or a
 // resource the queue does not cover, waits forever.
-func NeverFits(cq *kueue.ClusterQueue, sets []PodSet) string {
+func neverFits(cq *kueue.ClusterQueue, sets []podSet) string {
 	type capacity struct {
 		covered     bool
 		maxFlavor   resource.Quantity

@@ -59,17 +59,17 @@ func flavor(name string, gpus, borrow string) kueue.FlavorQuotas {
 
 func TestNeverFits(t *testing.T) {
 	rt := runtimeWith(corev1.ResourceRequirements{Requests: list("cpu", "1")}, corev1.ResourceRequirements{})
-	job := func(workers int32, res corev1.ResourceRequirements) []PodSet {
+	job := func(workers int32, res corev1.ResourceRequirements) []podSet {
 		tj := BuildTrainJob(Spec{Name: "j", Workers: ptr.To(workers)})
 		tj.Spec.Trainer.ResourcesPerNode = &res
-		return PodSets(tj, rt, &mpi.Job{Workers: workers})
+		return podSets(tj, rt, &mpi.Job{Workers: workers})
 	}
 	gpus := func(n string) corev1.ResourceRequirements {
 		return corev1.ResourceRequirements{Limits: list("nvidia.com/gpu", n, "memory", "1Gi")}
 	}
 	cases := map[string]struct {
 		cq   *kueue.ClusterQueue
-		sets []PodSet
+		sets []podSet
 		want string
 	}{
 		"fits":                      {cq: clusterQueue("", flavor("a", "8", "")), sets: job(2, gpus("4"))},
@@ -84,13 +84,13 @@ func TestNeverFits(t *testing.T) {
 		},
 		"launcher and workers together exceed the total": {
 			cq:   clusterQueue("", flavor("a", "4", ""), flavor("b", "4", "")),
-			sets: append(job(1, gpus("4")), PodSet{Name: mpi.LauncherJob, Count: 1, Requests: list("nvidia.com/gpu", "4")}, PodSet{Name: "extra", Count: 1, Requests: list("nvidia.com/gpu", "4")}),
+			sets: append(job(1, gpus("4")), podSet{Name: mpi.LauncherJob, Count: 1, Requests: list("nvidia.com/gpu", "4")}, podSet{Name: "extra", Count: 1, Requests: list("nvidia.com/gpu", "4")}),
 			want: `the job needs 12 nvidia.com/gpu in all but ClusterQueue "cq" has 8`,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := NeverFits(tc.cq, tc.sets)
+			got := neverFits(tc.cq, tc.sets)
 			if tc.want == "" && got != "" {
 				t.Fatalf("NeverFits() = %q, want it to fit", got)
 			}
@@ -104,7 +104,7 @@ func TestNeverFits(t *testing.T) {
 func TestPodSets(t *testing.T) {
 	rt := runtimeWith(corev1.ResourceRequirements{Requests: list("cpu", "1")}, corev1.ResourceRequirements{Requests: list("cpu", "2")})
 	tj := BuildTrainJob(Spec{Name: "j", Workers: ptr.To[int32](3), GPUs: ptr.To[int64](2)})
-	sets := PodSets(tj, rt, &mpi.Job{Workers: 3})
+	sets := podSets(tj, rt, &mpi.Job{Workers: 3})
 	if len(sets) != 2 {
 		t.Fatalf("PodSets() = %v, want launcher and node", sets)
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
-// Clone copies a job's configuration for a rerun under a new name: its
+// cloneJob copies a job's configuration for a rerun under a new name: its
 // spec without what Kueue wrote when it admitted the job, and the labels
 // and annotations its owner set. The origin is recorded in
 // api.AnnotationRerunOf.
-func Clone(orig *trainer.TrainJob, name string) *trainer.TrainJob {
+func cloneJob(orig *trainer.TrainJob, name string) *trainer.TrainJob {
 	tj := mpi.NewTrainJob(name, orig.Namespace)
 	tj.Labels = maps.Clone(orig.Labels)
 	tj.Annotations = maps.Clone(orig.Annotations)
@@ -44,9 +44,9 @@ func Clone(orig *trainer.TrainJob, name string) *trainer.TrainJob {
 
 var rerunSuffix = regexp.MustCompile(`^(.*)-([0-9]+)$`)
 
-// NextName picks a rerun's name: NAME-2, NAME-3, … skipping names taken. A
+// nextName picks a rerun's name: NAME-2, NAME-3, … skipping names taken. A
 // rerun of a rerun (pi-2) counts on from its base (pi-3).
-func NextName(orig *trainer.TrainJob, taken func(string) bool) string {
+func nextName(orig *trainer.TrainJob, taken func(string) bool) string {
 	base, n := orig.Name, 2
 	if _, isRerun := orig.Annotations[api.AnnotationRerunOf]; isRerun {
 		if m := rerunSuffix.FindStringSubmatch(orig.Name); m != nil {
@@ -64,9 +64,9 @@ func NextName(orig *trainer.TrainJob, taken func(string) bool) string {
 	}
 }
 
-// CopiedRuntime reads the runtime a job's own runtime copy was made from
+// copiedRuntime reads the runtime a job's own runtime copy was made from
 // (api.AnnotationRuntimeCopyOf), and the volumes the copy added to it.
-func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []Volume, ok bool) {
+func copiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []volume, ok bool) {
 	from, found := copyAnnotations[api.AnnotationRuntimeCopyOf]
 	if !found {
 		return ref, nil, false
@@ -93,7 +93,7 @@ func CopiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRunt
 			}
 			for _, m := range c.VolumeMounts {
 				if pvc, ok := claims[m.Name]; ok {
-					vols = append(vols, Volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
+					vols = append(vols, volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
 				}
 			}
 		}

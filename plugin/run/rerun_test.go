@@ -21,7 +21,7 @@ func TestClone(t *testing.T) {
 	orig.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: mpi.KueueManager}, {Manager: "example.com/other"}}
 	orig.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue}}
 
-	got := Clone(orig, "pi-2")
+	got := cloneJob(orig, "pi-2")
 	want := BuildTrainJob(Spec{Name: "pi-2", Namespace: "ns", Image: "img", Workers: ptr.To[int32](2), Queue: "q"})
 	want.Annotations = map[string]string{"team": "a", api.AnnotationRerunOf: "pi"}
 	want.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/other"}}
@@ -57,7 +57,7 @@ func TestNextName(t *testing.T) {
 				}
 				return false
 			}
-			if got := NextName(tc.orig, taken); got != tc.want {
+			if got := nextName(tc.orig, taken); got != tc.want {
 				t.Errorf("NextName() = %q, want %q", got, tc.want)
 			}
 		})
@@ -66,11 +66,11 @@ func TestNextName(t *testing.T) {
 
 func TestCopiedRuntime(t *testing.T) {
 	rt := runtimeWith(corev1Requirements(), corev1Requirements())
-	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
-	if err := AddVolumes(&rt.Spec, vols); err != nil {
+	vols := []volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
+	if err := addVolumes(&rt.Spec, vols); err != nil {
 		t.Fatal(err)
 	}
-	ref, got, ok := CopiedRuntime(map[string]string{api.AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)
+	ref, got, ok := copiedRuntime(map[string]string{api.AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)
 	if !ok {
 		t.Fatal("CopiedRuntime() found no copy")
 	}
@@ -81,7 +81,7 @@ func TestCopiedRuntime(t *testing.T) {
 	if diff := cmp.Diff(vols, got); diff != "" {
 		t.Errorf("volumes (-want,+got):\n%s", diff)
 	}
-	if _, _, ok := CopiedRuntime(nil, &trainer.TrainingRuntimeSpec{Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{}}}); ok {
+	if _, _, ok := copiedRuntime(nil, &trainer.TrainingRuntimeSpec{Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{}}}); ok {
 		t.Error("CopiedRuntime() found a copy in a runtime without the annotation")
 	}
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
-// DefaultGPUResource is the extended resource a GPU count requests unless
+// defaultGPUResource is the extended resource a GPU count requests unless
 // the user names another vendor's.
-const DefaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
+const defaultGPUResource corev1.ResourceName = "nvidia.com/gpu"
 
 // Spec is an MPI job as `kubectl mpi run` asks for it. Zero values mean
 // "not set": Apply leaves those parts of a TrainJob as they are, so one spec
@@ -47,7 +47,7 @@ type Spec struct {
 	Workers *int32
 	// SlotsPerWorker is the number of ranks per node (numProcPerNode).
 	SlotsPerWorker *int32
-	// GPUs per worker, of GPUResource (DefaultGPUResource when empty).
+	// GPUs per worker, of GPUResource (defaultGPUResource when empty).
 	GPUs        *int64
 	GPUResource corev1.ResourceName
 	// CPU and Memory per worker, requested and limited alike so that ranks
@@ -185,7 +185,7 @@ func (s Spec) applyResources(t *trainer.Trainer) {
 	if s.GPUs != nil {
 		gpu := s.GPUResource
 		if gpu == "" {
-			gpu = DefaultGPUResource
+			gpu = defaultGPUResource
 		}
 		set(gpu, resource.NewQuantity(*s.GPUs, resource.DecimalSI))
 	}
@@ -275,16 +275,16 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Volume is a PersistentVolumeClaim mounted into the launcher and every
+// volume is a PersistentVolumeClaim mounted into the launcher and every
 // worker.
-type Volume struct {
+type volume struct {
 	Claim     string
 	MountPath string
 	ReadOnly  bool
 }
 
 // Name is the pod volume's name.
-func (v Volume) Name() string {
+func (v volume) Name() string {
 	name := "pvc-" + v.Claim
 	if len(name) > validation.DNS1123LabelMaxLength {
 		name = strings.TrimRight(name[:validation.DNS1123LabelMaxLength], "-.")
@@ -292,9 +292,9 @@ func (v Volume) Name() string {
 	return strings.ReplaceAll(name, ".", "-")
 }
 
-// ValidateVolumes checks claims and mount paths: valid names, absolute
+// validateVolumes checks claims and mount paths: valid names, absolute
 // distinct paths, none over the files Torus mounts.
-func ValidateVolumes(vols []Volume, sshPath string) error {
+func validateVolumes(vols []volume, sshPath string) error {
 	var errs []error
 	paths := map[string]bool{}
 	for _, v := range vols {
@@ -317,11 +317,11 @@ func ValidateVolumes(vols []Volume, sshPath string) error {
 	return errors.Join(errs...)
 }
 
-// AddVolumes mounts PersistentVolumeClaims into the trainer container of the
+// addVolumes mounts PersistentVolumeClaims into the trainer container of the
 // launcher and node pods of a runtime's template. A TrainJob cannot carry
 // volumes that Torus applies, so a job with volumes runs on its own copy of
 // its runtime.
-func AddVolumes(spec *trainer.TrainingRuntimeSpec, vols []Volume) error {
+func addVolumes(spec *trainer.TrainingRuntimeSpec, vols []volume) error {
 	found := 0
 	for i := range spec.Template.Spec.ReplicatedJobs {
 		rj := &spec.Template.Spec.ReplicatedJobs[i]

@@ -79,8 +79,8 @@ func TestBuildTrainJob(t *testing.T) {
 						NumNodes:       ptr.To[int32](4),
 						NumProcPerNode: ptr.To[int32](2),
 						ResourcesPerNode: &corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), DefaultGPUResource: resource.MustParse("2")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), DefaultGPUResource: resource.MustParse("2")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), defaultGPUResource: resource.MustParse("2")},
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), defaultGPUResource: resource.MustParse("2")},
 						},
 					},
 				},
@@ -136,8 +136,8 @@ func TestApplyOverrides(t *testing.T) {
 		"zero GPUs removes the GPU request": {
 			spec: Spec{GPUs: ptr.To[int64](0)},
 			edit: func(tj *trainer.TrainJob) {
-				delete(tj.Spec.Trainer.ResourcesPerNode.Requests, DefaultGPUResource)
-				delete(tj.Spec.Trainer.ResourcesPerNode.Limits, DefaultGPUResource)
+				delete(tj.Spec.Trainer.ResourcesPerNode.Requests, defaultGPUResource)
+				delete(tj.Spec.Trainer.ResourcesPerNode.Limits, defaultGPUResource)
 			},
 		},
 		"env replaces by name and adds": {
@@ -235,17 +235,17 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestVolumes(t *testing.T) {
-	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}}
-	if err := ValidateVolumes(vols, "/home/mpiuser/.ssh"); err != nil {
+	vols := []volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}}
+	if err := validateVolumes(vols, "/home/mpiuser/.ssh"); err != nil {
 		t.Fatalf("ValidateVolumes() = %v", err)
 	}
-	for name, bad := range map[string]Volume{
+	for name, bad := range map[string]volume{
 		"relative":      {Claim: "data", MountPath: "data"},
 		"over hostfile": {Claim: "data", MountPath: "/etc"},
 		"over ssh":      {Claim: "data", MountPath: "/home/mpiuser"},
 		"bad claim":     {Claim: "Data", MountPath: "/x"},
 	} {
-		if err := ValidateVolumes([]Volume{bad}, "/home/mpiuser/.ssh"); err == nil {
+		if err := validateVolumes([]volume{bad}, "/home/mpiuser/.ssh"); err == nil {
 			t.Errorf("%s: ValidateVolumes(%+v) = nil, want an error", name, bad)
 		}
 	}
@@ -257,7 +257,7 @@ func TestVolumes(t *testing.T) {
 	}
 	spec := &trainer.TrainingRuntimeSpec{}
 	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{pod(mpi.LauncherJob), pod(mpi.NodeJob)}
-	if err := AddVolumes(spec, vols); err != nil {
+	if err := addVolumes(spec, vols); err != nil {
 		t.Fatalf("AddVolumes() = %v", err)
 	}
 	wantVolumes := []corev1.Volume{
@@ -274,7 +274,7 @@ func TestVolumes(t *testing.T) {
 			t.Errorf("%s mounts (-want,+got):\n%s", rj.Name, diff)
 		}
 	}
-	if err := AddVolumes(&trainer.TrainingRuntimeSpec{}, vols); err == nil {
+	if err := addVolumes(&trainer.TrainingRuntimeSpec{}, vols); err == nil {
 		t.Error("AddVolumes on a runtime without launcher and node succeeded")
 	}
 }

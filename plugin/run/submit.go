@@ -18,20 +18,14 @@ import (
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
 )
 
-// FieldManager names kubectl-mpi in managedFields.
-const FieldManager = "kubectl-mpi"
+// fieldManager names kubectl-mpi in managedFields.
+const fieldManager = "kubectl-mpi"
 
-// Dry-run modes of --dry-run.
-const (
-	DryRunNone   = "none"
-	DryRunClient = "client"
-	DryRunServer = "server"
-)
-
-// Plan is what a run will create.
-type Plan struct {
+// jobPlan is what a run will create.
+type jobPlan struct {
 	TrainJob *trainer.TrainJob
 	// Runtime is the job's own copy of its runtime, holding its volumes;
 	// nil without volumes.
@@ -43,20 +37,20 @@ type Plan struct {
 	Warnings []string
 }
 
-// Prepare builds the TrainJob of a run and checks it against the cluster:
+// prepare builds the TrainJob of a run and checks it against the cluster:
 // the runtime exists and runs the implementation asked for, the name fits
 // the pods' host names, the volumes do not hide Torus's files, and the
 // queue exists and can ever admit the job.
-func Prepare(ctx context.Context, c client.Reader, spec Spec, vols []Volume) (*Plan, error) {
+func prepare(ctx context.Context, c client.Reader, spec Spec, vols []volume) (*jobPlan, error) {
 	explicitRuntime := spec.Runtime != ""
 	tj := BuildTrainJob(spec)
-	return Check(ctx, c, tj, spec.Implementation, explicitRuntime, vols)
+	return check(ctx, c, tj, spec.Implementation, explicitRuntime, vols)
 }
 
-// Check checks a TrainJob built from flags or copied for a rerun. impl is
+// check checks a TrainJob built from flags or copied for a rerun. impl is
 // the implementation asked for ("" when not asked).
-func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []Volume) (*Plan, error) {
-	plan := &Plan{TrainJob: tj}
+func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []volume) (*jobPlan, error) {
+	plan := &jobPlan{TrainJob: tj}
 	rt, err := trainjob.GetRuntime(ctx, c, tj)
 	switch {
 	case apierrors.IsForbidden(err) && len(vols) == 0:
@@ -104,7 +98,7 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		return nil, fmt.Errorf("job name %q %s", tj.Name, strings.Join(problems, "; "))
 	}
 	if len(vols) > 0 {
-		if err := ValidateVolumes(vols, job.SSH.Path); err != nil {
+		if err := validateVolumes(vols, job.SSH.Path); err != nil {
 			return nil, err
 		}
 		copied := &trainer.TrainingRuntime{
@@ -119,7 +113,7 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 			copied.Annotations = map[string]string{}
 		}
 		copied.Annotations[api.AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
-		if err := AddVolumes(&copied.Spec, vols); err != nil {
+		if err := addVolumes(&copied.Spec, vols); err != nil {
 			return nil, fmt.Errorf("mounting volumes into a copy of %s %q: %w", rt.Kind, rt.Name, err)
 		}
 		plan.Runtime = copied
@@ -130,7 +124,7 @@ func Check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 
 // checkQueue finds the job's LocalQueue and tells when its ClusterQueue can
 // never admit the job.
-func checkQueue(ctx context.Context, c client.Reader, plan *Plan) error {
+func checkQueue(ctx context.Context, c client.Reader, plan *jobPlan) error {
 	tj := plan.TrainJob
 	queue := tj.Labels[mpi.KueueQueueLabel]
 	if queue == "" {
@@ -158,7 +152,7 @@ func checkQueue(ctx context.Context, c client.Reader, plan *Plan) error {
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check the quota of ClusterQueue %q: %v", lq.Spec.ClusterQueue, err))
 		return nil
 	}
-	if why := NeverFits(&cq, PodSets(tj, plan.Base, plan.Job)); why != "" {
+	if why := neverFits(&cq, podSets(tj, plan.Base, plan.Job)); why != "" {
 		return fmt.Errorf("LocalQueue %q can never admit this job: %s. Ask for fewer workers or resources, or use another queue", queue, why)
 	}
 	return nil
@@ -181,17 +175,17 @@ func isNoKind(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "no matches for kind") || strings.Contains(err.Error(), "the server could not find the requested resource"))
 }
 
-// Submit creates what a plan holds. With DryRunServer the API server and
-// its webhooks check the objects without keeping them; with DryRunClient
-// nothing is sent. A job with its own runtime copy is dry-run against the
-// runtime it copies, which is what the copy will be.
-func Submit(ctx context.Context, c client.Client, plan *Plan, dryRun string) error {
+// submitPlan creates what a plan holds. With cmdutil.DryRunServer the API
+// server and its webhooks check the objects without keeping them; with
+// cmdutil.DryRunClient nothing is sent. A job with its own runtime copy is
+// dry-run against the runtime it copies, which is what the copy will be.
+func submitPlan(ctx context.Context, c client.Client, plan *jobPlan, dryRun string) error {
 	tj := plan.TrainJob
 	switch dryRun {
-	case DryRunClient:
+	case cmdutil.DryRunClient:
 		return nil
-	case DryRunServer:
-		opts := []client.CreateOption{client.DryRunAll, client.FieldOwner(FieldManager)}
+	case cmdutil.DryRunServer:
+		opts := []client.CreateOption{client.DryRunAll, client.FieldOwner(fieldManager)}
 		if plan.Runtime != nil {
 			if err := c.Create(ctx, plan.Runtime.DeepCopy(), opts...); err != nil {
 				return fmt.Errorf("checking TrainingRuntime %s (the job's copy of its runtime): %w", plan.Runtime.Name, err)
@@ -211,14 +205,14 @@ func Submit(ctx context.Context, c client.Client, plan *Plan, dryRun string) err
 		return nil
 	}
 	if plan.Runtime != nil {
-		if err := c.Create(ctx, plan.Runtime, client.FieldOwner(FieldManager)); err != nil {
+		if err := c.Create(ctx, plan.Runtime, client.FieldOwner(fieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("creating the job's copy of its runtime: TrainingRuntime %q already exists in %q; choose another job name", plan.Runtime.Name, plan.Runtime.Namespace)
 			}
 			return fmt.Errorf("creating the job's copy of its runtime: %w", err)
 		}
 	}
-	if err := c.Create(ctx, tj, client.FieldOwner(FieldManager)); err != nil {
+	if err := c.Create(ctx, tj, client.FieldOwner(fieldManager)); err != nil {
 		if plan.Runtime != nil {
 			// Leave nothing behind for a job that does not exist.
 			_ = c.Delete(ctx, plan.Runtime)

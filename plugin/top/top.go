@@ -1,7 +1,8 @@
-// Package top reads the CPU and memory the pods of an MPI job use: from
-// metrics.k8s.io when the cluster serves it (metrics-server), otherwise
-// from the kubelets' resource metrics (/metrics/resource, the endpoint
-// metrics-server itself scrapes) through the API server's node proxy.
+// Package top is kubectl mpi top: the CPU and memory the pods of an MPI job
+// use, beside what they requested, read from metrics.k8s.io when the cluster
+// serves it (metrics-server), otherwise from the kubelets' resource metrics
+// (/metrics/resource, the endpoint metrics-server itself scrapes) through
+// the API server's node proxy.
 package top
 
 import (
@@ -23,21 +24,21 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
-// Usage is what a pod uses now.
-type Usage struct {
+// podUsage is what a pod uses now.
+type podUsage struct {
 	CPU    resource.Quantity
 	Memory resource.Quantity
 }
 
 // Source names where usage came from, for people.
 const (
-	SourceMetricsAPI = "metrics.k8s.io"
-	SourceKubelet    = "kubelet resource metrics through the API server's node proxy"
+	sourceMetricsAPI = "metrics.k8s.io"
+	sourceKubelet    = "kubelet resource metrics through the API server's node proxy"
 )
 
-// Reader reads pod usage. It keeps the previous kubelet sample of each
+// usageReader reads pod usage. It keeps the previous kubelet sample of each
 // node, so that --watch computes CPU rates between successive reads.
-type Reader struct {
+type usageReader struct {
 	Kube    kubernetes.Interface
 	Metrics metricsclient.Interface
 	// Interval separates the two kubelet samples of a first read.
@@ -49,33 +50,33 @@ type Reader struct {
 }
 
 // Source is where the last read came from.
-func (r *Reader) Source() string {
+func (r *usageReader) Source() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.source
 }
 
 // Read returns the usage of the running pods, by pod name.
-func (r *Reader) Read(ctx context.Context, namespace, selector string, pods []corev1.Pod) (map[string]Usage, error) {
+func (r *usageReader) Read(ctx context.Context, namespace, selector string, pods []corev1.Pod) (map[string]podUsage, error) {
 	served, err := r.metricsAPIServed()
 	if err != nil {
 		return nil, err
 	}
 	if served {
-		r.setSource(SourceMetricsAPI)
+		r.setSource(sourceMetricsAPI)
 		return r.fromMetricsAPI(ctx, namespace, selector)
 	}
-	r.setSource(SourceKubelet)
+	r.setSource(sourceKubelet)
 	return r.fromKubelets(ctx, pods)
 }
 
-func (r *Reader) setSource(s string) {
+func (r *usageReader) setSource(s string) {
 	r.mu.Lock()
 	r.source = s
 	r.mu.Unlock()
 }
 
-func (r *Reader) metricsAPIServed() (bool, error) {
+func (r *usageReader) metricsAPIServed() (bool, error) {
 	_, err := r.Kube.Discovery().ServerResourcesForGroupVersion("metrics.k8s.io/v1beta1")
 	switch {
 	case err == nil:
@@ -88,14 +89,14 @@ func (r *Reader) metricsAPIServed() (bool, error) {
 	return false, fmt.Errorf("looking for metrics.k8s.io: %w", err)
 }
 
-func (r *Reader) fromMetricsAPI(ctx context.Context, namespace, selector string) (map[string]Usage, error) {
+func (r *usageReader) fromMetricsAPI(ctx context.Context, namespace, selector string) (map[string]podUsage, error) {
 	list, err := r.Metrics.MetricsV1beta1().PodMetricses(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("reading pod metrics from metrics.k8s.io: %w", err)
 	}
-	out := map[string]Usage{}
+	out := map[string]podUsage{}
 	for _, pm := range list.Items {
-		var u Usage
+		var u podUsage
 		for _, c := range pm.Containers {
 			u.CPU.Add(c.Usage[corev1.ResourceCPU])
 			u.Memory.Add(c.Usage[corev1.ResourceMemory])
@@ -113,7 +114,7 @@ type sample struct {
 	mem map[string]float64
 }
 
-func (r *Reader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[string]Usage, error) {
+func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[string]podUsage, error) {
 	nodes := map[string]bool{}
 	for _, p := range pods {
 		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
@@ -182,14 +183,14 @@ func (r *Reader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]Usage{}
+	out := map[string]podUsage{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for n, s := range now {
 		prev := r.previous[n]
 		dt := s.at.Sub(prev.at).Seconds()
 		for pod, mem := range s.mem {
-			u := Usage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
+			u := podUsage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
 			if c0, ok := prev.cpu[pod]; ok && dt > 0 {
 				if c1, ok := s.cpu[pod]; ok && c1 >= c0 {
 					u.CPU = *resource.NewMilliQuantity(int64((c1-c0)/dt*1000), resource.DecimalSI)
@@ -205,7 +206,7 @@ func (r *Reader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[strin
 // scrape reads a node's resource metrics through the API server. Nodes
 // simulated by kwok serve them per node under /metrics/nodes/<node>/, as
 // all of them share one address.
-func (r *Reader) scrape(ctx context.Context, node string) (sample, error) {
+func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 	n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return sample{}, fmt.Errorf("reading node %s: %w", node, err)

@@ -62,7 +62,7 @@ func TestReadFromMetricsAPI(t *testing.T) {
 	if err := mc.Tracker().Create(gvr, pm, "ns"); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reader{Kube: kube, Metrics: mc}
+	r := &usageReader{Kube: kube, Metrics: mc}
 	got, err := r.Read(context.Background(), "ns", "job=pi", nil)
 	if err != nil {
 		t.Fatalf("Read() = %v", err)
@@ -71,8 +71,8 @@ func TestReadFromMetricsAPI(t *testing.T) {
 	if u.CPU.MilliValue() != 1500 || u.Memory.Value() != 3<<30 {
 		t.Errorf("usage = %v CPU, %v memory; want 1500m, 3Gi", u.CPU.String(), u.Memory.String())
 	}
-	if r.Source() != SourceMetricsAPI {
-		t.Errorf("Source() = %q, want %q", r.Source(), SourceMetricsAPI)
+	if r.Source() != sourceMetricsAPI {
+		t.Errorf("Source() = %q, want %q", r.Source(), sourceMetricsAPI)
 	}
 }
 

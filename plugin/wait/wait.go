@@ -1,7 +1,7 @@
-// Package wait watches an MPI job until it reaches a state: the engine of
-// run --wait, run --follow, wait and delete --wait. Waiter adds what the
-// commands show and return: the progress line, the stop when the operator
-// is down, and exit codes.
+// Package wait is kubectl mpi wait, and the watch behind run --wait and
+// --follow, logs -f and delete --wait: it watches an MPI job until it
+// reaches a state. Waiter adds what the commands show and return: the
+// progress line, the stop when the operator is down, and exit codes.
 package wait
 
 import (
@@ -34,14 +34,14 @@ const (
 	Running  = Condition(trainjob.ConditionRunning)
 )
 
-// Conditions lists the conditions wait accepts.
-var Conditions = []Condition{Complete, Failed, Running}
+// allConditions lists the conditions wait accepts.
+var allConditions = []Condition{Complete, Failed, Running}
 
-// ParseFor reads --for=condition=X (X case-insensitive).
-func ParseFor(s string) (Condition, error) {
+// parseFor reads --for=condition=X (X case-insensitive).
+func parseFor(s string) (Condition, error) {
 	const prefix = "condition="
 	if len(s) > len(prefix) && s[:len(prefix)] == prefix {
-		for _, c := range Conditions {
+		for _, c := range allConditions {
 			if strings.EqualFold(s[len(prefix):], string(c)) {
 				return c, nil
 			}
@@ -50,44 +50,44 @@ func ParseFor(s string) (Condition, error) {
 	return "", fmt.Errorf("--for=%q: use condition=Complete, condition=Failed or condition=Running", s)
 }
 
-// Outcome is how a wait ended.
-type Outcome int
+// verdict is how a wait ended.
+type verdict int
 
 const (
-	// Reached: the job reached the condition.
-	Reached Outcome = iota
-	// Unreachable: the job ended in a state that rules the condition out
+	// reached: the job reached the condition.
+	reached verdict = iota
+	// unreachable: the job ended in a state that rules the condition out
 	// (it failed while waiting for Complete or Running, or completed while
 	// waiting for Failed).
-	Unreachable
+	unreachable
 )
 
-// Check says whether a job state settles a wait for cond.
-func Check(cond Condition, tj *trainer.TrainJob) (Outcome, bool) {
+// settled says whether a job state settles a wait for cond.
+func settled(cond Condition, tj *trainer.TrainJob) (verdict, bool) {
 	st := trainjob.StateOf(tj)
 	switch cond {
 	case Complete:
 		switch st.Phase {
 		case trainjob.PhaseComplete:
-			return Reached, true
+			return reached, true
 		case trainjob.PhaseFailed:
-			return Unreachable, true
+			return unreachable, true
 		}
 	case Failed:
 		switch st.Phase {
 		case trainjob.PhaseFailed:
-			return Reached, true
+			return reached, true
 		case trainjob.PhaseComplete:
-			return Unreachable, true
+			return unreachable, true
 		}
 	case Running:
 		// A job that completed has run, even when its Running condition
 		// was too short to be seen.
 		switch st.Phase {
 		case trainjob.PhaseRunning, trainjob.PhaseComplete:
-			return Reached, true
+			return reached, true
 		case trainjob.PhaseFailed:
-			return Unreachable, true
+			return unreachable, true
 		}
 	}
 	return 0, false
@@ -175,9 +175,9 @@ func consume(ctx context.Context, w watch.Interface, tick <-chan time.Time, chec
 	}
 }
 
-// Gone waits until a TrainJob no longer exists; it returns ctx's error
+// gone waits until a TrainJob no longer exists; it returns ctx's error
 // when ctx ends first.
-func Gone(ctx context.Context, c client.Reader, namespace, name string) error {
+func gone(ctx context.Context, c client.Reader, namespace, name string) error {
 	return apiwait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var tj trainer.TrainJob
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &tj)
@@ -207,7 +207,7 @@ func Deleted(ctx context.Context, c client.Reader, errOut io.Writer, jobs []*tra
 	defer progress.Done()
 	for _, tj := range jobs {
 		progress.Update("waiting for %s to be deleted", tj.Name)
-		if err := Gone(ctx, c, tj.Namespace, tj.Name); err != nil {
+		if err := gone(ctx, c, tj.Namespace, tj.Name); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return cmdutil.WithCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for MPI job %s to be deleted", timeout, tj.Name))
 			}

@@ -13,12 +13,12 @@ func TestParseFor(t *testing.T) {
 	for in, want := range map[string]Condition{
 		"condition=Complete": Complete, "condition=failed": Failed, "condition=RUNNING": Running,
 	} {
-		if got, err := ParseFor(in); err != nil || got != want {
+		if got, err := parseFor(in); err != nil || got != want {
 			t.Errorf("ParseFor(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"Complete", "condition=Succeeded", "condition=", "delete"} {
-		if _, err := ParseFor(in); err == nil {
+		if _, err := parseFor(in); err == nil {
 			t.Errorf("ParseFor(%q) succeeded, want an error", in)
 		}
 	}
@@ -33,7 +33,7 @@ func TestCheck(t *testing.T) {
 		return tj
 	}
 	type result struct {
-		outcome Outcome
+		outcome verdict
 		done    bool
 	}
 	cases := []struct {
@@ -41,18 +41,18 @@ func TestCheck(t *testing.T) {
 		state string
 		want  result
 	}{
-		{Complete, trainer.TrainJobComplete, result{Reached, true}},
-		{Complete, trainer.TrainJobFailed, result{Unreachable, true}},
+		{Complete, trainer.TrainJobComplete, result{reached, true}},
+		{Complete, trainer.TrainJobFailed, result{unreachable, true}},
 		{Complete, trainjob.ConditionRunning, result{0, false}},
-		{Failed, trainer.TrainJobFailed, result{Reached, true}},
-		{Failed, trainer.TrainJobComplete, result{Unreachable, true}},
-		{Running, trainjob.ConditionRunning, result{Reached, true}},
-		{Running, trainer.TrainJobComplete, result{Reached, true}},
-		{Running, trainer.TrainJobFailed, result{Unreachable, true}},
+		{Failed, trainer.TrainJobFailed, result{reached, true}},
+		{Failed, trainer.TrainJobComplete, result{unreachable, true}},
+		{Running, trainjob.ConditionRunning, result{reached, true}},
+		{Running, trainer.TrainJobComplete, result{reached, true}},
+		{Running, trainer.TrainJobFailed, result{unreachable, true}},
 		{Running, "", result{0, false}},
 	}
 	for _, tc := range cases {
-		outcome, done := Check(tc.cond, job(tc.state))
+		outcome, done := settled(tc.cond, job(tc.state))
 		if got := (result{outcome, done}); got != tc.want {
 			t.Errorf("Check(%s, job %s) = %+v, want %+v", tc.cond, tc.state, got, tc.want)
 		}

@@ -10,16 +10,11 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/api"
-	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/logs"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
@@ -81,10 +76,10 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.Clock.Since(start)), cond))
 		}
 	}
-	var outcome Outcome
+	var outcome verdict
 	tj, err := For(ctx, w.Client, namespace, name, func(tj *trainer.TrainJob) bool {
 		var done bool
-		outcome, done = Check(cond, tj)
+		outcome, done = settled(cond, tj)
 		if !done {
 			seenOnce.Do(func() { close(seen) })
 		}
@@ -112,7 +107,7 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 	case err != nil:
 		return tj, err
 	}
-	if outcome == Unreachable {
+	if outcome == unreachable {
 		st := trainjob.StateOf(tj)
 		switch st.Phase {
 		case trainjob.PhaseFailed:
@@ -154,64 +149,4 @@ func (w *Waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop c
 		case <-tick.C():
 		}
 	}
-}
-
-// Follow streams a job's logs to out while waiting for it to complete,
-// and then reports how it ended as Until does.
-func (w *Waiter) Follow(ctx context.Context, kube kubernetes.Interface, out, errOut io.Writer, tj *trainer.TrainJob) (*trainer.TrainJob, error) {
-	ended := make(chan struct{})
-	done := make(chan error, 1)
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		done <- logs.Stream(lctx, kube, logs.Options{
-			Namespace:     tj.Namespace,
-			LabelSelector: api.LabelJobName + "=" + tj.Name,
-			Prefix:        job.HostPrefix,
-			Order:         job.SortPods,
-			Container:     mpi.TrainerContainer,
-			Follow:        true,
-			Ended:         ended,
-			Out:           out,
-			ErrOut:        errOut,
-		})
-	}()
-	final, err := w.Until(ctx, tj.Namespace, tj.Name, Complete)
-	close(ended)
-	if lerr := <-done; lerr != nil && err == nil && !errors.Is(lerr, context.Canceled) {
-		fmt.Fprintf(errOut, "Warning: %v\n", lerr)
-	}
-	return final, err
-}
-
-// Completion waits for each job in turn to complete, following its logs
-// on out when follow (kube reads them), and says on ErrOut when each did
-// and how long it ran. Its error joins every job's that did not, with the
-// highest exit code among them.
-func (w *Waiter) Completion(ctx context.Context, kube kubernetes.Interface, out io.Writer, jobs []*trainer.TrainJob, follow bool) error {
-	var errs []error
-	code := cmdutil.ExitOK
-	for _, tj := range jobs {
-		var final *trainer.TrainJob
-		var err error
-		if follow {
-			final, err = w.Follow(ctx, kube, out, w.ErrOut, tj)
-		} else {
-			final, err = w.Until(ctx, tj.Namespace, tj.Name, Complete)
-		}
-		if err != nil {
-			errs = append(errs, err)
-			code = max(code, cmdutil.Code(err))
-			continue
-		}
-		ran := ""
-		if d, ok := trainjob.TimesOf(final).Duration(w.Clock.Now()); ok {
-			ran = " in " + duration.HumanDuration(d)
-		}
-		fmt.Fprintf(w.ErrOut, "MPI job %s completed%s\n", tj.Name, ran)
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return cmdutil.WithCode(code, errors.Join(errs...))
 }

@@ -1,4 +1,4 @@
-package app
+package top
 
 import (
 	"context"
@@ -17,8 +17,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	plugprinters "github.com/torus-mpi/torus/plugin/printers"
-	"github.com/torus-mpi/torus/plugin/top"
 )
 
 const topLong = `Show the CPU and memory each launcher and worker pod of a job uses, beside what it requested, and the
@@ -32,8 +30,8 @@ const topExample = `  # Usage of every pod of the job
   # Refresh every 5 seconds until the job ends
   kubectl mpi top pi --watch --interval 5s`
 
-// TopOptions are the flags and clients of kubectl mpi top.
-type TopOptions struct {
+// topOptions are the flags and clients of kubectl mpi top.
+type topOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -47,21 +45,22 @@ type TopOptions struct {
 	metrics   metricsclient.Interface
 }
 
-// NewTopOptions returns top's defaults.
-func NewTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *TopOptions {
-	return &TopOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
+// newTopOptions returns top's defaults.
+func newTopOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *topOptions {
+	return &topOptions{getter: getter, IOStreams: streams, Interval: 2 * time.Second}
 }
 
-func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewTopOptions(getter, streams)
+// NewCmd returns kubectl mpi top.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newTopOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "top NAME [--watch]",
 		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
 		Long:              topLong,
 		Example:           topExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "Refresh until the job ends (Ctrl-C to stop)")
 	cmd.Flags().DurationVar(&o.Interval, "interval", o.Interval, "Time between refreshes with --watch")
@@ -69,7 +68,7 @@ func newTopCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 }
 
 // Complete reads NAME, the namespace and the clients, metrics included.
-func (o *TopOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *topOptions) Complete(_ *cobra.Command, args []string) error {
 	o.name = args[0]
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
@@ -89,7 +88,7 @@ func (o *TopOptions) Complete(_ *cobra.Command, args []string) error {
 }
 
 // Validate checks --interval.
-func (o *TopOptions) Validate() error {
+func (o *topOptions) Validate() error {
 	if o.Interval < 500*time.Millisecond {
 		return cmdutil.UsageError("--interval=%s: use at least 500ms", o.Interval)
 	}
@@ -97,14 +96,14 @@ func (o *TopOptions) Validate() error {
 }
 
 // Run prints usage once, or until the job ends.
-func (o *TopOptions) Run(ctx context.Context) error {
+func (o *topOptions) Run(ctx context.Context) error {
 	c := o.client
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
-	reader := &top.Reader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
+	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -125,7 +124,7 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		table := plugprinters.TopTable(pods, info.Placement(), usage)
+		table := podTable(pods, info.Placement(), usage)
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

@@ -1,4 +1,4 @@
-package printers
+package list
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestJobTable(t *testing.T) {
 		{TrainJob: unknown},
 	}
 	var out bytes.Buffer
-	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: true}).PrintObj(JobTable(infos, now), &out); err != nil {
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: true}).PrintObj(jobTable(infos, now), &out); err != nil {
 		t.Fatal(err)
 	}
 	var got [][]string

@@ -1,9 +1,10 @@
-package app
+package run
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -22,7 +23,6 @@ import (
 	"github.com/torus-mpi/torus/pkg/scheme"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/run"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -58,13 +58,13 @@ const runExample = `  # 4 workers, 2 ranks each, Open MPI 4
   # Submit the TrainJobs (or legacy MPIJobs) of a file and follow their logs
   kubectl mpi run -f job.yaml --follow`
 
-// RunOptions are the flags and clients of kubectl mpi run.
-type RunOptions struct {
+// runOptions are the flags and clients of kubectl mpi run.
+type runOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 	PrintFlags *genericclioptions.PrintFlags
 
-	Job       run.Flags
+	Job       jobFlags
 	Filenames []string
 	DryRun    string
 	Wait      bool
@@ -87,25 +87,26 @@ type RunOptions struct {
 	clock   clock.WithTicker
 }
 
-// NewRunOptions returns run's defaults.
-func NewRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RunOptions {
-	return &RunOptions{
+// newRunOptions returns run's defaults.
+func newRunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *runOptions {
+	return &runOptions{
 		getter:     getter,
 		IOStreams:  streams,
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
-		DryRun:     run.DryRunNone,
+		DryRun:     cmdutil.DryRunNone,
 		clock:      clock.RealClock{},
 	}
 }
 
-func newRunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewRunOptions(getter, streams)
+// NewCmd returns kubectl mpi run.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newRunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "run NAME --image IMAGE [flags] -- COMMAND [ARGS...] | run -f FILE|- [flags]",
 		Short:   "Run an MPI job",
 		Long:    runLong,
 		Example: runExample,
-		RunE:    runE(o),
+		RunE:    cmdutil.RunE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)
@@ -115,29 +116,29 @@ func newRunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *co
 
 // addJobFlags binds the flags that shape a job; rerun takes them as
 // overrides.
-func addJobFlags(f *pflag.FlagSet, j *run.Flags) {
-	f.StringVar(&j.Image, run.FlagImage, "", "Container image of the launcher and the workers")
-	f.Int32Var(&j.Workers, run.FlagWorkers, 0, "Number of workers (MPI nodes); the runtime's when not set")
-	f.Int32Var(&j.SlotsPerWorker, run.FlagSlotsPerWorker, 0, "MPI ranks per worker; the runtime's when not set (one per GPU with --gpus)")
-	f.Int64Var(&j.GPUs, run.FlagGPUs, 0, "GPUs per worker")
-	f.StringVar(&j.GPUResource, run.FlagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
-	f.StringVar(&j.CPU, run.FlagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
-	f.StringVar(&j.Memory, run.FlagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
-	f.StringVar(&j.MPI, run.FlagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
-	f.StringVar(&j.Runtime, run.FlagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
-	f.StringVar(&j.Queue, run.FlagQueue, "", "Kueue LocalQueue that admits the whole job at once")
-	f.StringVar(&j.Network, run.FlagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
-	f.StringVar(&j.Topology, run.FlagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
-	f.StringVar(&j.SchedulingTimeout, run.FlagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
-	f.StringArrayVar(&j.Env, run.FlagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
-	f.StringArrayVar(&j.Volumes, run.FlagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
+func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
+	f.StringVar(&j.Image, flagImage, "", "Container image of the launcher and the workers")
+	f.Int32Var(&j.Workers, flagWorkers, 0, "Number of workers (MPI nodes); the runtime's when not set")
+	f.Int32Var(&j.SlotsPerWorker, flagSlotsPerWorker, 0, "MPI ranks per worker; the runtime's when not set (one per GPU with --gpus)")
+	f.Int64Var(&j.GPUs, flagGPUs, 0, "GPUs per worker")
+	f.StringVar(&j.GPUResource, flagGPUResource, "", "Extended resource --gpus requests (default nvidia.com/gpu)")
+	f.StringVar(&j.CPU, flagCPU, "", "CPU per worker, requested and limited (e.g. 4, 500m)")
+	f.StringVar(&j.Memory, flagMemory, "", "Memory per worker, requested and limited (e.g. 16Gi)")
+	f.StringVar(&j.MPI, flagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
+	f.StringVar(&j.Runtime, flagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
+	f.StringVar(&j.Queue, flagQueue, "", "Kueue LocalQueue that admits the whole job at once")
+	f.StringVar(&j.Network, flagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
+	f.StringVar(&j.Topology, flagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
+	f.StringVar(&j.SchedulingTimeout, flagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
+	f.StringArrayVar(&j.Env, flagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
+	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
 }
 
 // addRunFlags binds the flags of how a job is submitted and waited for.
-func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
+func (o *runOptions) addRunFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none" submits; "client" only prints the job; "server" has the API server and webhooks check it without keeping it`)
-	f.Lookup("dry-run").NoOptDefVal = run.DryRunClient
+	f.Lookup("dry-run").NoOptDefVal = cmdutil.DryRunClient
 	f.BoolVar(&o.Wait, "wait", false, "Wait for the job to end: exit 0 when it completes, 3 when it fails")
 	f.BoolVar(&o.Follow, "follow", false, "Stream the logs of every pod until the job ends, then exit as --wait")
 	f.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow, give up after this long (exit 4); 0 waits forever")
@@ -146,7 +147,7 @@ func (o *RunOptions) addRunFlags(cmd *cobra.Command) {
 
 // Complete reads the command line, the namespace and the clients, and
 // sets up the printer.
-func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *runOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.changed = cmd.Flags().Changed
 	o.explicitNS = cmd.Flags().Changed("namespace")
 	o.names = args
@@ -165,7 +166,7 @@ func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 	}
 	// --dry-run=client asks nothing of the cluster, unless the job comes
 	// from one there.
-	if o.DryRun == run.DryRunClient && !o.rerun {
+	if o.DryRun == cmdutil.DryRunClient && !o.rerun {
 		return nil
 	}
 	if o.client, err = o.getter.Client(); err != nil {
@@ -178,16 +179,16 @@ func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the command line before anything is sent.
-func (o *RunOptions) Validate() error {
+func (o *runOptions) Validate() error {
 	if len(o.names) > 1 {
 		return cmdutil.UsageError("run takes one job name (got %q); put the command after --, e.g. kubectl mpi run pi --image IMG -- mpirun ./pi", o.names)
 	}
 	switch o.DryRun {
-	case run.DryRunNone, run.DryRunClient, run.DryRunServer:
+	case cmdutil.DryRunNone, cmdutil.DryRunClient, cmdutil.DryRunServer:
 	default:
 		return cmdutil.UsageError(`--dry-run=%q: use none, client or server`, o.DryRun)
 	}
-	if o.DryRun != run.DryRunNone && (o.Wait || o.Follow) {
+	if o.DryRun != cmdutil.DryRunNone && (o.Wait || o.Follow) {
 		return cmdutil.UsageError("--dry-run=%s submits nothing to wait for: drop --wait and --follow", o.DryRun)
 	}
 	if o.Timeout != 0 && !o.Wait && !o.Follow {
@@ -203,7 +204,7 @@ func (o *RunOptions) Validate() error {
 		if o.name != "" || len(o.command) > 0 {
 			return cmdutil.UsageError("-f takes the jobs from files: drop the job name and the command")
 		}
-		for _, f := range run.JobFlags {
+		for _, f := range jobFlagNames {
 			if o.changed(f) {
 				return cmdutil.UsageError("--%s shapes a job built from flags; with -f, set it in the file", f)
 			}
@@ -223,18 +224,18 @@ func (o *RunOptions) Validate() error {
 
 // completePrinter sets up the printer of -o. Any -o but yaml, json and
 // name is Validate's to refuse, in its own words.
-func (o *RunOptions) completePrinter() error {
+func (o *runOptions) completePrinter() error {
 	switch *o.PrintFlags.OutputFormat {
 	case "", "yaml", "json", "name":
 	default:
 		return nil
 	}
 	switch o.DryRun {
-	case run.DryRunClient:
+	case cmdutil.DryRunClient:
 		if err := o.PrintFlags.Complete("%s (dry run)"); err != nil {
 			return err
 		}
-	case run.DryRunServer:
+	case cmdutil.DryRunServer:
 		if err := o.PrintFlags.Complete("%s (server dry run)"); err != nil {
 			return err
 		}
@@ -248,7 +249,7 @@ func (o *RunOptions) completePrinter() error {
 }
 
 // Run submits the job (or jobs) and waits as asked.
-func (o *RunOptions) Run(ctx context.Context) error {
+func (o *runOptions) Run(ctx context.Context) error {
 	if len(o.Filenames) > 0 {
 		return o.runFiles(ctx)
 	}
@@ -256,15 +257,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	if o.DryRun == run.DryRunClient {
+	if o.DryRun == cmdutil.DryRunClient {
 		// Nothing is asked of the cluster: the job as the flags build it.
-		plan := &run.Plan{TrainJob: run.BuildTrainJob(spec)}
+		plan := &jobPlan{TrainJob: BuildTrainJob(spec)}
 		if len(vols) > 0 {
 			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
 		}
 		return o.submit(ctx, plan)
 	}
-	plan, err := run.Prepare(ctx, o.client, spec, vols)
+	plan, err := prepare(ctx, o.client, spec, vols)
 	if err != nil {
 		return err
 	}
@@ -273,11 +274,11 @@ func (o *RunOptions) Run(ctx context.Context) error {
 
 // submit creates a planned job, prints it and waits as asked; rerun shares
 // it.
-func (o *RunOptions) submit(ctx context.Context, plan *run.Plan) error {
+func (o *runOptions) submit(ctx context.Context, plan *jobPlan) error {
 	for _, w := range plan.Warnings {
 		warn(o.ErrOut, "%s", w)
 	}
-	if err := run.Submit(ctx, o.client, plan, o.DryRun); err != nil {
+	if err := submitPlan(ctx, o.client, plan, o.DryRun); err != nil {
 		return err
 	}
 	if plan.Runtime != nil && *o.PrintFlags.OutputFormat == "" {
@@ -291,33 +292,37 @@ func (o *RunOptions) submit(ctx context.Context, plan *run.Plan) error {
 	return o.await(ctx, []*trainer.TrainJob{plan.TrainJob})
 }
 
-func (o *RunOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error {
+func (o *runOptions) await(ctx context.Context, jobs []*trainer.TrainJob) error {
 	if !o.Wait && !o.Follow {
 		return nil
 	}
 	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout, Quiet: o.Follow}
-	return w.Completion(ctx, o.kube, o.Out, jobs, o.Follow)
+	return awaitAll(ctx, w, o.kube, o.Out, jobs, o.Follow)
 }
 
 // runFiles submits the jobs of files: all are checked first, then created.
-func (o *RunOptions) runFiles(ctx context.Context) error {
-	all, notes, err := run.ReadFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
+func (o *runOptions) runFiles(ctx context.Context) error {
+	all, notes, err := readFiles(o.Filenames, o.In, o.namespace, o.explicitNS)
 	for _, n := range notes {
 		fmt.Fprintln(o.ErrOut, n)
 	}
 	if err != nil {
 		return err
 	}
-	if o.DryRun != run.DryRunClient {
-		if errs := run.CheckAll(ctx, o.client, all); len(errs) > 0 {
+	if o.DryRun != cmdutil.DryRunClient {
+		if errs := checkAll(ctx, o.client, all); len(errs) > 0 {
 			return fmt.Errorf("the API server rejected the input; nothing was created:\n%w", errors.Join(errs...))
 		}
 	}
-	jobs, err := run.CreateAll(ctx, o.client, all, o.DryRun, func(obj runtime.Object) error {
+	jobs, err := createAll(ctx, o.client, all, o.DryRun, func(obj runtime.Object) error {
 		return o.printer.PrintObj(obj, o.Out)
 	})
 	if err != nil {
 		return err
 	}
 	return o.await(ctx, jobs)
+}
+
+func warn(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "Warning: "+format+"\n", args...)
 }

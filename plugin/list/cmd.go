@@ -1,4 +1,4 @@
-package app
+package list
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	plugprinters "github.com/torus-mpi/torus/plugin/printers"
 )
 
 const listExample = `  # MPI jobs of the current namespace
@@ -29,8 +28,8 @@ const listExample = `  # MPI jobs of the current namespace
   # For scripts: the TrainJobs as JSON
   kubectl mpi list -l team=vision -o json`
 
-// ListOptions are the flags and clients of kubectl mpi list.
-type ListOptions struct {
+// listOptions are the flags and clients of kubectl mpi list.
+type listOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 	PrintFlags *genericclioptions.PrintFlags
@@ -49,9 +48,9 @@ type ListOptions struct {
 	clock     clock.PassiveClock
 }
 
-// NewListOptions returns list's defaults.
-func NewListOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *ListOptions {
-	return &ListOptions{
+// newListOptions returns list's defaults.
+func newListOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *listOptions {
+	return &listOptions{
 		getter:     getter,
 		IOStreams:  streams,
 		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.New()),
@@ -60,15 +59,16 @@ func NewListOptions(getter plugclient.Getter, streams genericiooptions.IOStreams
 	}
 }
 
-func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewListOptions(getter, streams)
+// NewCmd returns kubectl mpi list.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newListOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "list [-A] [-l SELECTOR] [-o wide|json|yaml|name]",
 		Aliases: []string{"ls"},
 		Short:   "List MPI jobs: state, workers ready, slots, queue, age",
 		Example: listExample,
-		Args:    exactArgs(0, "no arguments"),
-		RunE:    runE(o),
+		Args:    cmdutil.ExactArgs(0, "no arguments"),
+		RunE:    cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace")
 	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", "", "Label selector, e.g. team=vision")
@@ -78,7 +78,7 @@ func newListCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 }
 
 // Complete reads the namespace and the client, and sets up the printer.
-func (o *ListOptions) Complete(_ *cobra.Command, _ []string) error {
+func (o *listOptions) Complete(_ *cobra.Command, _ []string) error {
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
 		return err
@@ -102,7 +102,7 @@ func (o *ListOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate checks -l and -o.
-func (o *ListOptions) Validate() error {
+func (o *listOptions) Validate() error {
 	sel, err := mpiSelector(o.LabelSelector)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (o *ListOptions) Validate() error {
 // Run lists and prints, a page at a time: the API server returns jobs in
 // namespace and name order, and table rows go through one tab writer, so
 // that columns line up across pages as in kubectl get.
-func (o *ListOptions) Run(ctx context.Context) error {
+func (o *listOptions) Run(ctx context.Context) error {
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: o.selector}, client.Limit(o.ChunkSize)}
 	if !o.AllNamespaces {
 		opts = append(opts, client.InNamespace(o.namespace))
@@ -154,7 +154,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 			for i := range page.Items {
 				infos = append(infos, job.Resolve(ctx, runtimes, &page.Items[i]))
 			}
-			if err := o.printer.PrintObj(plugprinters.JobTable(infos, o.clock.Now()), out); err != nil {
+			if err := o.printer.PrintObj(jobTable(infos, o.clock.Now()), out); err != nil {
 				return err
 			}
 		}
@@ -179,4 +179,13 @@ func (o *ListOptions) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// mpiSelector selects MPI TrainJobs within a user's -l selector.
+func mpiSelector(user string) (labels.Selector, error) {
+	sel, err := job.Selector(user)
+	if err != nil {
+		return nil, cmdutil.UsageError("-l %q: %v", user, err)
+	}
+	return sel, nil
 }

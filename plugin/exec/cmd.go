@@ -1,4 +1,4 @@
-package app
+package exec
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/exec"
 	"github.com/torus-mpi/torus/plugin/job"
 )
 
@@ -33,8 +32,8 @@ const execRankExample = `  # A shell on the pod of rank 13
   # Which GPUs does every worker see?
   kubectl mpi exec-rank pi --all -- nvidia-smi -L`
 
-// ExecRankOptions are the flags and clients of kubectl mpi exec-rank.
-type ExecRankOptions struct {
+// execRankOptions are the flags and clients of kubectl mpi exec-rank.
+type execRankOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -54,20 +53,21 @@ type ExecRankOptions struct {
 	config     *rest.Config
 }
 
-// NewExecRankOptions returns exec-rank's defaults.
-func NewExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *ExecRankOptions {
-	return &ExecRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
+// newExecRankOptions returns exec-rank's defaults.
+func newExecRankOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *execRankOptions {
+	return &execRankOptions{getter: getter, IOStreams: streams, Container: mpi.TrainerContainer}
 }
 
-func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewExecRankOptions(getter, streams)
+// NewCmd returns kubectl mpi exec-rank.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newExecRankOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "exec-rank NAME RANK [-it] -- COMMAND [ARGS...] | exec-rank NAME --all -- COMMAND [ARGS...]",
 		Short:             "Run a command in the pod of an MPI rank, or on every worker",
 		Long:              execRankLong,
 		Example:           execRankExample,
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&o.Stdin, "stdin", "i", false, "Pass standard input to the command")
@@ -80,7 +80,7 @@ func newExecRankCmd(getter plugclient.Getter, streams genericiooptions.IOStreams
 
 // Complete splits the arguments into NAME, RANK and the command, and reads
 // the namespace and the clients.
-func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *execRankOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.positional = args
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.positional, o.command = args[:dash], args[dash:]
@@ -97,7 +97,7 @@ func (o *ExecRankOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the arguments and reads RANK.
-func (o *ExecRankOptions) Validate() error {
+func (o *execRankOptions) Validate() error {
 	pos := o.positional
 	if len(o.command) == 0 {
 		return cmdutil.UsageError("give the command after --, e.g. kubectl mpi exec-rank pi 3 -- hostname")
@@ -127,7 +127,7 @@ func (o *ExecRankOptions) Validate() error {
 }
 
 // Run execs.
-func (o *ExecRankOptions) Run(ctx context.Context) error {
+func (o *execRankOptions) Run(ctx context.Context) error {
 	c, kube, cfg := o.client, o.kube, o.config
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
@@ -139,11 +139,11 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.All {
-		targets, err := exec.Workers(info, pods)
+		targets, err := workers(info, pods)
 		if err != nil {
 			return err
 		}
-		results := exec.All(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
+		results := execAll(ctx, cfg, kube, targets, o.Container, o.command, o.Out, o.ErrOut)
 		failed := 0
 		var errs []error
 		for _, r := range results {
@@ -162,14 +162,14 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 		return nil
 	}
 
-	target, err := exec.ForRank(info, pods, o.rank)
+	target, err := forRank(info, pods, o.rank)
 	if err != nil {
 		return err
 	}
 	if !o.Quiet {
 		fmt.Fprintf(o.ErrOut, "rank %d runs on %s (%s), pod %s\n", o.rank, target.Host.Name(), target.Ranks, target.Pod.Name)
 	}
-	req := exec.Request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
+	req := request{Pod: target.Pod, Container: o.Container, Command: o.command, Stdout: o.Out, Stderr: o.ErrOut}
 	if o.Stdin {
 		req.Stdin = o.In
 	}
@@ -183,12 +183,12 @@ func (o *ExecRankOptions) Run(ctx context.Context) error {
 			}
 		} else {
 			req.TTY = true
-			req.Sizes = exec.SizeQueue(tty.MonitorSize(tty.GetSize()))
+			req.Sizes = remoteSizes(tty.MonitorSize(tty.GetSize()))
 		}
 	}
 	var code int
 	run := func() (err error) {
-		code, err = exec.Run(ctx, cfg, kube, req)
+		code, err = execute(ctx, cfg, kube, req)
 		return err
 	}
 	if req.TTY {

@@ -1,6 +1,5 @@
-// Package printers renders kubectl-mpi's tables as metav1.Table, printed by
-// cli-runtime's table printer like kubectl get's.
-package printers
+// Package list is kubectl mpi list: MPI jobs as a table, or as objects.
+package list
 
 import (
 	"fmt"
@@ -15,12 +14,13 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/printers"
 )
 
-// JobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
+// jobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
 // (ready/total), SLOTS (MPI ranks), QUEUE, DURATION, AGE, and with -o wide the MPI
 // implementation, runtime, time in state and the state's message.
-func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
+func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Name", Type: "string", Format: "name"},
@@ -56,8 +56,8 @@ func JobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			Cells: []any{
 				tj.Name, st.Phase,
 				fmt.Sprintf("%d/%d", readyWorkers(tj), workers),
-				slots, queue, Duration(trainjob.TimesOf(tj), now), Age(tj.CreationTimestamp.Time, now),
-				impl, runtimeName(tj), Age(st.Since, now), Truncate(st.Message, 100),
+				slots, queue, jobDuration(trainjob.TimesOf(tj), now), printers.Age(tj.CreationTimestamp.Time, now),
+				impl, runtimeName(tj), printers.Age(st.Since, now), printers.Truncate(st.Message, 100),
 			},
 			Object: runtime.RawExtension{Object: tj},
 		})
@@ -82,30 +82,12 @@ func runtimeName(tj *trainer.TrainJob) string {
 	return kind + "/" + tj.Spec.RuntimeRef.Name
 }
 
-// Age renders a duration since t as kubectl does ("5m", "2d3h"); "<unknown>"
-// for a zero time.
-func Age(t, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(now.Sub(t))
-}
-
-// Duration renders how long a job ran as kubectl get jobs does ("<none>"
+// jobDuration renders how long a job ran as kubectl get jobs does ("<none>"
 // for a job not started).
-func Duration(t trainjob.Times, now time.Time) string {
+func jobDuration(t trainjob.Times, now time.Time) string {
 	d, ok := t.Duration(now)
 	if !ok {
 		return "<none>"
 	}
 	return duration.HumanDuration(d)
-}
-
-// Truncate shortens s to n characters with an ellipsis.
-func Truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -1,4 +1,4 @@
-package printers
+package top
 
 import (
 	"fmt"
@@ -9,13 +9,12 @@ import (
 
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/top"
 )
 
-// TopTable is the table of kubectl mpi top: per launcher and worker pod its
+// podTable is the table of kubectl mpi top: per launcher and worker pod its
 // ranks, node, CPU and memory in use against what it requested, and its
 // GPUs.
-func TopTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]top.Usage) *metav1.Table {
+func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUsage) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Host", Type: "string"},

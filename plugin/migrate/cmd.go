@@ -1,4 +1,4 @@
-package app
+package migrate
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/migrate"
-	"github.com/torus-mpi/torus/plugin/run"
 )
 
 const migrateLong = `Convert legacy Kubeflow MPIJobs (kubeflow.org/v2beta1, mpi-operator v0.8.2) into TrainJobs that Torus runs.
@@ -42,8 +40,8 @@ const migrateExample = `  # Convert one manifest and read what changed
   # Fail (in CI) when any field has no exact equivalent
   kubectl mpi migrate -f manifests/ -R --strict > /dev/null`
 
-// MigrateOptions are the flags and clients of kubectl mpi migrate.
-type MigrateOptions struct {
+// migrateOptions are the flags and clients of kubectl mpi migrate.
+type migrateOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -58,25 +56,26 @@ type MigrateOptions struct {
 	DryRun        string
 	Strict        bool
 
-	mode      migrate.RuntimeMode
-	format    migrate.Format
+	mode      RuntimeMode
+	format    outputFormat
 	namespace string
 	client    dynamic.Interface
 }
 
-// NewMigrateOptions returns options with the defaults.
-func NewMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *MigrateOptions {
-	return &MigrateOptions{
+// newMigrateOptions returns options with the defaults.
+func newMigrateOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *migrateOptions {
+	return &migrateOptions{
 		getter:      getter,
 		IOStreams:   streams,
-		RuntimeMode: string(migrate.RuntimeModeReuse),
-		Output:      string(migrate.FormatYAML),
-		DryRun:      run.DryRunNone,
+		RuntimeMode: string(RuntimeModeReuse),
+		Output:      string(formatYAML),
+		DryRun:      cmdutil.DryRunNone,
 	}
 }
 
-func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewMigrateOptions(getter, streams)
+// NewCmd returns kubectl mpi migrate.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newMigrateOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "migrate (-f FILE|DIR|- [-R] | --from-cluster [-A]) [--runtime-mode=reuse|generate] [-o yaml|json] [--output-dir DIR] [--apply [--dry-run=server]] [--strict]",
 		Short:   "Convert legacy MPIJobs (kubeflow.org/v2beta1) into TrainJobs, reporting every change",
@@ -88,7 +87,7 @@ func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams)
 			}
 			return nil
 		},
-		RunE: runE(o),
+		RunE: cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.Filenames, "filename", "f", nil, "MPIJob manifests: a file, a directory (its .yaml, .yml and .json files) or - for standard input; repeatable")
@@ -106,9 +105,9 @@ func newMigrateCmd(getter plugclient.Getter, streams genericiooptions.IOStreams)
 
 // Complete reads the flags into typed values and, when the cluster is
 // needed, the namespace and the client: converting files needs no cluster.
-func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
-	o.mode = migrate.RuntimeMode(o.RuntimeMode)
-	o.format = migrate.Format(strings.ToLower(o.Output))
+func (o *migrateOptions) Complete(_ *cobra.Command, _ []string) error {
+	o.mode = RuntimeMode(o.RuntimeMode)
+	o.format = outputFormat(strings.ToLower(o.Output))
 	if !o.FromCluster && !o.Apply {
 		return nil
 	}
@@ -124,7 +123,7 @@ func (o *MigrateOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate refuses flag combinations that cannot mean anything.
-func (o *MigrateOptions) Validate() error {
+func (o *migrateOptions) Validate() error {
 	if len(o.Filenames) == 0 && !o.FromCluster {
 		return cmdutil.UsageError("nothing to migrate: give manifests with -f FILE|DIR|- or read the cluster's MPIJobs with --from-cluster")
 	}
@@ -134,15 +133,15 @@ func (o *MigrateOptions) Validate() error {
 	if o.Recursive && len(o.Filenames) == 0 {
 		return cmdutil.UsageError("-R/--recursive applies to directories given with -f")
 	}
-	if !slices.Contains(migrate.RuntimeModes, o.mode) {
+	if !slices.Contains(RuntimeModes, o.mode) {
 		return cmdutil.UsageError("--runtime-mode=%q: use reuse or generate", o.RuntimeMode)
 	}
-	if !slices.Contains(migrate.Formats, o.format) {
+	if !slices.Contains(outputFormats, o.format) {
 		return cmdutil.UsageError("--output=%q: use yaml or json", o.Output)
 	}
 	switch o.DryRun {
-	case run.DryRunNone:
-	case run.DryRunServer:
+	case cmdutil.DryRunNone:
+	case cmdutil.DryRunServer:
 		if !o.Apply {
 			return cmdutil.UsageError("--dry-run=server checks what --apply would create: add --apply (without --apply nothing is sent to the cluster)")
 		}
@@ -153,13 +152,13 @@ func (o *MigrateOptions) Validate() error {
 }
 
 // Run converts, reports, writes and applies.
-func (o *MigrateOptions) Run(ctx context.Context) error {
-	r := &migrate.Run{
+func (o *migrateOptions) Run(ctx context.Context) error {
+	r := &migration{
 		Filenames: o.Filenames, Recursive: o.Recursive, FromCluster: o.FromCluster,
-		Format: o.format, Options: migrate.Options{RuntimeMode: o.mode},
+		Format: o.format, Options: Options{RuntimeMode: o.mode},
 		OutputDir: o.OutputDir, Apply: o.Apply, Strict: o.Strict,
-		Cluster: &migrate.Cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
-			DryRun: o.DryRun == run.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
+		Cluster: &cluster{Client: o.client, Namespace: o.namespace, AllNamespaces: o.AllNamespaces,
+			DryRun: o.DryRun == cmdutil.DryRunServer, Out: o.Out, ErrOut: o.ErrOut},
 		In: o.In, Out: o.Out, ErrOut: o.ErrOut,
 	}
 	return r.Do(ctx)

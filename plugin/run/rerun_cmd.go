@@ -1,4 +1,4 @@
-package app
+package run
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/run"
 )
 
 const rerunLong = `Run a job again with the same configuration, or clone it and change some of it: the job's spec is
@@ -28,29 +27,31 @@ const rerunExample = `  # Retry a failed job as it was
   # Clone it with more memory and 8 workers, and wait for the result
   kubectl mpi rerun pi --name pi-big --memory 32Gi --workers 8 --wait`
 
-// RerunOptions are the flags and clients of kubectl mpi rerun.
-type RerunOptions struct {
-	*RunOptions
+// rerunOptions are the flags and clients of kubectl mpi rerun.
+type rerunOptions struct {
+	*runOptions
 	NewName string
 }
 
-// NewRerunOptions returns rerun's defaults: run's, with the job taken from
+// newRerunOptions returns rerun's defaults: run's, with the job taken from
 // an existing one.
-func NewRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *RerunOptions {
-	o := &RerunOptions{RunOptions: NewRunOptions(getter, streams)}
+func newRerunOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *rerunOptions {
+	o := &rerunOptions{runOptions: newRunOptions(getter, streams)}
 	o.rerun = true
 	return o
 }
 
-func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewRerunOptions(getter, streams)
+// NewRerunCmd returns kubectl mpi rerun: run's flags, taken as overrides of
+// an existing job, and --name.
+func NewRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newRerunOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "rerun NAME [--name NEW] [run flags] [-- COMMAND [ARGS...]]",
 		Short:             "Run a job again, or a modified copy of it, under a new name",
 		Long:              rerunLong,
 		Example:           rerunExample,
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	addJobFlags(cmd.Flags(), &o.Job)
 	o.addRunFlags(cmd)
@@ -59,15 +60,15 @@ func newRerunCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *
 }
 
 // Validate checks that a job is named, then the flags as run does.
-func (o *RerunOptions) Validate() error {
+func (o *rerunOptions) Validate() error {
 	if o.name == "" {
 		return cmdutil.UsageError("rerun needs the name of the job to run again")
 	}
-	return o.RunOptions.Validate()
+	return o.runOptions.Validate()
 }
 
 // Run copies, overrides and submits.
-func (o *RerunOptions) Run(ctx context.Context) error {
+func (o *rerunOptions) Run(ctx context.Context) error {
 	orig, err := job.Get(ctx, o.client, o.namespace, o.name)
 	if err != nil {
 		return err
@@ -82,32 +83,32 @@ func (o *RerunOptions) Run(ctx context.Context) error {
 		for _, tj := range list.Items {
 			taken.Insert(tj.Name)
 		}
-		name = run.NextName(orig, taken.Has)
+		name = nextName(orig, taken.Has)
 	}
 	spec, vols, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
-	if o.changed(run.FlagMPI) && !o.changed(run.FlagRuntime) {
+	if o.changed(flagMPI) && !o.changed(flagRuntime) {
 		// Another implementation means its runtime.
 		spec.Runtime, spec.RuntimeKind = spec.Implementation.RuntimeName(), trainer.ClusterTrainingRuntimeKind
 	}
 
-	clone := run.Clone(orig, name)
+	clone := cloneJob(orig, name)
 	// A job with volumes ran on its own copy of a runtime, which goes with
 	// it: the rerun gets a new copy of the same runtime with the same
 	// volumes (and any new ones).
 	if kind := ptr.Deref(orig.Spec.RuntimeRef.Kind, ""); kind == trainer.TrainingRuntimeKind {
 		var rt trainer.TrainingRuntime
 		if err := o.client.Get(ctx, client.ObjectKey{Namespace: orig.Namespace, Name: orig.Spec.RuntimeRef.Name}, &rt); err == nil {
-			if base, copied, ok := run.CopiedRuntime(rt.Annotations, &rt.Spec); ok {
+			if base, copied, ok := copiedRuntime(rt.Annotations, &rt.Spec); ok {
 				clone.Spec.RuntimeRef = base
 				vols = append(copied, vols...)
 			}
 		}
 	}
 	spec.Apply(clone)
-	plan, err := run.Check(ctx, o.client, clone, spec.Implementation, true, vols)
+	plan, err := check(ctx, o.client, clone, spec.Implementation, true, vols)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package doctor
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/torus-mpi/torus/pkg/mpi"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/doctor"
 )
 
 const doctorLong = `Check that the cluster can run MPI jobs with Torus, and that you can: the Trainer, Torus, JobSet and
@@ -24,8 +23,8 @@ your permissions in the namespace, the LocalQueues you may use, the MPINetworkPr
 NetworkAttachmentDefinitions, and the GPUs nodes offer. Each check passes, warns or fails and says how
 to fix it. Exit code 1 when a check fails.`
 
-// DoctorOptions are the flags and clients of kubectl mpi doctor.
-type DoctorOptions struct {
+// doctorOptions are the flags and clients of kubectl mpi doctor.
+type doctorOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 	Output  string
@@ -38,20 +37,21 @@ type DoctorOptions struct {
 	kube      kubernetes.Interface
 }
 
-// NewDoctorOptions returns doctor's defaults.
-func NewDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DoctorOptions {
-	return &DoctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
+// newDoctorOptions returns doctor's defaults.
+func newDoctorOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *doctorOptions {
+	return &doctorOptions{getter: getter, IOStreams: streams, MPI: "openmpi"}
 }
 
-func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewDoctorOptions(getter, streams)
+// NewCmd returns kubectl mpi doctor.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newDoctorOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:     "doctor [-o json]",
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
 		Long:    doctorLong,
 		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov",
-		Args:    exactArgs(0, "no arguments"),
-		RunE:    runE(o),
+		Args:    cmdutil.ExactArgs(0, "no arguments"),
+		RunE:    cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
 	cmd.Flags().StringVar(&o.Network, "network", "", "Also run the operator's preflight for this MPINetworkProfile in the namespace")
@@ -60,7 +60,7 @@ func newDoctorCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 }
 
 // Complete reads the namespace and the clients.
-func (o *DoctorOptions) Complete(_ *cobra.Command, _ []string) error {
+func (o *doctorOptions) Complete(_ *cobra.Command, _ []string) error {
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
 		return err
@@ -70,7 +70,7 @@ func (o *DoctorOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate checks -o and reads --mpi.
-func (o *DoctorOptions) Validate() error {
+func (o *doctorOptions) Validate() error {
 	if o.Output != "" && o.Output != "json" {
 		return cmdutil.UsageError("-o %q: use json, or nothing for the report", o.Output)
 	}
@@ -83,8 +83,8 @@ func (o *DoctorOptions) Validate() error {
 }
 
 // Run checks and reports.
-func (o *DoctorOptions) Run(ctx context.Context) error {
-	d := &doctor.Doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
+func (o *doctorOptions) Run(ctx context.Context) error {
+	d := &doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)
@@ -95,18 +95,18 @@ func (o *DoctorOptions) Run(ctx context.Context) error {
 	} else if err := writeDoctor(o.Out, results); err != nil {
 		return err
 	}
-	if doctor.Failed(results) {
+	if failed(results) {
 		return cmdutil.WithCode(cmdutil.ExitFailure, nil)
 	}
 	return nil
 }
 
-func writeDoctor(w io.Writer, results []doctor.Result) error {
+func writeDoctor(w io.Writer, results []result) error {
 	width := 0
 	for _, r := range results {
 		width = max(width, len(r.Check))
 	}
-	counts := map[doctor.Status]int{}
+	counts := map[status]int{}
 	for _, r := range results {
 		counts[r.Status]++
 		if _, err := fmt.Fprintf(w, "%s  %-*s  %s\n", r.Status, width, r.Check, r.Message); err != nil {
@@ -116,6 +116,6 @@ func writeDoctor(w io.Writer, results []doctor.Result) error {
 			fmt.Fprintf(w, "      %s  fix: %s\n", strings.Repeat(" ", width), r.Fix)
 		}
 	}
-	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[doctor.Pass], counts[doctor.Warn], counts[doctor.Fail])
+	_, err := fmt.Fprintf(w, "\n%d passed, %d warnings, %d failed\n", counts[pass], counts[warn], counts[fail])
 	return err
 }

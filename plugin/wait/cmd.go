@@ -1,4 +1,4 @@
-package app
+package wait
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
-	"github.com/torus-mpi/torus/plugin/wait"
+	"github.com/torus-mpi/torus/plugin/printers"
 )
 
 const waitExample = `  # Block until the job completes; exit 3 (with the failure) if it fails, 4 after 1h
@@ -21,8 +21,8 @@ const waitExample = `  # Block until the job completes; exit 3 (with the failure
   # Block until the launcher and every worker run
   kubectl mpi wait pi --for=condition=Running`
 
-// WaitOptions are the flags and clients of kubectl mpi wait.
-type WaitOptions struct {
+// waitOptions are the flags and clients of kubectl mpi wait.
+type waitOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -31,18 +31,19 @@ type WaitOptions struct {
 
 	name      string
 	namespace string
-	cond      wait.Condition
+	cond      Condition
 	client    client.WithWatch
 	clock     clock.WithTicker
 }
 
-// NewWaitOptions returns wait's defaults.
-func NewWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *WaitOptions {
-	return &WaitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
+// newWaitOptions returns wait's defaults.
+func newWaitOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *waitOptions {
+	return &waitOptions{getter: getter, IOStreams: streams, For: "condition=Complete", clock: clock.RealClock{}}
 }
 
-func newWaitCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewWaitOptions(getter, streams)
+// NewCmd returns kubectl mpi wait.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newWaitOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:   "wait NAME --for=condition=Complete|Failed|Running [--timeout D]",
 		Short: "Wait for a job to complete, fail or run",
@@ -52,9 +53,9 @@ failure is printed); 4 when --timeout passed first; 1 when the job does not exis
 once when the Torus operator is not running (its leader lease is stale), since the job cannot progress.
 A job that completed counts as having run (Running).`,
 		Example:           waitExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVar(&o.For, "for", o.For, "condition=Complete, condition=Failed or condition=Running")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "Give up after this long (exit 4); 0 waits forever")
@@ -62,15 +63,15 @@ A job that completed counts as having run (Running).`,
 }
 
 // Complete reads NAME, the namespace and the client.
-func (o *WaitOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *waitOptions) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	o.name, o.namespace, o.client, err = completeJob(o.getter, args)
+	o.name, o.namespace, o.client, err = cmdutil.CompleteJob(o.getter, args)
 	return err
 }
 
 // Validate reads --for.
-func (o *WaitOptions) Validate() error {
-	cond, err := wait.ParseFor(o.For)
+func (o *waitOptions) Validate() error {
+	cond, err := parseFor(o.For)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
@@ -82,11 +83,11 @@ func (o *WaitOptions) Validate() error {
 }
 
 // Run waits.
-func (o *WaitOptions) Run(ctx context.Context) error {
-	w := &wait.Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
+func (o *waitOptions) Run(ctx context.Context) error {
+	w := &Waiter{Client: o.client, ErrOut: o.ErrOut, Clock: o.clock, Timeout: o.Timeout}
 	tj, err := w.Until(ctx, o.namespace, o.name, o.cond)
 	if err != nil {
 		return err
 	}
-	return printName(o.Out, tj, fmt.Sprintf("condition met: %s", o.cond))
+	return printers.PrintName(o.Out, tj, fmt.Sprintf("condition met: %s", o.cond))
 }

@@ -1,4 +1,7 @@
-package app
+// Package delete is kubectl mpi delete: it deletes MPI jobs in the
+// foreground, so that their JobSet and pods go first, and with --wait waits
+// until nothing of them is left.
+package delete
 
 import (
 	"context"
@@ -15,6 +18,7 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/plugin/printers"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -24,8 +28,8 @@ const deleteExample = `  # Delete two jobs (their pods, JobSet, keys and hostfil
   # Delete every MPI job of the namespace and wait until they are gone
   kubectl mpi delete --all --wait`
 
-// DeleteOptions are the flags and clients of kubectl mpi delete.
-type DeleteOptions struct {
+// deleteOptions are the flags and clients of kubectl mpi delete.
+type deleteOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -38,19 +42,20 @@ type DeleteOptions struct {
 	client    client.WithWatch
 }
 
-// NewDeleteOptions returns delete's defaults.
-func NewDeleteOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *DeleteOptions {
-	return &DeleteOptions{getter: getter, IOStreams: streams}
+// newDeleteOptions returns delete's defaults.
+func newDeleteOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *deleteOptions {
+	return &deleteOptions{getter: getter, IOStreams: streams}
 }
 
-func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewDeleteOptions(getter, streams)
+// NewCmd returns kubectl mpi delete.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newDeleteOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "delete NAME... | --all [--wait]",
 		Short:             "Delete MPI jobs with everything they own",
 		Example:           deleteExample,
-		ValidArgsFunction: completeJobNames(getter, -1),
-		RunE:              runE(o),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, -1),
+		RunE:              cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVar(&o.All, "all", false, "Delete every MPI job of the namespace")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "Wait until the jobs are gone")
@@ -59,7 +64,7 @@ func newDeleteCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) 
 }
 
 // Complete reads the names, the namespace and the client.
-func (o *DeleteOptions) Complete(_ *cobra.Command, args []string) error {
+func (o *deleteOptions) Complete(_ *cobra.Command, args []string) error {
 	o.names = args
 	var err error
 	if o.namespace, err = o.getter.Namespace(); err != nil {
@@ -70,7 +75,7 @@ func (o *DeleteOptions) Complete(_ *cobra.Command, args []string) error {
 }
 
 // Validate checks that jobs are named one way.
-func (o *DeleteOptions) Validate() error {
+func (o *deleteOptions) Validate() error {
 	switch {
 	case o.All && len(o.names) > 0:
 		return cmdutil.UsageError("--all deletes every MPI job of the namespace: drop the names %q, or drop --all", o.names)
@@ -83,7 +88,7 @@ func (o *DeleteOptions) Validate() error {
 }
 
 // Run deletes.
-func (o *DeleteOptions) Run(ctx context.Context) error {
+func (o *deleteOptions) Run(ctx context.Context) error {
 	c := o.client
 	var jobs []*trainer.TrainJob
 	var errs []error
@@ -119,7 +124,7 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 			continue
 		}
 		deleted = append(deleted, tj)
-		if err := printName(o.Out, tj, "deleted"); err != nil {
+		if err := printers.PrintName(o.Out, tj, "deleted"); err != nil {
 			return err
 		}
 	}

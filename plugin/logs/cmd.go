@@ -1,4 +1,4 @@
-package app
+package logs
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/job"
-	"github.com/torus-mpi/torus/plugin/logs"
 	"github.com/torus-mpi/torus/plugin/wait"
 )
 
@@ -35,8 +34,8 @@ const logsExample = `  # Every pod of the job, each line prefixed [launcher] or 
   # Why did worker 1 restart?
   kubectl mpi logs pi --worker 1 --previous`
 
-// LogsOptions are the flags and clients of kubectl mpi logs.
-type LogsOptions struct {
+// logsOptions are the flags and clients of kubectl mpi logs.
+type logsOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
 
@@ -57,20 +56,21 @@ type LogsOptions struct {
 	kube      kubernetes.Interface
 }
 
-// NewLogsOptions returns logs' defaults.
-func NewLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *LogsOptions {
-	return &LogsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
+// newLogsOptions returns logs' defaults.
+func newLogsOptions(getter plugclient.Getter, streams genericiooptions.IOStreams) *logsOptions {
+	return &logsOptions{getter: getter, IOStreams: streams, Tail: -1, Container: mpi.TrainerContainer}
 }
 
-func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewLogsOptions(getter, streams)
+// NewCmd returns kubectl mpi logs.
+func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := newLogsOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "logs NAME [--rank N | --worker I | --launcher] [-f] [--since D] [--tail N] [--timestamps]",
 		Short:             "Stream the logs of every pod of a job at once, each line prefixed with its host",
 		Example:           logsExample,
-		Args:              exactArgs(1, "one job name"),
-		ValidArgsFunction: completeJobNames(getter, 1),
-		RunE:              runE(o),
+		Args:              cmdutil.ExactArgs(1, "one job name"),
+		ValidArgsFunction: cmdutil.CompleteJobNames(getter, 1),
+		RunE:              cmdutil.RunE(o),
 	}
 	f := cmd.Flags()
 	f.Int32Var(&o.Rank, "rank", 0, "Only the pod that runs this MPI rank")
@@ -87,7 +87,7 @@ func newLogsCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *c
 
 // Complete reads NAME, which flags were given, the namespace and the
 // clients.
-func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) error {
+func (o *logsOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.name = args[0]
 	o.changed = cmd.Flags().Changed
 	var err error
@@ -99,7 +99,7 @@ func (o *LogsOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 // Validate checks the flags.
-func (o *LogsOptions) Validate() error {
+func (o *logsOptions) Validate() error {
 	n := 0
 	for _, f := range []string{"rank", "worker", "launcher"} {
 		if o.changed(f) {
@@ -128,9 +128,9 @@ func (o *LogsOptions) Validate() error {
 }
 
 // Run streams the logs.
-func (o *LogsOptions) Run(ctx context.Context) error {
+func (o *logsOptions) Run(ctx context.Context) error {
 	c := o.client
-	opts := logs.Options{
+	opts := Options{
 		Namespace:     o.namespace,
 		LabelSelector: api.LabelJobName + "=" + o.name,
 		Prefix:        job.HostPrefix,
@@ -152,7 +152,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		pods, err := logs.List(lctx, o.kube, opts)
+		pods, err := listPods(lctx, o.kube, opts)
 		listed <- listing{pods, err}
 	}()
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
@@ -185,11 +185,11 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		}()
 		opts.Ended = ended
 	}
-	return logs.Stream(ctx, o.kube, opts)
+	return Stream(ctx, o.kube, opts)
 }
 
 // include picks the pods of --rank, --worker or --launcher.
-func (o *LogsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
+func (o *logsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
 	switch {
 	case o.changed("launcher"):
 		return func(p *corev1.Pod) bool { return p.Labels[api.LabelRole] == api.RoleLauncher }, nil
