@@ -79,6 +79,14 @@ func printFailures(path string) (int, error) {
 			for _, line := range tail(msg, tailLines) {
 				fmt.Printf("    %s\n", line)
 			}
+			// What the spec attached to its failure, such as its jobs'
+			// descriptions and their pods' last lines.
+			for _, e := range s.ReportEntries {
+				fmt.Printf("    --- %s\n", e.Name)
+				for _, line := range tail(e.StringRepresentation(), tailLines) {
+					fmt.Printf("    %s\n", line)
+				}
+			}
 		}
 	}
 	return n, nil

@@ -6,10 +6,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/pkg/scheme"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -46,4 +50,29 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.New()})
 	Expect(err).NotTo(HaveOccurred())
 	installRuntimes()
+})
+
+// A failed spec reports every TrainJob of the cluster that has not
+// completed: its description (the failing rank, its cause, the end of its
+// own output) and its ranks' last log lines, before the spec's clean-up
+// deletes them.
+var _ = JustAfterEach(func() {
+	if !CurrentSpecReport().Failed() {
+		return
+	}
+	var jobs trainer.TrainJobList
+	if err := k8sClient.List(ctx, &jobs); err != nil {
+		AddReportEntry("TrainJobs", "listing them: "+err.Error())
+		return
+	}
+	var b strings.Builder
+	for _, tj := range jobs.Items {
+		if trainjob.StateOf(&tj).Phase == trainjob.PhaseComplete {
+			continue
+		}
+		d := mpiCmd("-n", tj.Namespace, "describe", tj.Name)
+		l := mpiCmd("-n", tj.Namespace, "logs", tj.Name, "--tail", "20")
+		fmt.Fprintf(&b, "--- %s/%s\n%s%s--- its ranks' last lines\n%s%s\n", tj.Namespace, tj.Name, d.Stdout, d.Stderr, l.Stdout, l.Stderr)
+	}
+	AddReportEntry("TrainJobs that did not complete", b.String())
 })
