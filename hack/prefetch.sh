@@ -20,7 +20,7 @@ modules() {
   # The downloads run beside the builds below: a build fetches what it
   # lacks itself, and Go's module cache lets two go commands share it.
   {
-    TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" controller-gen cluster trainer node olm ||
+    TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" staticcheck controller-gen cluster trainer node olm ||
       echo "prefetch: the helper modules: failed"
   } &
   # Meanwhile, at the lowest priority, the binaries make test needs, in the
