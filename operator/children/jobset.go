@@ -39,6 +39,10 @@ type BuildOptions struct {
 	KueueJobSets bool
 }
 
+// IstioInject is Istio's pod label that turns its sidecar injection on or
+// off for a pod.
+const IstioInject = "sidecar.istio.io/inject"
+
 // kueuePodSetGroupForJobs groups the launcher's and the workers' pod sets
 // for Kueue's topology-aware scheduling.
 const kueuePodSetGroupForJobs = "mpi"
@@ -205,6 +209,13 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 	pod.Labels[api.LabelJobName] = b.tj.Name
 	pod.Labels[api.LabelRole] = role
+	if _, set := pod.Labels[IstioInject]; !set {
+		// A service mesh's sidecar would sit between the ranks: it takes
+		// sshd's port and MPI's dynamic ones for its own proxying and
+		// mutual TLS, and the launcher's ssh and the ranks' connections
+		// fail. A runtime that sets the label keeps its choice.
+		pod.Labels[IstioInject] = "false"
+	}
 	if b.topology != "" {
 		// Both pod sets in one group: launcher and workers share a domain.
 		if pod.Annotations == nil {

@@ -181,6 +181,25 @@ func TestBuildJobSetPerImplementation(t *testing.T) {
 	}
 }
 
+// MPI pods keep a service mesh's sidecar out, unless the runtime decides.
+func TestBuildJobSetNoMeshSidecar(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI")
+	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+		if rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
+			rj.Template.Spec.Template.Labels = map[string]string{children.IstioInject: "true"}
+		}
+	}
+	js, _ := build(t, wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj(), rt)
+	want := map[string]string{mpi.LauncherJob: "true", mpi.NodeJob: "false"}
+	got := map[string]string{}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		got[rj.Name] = rj.Template.Spec.Template.Labels[children.IstioInject]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s per replicated job (-want,+got):\n%s", children.IstioInject, diff)
+	}
+}
+
 // Every container Torus runs or configures keeps the end of its output in
 // its status when it fails, unless the runtime chose a policy itself.
 func TestBuildJobSetTerminationMessages(t *testing.T) {
