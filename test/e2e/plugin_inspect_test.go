@@ -48,10 +48,11 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 		Eventually(condition(trainJobRef(ns, "holder"), trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		succeed(mpiCmd("-n", ns, "run", "queued", "--image", "img", "--runtime", "torus-openmpi-e2e", "--workers", "1",
 			"--slots-per-worker", "4", "--gpus", "4", "--queue", "team", "--", "mpirun", "./train"))
-		// Queued in Kueue, not only waiting for Kueue to take the job up:
-		// the specs read what Kueue says of it.
+		// Queued in Kueue with Kueue's reason, not only waiting for Kueue to
+		// take the job up: the specs read what Kueue says of it.
 		Eventually(condition(trainJobRef(ns, "queued"), trainjob.ConditionAdmitted), timeout, interval).Should(And(
-			HaveField("Status", metav1.ConditionFalse), HaveField("Message", HavePrefix(`Waiting in LocalQueue "team"`))))
+			HaveField("Status", metav1.ConditionFalse),
+			HaveField("Message", And(HavePrefix(`Waiting in LocalQueue "team": `), ContainSubstring("nvidia.com/gpu")))))
 	})
 
 	It("lists MPI jobs with state, workers ready, slots, queue and age", func() {
