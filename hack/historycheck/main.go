@@ -38,6 +38,17 @@ func skipped(path string) bool {
 		strings.HasPrefix(path, "hack/historycheck/")
 }
 
+// findings are the phrases of a line that speak of history, each with why.
+func findings(line string) []string {
+	var out []string
+	for _, p := range phrases {
+		if m := p.re.FindString(line); m != "" {
+			out = append(out, fmt.Sprintf("%q %s", strings.TrimSpace(m), p.say))
+		}
+	}
+	return out
+}
+
 func main() {
 	out, err := exec.Command("git", "ls-files", "-z").Output()
 	if err != nil {
@@ -63,11 +74,9 @@ func main() {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 		for line := 1; sc.Scan(); line++ {
-			for _, p := range phrases {
-				if m := p.re.FindString(sc.Text()); m != "" {
-					fmt.Printf("%s:%d: %q %s\n", path, line, strings.TrimSpace(m), p.say)
-					found++
-				}
+			for _, f := range findings(sc.Text()) {
+				fmt.Printf("%s:%d: %s\n", path, line, f)
+				found++
 			}
 		}
 	}
