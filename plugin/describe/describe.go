@@ -90,6 +90,9 @@ func eventTime(e *corev1.Event) time.Time {
 
 // write renders the description.
 func write(w io.Writer, d *data, now time.Time) error {
+	// Everything shown comes from the server: written by whoever may
+	// write the job, its pods and its events.
+	w = printers.Escaping(w)
 	tj := d.Info.TrainJob
 	st := trainjob.StateOf(tj)
 	placement := d.Info.Placement()

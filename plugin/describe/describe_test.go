@@ -293,3 +293,23 @@ func TestTimes(t *testing.T) {
 		})
 	}
 }
+
+// What others wrote on the job, its pods or its events reaches the reader's
+// terminal with its control characters made visible.
+func TestServerTextEscaped(t *testing.T) {
+	d := failedJob()
+	d.Info.TrainJob.Annotations[api.AnnotationRerunOf] = "pi-1\x1b]0;owned\x07"
+	d.Events[0].Message = "worker-1\rall ranks completed\x1b[2K"
+	var out bytes.Buffer
+	if err := write(&out, d, t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\r\x07") {
+		t.Fatalf("control characters reached the output:\n%q", out.String())
+	}
+	for _, want := range []string{`pi-1^[]0;owned\x07`, `worker-1\rall ranks completed^[[2K`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
