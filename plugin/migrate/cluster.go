@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
@@ -70,6 +71,14 @@ func (c *cluster) Read(ctx context.Context, format outputFormat, opts Options) (
 	out := make([]inputFile, 0, len(list.Items))
 	for i := range list.Items {
 		u := &list.Items[i]
+		// The names become a path under --output-dir: only what the API
+		// server could have admitted as names is used as one.
+		if problems := append(validation.IsDNS1123Label(u.GetNamespace()), validation.IsDNS1123Subdomain(u.GetName())...); len(problems) > 0 {
+			it := &Item{Source: clusterSource, Namespace: u.GetNamespace(), Name: u.GetName(), Findings: []Finding{{Level: LevelError,
+				Message: fmt.Sprintf("the server named an MPIJob %q in namespace %q, which are not valid names (%s): it is not converted", u.GetName(), u.GetNamespace(), strings.Join(problems, "; "))}}}
+			out = append(out, inputFile{Items: []*Item{it}})
+			continue
+		}
 		out = append(out, inputFile{
 			Items:   []*Item{convertObject(clusterSource, u.Object, opts)},
 			OutPath: filepath.Join(u.GetNamespace(), u.GetName()+extension(format, ".yaml")),

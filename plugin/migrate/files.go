@@ -40,13 +40,15 @@ func readStdin(r io.Reader, format outputFormat, opts Options) (inputFile, error
 // readPath converts a file, or the manifest files (.yaml, .yml, .json) of a
 // directory in name order, descending into subdirectories when recursive.
 // A file that cannot be read becomes an item with an error finding: it
-// fails the run, not the other files.
+// fails the run, not the other files. Nothing but regular files is read: a
+// symbolic link is not followed (named, it is an error; met in a
+// directory, a note), and a FIFO or device is not opened.
 func readPath(name string, recursive bool, format outputFormat, opts Options) ([]inputFile, error) {
-	st, err := os.Stat(name)
+	st, err := os.Lstat(name)
 	if err != nil || !st.IsDir() {
 		return []inputFile{readFile(name, filepath.Base(name), format, opts)}, nil
 	}
-	var files []string
+	var files, skipped []string
 	err = filepath.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -57,16 +59,25 @@ func readPath(name string, recursive bool, format outputFormat, opts Options) ([
 			}
 			return nil
 		}
-		if slices.Contains(manifestExtensions, strings.ToLower(filepath.Ext(p))) {
-			files = append(files, p)
+		if !slices.Contains(manifestExtensions, strings.ToLower(filepath.Ext(p))) {
+			return nil
 		}
+		if !d.Type().IsRegular() {
+			skipped = append(skipped, p)
+			return nil
+		}
+		files = append(files, p)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading directory %s: %w", name, err)
 	}
 	slices.Sort(files)
-	out := make([]inputFile, 0, len(files))
+	out := make([]inputFile, 0, len(files)+len(skipped))
+	for _, p := range skipped {
+		it := &Item{Source: p, Findings: []Finding{{Level: LevelNote, Message: "skipped: not a regular file (a symbolic link, FIFO or device is never followed or opened); name the file it stands for"}}}
+		out = append(out, inputFile{Items: []*Item{it}})
+	}
 	for _, f := range files {
 		rel, err := filepath.Rel(name, f)
 		if err != nil {
@@ -79,7 +90,7 @@ func readPath(name string, recursive bool, format outputFormat, opts Options) ([
 
 func readFile(path, rel string, format outputFormat, opts Options) inputFile {
 	outPath := strings.TrimSuffix(rel, filepath.Ext(rel)) + extension(format, filepath.Ext(rel))
-	data, err := cmdutil.ReadFile(path)
+	data, err := cmdutil.ReadRegularFile(path)
 	if err != nil {
 		it := &Item{Source: path, Findings: []Finding{{Level: LevelError, Message: fmt.Sprintf("reading the file: %v", err)}}}
 		return inputFile{Items: []*Item{it}, OutPath: outPath}
@@ -115,11 +126,14 @@ func writeDir(dir string, inputs []inputFile, format outputFormat) (int, error) 
 		if !produced {
 			continue
 		}
+		// Under the output directory nothing is written through a symbolic
+		// link, and OutPath holds no ".." (names from a cluster are checked
+		// where they are read).
 		path := filepath.Join(dir, in.OutPath)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := cmdutil.MkdirNoFollow(dir, filepath.Dir(path), 0o755); err != nil {
 			return written, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 		}
-		f, err := os.Create(path)
+		f, err := cmdutil.CreateRegularFile(path, 0o644)
 		if err != nil {
 			return written, fmt.Errorf("writing %s: %w", path, err)
 		}
