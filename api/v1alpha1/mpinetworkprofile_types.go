@@ -68,6 +68,13 @@ type MPINetworkProfileSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	FailOnMissingNetworks *bool `json:"failOnMissingNetworks,omitempty"`
+
+	// namespaceSelector reserves the profile for the namespaces whose labels
+	// it matches, as a Kueue ClusterQueue's does: a TrainJob of any other
+	// namespace that selects it is refused at admission. Unset, or empty,
+	// every namespace may use it.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // NetworkAttachment is one NetworkAttachmentDefinition to attach.

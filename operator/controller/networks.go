@@ -34,10 +34,7 @@ const networkStatusGracePeriod = 30 * time.Second
 // its runtime). It returns nil without a profile; problems keep the job from
 // starting.
 func (r *TrainJobReconciler) planNetwork(ctx context.Context, s *scope, rt *mpi.Runtime) (*mpi.NetworkPlan, []string, error) {
-	name := s.tj.Annotations[api.AnnotationNetworkProfile]
-	if name == "" {
-		name = rt.Annotations[api.AnnotationNetworkProfile]
-	}
+	name := mpi.ProfileName(s.tj.Annotations, rt.Annotations)
 	if name == "" {
 		return nil, nil, nil
 	}
@@ -47,6 +44,21 @@ func (r *TrainJobReconciler) planNetwork(ctx context.Context, s *scope, rt *mpi.
 			return nil, []string{fmt.Sprintf("MPINetworkProfile %q does not exist: create it, or fix the %s annotation (kubectl get mpinetworkprofiles lists them)", name, api.AnnotationNetworkProfile)}, nil
 		}
 		return nil, nil, fmt.Errorf("getting MPINetworkProfile %s: %w", name, err)
+	}
+	if profile.Spec.NamespaceSelector != nil {
+		// The webhook refuses such jobs; one that got past it (the webhook
+		// bypassed, or the namespace relabelled since) does not start.
+		var ns corev1.Namespace
+		if err := r.client.Get(ctx, client.ObjectKey{Name: s.tj.Namespace}, &ns); err != nil {
+			return nil, nil, fmt.Errorf("getting namespace %s: %w", s.tj.Namespace, err)
+		}
+		refusal, err := mpi.ProfileRefusal(&profile, &ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		if refusal != "" {
+			return nil, []string{refusal}, nil
+		}
 	}
 	plan, problems, err := mpi.PlanNetworks(&profile, s.tj.Namespace, s.job.Implementation, r.nadGetter(ctx))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/torus-mpi/torus/api"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -104,7 +106,48 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 		return nil, nil
 	}
 	errs := validateTrainJob(tj, rt, w.maxNodes)
+	profileErr, err := w.profileAccess(ctx, tj, rt)
+	if err != nil {
+		return nil, err
+	}
+	if profileErr != nil {
+		errs = append(errs, profileErr)
+	}
 	return nil, invalid(tj, errs)
+}
+
+// profileAccess refuses a job whose namespace may not use the network
+// profile it selects (the profile's namespaceSelector). A profile that
+// does not exist is the operator's to report: it may be created after the
+// job.
+func (w *TrainJobWebhook) profileAccess(ctx context.Context, tj *trainer.TrainJob, rt *mpi.Runtime) (*field.Error, error) {
+	name := mpi.ProfileName(tj.Annotations, rt.Annotations)
+	if name == "" {
+		return nil, nil
+	}
+	var profile torusv1alpha1.MPINetworkProfile
+	if err := w.client.Get(ctx, client.ObjectKey{Name: name}, &profile); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading MPINetworkProfile %s: %w", name, err)
+	}
+	if profile.Spec.NamespaceSelector == nil {
+		return nil, nil
+	}
+	var ns corev1.Namespace
+	if err := w.client.Get(ctx, client.ObjectKey{Name: tj.Namespace}, &ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", tj.Namespace, err)
+	}
+	refusal, err := mpi.ProfileRefusal(&profile, &ns)
+	if err != nil || refusal == "" {
+		return nil, err
+	}
+	path := field.NewPath("metadata", "annotations").Key(api.AnnotationNetworkProfile)
+	if tj.Annotations[api.AnnotationNetworkProfile] == "" {
+		path = field.NewPath("spec", "runtimeRef")
+	}
+	return field.Forbidden(path, refusal), nil
 }
 
 // annotationErrors reports the Torus annotations with bad values

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -196,6 +198,30 @@ var _ = Describe("Admission", Ordered, func() {
 		tj := wrappers.MakeTrainJob("multikueue", ns.Name).RuntimeRef("no-such-runtime").Obj()
 		tj.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue")
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+	})
+
+	It("refuses a job whose namespace may not use the network profile it selects, naming the profile and how to ask for it", func() {
+		profile := &torusv1alpha1.MPINetworkProfile{
+			ObjectMeta: metav1.ObjectMeta{Name: "wh-reserved"},
+			Spec: torusv1alpha1.MPINetworkProfileSpec{
+				Networks:          []torusv1alpha1.NetworkAttachment{{Name: "ib"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"torus-mpi.io/rdma": "granted"}},
+			},
+		}
+		Expect(fw.Client.Create(ctx, profile)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(fw.Client.Delete(ctx, profile))).To(Succeed()) })
+		job := func(name string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob(name, ns.Name).RuntimeRef("wh-openmpi").Annotation(api.AnnotationNetworkProfile, "wh-reserved").Obj()
+		}
+		err := fw.Client.Create(ctx, job("unentitled"))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(fmt.Sprintf(`metadata.annotations[torus-mpi.io/network-profile]: Forbidden: MPINetworkProfile "wh-reserved" is reserved for namespaces matching "torus-mpi.io/rdma=granted", and namespace %q is not one of them: ask your cluster administrator to grant it the profile`, ns.Name)))
+
+		By("admitted once the administrator grants the namespace the profile")
+		granted := ns.DeepCopy()
+		granted.Labels = map[string]string{"torus-mpi.io/rdma": "granted"}
+		Expect(fw.Client.Update(ctx, granted)).To(Succeed())
+		Expect(fw.Client.Create(ctx, job("entitled"))).To(Succeed())
 	})
 
 	It("lets status and metadata updates through once the runtime is gone", func() {
