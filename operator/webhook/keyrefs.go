@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,8 +18,18 @@ import (
 )
 
 // A job's SSH keys are its own: a TrainJob or runtime of any kind (Torus's
-// or upstream's to run) that reads another job's key Secret, through an
-// environment variable or a volume, would hand that job's keys to its pods.
+// or upstream's to run) that names another job's key Secret anywhere a pod
+// can take a Secret from (a volume of any type, a projection, an
+// environment variable, envFrom, an image pull secret, a CSI or flex
+// driver's secret, an initializer's secretRef, a runtime patch) would hand
+// that job's keys to its pods.
+//
+// The objects are walked by reflection rather than field by field, so that
+// a field a later Kubernetes or Trainer version adds is covered the day the
+// module is bumped: a Secret is named by a string field called SecretName,
+// or by the Name of a reference held in a field whose name says Secret
+// (SecretRef, SecretKeyRef, NodePublishSecretRef, ImagePullSecrets, a
+// projection's Secret).
 
 // isKeySecret reports whether a Secret name is one Torus gives a job's keys.
 func isKeySecret(name string) bool {
@@ -30,67 +40,85 @@ func keySecretRef(path *field.Path, name string) *field.Error {
 	return field.Forbidden(path, fmt.Sprintf("Secret %q holds an MPI job's SSH keys, which only that job's own pods receive: reference another Secret", name))
 }
 
-func envKeyRefs(path *field.Path, env []corev1.EnvVar) field.ErrorList {
-	var errs field.ErrorList
-	for i, e := range env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && isKeySecret(e.ValueFrom.SecretKeyRef.Name) {
-			errs = append(errs, keySecretRef(path.Index(i).Child("valueFrom", "secretKeyRef", "name"), e.ValueFrom.SecretKeyRef.Name))
-		}
-	}
-	return errs
-}
-
-// trainJobKeyRefs finds references to key Secrets in a TrainJob.
+// trainJobKeyRefs finds references to key Secrets in a TrainJob's spec,
+// its runtime patches included.
 func trainJobKeyRefs(tj *trainer.TrainJob) field.ErrorList {
+	return keyRefs(field.NewPath("spec"), reflect.ValueOf(&tj.Spec))
+}
+
+// runtimeKeyRefs finds references to key Secrets in a runtime's spec.
+func runtimeKeyRefs(spec *trainer.TrainingRuntimeSpec) field.ErrorList {
+	return keyRefs(field.NewPath("spec"), reflect.ValueOf(spec))
+}
+
+// keyRefs walks v and returns an error for each key Secret it names.
+func keyRefs(path *field.Path, v reflect.Value) field.ErrorList {
 	var errs field.ErrorList
-	if t := tj.Spec.Trainer; t != nil {
-		errs = append(errs, envKeyRefs(field.NewPath("spec", "trainer", "env"), t.Env)...)
-	}
-	if in := tj.Spec.Initializer; in != nil {
-		if in.Dataset != nil {
-			errs = append(errs, envKeyRefs(field.NewPath("spec", "initializer", "dataset", "env"), in.Dataset.Env)...)
-			if r := in.Dataset.SecretRef; r != nil && isKeySecret(r.Name) {
-				errs = append(errs, keySecretRef(field.NewPath("spec", "initializer", "dataset", "secretRef", "name"), r.Name))
-			}
+	walkSecretNames(path, v, false, func(p *field.Path, name string) {
+		if isKeySecret(name) {
+			errs = append(errs, keySecretRef(p, name))
 		}
-		if in.Model != nil {
-			errs = append(errs, envKeyRefs(field.NewPath("spec", "initializer", "model", "env"), in.Model.Env)...)
-			if r := in.Model.SecretRef; r != nil && isKeySecret(r.Name) {
-				errs = append(errs, keySecretRef(field.NewPath("spec", "initializer", "model", "secretRef", "name"), r.Name))
-			}
-		}
-	}
+	})
 	return errs
 }
 
-// runtimeKeyRefs finds references to key Secrets in a runtime's pods.
-func runtimeKeyRefs(spec *trainer.TrainingRuntimeSpec) field.ErrorList {
-	var errs field.ErrorList
-	jobs := field.NewPath("spec", "template", "spec", "replicatedJobs")
-	for i, rj := range spec.Template.Spec.ReplicatedJobs {
-		pod := jobs.Index(i).Child("template", "spec", "template", "spec")
-		ps := rj.Template.Spec.Template.Spec
-		for j, v := range ps.Volumes {
-			if v.Secret != nil && isKeySecret(v.Secret.SecretName) {
-				errs = append(errs, keySecretRef(pod.Child("volumes").Index(j).Child("secret", "secretName"), v.Secret.SecretName))
+// walkSecretNames calls found with every Secret name under v. secret says
+// v was reached through a field whose name says it refers to a Secret, so
+// its Name (or its elements' Names) is one.
+func walkSecretNames(path *field.Path, v reflect.Value, secret bool, found func(*field.Path, string)) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			walkSecretNames(path, v.Elem(), secret, found)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			walkSecretNames(path.Index(i), v.Index(i), secret, found)
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			if iter.Key().Kind() == reflect.String {
+				walkSecretNames(path.Key(iter.Key().String()), iter.Value(), false, found)
 			}
 		}
-		for _, list := range []struct {
-			name string
-			cs   []corev1.Container
-		}{{"initContainers", ps.InitContainers}, {"containers", ps.Containers}} {
-			for j, c := range list.cs {
-				cp := pod.Child(list.name).Index(j)
-				errs = append(errs, envKeyRefs(cp.Child("env"), c.Env)...)
-				for k, ef := range c.EnvFrom {
-					if ef.SecretRef != nil && isKeySecret(ef.SecretRef.Name) {
-						errs = append(errs, keySecretRef(cp.Child("envFrom").Index(k).Child("secretRef", "name"), ef.SecretRef.Name))
-					}
-				}
+	case reflect.Struct:
+		if secret {
+			if name := v.FieldByName("Name"); name.IsValid() && name.Kind() == reflect.String && name.String() != "" {
+				found(path.Child("name"), name.String())
 			}
+		}
+		t := v.Type()
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			jsonName, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if jsonName == "-" {
+				continue
+			}
+			fv := v.Field(i)
+			p := path.Child(jsonName)
+			if sf.Anonymous && jsonName == "" {
+				p = path // inlined: its fields are the parent's
+			}
+			if sf.Name == "SecretName" && fv.Kind() == reflect.String {
+				if fv.String() != "" {
+					found(p, fv.String())
+				}
+				continue
+			}
+			walkSecretNames(p, fv, namesSecret(sf.Name), found)
 		}
 	}
-	return errs
+}
+
+// namesSecret: a field of this name refers to Secrets (SecretRef,
+// SecretKeyRef, NodePublishSecretRef, ImagePullSecrets, Secret), not to a
+// path on the node (CephFS's SecretFile) or a namespace.
+func namesSecret(goName string) bool {
+	return strings.Contains(goName, "Secret") && !strings.HasSuffix(goName, "File") && !strings.HasSuffix(goName, "Namespace")
 }
 
 // keyRefGuard refuses, before any other check, objects that reference key
