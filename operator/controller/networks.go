@@ -108,7 +108,7 @@ func (r *TrainJobReconciler) nodeProblems(ctx context.Context, plan *mpi.Network
 		return nil, nil
 	}
 	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	return mpi.NodeProblems(plan, nodes.Items), nil

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -78,12 +79,17 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// CacheOptions limits the manager's cache to what Torus owns: pods and
-// Secrets labelled with a Torus job name, so the operator neither holds nor
-// needs to list every Secret of the cluster. Secrets are cached without
-// their data (secretCacheTransform). ConfigMaps, which Torus no longer makes but
-// upstream's MPI and Flux plugins watch, are held to the same label rather
-// than cached cluster-wide.
+// CacheOptions limits the manager's cache to what Torus reads. Pods,
+// Secrets, ConfigMaps and NetworkPolicies are held only when they carry
+// Torus's job-name label, and since anyone who may create such an object
+// may set that label, each is held as the few fields Torus reads of it
+// (the transforms below): what a user's labelled objects cost the operator
+// is a small, fixed amount each, whatever their data, annotations or
+// containers hold, so no tenant grows the memory of the operator that every
+// namespace's admission depends on by writing large objects. The same goes
+// for Nodes, of which only the allocatable resources are read. ConfigMaps,
+// which Torus does not make but upstream's MPI and Flux plugins watch, are
+// held to the same label rather than cached cluster-wide.
 func CacheOptions() cache.Options {
 	owned, err := labels.NewRequirement(api.LabelJobName, selection.Exists, nil)
 	if err != nil {
@@ -101,10 +107,11 @@ func CacheOptions() cache.Options {
 		// installed.
 		DefaultTransform: jobSetCacheTransform,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                 {Label: sel},
+			&corev1.Pod{}:                 {Label: sel, Transform: podCacheTransform},
 			&corev1.Secret{}:              {Label: sel, Transform: secretCacheTransform},
-			&corev1.ConfigMap{}:           {Label: sel},
-			&networkingv1.NetworkPolicy{}: {Label: sel},
+			&corev1.ConfigMap{}:           {Label: sel, Transform: metadataCacheTransform},
+			&networkingv1.NetworkPolicy{}: {Label: sel, Transform: metadataCacheTransform},
+			&corev1.Node{}:                {Transform: nodeCacheTransform},
 			// Runtimes keep their managedFields: upstream's framework
 			// snapshots a job's runtime whole, as read from the cache,
 			// and Torus writes the snapshot upstream would.
@@ -120,19 +127,117 @@ func CacheOptions() cache.Options {
 
 func keep(in any) (any, error) { return in, nil }
 
-// secretCacheTransform drops a Secret's data: Torus reads its keys from the
-// API server when it needs them, and upstream's MPI plugin watches Secrets
-// as whole objects, which would otherwise keep every job's private keys in
-// the operator's memory.
+// secretCacheTransform keeps a Secret's name, owners and the run its keys
+// were made for, and drops its data: Torus reads its keys from the API
+// server when it needs them, and upstream's MPI plugin watches Secrets as
+// whole objects, which would otherwise keep every job's private keys in the
+// operator's memory.
 func secretCacheTransform(in any) (any, error) {
-	in, err := cache.TransformStripManagedFields()(in)
-	if err != nil {
-		return nil, err
+	s, ok := in.(*corev1.Secret)
+	if !ok {
+		return in, nil
 	}
-	if s, ok := in.(*corev1.Secret); ok {
-		s.Data, s.StringData = nil, nil
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, api.AnnotationJobSetRestarts), Type: s.Type, Immutable: s.Immutable}
+	return out, nil
+}
+
+// metadataCacheTransform keeps of an object only its identity, its owners
+// and its job-name label: Torus and upstream's watches read no more of
+// ConfigMaps and NetworkPolicies (Torus's policy is made once and never
+// compared; upstream reads its snapshots from the API server).
+func metadataCacheTransform(in any) (any, error) {
+	switch o := in.(type) {
+	case *corev1.ConfigMap:
+		return &corev1.ConfigMap{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
+	case *networkingv1.NetworkPolicy:
+		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	}
 	return in, nil
+}
+
+// podCacheTransform keeps of a pod what the operator's status, diagnosis
+// and network check read: its identity, owners, role and index labels,
+// Multus's network-status, its containers' names, images and memory limits,
+// its restart policy and node, and its status. Commands, environment,
+// volumes and the rest of the spec go.
+func podCacheTransform(in any) (any, error) {
+	p, ok := in.(*corev1.Pod)
+	if !ok {
+		return in, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta:   p.TypeMeta,
+		ObjectMeta: keptMetadata(&p.ObjectMeta, mpi.MultusNetworkStatus),
+		Spec: corev1.PodSpec{
+			InitContainers: containerSummaries(p.Spec.InitContainers),
+			Containers:     containerSummaries(p.Spec.Containers),
+			RestartPolicy:  p.Spec.RestartPolicy,
+			NodeName:       p.Spec.NodeName,
+		},
+		Status: p.Status,
+	}
+	return out, nil
+}
+
+// podLabels are the labels the operator reads of a pod.
+var podLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation}
+
+// keptMetadata is an object's identity, owners, deletion state, the labels
+// Torus reads and the named annotations; managedFields and everything else
+// a writer may make as large as the API server allows go.
+func keptMetadata(m *metav1.ObjectMeta, annotations ...string) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
+		OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
+		Labels:      pick(m.Labels, podLabels...),
+		Annotations: pick(m.Annotations, annotations...),
+	}
+	return out
+}
+
+// pick is the entries of m under keys, or nil.
+func pick(m map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func containerSummaries(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
+		}
+	}
+	return out
+}
+
+// nodeCacheTransform keeps of a Node its identity, labels and allocatable
+// resources: the network check asks whether some node offers a profile's
+// device resource. A Node's image list and conditions are most of its size.
+func nodeCacheTransform(in any) (any, error) {
+	n, ok := in.(*corev1.Node)
+	if !ok {
+		return in, nil
+	}
+	return &corev1.Node{
+		TypeMeta: n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp, Labels: n.Labels},
+		Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable},
+	}, nil
 }
 
 // jobSetCacheTransform keeps of a JobSet what Torus reads from the cache:
