@@ -77,6 +77,25 @@ func TestPlacement(t *testing.T) {
 	if got, want := NewPlacement("job", 2, 1, false).RankRange(api.RoleLauncher, 0), "no ranks"; got != want {
 		t.Errorf("RankRange(launcher) = %q, want %q", got, want)
 	}
+	// Every host's ranks agree with HostOfRank, and hosts the job does not
+	// have run none.
+	for _, launcherRuns := range []bool{true, false} {
+		p := NewPlacement("job", 5, 2, launcherRuns)
+		for rank := range p.Size() {
+			h, err := p.HostOfRank(rank)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first, last, ok := p.Ranks(h.Role, h.Index); !ok || rank < first || rank > last {
+				t.Errorf("launcher runs ranks %t: Ranks(%s) = %d-%d %t, want it to hold rank %d", launcherRuns, h.Name(), first, last, ok, rank)
+			}
+		}
+		for _, h := range []Host{{Role: api.RoleWorker, Index: 5}, {Role: api.RoleWorker, Index: -1}, {Role: api.RoleLauncher, Index: 1}} {
+			if _, _, ok := p.Ranks(h.Role, h.Index); ok {
+				t.Errorf("launcher runs ranks %t: %s %d has ranks", launcherRuns, h.Role, h.Index)
+			}
+		}
+	}
 }
 
 func TestMaxTrainJobNameLength(t *testing.T) {

@@ -67,13 +67,31 @@ func (p Placement) HostOfRank(rank int32) (Host, error) {
 // Ranks returns the first and last rank of a host, or ok=false when the host
 // runs no ranks (a launcher that is not a node).
 func (p Placement) Ranks(role string, index int32) (first, last int32, ok bool) {
-	for i, h := range p.Hosts {
-		if h.Role == role && h.Index == index {
-			first = int32(i) * p.SlotsPerHost
-			return first, first + p.SlotsPerHost - 1, true
-		}
+	i, ok := p.position(role, index)
+	if !ok {
+		return 0, 0, false
 	}
-	return 0, 0, false
+	first = int32(i) * p.SlotsPerHost
+	return first, first + p.SlotsPerHost - 1, true
+}
+
+// position is a host's place in the hostfile, found from NewPlacement's
+// order (the launcher first when it runs ranks, then the workers by index)
+// rather than by a scan: the operator's diagnosis asks for every pod of a
+// job on every pod event, and a scan made that quadratic in the job's size.
+func (p Placement) position(role string, index int32) (int, bool) {
+	i := int(index)
+	launcherFirst := len(p.Hosts) > 0 && p.Hosts[0].Role == api.RoleLauncher
+	switch {
+	case role == api.RoleLauncher:
+		i = 0
+	case launcherFirst:
+		i++
+	}
+	if i < 0 || i >= len(p.Hosts) || p.Hosts[i].Role != role || p.Hosts[i].Index != index {
+		return 0, false
+	}
+	return i, true
 }
 
 // RankRange formats a host's ranks for people: "rank 4" or "ranks 4-7".
