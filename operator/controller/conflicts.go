@@ -15,10 +15,14 @@ import (
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
-// conflictRecheck is how often a job whose child name is taken looks
-// again: the object in the way may be one the cache does not hold (it
-// lacks Torus's label), so no event says when it goes.
-const conflictRecheck = 10 * time.Second
+// conflictRecheck is how soon a job whose child name is taken looks again
+// at first: the object in the way may be one the cache does not hold (it
+// lacks Torus's label), so no event says when it goes. The wait doubles
+// with each look up to maxConflictRecheck (memory.conflicted).
+const (
+	conflictRecheck    = 10 * time.Second
+	maxConflictRecheck = 5 * time.Minute
+)
 
 // childConflict says a child's name is taken by an object the TrainJob
 // does not control. Torus never uses such an object: a Secret or hostfile
@@ -55,9 +59,9 @@ func (r *TrainJobReconciler) checkControlledLive(ctx context.Context, kind strin
 	return checkControlled(kind, m, tj)
 }
 
-// handleConflict reports a childConflict on the job (Created=False) and
-// reports whether err was one.
-func (s *scope) handleConflict(err error) bool {
+// handleConflict reports a childConflict on the job (Created=False), sets
+// when to look again, and reports whether err was one.
+func (s *scope) handleConflict(err error, recheck func() time.Duration) bool {
 	var c *childConflict
 	if !errors.As(err, &c) {
 		return false
@@ -65,6 +69,6 @@ func (s *scope) handleConflict(err error) bool {
 	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonChildConflict, c.Error()) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonChildConflict, "%s", c.Error())
 	}
-	s.recheck = minPositive(s.recheck, conflictRecheck)
+	s.recheck = minPositive(s.recheck, recheck())
 	return true
 }

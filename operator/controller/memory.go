@@ -38,10 +38,13 @@ type jobMemory struct {
 	carried *carried
 	// deadlineWarned is the run last warned about its deadline.
 	deadlineWarned string
+	// conflicts counts the reconciles in a row that found a child's name
+	// taken, for the back-off of conflictRecheck.
+	conflicts int
 }
 
 func (j *jobMemory) empty() bool {
-	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == ""
+	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0
 }
 
 type expectation struct {
@@ -202,4 +205,27 @@ func (m *memory) warnDeadline(job client.ObjectKey, run string) bool {
 		}
 	})
 	return first
+}
+
+// conflicted records one more reconcile that found a child's name taken,
+// and returns when to look again: conflictRecheck, doubled with each
+// conflict in a row up to maxConflictRecheck. A name stays taken until a
+// person acts, and each look costs a create and a live read from the
+// client budget every namespace shares.
+func (m *memory) conflicted(job client.ObjectKey) time.Duration {
+	var n int
+	m.update(job, func(j *jobMemory) {
+		j.conflicts++
+		n = j.conflicts
+	})
+	d := conflictRecheck
+	for i := 1; i < n && d < maxConflictRecheck; i++ {
+		d *= 2
+	}
+	return min(d, maxConflictRecheck)
+}
+
+// unconflicted forgets a job's conflicts once its children are made.
+func (m *memory) unconflicted(job client.ObjectKey) {
+	m.update(job, func(j *jobMemory) { j.conflicts = 0 })
 }

@@ -188,3 +188,27 @@ func TestMemoryCarriedKeys(t *testing.T) {
 		t.Error("the record outlived its last piece")
 	}
 }
+
+func TestConflictsBackOff(t *testing.T) {
+	var m memory
+	job := client.ObjectKey{Namespace: "ns", Name: "pi"}
+	var got []time.Duration
+	for range 7 {
+		got = append(got, m.conflicted(job))
+	}
+	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+	m.unconflicted(job)
+	if m.len() != 0 {
+		t.Errorf("a job without conflicts keeps a record")
+	}
+	if d := m.conflicted(job); d != conflictRecheck {
+		t.Errorf("after the children were made, the first wait is %v, want %v", d, conflictRecheck)
+	}
+	m.forget(job)
+	if m.len() != 0 {
+		t.Errorf("forget left a record")
+	}
+}

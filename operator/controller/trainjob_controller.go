@@ -142,7 +142,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	rt, rtErr := trainjob.GetRuntime(ctx, r.client, &tj)
 	if r.upstream != nil {
-		other, err := notMPI(&tj, rt, rtErr)
+		other, err := r.upstreams(ctx, &tj, rt, rtErr)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -187,6 +187,24 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		requeue = minPositive(requeue, s.recheck)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// upstreams reports whether a TrainJob is upstream's to reconcile. A job
+// that has started keeps the path it started on until it ends, whatever its
+// runtime becomes meanwhile: its JobSet records the job when Torus made it
+// (api.AnnotationJob), and upstream's does not. Handing a running job to the
+// other path would have that path rewrite or abandon children it did not
+// make. A job that has not started goes by its runtime (notMPI).
+func (r *TrainJobReconciler) upstreams(ctx context.Context, tj *trainer.TrainJob, rt *mpi.Runtime, rtErr error) (bool, error) {
+	var js jobsetv1alpha2.JobSet
+	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, &js); {
+	case err == nil && metav1.IsControlledBy(&js, tj):
+		_, torus := js.Annotations[api.AnnotationJob]
+		return !torus, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("getting JobSet: %w", err)
+	}
+	return notMPI(tj, rt, rtErr)
 }
 
 // notMPI reports whether a TrainJob is upstream's to reconcile: its runtime
@@ -385,12 +403,14 @@ func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope, rt *mp
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
 		return true, nil
 	}
+	key := client.ObjectKeyFromObject(s.tj)
 	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
-		if s.handleConflict(err) {
+		if s.handleConflict(err, func() time.Duration { return r.memory.conflicted(key) }) {
 			return true, nil
 		}
 		return true, err
 	}
+	r.memory.unconflicted(key)
 	if s.willBeSuspended(desired) {
 		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
 			return true, err
@@ -419,8 +439,10 @@ func (r *TrainJobReconciler) admissionPhase(ctx context.Context, s *scope) error
 // create (a quota, a LimitRange, Pod Security), which only the Job
 // controller's events tell.
 func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
+	// The pods are read, never written: the cache's own copies spare a
+	// deep copy of every pod of the job on every event of one of them.
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}); err != nil {
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	s.pods = pods.Items

@@ -27,11 +27,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 	"github.com/torus-mpi/torus/operator/app"
 	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -180,6 +182,59 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 				var tj trainer.TrainJob
 				g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: upstreamNS, Name: j.name}, &tj)).To(Succeed())
 				g.Expect(comparable(tj.Status.Conditions)).To(Equal(comparable(before.conditions)), "status of %s", j.name)
+			}
+		}, framework.ShortWindow, framework.Interval).Should(Succeed())
+	})
+
+	It("keeps a started job on the path it started on when its runtime changes to the other kind", func(sctx SpecContext) {
+		specOf := func(name string) trainer.TrainingRuntimeSpec {
+			var ctr trainer.ClusterTrainingRuntime
+			Expect(fw.Client.Get(sctx, client.ObjectKey{Name: name}, &ctr)).To(Succeed())
+			return ctr.Spec
+		}
+		mpiSpec, torchSpec := specOf("deepspeed-distributed"), specOf("torch-distributed")
+		start := func(name string, spec trainer.TrainingRuntimeSpec) *jobsetv1alpha2.JobSet {
+			GinkgoHelper()
+			rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: torusNS}, Spec: spec}
+			Expect(fw.Client.Create(sctx, rt)).To(Succeed())
+			tj := &trainer.TrainJob{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: torusNS},
+				Spec: trainer.TrainJobSpec{
+					RuntimeRef: trainer.RuntimeRef{Name: name, Kind: ptr.To(trainer.TrainingRuntimeKind)},
+					Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"python3", "train.py"}},
+				},
+			}
+			Expect(fw.Client.Create(sctx, tj)).To(Succeed())
+			var js jobsetv1alpha2.JobSet
+			Eventually(func() error { return fw.Client.Get(sctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+			return &js
+		}
+		flip := func(name string, spec trainer.TrainingRuntimeSpec) {
+			GinkgoHelper()
+			Eventually(func() error {
+				var rt trainer.TrainingRuntime
+				if err := fw.Client.Get(sctx, client.ObjectKey{Namespace: torusNS, Name: name}, &rt); err != nil {
+					return err
+				}
+				rt.Spec = spec
+				return fw.Client.Update(sctx, &rt)
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+		}
+		wasMPI, wasTorch := start("was-mpi", mpiSpec), start("was-torch", torchSpec)
+		Expect(wasMPI.Annotations).To(HaveKey(api.AnnotationJob), "Torus made the MPI job's JobSet")
+		Expect(wasTorch.Annotations).NotTo(HaveKey(api.AnnotationJob), "upstream's framework made the other's")
+		flip("was-mpi", torchSpec)
+		flip("was-torch", mpiSpec)
+		Consistently(func(g Gomega) {
+			for _, before := range []*jobsetv1alpha2.JobSet{wasMPI, wasTorch} {
+				var js jobsetv1alpha2.JobSet
+				g.Expect(fw.Client.Get(sctx, client.ObjectKeyFromObject(before), &js)).To(Succeed())
+				g.Expect(js.UID).To(Equal(before.UID), "JobSet of %s recreated", before.Name)
+				g.Expect(js.ResourceVersion).To(Equal(before.ResourceVersion), "JobSet of %s rewritten", before.Name)
+				var tj trainer.TrainJob
+				g.Expect(fw.Client.Get(sctx, client.ObjectKeyFromObject(before), &tj)).To(Succeed())
+				created := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionCreated)
+				g.Expect(created == nil || created.Status != metav1.ConditionFalse).To(BeTrue(), "%s: %v", before.Name, created)
 			}
 		}, framework.ShortWindow, framework.Interval).Should(Succeed())
 	})
