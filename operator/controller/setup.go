@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -96,6 +97,11 @@ func CacheOptions() cache.Options {
 		panic(err) // a constant selector
 	}
 	sel := labels.NewSelector().Add(*owned)
+	ofJobSet, err := labels.NewRequirement(jobsetv1alpha2.JobSetNameKey, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant selector
+	}
+	jobSetJobs := labels.NewSelector().Add(*ofJobSet)
 	return cache.Options{
 		// Torus never reads managedFields: it creates, updates and
 		// merge-patches, and an update without them keeps the server's. A
@@ -112,6 +118,9 @@ func CacheOptions() cache.Options {
 			&corev1.ConfigMap{}:           {Label: sel, Transform: metadataCacheTransform},
 			&networkingv1.NetworkPolicy{}: {Label: sel, Transform: metadataCacheTransform},
 			&corev1.Node{}:                {Transform: nodeCacheTransform},
+			// The Jobs of JobSets, as far as a pod's chain of controllers
+			// needs them (trainjob.OwnPods).
+			&batchv1.Job{}: {Label: jobSetJobs, Transform: metadataCacheTransform},
 			// Runtimes keep their managedFields: upstream's framework
 			// snapshots a job's runtime whole, as read from the cache,
 			// and Torus writes the snapshot upstream would.
@@ -151,6 +160,8 @@ func metadataCacheTransform(in any) (any, error) {
 		return &corev1.ConfigMap{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	case *networkingv1.NetworkPolicy:
 		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
+	case *batchv1.Job:
+		return &batchv1.Job{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	}
 	return in, nil
 }
@@ -179,8 +190,8 @@ func podCacheTransform(in any) (any, error) {
 	return out, nil
 }
 
-// podLabels are the labels the operator reads of a pod.
-var podLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation}
+// keptLabels are the labels the operator reads or selects by.
+var keptLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey}
 
 // keptMetadata is an object's identity, owners, deletion state, the labels
 // Torus reads and the named annotations; managedFields and everything else
@@ -190,7 +201,7 @@ func keptMetadata(m *metav1.ObjectMeta, annotations ...string) metav1.ObjectMeta
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
 		OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
-		Labels:      pick(m.Labels, podLabels...),
+		Labels:      pick(m.Labels, keptLabels...),
 		Annotations: pick(m.Annotations, annotations...),
 	}
 	return out
@@ -352,6 +363,12 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		Owns(&corev1.Secret{}, builder.WithPredicates(r.expectedCreate(childSecret))).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
+		// A pod counts once its Job is in the cache: the Job's creation
+		// brings the job back in case its pods' events came first.
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToTrainJob), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			DeleteFunc: func(event.DeleteEvent) bool { return false },
+		})).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
@@ -395,6 +412,16 @@ const optionalAPIPollInterval = 30 * time.Second
 // podToTrainJob maps a job's pod to its TrainJob through the job-name label.
 func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
 	name, ok := o.GetLabels()[api.LabelJobName]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// jobToTrainJob maps a JobSet's Job to the TrainJob of the same name as
+// the JobSet (mpi.JobSetName).
+func jobToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[jobsetv1alpha2.JobSetNameKey]
 	if !ok {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,6 +126,7 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
@@ -439,14 +441,26 @@ func (r *TrainJobReconciler) admissionPhase(ctx context.Context, s *scope) error
 // create (a quota, a LimitRange, Pod Security), which only the Job
 // controller's events tell.
 func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
+	if s.jobSet == nil {
+		s.pods = nil
+		return nil
+	}
 	// The pods are read, never written: the cache's own copies spare a
 	// deep copy of every pod of the job on every event of one of them.
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	s.pods = pods.Items
-	if !r.podCreationFailures || s.jobSet == nil {
+	var jobs batchv1.JobList
+	if err := r.client.List(ctx, &jobs, client.InNamespace(s.tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: s.jobSet.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("listing the JobSet's Jobs: %w", err)
+	}
+	owners := make([]metav1.Object, len(jobs.Items))
+	for i := range jobs.Items {
+		owners[i] = &jobs.Items[i]
+	}
+	s.pods = trainjob.OwnPods(s.tj, s.jobSet, owners, pods.Items)
+	if !r.podCreationFailures {
 		return nil
 	}
 	var events corev1.EventList

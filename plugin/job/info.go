@@ -15,8 +15,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -163,14 +165,34 @@ func IsRuntimeNotFound(err error) bool {
 }
 
 // Pods lists a job's pods, launcher first, then workers by index, newest
-// first within a host.
+// first within a host: the pods of the Jobs of the JobSet the TrainJob
+// controls (trainjob.OwnPods), not whatever wears its labels. A job without
+// a JobSet has none.
 func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.Pod, error) {
+	js := &metav1.PartialObjectMetadata{}
+	js.SetGroupVersionKind(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, js); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the JobSet of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	jobs := &metav1.PartialObjectMetadataList{}
+	jobs.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+	if err := c.List(ctx, jobs, client.InNamespace(tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}); err != nil {
+		return nil, fmt.Errorf("listing the Jobs of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
 	var list corev1.PodList
 	if err := c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{api.LabelJobName: tj.Name}); err != nil {
 		return nil, fmt.Errorf("listing the pods of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
-	SortPods(list.Items)
-	return list.Items, nil
+	owners := make([]metav1.Object, len(jobs.Items))
+	for i := range jobs.Items {
+		owners[i] = &jobs.Items[i]
+	}
+	pods := trainjob.OwnPods(tj, js, owners, list.Items)
+	SortPods(pods)
+	return pods, nil
 }
 
 // SortPods orders pods launcher first, then workers by index, newest first

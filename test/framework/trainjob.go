@@ -7,9 +7,13 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
@@ -69,4 +73,43 @@ func EventReasons(ctx context.Context, c client.Client, obj client.Object) func(
 		}
 		return reasons
 	}
+}
+
+// JobOf plays the JobSet controller for one replicated job of a TrainJob's
+// JobSet, which envtest does not run: it creates the Job the JobSet
+// controller would (once; suspended, since no Job controller runs either),
+// controlled by the JobSet and labelled with its name, and returns it.
+// Pods a spec makes for the job name it as their controller (ControlledBy):
+// Torus counts no other pod as the job's.
+func JobOf(ctx context.Context, c client.Client, tj *trainer.TrainJob, replicatedJob string) *batchv1.Job {
+	ginkgo.GinkgoHelper()
+	var js jobsetv1alpha2.JobSet
+	gomega.Eventually(func() error {
+		return c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, &js)
+	}, Timeout, Interval).Should(gomega.Succeed())
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: js.Name + "-" + replicatedJob + "-0", Namespace: js.Namespace,
+			Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.ReplicatedJobNameKey: replicatedJob},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&js, jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))},
+		},
+		Spec: batchv1.JobSpec{
+			Suspend: ptr.To(true),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "node", Image: "mpi"}},
+			}},
+		},
+	}
+	if err := c.Create(ctx, job); apierrors.IsAlreadyExists(err) {
+		gomega.Expect(c.Get(ctx, client.ObjectKeyFromObject(job), job)).To(gomega.Succeed())
+	} else {
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+	return job
+}
+
+// ControlledBy makes a pod one of a Job's, as the Job controller does.
+func ControlledBy(pod *corev1.Pod, job *batchv1.Job) {
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 }

@@ -326,6 +326,7 @@ var _ = Describe("MPI TrainJob", func() {
 			Spec: container(js(Default), "node"),
 		}
 		pod.Spec.NodeName = "node-a"
+		framework.ControlledBy(pod, framework.JobOf(ctx, fw.Client, tj, "node"))
 		Expect(fw.Client.Create(ctx, pod)).To(Succeed())
 		pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}},
@@ -341,6 +342,46 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(eventReasons(tj)(Default)).NotTo(ContainElement("SSHKeysCreated"), "the first run's keys are named in JobSetCreated")
 		// The failure metric counts the job by its cause.
 		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "OOMKilled"})).To(BeEquivalentTo(1))
+	})
+
+	It("counts as its pods only those of its own Jobs, not pods that wear its labels or name its Job falsely", func() {
+		tj := wrappers.MakeTrainJob("worn", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(HaveField("Reason", "Pending"))
+		node := framework.JobOf(ctx, fw.Client, tj, "node")
+		killed := func(name string) *corev1.Pod {
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name, Labels: map[string]string{
+					api.LabelJobName: "worn", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "0",
+				}},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "node", Image: "mpi"}}},
+			}
+		}
+		fail := func(p *corev1.Pod) {
+			GinkgoHelper()
+			Expect(fw.Client.Create(ctx, p)).To(Succeed())
+			p.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}},
+			}}}
+			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
+		}
+
+		By("a pod that wears the job's labels, and one that names its Job with another UID")
+		fail(killed("worn-labels-only"))
+		forged := killed("worn-forged-owner")
+		forged.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: node.Name, UID: "d5e4c3b2-0000-4000-8000-000000000000", Controller: ptr.To(true)}}
+		fail(forged)
+		Consistently(condition(tj, trainjob.ConditionRunning), framework.ShortWindow, framework.Interval).Should(And(
+			HaveField("Reason", "Pending"), HaveField("Message", Not(ContainSubstring("OOMKilled")))))
+
+		By("a pod of the job's own Job")
+		own := killed("worn-node-0-0-x7k2p")
+		framework.ControlledBy(own, node)
+		fail(own)
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", trainjob.ReasonPodProblem), HaveField("Message", MatchRegexp(`^worker-0 \(ranks? [0-9-]+\) OOMKilled`)),
+			HaveField("Message", ContainSubstring("[pod worn-node-0-0-x7k2p]"))))
 	})
 
 	It("says what to check when the JobSet controller does not report on the JobSet", func() {

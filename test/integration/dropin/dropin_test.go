@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,7 @@ import (
 	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 	"github.com/torus-mpi/torus/operator/app"
 	"github.com/torus-mpi/torus/operator/controller"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -237,6 +239,14 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 				g.Expect(created == nil || created.Status != metav1.ConditionFalse).To(BeTrue(), "%s: %v", before.Name, created)
 			}
 		}, framework.ShortWindow, framework.Interval).Should(Succeed())
+
+		By("the MPI job ends on Torus's path: its keys go with it")
+		keys := client.ObjectKey{Namespace: torusNS, Name: mpi.SSHSecretName(wasMPI.Name)}
+		Expect(fw.Client.Get(sctx, keys, &corev1.Secret{})).To(Succeed())
+		endJobSet(sctx, wasMPI, jobsetv1alpha2.JobSetCompleted)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(fw.Client.Get(sctx, keys, &corev1.Secret{}))
+		}, framework.Timeout, framework.Interval).Should(BeTrue(), "the SSH keys of a finished MPI job are deleted")
 	})
 
 	// Last: upstream's webhook configuration, once created, calls a

@@ -215,6 +215,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 				},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "x"}}},
 			}
+			framework.ControlledBy(p, framework.JobOf(ctx, fw.Client, tj, "node"))
 			Expect(fw.Client.Create(ctx, p)).To(Succeed())
 			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: ptr.To(metav1.NewTime(time.Now()))}
 			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
