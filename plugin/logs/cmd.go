@@ -167,7 +167,10 @@ func (o *logsOptions) Run(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
-	opts.Listed, opts.Include = l.pods, include
+	// Of the pods that wear the job's labels, those of its own Jobs.
+	owner := job.NewOwner(c, tj)
+	opts.Listed = l.pods
+	opts.Include = func(p *corev1.Pod) bool { return (include == nil || include(p)) && owner.Owns(ctx, p) }
 	if o.Since > 0 {
 		opts.SinceSeconds = ptr.To(int64(o.Since.Seconds()))
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 
@@ -26,12 +27,14 @@ func follow(ctx context.Context, w *wait.Waiter, kube kubernetes.Interface, out,
 	done := make(chan error, 1)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	owner := job.NewOwner(w.Client, tj)
 	go func() {
 		done <- logs.Stream(lctx, kube, logs.Options{
 			Namespace:     tj.Namespace,
 			LabelSelector: api.LabelJobName + "=" + tj.Name,
 			Prefix:        job.HostPrefix,
 			Order:         job.SortPods,
+			Include:       func(p *corev1.Pod) bool { return owner.Owns(lctx, p) },
 			Container:     mpi.TrainerContainer,
 			Follow:        true,
 			Ended:         ended,

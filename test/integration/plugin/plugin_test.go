@@ -22,6 +22,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -74,6 +75,45 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		r = kubectlMPI("", "-n", ns, "delete", "pi", "pi-2")
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi deleted\ntrainjob.trainer.kubeflow.org/pi-2 deleted\n"))
+	})
+
+	It("shows and reaches only the pods of a job's own Jobs, not pods that wear its labels", func() {
+		ns := namespace()
+		Expect(kubectlMPI("", "-n", ns, "run", "worn", "--image", "img", "--workers", "2", "--", "mpirun", "./pi").Err).NotTo(HaveOccurred())
+		var tj trainer.TrainJob
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "worn"}, &tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, &tj)
+		node := framework.JobOf(ctx, fw.Client, &tj, "node")
+		running := func(name string, owners ...metav1.OwnerReference) *corev1.Pod {
+			GinkgoHelper()
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners, Labels: map[string]string{
+					api.LabelJobName: "worn", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "0",
+				}},
+				Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "node", Image: "img"}}},
+			}
+			Expect(fw.Client.Create(ctx, p)).To(Succeed())
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
+			return p
+		}
+		planted := running("worn-planted")
+		forged := running("worn-forged", metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: node.Name, UID: "d5e4c3b2-0000-4000-8000-000000000000", Controller: ptr.To(true)})
+		ownPod := &corev1.Pod{}
+		framework.ControlledBy(ownPod, node)
+		own := running("worn-node-0-0-abcde", ownPod.OwnerReferences...)
+
+		r := kubectlMPI("", "-n", ns, "describe", "worn")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(ContainSubstring(own.Name))
+		Expect(r.Stdout).NotTo(ContainSubstring(planted.Name))
+		Expect(r.Stdout).NotTo(ContainSubstring(forged.Name))
+
+		// logs -f and run -f meet pods one at a time.
+		owner := job.NewOwner(fw.Client, &tj)
+		Expect(owner.Owns(ctx, own)).To(BeTrue())
+		Expect(owner.Owns(ctx, planted)).To(BeFalse())
+		Expect(owner.Owns(ctx, forged)).To(BeFalse())
 	})
 
 	It("lists a page at a time, in namespace and name order, as one table", func() {
