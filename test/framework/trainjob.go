@@ -90,7 +90,7 @@ func JobOf(ctx context.Context, c client.Client, tj *trainer.TrainJob, replicate
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: js.Name + "-" + replicatedJob + "-0", Namespace: js.Namespace,
-			Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.ReplicatedJobNameKey: replicatedJob},
+			Labels:          map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.ReplicatedJobNameKey: replicatedJob},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&js, jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))},
 		},
 		Spec: batchv1.JobSpec{
