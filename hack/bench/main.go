@@ -91,7 +91,27 @@ func main() {
 	fs.StringVar(&o.pprofDir, "pprof", "", "directory for Torus's CPU, heap and allocation profiles at the largest N (enables --pprof-bind-address)")
 	fs.IntVar(&o.pprofSecs, "pprof-seconds", 30, "length of the CPU profiles, from the start of the batch")
 	torusFlags := fs.String("torus-flags", "", "extra operator flags, space-separated, for experiments (results then are not its defaults)")
+	tenants := fs.Bool("tenants", false, "instead: what one tenant's objects cost the operator (a flood of labelled ConfigMaps and Secrets, one job's pods at each -pods); writes tenants.md beside -out")
+	podSizes := fs.String("pods", "1000,4000,16384", "with -tenants: numbers of pods of one job, comma-separated")
 	_ = fs.Parse(os.Args[1:])
+	if *tenants {
+		var sizes []int
+		for _, s := range strings.Split(*podSizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				fatal(fmt.Errorf("bad -pods %q", s))
+			}
+			sizes = append(sizes, n)
+		}
+		o.torusFlags = strings.Fields(*torusFlags)
+		o.workers = int32(*w)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := runTenantsIn(ctx, o, sizes); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	o.workers, o.bigWorkers = int32(*w), int32(*big)
 	o.torusFlags = strings.Fields(*torusFlags)
 	if *quick {

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/pkg/mpi"
+)
+
+// The tenants benchmark measures what one namespace's user can make the
+// operator hold and do, which every namespace's admission depends on: a
+// flood of that user's objects carrying Torus's job-name label (large
+// ConfigMaps and Secrets, then many small ConfigMaps), and one large job
+// whose pods all exist. Torus runs alone, at its defaults, on a fresh
+// control plane; the figures are the operator's live heap after a forced
+// garbage collection (its pprof endpoint's runtime.MemStats), its resident
+// memory (RssAnon) and its CPU seconds (/proc).
+
+const nsTenant = "bench-tenant"
+
+// memory is the operator's memory at one moment.
+type memory struct {
+	Live int64 // bytes reachable after a forced GC (HeapAlloc)
+	RSS  int64 // RssAnon
+	CPU  float64
+}
+
+// mib1 is a size in MiB to a tenth.
+func mib1(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func (m memory) String() string {
+	return fmt.Sprintf("live heap %s, RSS %s", mib1(m.Live), mib1(m.RSS))
+}
+
+
+// tenantStep is one line of the report.
+type tenantStep struct {
+	What    string
+	Objects int
+	Bytes   int64
+	After   memory
+	// Took is how long the operator worked through the step's events
+	// (CPU seconds, until its CPU time stood still).
+	CPU float64
+}
+
+func runTenants(ctx context.Context, o options, podSizes []int) error {
+	bins, crds, err := prepare(o)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(o.work, "tenants")
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	m := describeMachine()
+	logf("%s; load average %s", m.CPU, m.LoadStart)
+	cp, err := startControlPlane(ctx, dir, o.testbin, crds)
+	if err != nil {
+		return err
+	}
+	defer cp.stop()
+	proxy, err := startProxy(cp)
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+	mc, err := metadata.NewForConfig(cp.config)
+	if err != nil {
+		return err
+	}
+	if err := cp.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsTenant}}); err != nil {
+		return err
+	}
+	// No controller manager runs to make it; the API server admits no pod
+	// without its service account.
+	if err := cp.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: nsBig}}); err != nil {
+		return err
+	}
+	var torus contender
+	for _, c := range allContenders {
+		if c.Name == "torus" {
+			torus = c
+		}
+	}
+	ctrl, err := startContender(ctx, torus, bins, cp, proxy, dir, true, o.torusFlags)
+	if err != nil {
+		return err
+	}
+	defer ctrl.stop()
+	answers := func(name string) (time.Duration, error) {
+		t := newTracker(nsWarmup, 1, false)
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if err := t.start(tctx, mc); err != nil {
+			return 0, err
+		}
+		if err := (&creator{c: cp.client, concurrency: 1}).one(ctx, t, name, o.workers); err != nil {
+			return 0, err
+		}
+		d, err := waitJob(ctx, t, name)
+		if err != nil {
+			return 0, fmt.Errorf("%w (log: %s)", err, ctrl.proc.Log)
+		}
+		return d, nil
+	}
+	if _, err := answers("warmup"); err != nil {
+		return err
+	}
+	measureNow := func() (memory, error) {
+		settle(ctrl)
+		live, err := liveHeap(ctx, ctrl.pprof)
+		if err != nil {
+			return memory{}, err
+		}
+		u := usageOf(ctrl)
+		return memory{Live: live, RSS: u.RSSAnon, CPU: u.CPU}, nil
+	}
+	base, err := measureNow()
+	if err != nil {
+		return err
+	}
+	logf("tenants: at rest, %s", base)
+	var steps []tenantStep
+	step := func(what string, n int, bytes int64, create func(i int) client.Object) error {
+		before := usageOf(ctrl).CPU
+		if err := createAll(ctx, cp.client, o.concurrency, n, create); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		after, err := measureNow()
+		if err != nil {
+			return err
+		}
+		steps = append(steps, tenantStep{What: what, Objects: n, Bytes: bytes, After: after, CPU: after.CPU - before})
+		logf("tenants: after %s: %s", what, after)
+		return nil
+	}
+	const big = 900 << 10 // a ConfigMap or Secret may hold 1 MiB
+	payload := strings.Repeat("x", big)
+	labelled := func(kind string, i int) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", kind, i), Namespace: nsTenant, Labels: map[string]string{api.LabelJobName: fmt.Sprintf("flood-%d", i)},
+			Annotations: map[string]string{"note": strings.Repeat("y", 100<<10)}}
+	}
+	if err := step("96 ConfigMaps of 1 MiB (900 KiB data, 100 KiB annotation) labelled as a job's", 96, 96<<20, func(i int) client.Object {
+		return &corev1.ConfigMap{ObjectMeta: labelled("big", i), Data: map[string]string{"data": payload}}
+	}); err != nil {
+		return err
+	}
+	if err := step("96 Secrets of 1 MiB labelled as a job's", 96, 96<<20, func(i int) client.Object {
+		return &corev1.Secret{ObjectMeta: labelled("big", i), Data: map[string][]byte{"data": []byte(payload)}}
+	}); err != nil {
+		return err
+	}
+	if err := step("10,000 empty ConfigMaps labelled as a job's", 10000, 0, func(i int) client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("small-%d", i), Namespace: nsTenant, Labels: map[string]string{api.LabelJobName: "flood"}}}
+	}); err != nil {
+		return err
+	}
+	answered, err := answers("after-flood")
+	if err != nil {
+		return err
+	}
+	logf("tenants: a job created after the flood had its JobSet in %v", answered)
+
+	// One job's pods: the operator's status, diagnosis and network check
+	// read every pod of a job on every event of one of them.
+	var pods []tenantStep
+	for _, n := range podSizes {
+		s, err := jobPods(ctx, o, cp, ctrl, mc, n, measureNow)
+		if err != nil {
+			return err
+		}
+		pods = append(pods, s)
+		logf("tenants: %s: %s, %.1f s CPU", s.What, s.After, s.CPU)
+	}
+	text := tenantsReport(m, base, steps, answered, pods)
+	fmt.Println()
+	fmt.Print(text)
+	if o.out != "" {
+		out := filepath.Join(filepath.Dir(o.out), "tenants.md")
+		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", out)
+	}
+	return nil
+}
+
+// jobPods creates a job of n workers, the Job its JobSet's controller would
+// make for them (no JobSet controller runs here) and n pods of that Job, as
+// the Job controller makes them; they stay Pending (no node runs them).
+func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc metadata.Interface, n int, measureNow func() (memory, error)) (tenantStep, error) {
+	name := fmt.Sprintf("pods-%d", n)
+	t := newTracker(nsBig, 1, false)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := t.start(tctx, mc); err != nil {
+		return tenantStep{}, err
+	}
+	if err := (&creator{c: cp.client, concurrency: 1}).one(ctx, t, name, int32(n)); err != nil {
+		return tenantStep{}, err
+	}
+	if _, err := waitJob(ctx, t, name); err != nil {
+		return tenantStep{}, err
+	}
+	var js jobsetv1alpha2.JobSet
+	if err := cp.client.Get(ctx, client.ObjectKey{Namespace: nsBig, Name: name}, &js); err != nil {
+		return tenantStep{}, err
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + mpi.NodeJob + "-0", Namespace: nsBig,
+			Labels:          map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&js, jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))}},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "node", Image: "mpi"}},
+		}}},
+	}
+	if err := cp.client.Create(ctx, job); err != nil {
+		return tenantStep{}, err
+	}
+	// The pod as the JobSet's template makes it, so that the operator
+	// holds what it would hold of a real one.
+	template := js.Spec.ReplicatedJobs[len(js.Spec.ReplicatedJobs)-1].Template.Spec.Template
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name == mpi.NodeJob {
+			template = rj.Template.Spec.Template
+		}
+	}
+	before := usageOf(ctrl).CPU
+	err := createAll(ctx, cp.client, o.concurrency, n, func(i int) client.Object {
+		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
+		p.Name, p.Namespace = fmt.Sprintf("%s-%s-0-%d-abcde", name, mpi.NodeJob, i), nsBig
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(i)
+		p.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
+		// What the admission plugins would default; the API server
+		// refuses a pod without them.
+		for i := range p.Spec.InitContainers {
+			p.Spec.InitContainers[i].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
+		return p
+	})
+	if err != nil {
+		return tenantStep{}, fmt.Errorf("pods of %s: %w", name, err)
+	}
+	after, err := measureNow()
+	if err != nil {
+		return tenantStep{}, err
+	}
+	step := tenantStep{What: fmt.Sprintf("one job's %d pods", n), Objects: n, After: after, CPU: after.CPU - before}
+	// The next size starts from none.
+	if err := cp.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(nsBig), client.GracePeriodSeconds(0)); err != nil {
+		return tenantStep{}, err
+	}
+	if err := cp.client.Delete(ctx, job); err != nil {
+		return tenantStep{}, err
+	}
+	return step, nil
+}
+
+// createAll creates n objects from concurrency goroutines.
+func createAll(ctx context.Context, c client.Client, concurrency, n int, newObject func(i int) client.Object) error {
+	work := make(chan int)
+	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := c.Create(ctx, newObject(i)); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// settle waits until the operator's CPU time stands still for two seconds:
+// it has worked through the events it was sent.
+func settle(r *running) {
+	last := usageOf(r).CPU
+	for still := 0; still < 4; {
+		time.Sleep(500 * time.Millisecond)
+		now := usageOf(r).CPU
+		if now-last < 0.02 {
+			still++
+		} else {
+			still = 0
+		}
+		last = now
+	}
+}
+
+// liveHeap forces a garbage collection in the operator and returns the heap
+// left (runtime.MemStats.HeapAlloc) from its pprof endpoint.
+func liveHeap(ctx context.Context, addr string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?debug=1&gc=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return 0, fmt.Errorf("no HeapAlloc in the operator's heap profile: %v", sc.Err())
+}
+
+func tenantsReport(m machine, base memory, steps []tenantStep, answered time.Duration, pods []tenantStep) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# What one tenant costs the operator\n\n")
+	fmt.Fprintf(&b, "Machine: %s. Torus at its defaults on a fresh etcd and kube-apiserver on 127.0.0.1; `go run ./hack/bench -tenants` (`make bench-tenants`).\n\n", m.CPU)
+	fmt.Fprintf(&b, "Live heap: bytes reachable after a forced garbage collection; RSS: the operator's anonymous resident memory.\n\n")
+	fmt.Fprintf(&b, "| a user creates, in one namespace | live heap | RSS | operator CPU |\n| --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| (nothing: the operator at rest) | %s | %s | |\n", mib1(base.Live), mib1(base.RSS))
+	prev := base
+	for _, s := range steps {
+		per := ""
+		if s.Objects > 0 {
+			per = fmt.Sprintf(" (%+d B per object)", (s.After.Live-prev.Live)/int64(s.Objects))
+		}
+		fmt.Fprintf(&b, "| %s | %s%s | %s | %.1f s |\n", s.What, mib1(s.After.Live), per, mib1(s.After.RSS), s.CPU)
+		prev = s.After
+	}
+	fmt.Fprintf(&b, "\nA TrainJob created after the flood had its JobSet in %.2f s.\n\n", answered.Seconds())
+	fmt.Fprintf(&b, "## One job's pods\n\nA job of N workers whose N pods all exist (Pending: no node runs them), created from its JobSet's template as the Job controller would; the figures after the operator worked through their events.\n\n")
+	fmt.Fprintf(&b, "| pods | live heap | RSS | operator CPU while they were created |\n| --- | --- | --- | --- |\n")
+	for _, s := range pods {
+		fmt.Fprintf(&b, "| %d | %s | %s | %.1f s |\n", s.Objects, mib1(s.After.Live), mib1(s.After.RSS), s.CPU)
+	}
+	if len(pods) >= 2 {
+		first, last := pods[0], pods[len(pods)-1]
+		dn := float64(last.Objects - first.Objects)
+		fmt.Fprintf(&b, "\nSlope between %d and %d pods: %.1f MiB of live heap and %.2f s of CPU per 1,000 pods.\n",
+			first.Objects, last.Objects, float64(last.After.Live-first.After.Live)/(1<<20)/dn*1000, (last.CPU-first.CPU)/dn*1000)
+	}
+	return b.String()
+}
+
+// runTenantsIn runs the tenants benchmark from the repository's root, in a
+// work directory kept on failure, as run does for the contenders.
+func runTenantsIn(ctx context.Context, o options, podSizes []int) (err error) {
+	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	if o.testbin, err = filepath.Abs(o.testbin); err != nil {
+		return err
+	}
+	if o.work == "" {
+		if o.work, err = os.MkdirTemp("", "torus-bench-"); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if o.keep || err != nil {
+			logf("logs kept in %s", o.work)
+			return
+		}
+		_ = os.RemoveAll(o.work)
+	}()
+	return runTenants(ctx, o, podSizes)
+}
+
+// waitJob waits until the tracker has seen every object of one job, and
+// returns how long they took from its creation.
+func waitJob(ctx context.Context, t *tracker, name string) (time.Duration, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		t.mu.Lock()
+		jt, ok := t.jobs[name]
+		done := ok && t.hasAll(jt) && !jt.created.IsZero()
+		var d time.Duration
+		if done {
+			d = jt.done().Sub(jt.created)
+		}
+		t.mu.Unlock()
+		if done {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("job %s: its objects did not all appear in 2 minutes", name)
+}
