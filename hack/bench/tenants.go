@@ -51,7 +51,6 @@ func (m memory) String() string {
 	return fmt.Sprintf("live heap %s, RSS %s", mib1(m.Live), mib1(m.RSS))
 }
 
-
 // tenantStep is one line of the report.
 type tenantStep struct {
 	What    string
