@@ -106,6 +106,30 @@ var _ = Describe("Admission", Ordered, func() {
 				LocalObjectReference: corev1.LocalObjectReference{Name: "victim-mpi-ssh"}, Key: "id_ed25519"}}})
 			return tj
 		}, `spec.trainer.env[1].valueFrom.secretKeyRef.name: Forbidden: Secret "victim-mpi-ssh" holds an MPI job's SSH keys, which only that job's own pods receive`),
+		Entry("another job's keys through a projected volume of a runtime patch", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("projector", ns).RuntimeRef("wh-openmpi").Obj()
+			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/x", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+					Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						Volumes: []corev1.Volume{{Name: "k", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+							Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "victim-mpi-ssh"}},
+						}}}}}},
+					}}}},
+				}}}},
+			}}}
+			return tj
+		}, `spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.volumes[0].projected.sources[0].secret.name: Forbidden: Secret "victim-mpi-ssh" holds an MPI job's SSH keys`),
+		Entry("another job's keys as an image pull secret of a runtime patch", func(ns string) *trainer.TrainJob {
+			tj := wrappers.MakeTrainJob("puller", ns).RuntimeRef("wh-openmpi").Obj()
+			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/x", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+					Name: "launcher", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						ImagePullSecrets: []corev1.LocalObjectReference{{Name: "victim-mpi-ssh"}},
+					}}}},
+				}}}},
+			}}}
+			return tj
+		}, `spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.imagePullSecrets[0].name: Forbidden: Secret "victim-mpi-ssh"`),
 		Entry("a namespaced runtime that does not exist", func(ns string) *trainer.TrainJob {
 			return wrappers.MakeTrainJob("nsruntime", ns).NamespacedRuntimeRef("nope").Obj()
 		}, `spec.runtimeRef: Invalid value: "nope": TrainingRuntime "nope" not found: create it, or set spec.runtimeRef to an existing runtime`),
