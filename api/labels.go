@@ -71,6 +71,10 @@ const (
 	// the JobSet exists, the job is tracked from what it started with, even
 	// if the runtime or profile is deleted or an annotation goes bad.
 	AnnotationJob = Domain + "job"
+	// AnnotationProof is, on each child Torus makes (the JobSet, the SSH
+	// Secret, the NetworkPolicy), a keyed hash only the operator can compute:
+	// Torus uses, updates and deletes only children that carry a valid one.
+	AnnotationProof = Domain + "proof"
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"

@@ -169,7 +169,21 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	setupControllers := func() error {
+		var proofKey []byte
+		if ns, ok := podNamespace(); ok || o.LeaderElectionNS != "" {
+			if !ok {
+				ns = o.LeaderElectionNS
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if proofKey, err = loadProofKey(ctx, mgr.GetClient(), mgr.GetAPIReader(), ns); err != nil {
+				return err
+			}
+		} else {
+			ctrl.Log.WithName("setup").Info("Neither in a pod nor given --leader-election-namespace: the children this process makes are recognised by it alone", "secret", ProofKeySecret)
+		}
 		return controller.SetupControllers(mgr, controller.Options{
+			ProofKey:                 proofKey,
 			Upstream:                 others,
 			ClusterDomain:            o.ClusterDomain,
 			MaxConcurrentReconciles:  o.MaxConcurrentReconciles,

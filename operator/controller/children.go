@@ -52,14 +52,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 	existing := s.jobSet
 	wantSuspend := ptr.Deref(desired.Spec.Suspend, false)
 	if existing != nil {
-		wantSuspend = ptr.Deref(s.tj.Spec.Suspend, false)
-		// Torus lifts only its own suspension. A queued job's JobSet is
-		// Kueue's to resume when it admits it; so is one Kueue suspended
-		// although the TrainJob names no queue (a default LocalQueue,
-		// manageJobsWithoutQueueName).
-		if ptr.Deref(existing.Spec.Suspend, false) && (queued || existing.Annotations[api.AnnotationSuspendedByTorus] != "true") {
-			wantSuspend = true
-		}
+		wantSuspend = !s.willRun(desired, queued)
 		desired.Spec.Suspend = ptr.To(wantSuspend)
 	}
 	if ptr.Deref(s.tj.Spec.Suspend, false) {
@@ -68,6 +61,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		}
 		desired.Annotations[api.AnnotationSuspendedByTorus] = "true"
 	}
+	r.proofs.stamp(childJobSet, desired, s.tj)
 	hash, err := specHash(desired)
 	if err != nil {
 		return fmt.Errorf("hashing JobSet: %w", err)
@@ -99,7 +93,7 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		log.V(2).Info("Created JobSet", "jobSet", desired.Name)
 		return nil
 	}
-	if err := checkControlled("JobSet", existing, s.tj); err != nil {
+	if err := r.checkMade(childJobSet, existing, s.tj); err != nil {
 		return err
 	}
 

@@ -24,39 +24,39 @@ const (
 	maxConflictRecheck = 5 * time.Minute
 )
 
-// childConflict says a child's name is taken by an object the TrainJob
-// does not control. Torus never uses such an object: a Secret or hostfile
-// made in advance by someone else would choose the job's keys or hosts.
+// childConflict says a child's name is taken by an object Torus did not
+// make for the TrainJob (proofs). Torus never uses such an object: a Secret
+// or hostfile made in advance by someone else would choose the job's keys
+// or hosts.
 type childConflict struct {
 	kind, name string
 	tj         *trainer.TrainJob
 }
 
 func (c *childConflict) Error() string {
-	return fmt.Sprintf("%s %s exists and is not this TrainJob's (no controller reference to TrainJob %s with UID %s), so Torus will not use it: delete it, or give the TrainJob another name",
+	return fmt.Sprintf("%s %s exists and Torus did not make it for TrainJob %s (UID %s), so Torus will not use it: delete it, or give the TrainJob another name",
 		c.kind, c.name, c.tj.Name, c.tj.UID)
 }
 
-// checkControlled returns a childConflict unless obj is controlled by the
-// TrainJob.
-func checkControlled(kind string, obj metav1.Object, tj *trainer.TrainJob) error {
-	if metav1.IsControlledBy(obj, tj) {
+// checkMade returns a childConflict unless Torus made obj for the TrainJob.
+func (r *TrainJobReconciler) checkMade(kind string, obj metav1.Object, tj *trainer.TrainJob) error {
+	if r.proofs.made(kind, obj, tj) {
 		return nil
 	}
 	return &childConflict{kind: kind, name: obj.GetName(), tj: tj}
 }
 
-// checkControlledLive reads an object's metadata from the API server, past
-// the cache (which holds only objects with Torus's label), after a create
-// found its name taken. It returns a childConflict unless the TrainJob
-// controls the object; when it does, the cache is only behind.
-func (r *TrainJobReconciler) checkControlledLive(ctx context.Context, kind string, gvk schema.GroupVersionKind, key client.ObjectKey, tj *trainer.TrainJob) error {
+// checkMadeLive reads an object's metadata from the API server, past the
+// cache (which holds only objects with Torus's label), after a create found
+// its name taken. It returns a childConflict unless Torus made the object
+// for the TrainJob; when it did, the cache is only behind.
+func (r *TrainJobReconciler) checkMadeLive(ctx context.Context, kind string, gvk schema.GroupVersionKind, key client.ObjectKey, tj *trainer.TrainJob) error {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(gvk)
 	if err := r.apiReader.Get(ctx, key, m); err != nil {
 		return fmt.Errorf("reading %s %s: %w", kind, key.Name, client.IgnoreNotFound(err))
 	}
-	return checkControlled(kind, m, tj)
+	return r.checkMade(kind, m, tj)
 }
 
 // handleConflict reports a childConflict on the job (Created=False), sets

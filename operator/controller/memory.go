@@ -59,8 +59,9 @@ type expectation struct {
 
 // The kinds of children expected.
 const (
-	childJobSet = "JobSet"
-	childSecret = "Secret"
+	childJobSet        = "JobSet"
+	childSecret        = "Secret"
+	childNetworkPolicy = "NetworkPolicy"
 )
 
 // anyRun matches SSH keys made for any run.

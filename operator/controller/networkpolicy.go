@@ -34,12 +34,14 @@ func (r *TrainJobReconciler) ensureNetworkPolicy(ctx context.Context, s *scope, 
 	var existing networkingv1.NetworkPolicy
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: children.NetworkPolicyName(s.tj.Name)}, &existing)
 	if err == nil {
-		return checkControlled("NetworkPolicy", &existing, s.tj)
+		return r.checkMade(childNetworkPolicy, &existing, s.tj)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("getting NetworkPolicy: %w", err)
 	}
-	if err := r.client.Create(ctx, children.BuildNetworkPolicy(s.tj)); err != nil && !apierrors.IsAlreadyExists(err) {
+	policy := children.BuildNetworkPolicy(s.tj)
+	r.proofs.stamp(childNetworkPolicy, policy, s.tj)
+	if err := r.client.Create(ctx, policy); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating NetworkPolicy: %w", err)
 	}
 	return nil

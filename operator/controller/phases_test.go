@@ -43,6 +43,7 @@ func TestResolvePhase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		testProofs.stamp(childJobSet, js, tj)
 		return js
 	}
 	notMPI := wrappers.MakeMPIRuntime("plain", trainer.MPIImplementationOpenMPI).Runtime()
@@ -96,7 +97,7 @@ func TestResolvePhase(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &TrainJobReconciler{maxNodes: 16384}
+			r := &TrainJobReconciler{maxNodes: 16384, proofs: testProofs}
 			if tc.maxNodes > 0 {
 				r.maxNodes = tc.maxNodes
 			}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -74,6 +75,11 @@ type Options struct {
 	// Upstream reconciles the TrainJobs that are not MPI as upstream
 	// Trainer does (upstream.New); nil leaves them Created=False.
 	Upstream *upstream.Framework
+	// ProofKey is the key of the stamps by which Torus recognises the
+	// children it made (proofs): the operator keeps it in a Secret of its
+	// namespace, so that every replica and every restart recognises the
+	// same children. Empty: a random key for this process only.
+	ProofKey []byte
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
@@ -146,7 +152,7 @@ func secretCacheTransform(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, api.AnnotationJobSetRestarts), Type: s.Type, Immutable: s.Immutable}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, api.AnnotationJobSetRestarts, api.AnnotationProof), Type: s.Type, Immutable: s.Immutable}
 	return out, nil
 }
 
@@ -159,7 +165,7 @@ func metadataCacheTransform(in any) (any, error) {
 	case *corev1.ConfigMap:
 		return &corev1.ConfigMap{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	case *networkingv1.NetworkPolicy:
-		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
+		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta, api.AnnotationProof)}, nil
 	case *batchv1.Job:
 		return &batchv1.Job{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	}
@@ -168,8 +174,8 @@ func metadataCacheTransform(in any) (any, error) {
 
 // podCacheTransform keeps of a pod what the operator's status, diagnosis
 // and network check read: its identity, owners, role and index labels,
-// Multus's network-status, its containers' names, images and memory limits,
-// its restart policy and node, and its status. Commands, environment,
+// Multus's network-status, its containers' names, images, memory limits and
+// SSH volume mounts, its restart policy and node, and its status. Commands, environment,
 // volumes and the rest of the spec go.
 func podCacheTransform(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
@@ -230,6 +236,12 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
 		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
+		}
+		// Where the job's sshd configuration is, for the fixes that name it.
+		for _, m := range c.VolumeMounts {
+			if m.Name == mpi.SSHVolume {
+				out[i].VolumeMounts = append(out[i].VolumeMounts, m)
+			}
 		}
 	}
 	return out
@@ -292,6 +304,12 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if opts.MaxNodes == 0 {
 		opts.MaxNodes = mpi.DefaultMaxNodes
 	}
+	if len(opts.ProofKey) == 0 {
+		opts.ProofKey = make([]byte, 32)
+		if _, err := rand.Read(opts.ProofKey); err != nil {
+			return fmt.Errorf("making a proof key: %w", err)
+		}
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 		if err := opts.Metrics.Register(); err != nil {
@@ -316,6 +334,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		metrics:      opts.Metrics,
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
+		proofs:       proofs{key: opts.ProofKey},
 		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -34,7 +39,8 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: meta(), Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever, NodeName: "node-a",
 		Containers: []corev1.Container{{Name: "node", Image: "mpi:1", Command: []string{big}, Env: []corev1.EnvVar{{Name: "A", Value: big}},
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory, corev1.ResourceCPU: resource.MustParse("2")}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}},
+			Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory, corev1.ResourceCPU: resource.MustParse("2")}}}},
 		Volumes: []corev1.Volume{{Name: "v"}},
 	}, Status: corev1.PodStatus{Phase: corev1.PodRunning, Message: "running"}}
 
@@ -47,7 +53,8 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-0-abcde", Namespace: "team", UID: "uid-1", ResourceVersion: "7", Labels: keptLabels,
 				Annotations: map[string]string{mpi.MultusNetworkStatus: `[{"name":"cbr0"}]`}, OwnerReferences: pod.OwnerReferences},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, NodeName: "node-a", Containers: []corev1.Container{{Name: "node", Image: "mpi:1",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory}}}}},
+				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory}},
+				VolumeMounts: []corev1.VolumeMount{{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}}}}},
 			Status: pod.Status,
 		}},
 		"secret": {secretCacheTransform, &corev1.Secret{ObjectMeta: meta(), Data: map[string][]byte{"ssh-privatekey": []byte(big)}, Type: corev1.SecretTypeOpaque},
@@ -79,4 +86,74 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The operator's diagnosis, status and network check read pods from the
+// cache: what podCacheTransform keeps must tell them what the whole pod
+// would. Pods are made from a JobSet Torus builds, with the statuses the
+// kubelet reports for each cause the diagnosis knows.
+func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Runtime()
+	tj := wrappers.MakeTrainJob("pi", "ns").UID("uid-1").RuntimeRef("rt").NumNodes(2).Obj()
+	job, err := mpi.ResolveJob(tj, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	terminated := func(reason string, code int32, message string) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code, Message: message, FinishedAt: t0}}
+	}
+	statuses := map[string]corev1.PodStatus{
+		"OOMKilled": {Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer, State: terminated("OOMKilled", 137, "")}}},
+		"ssh refused": {Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+			State: terminated("Error", 255, "ssh: connect to host pi-node-0-0.pi port 2222: Connection refused\n")}}},
+		"image pull": {Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}},
+		"unschedulable": {Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available", LastTransitionTime: t0}}},
+		"evicted":    {Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
+		"init crash": {Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: mpi.SSHInitContainer, RestartCount: 3, State: terminated("Error", 1, "chmod: Operation not permitted")}}},
+	}
+	for name, status := range statuses {
+		t.Run(name, func(t *testing.T) {
+			var pods []corev1.Pod
+			for _, rj := range js.Spec.ReplicatedJobs {
+				tpl := rj.Template.Spec.Template
+				p := corev1.Pod{ObjectMeta: *tpl.ObjectMeta.DeepCopy(), Spec: *tpl.Spec.DeepCopy(), Status: *status.DeepCopy()}
+				p.Name, p.Namespace = "pi-"+rj.Name+"-0-0-abcde", "ns"
+				if p.Labels == nil {
+					p.Labels = map[string]string{}
+				}
+				p.Labels["batch.kubernetes.io/job-completion-index"] = "0"
+				pods = append(pods, p)
+			}
+			cached := make([]corev1.Pod, len(pods))
+			for i := range pods {
+				out, err := podCacheTransform(pods[i].DeepCopy())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cached[i] = *out.(*corev1.Pod)
+			}
+			want, got := diagnosis.Pods(pods, job.Placement()), diagnosis.Pods(cached, job.Placement())
+			if len(want) == 0 {
+				t.Fatal("the pods have no finding: the case tests nothing")
+			}
+			if diff := cmp.Diff(messages(want), messages(got)); diff != "" {
+				t.Errorf("findings (-pod +cached pod):\n%s", diff)
+			}
+		})
+	}
+}
+
+func messages(fs []diagnosis.Finding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Message() + " | " + f.Fix
+	}
+	return out
 }

@@ -34,7 +34,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	var current *mpi.SSHKeys
 	switch {
 	case err == nil:
-		if err := checkControlled("Secret", existing, s.tj); err != nil {
+		if err := r.checkMade(childSecret, existing, s.tj); err != nil {
 			return false, err
 		}
 		made, _ := strconv.Atoi(existing.Annotations[api.AnnotationJobSetRestarts])
@@ -74,12 +74,13 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
+	r.proofs.stamp(childSecret, secret, s.tj)
 	if err := r.createExpected(ctx, s, childSecret, restarts, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// A stale cache, the Secret replaced still being deleted (a
 			// finalizer), or a Secret the cache does not hold (it lacks
 			// Torus's label), which must not be used.
-			if err := r.checkControlledLive(ctx, "Secret", corev1.SchemeGroupVersion.WithKind("Secret"), key, s.tj); err != nil {
+			if err := r.checkMadeLive(ctx, childSecret, corev1.SchemeGroupVersion.WithKind("Secret"), key, s.tj); err != nil {
 				return false, err
 			}
 			s.awaitCache = true
@@ -119,8 +120,8 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 	cached := &corev1.Secret{}
 	var pre client.Preconditions
 	switch err := r.client.Get(ctx, key, cached); {
-	case err == nil && !metav1.IsControlledBy(cached, s.tj):
-		return true, nil // not this job's keys: never delete another's Secret
+	case err == nil && !r.proofs.made(childSecret, cached, s.tj):
+		return true, nil // not keys Torus made for this job: never delete another's Secret
 	case err == nil:
 		pre.UID = ptr.To(cached.UID)
 	case !apierrors.IsNotFound(err):

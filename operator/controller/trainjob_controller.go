@@ -61,6 +61,8 @@ type TrainJobReconciler struct {
 	// upstream reconciles the TrainJobs that are not MPI, as upstream
 	// Trainer does; nil leaves them Created=False.
 	upstream reconcile.Reconciler
+	// proofs stamp the children Torus makes and recognise them.
+	proofs proofs
 }
 
 // scope is the state of one reconcile.
@@ -108,6 +110,23 @@ func (s *scope) willBeSuspended(desired *jobsetv1alpha2.JobSet) bool {
 		return ptr.Deref(s.jobSet.Spec.Suspend, false)
 	}
 	return ptr.Deref(desired.Spec.Suspend, false)
+}
+
+// willRun reports whether the JobSet runs after this reconcile: it runs, or
+// is created running, or Torus resumes it now. Torus lifts only its own
+// suspension: a queued job's JobSet is Kueue's to resume when it admits it,
+// and so is one Kueue suspended although the TrainJob names no queue (a
+// default LocalQueue, manageJobsWithoutQueueName).
+func (s *scope) willRun(desired *jobsetv1alpha2.JobSet, queued bool) bool {
+	switch {
+	case ptr.Deref(s.tj.Spec.Suspend, false):
+		return false
+	case s.jobSet == nil:
+		return !ptr.Deref(desired.Spec.Suspend, false)
+	case !ptr.Deref(s.jobSet.Spec.Suspend, false):
+		return true
+	}
+	return !queued && s.jobSet.Annotations[api.AnnotationSuspendedByTorus] == "true"
 }
 
 // managedByTorus: Torus stands in for the built-in Trainer controller, so
@@ -193,16 +212,15 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 // upstreams reports whether a TrainJob is upstream's to reconcile. A job
 // that has started keeps the path it started on until it ends, whatever its
-// runtime becomes meanwhile: its JobSet records the job when Torus made it
-// (api.AnnotationJob), and upstream's does not. Handing a running job to the
+// runtime becomes meanwhile: the JobSet Torus made carries its proof
+// (proofs), and upstream's does not. Handing a running job to the
 // other path would have that path rewrite or abandon children it did not
 // make. A job that has not started goes by its runtime (notMPI).
 func (r *TrainJobReconciler) upstreams(ctx context.Context, tj *trainer.TrainJob, rt *mpi.Runtime, rtErr error) (bool, error) {
 	var js jobsetv1alpha2.JobSet
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, &js); {
 	case err == nil && metav1.IsControlledBy(&js, tj):
-		_, torus := js.Annotations[api.AnnotationJob]
-		return !torus, nil
+		return !r.proofs.made(childJobSet, &js, tj), nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting JobSet: %w", err)
 	}
@@ -271,10 +289,11 @@ func (r *TrainJobReconciler) resolve(ctx context.Context, s *scope, rt *mpi.Runt
 	return job, nil, nil
 }
 
-// startedJob is the job as it started, recorded on its JobSet; nil when it
-// has not started (no JobSet of its own) or the record cannot be read.
-func startedJob(s *scope) *mpi.Job {
-	if s.jobSet == nil || !metav1.IsControlledBy(s.jobSet, s.tj) {
+// startedJob is the job as it started, recorded on the JobSet Torus made
+// for it; nil when it has not started (no such JobSet) or the record cannot
+// be read.
+func (r *TrainJobReconciler) startedJob(s *scope) *mpi.Job {
+	if s.jobSet == nil || !r.proofs.made(childJobSet, s.jobSet, s.tj) {
 		return nil
 	}
 	job, ok := mpi.DecodeJob(s.jobSet.Annotations[api.AnnotationJob])
@@ -374,7 +393,7 @@ func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi
 	if err != nil {
 		return false, 0, err
 	}
-	started := startedJob(s)
+	started := r.startedJob(s)
 	switch {
 	case block != nil && started == nil:
 		s.job = nil
@@ -504,8 +523,9 @@ func minPositive(a, b time.Duration) time.Duration {
 func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *mpi.Runtime, desired *jobsetv1alpha2.JobSet) error {
 	// Keys (and the hostfile beside them) exist only while the job may run: none while it waits suspended
 	// (for Kueue or the user), new ones each time it starts again. They are
-	// made before the JobSet may start pods that mount them.
-	if !s.willBeSuspended(desired) {
+	// made before the JobSet may start pods that mount them: before it is
+	// created running, and before Torus resumes it.
+	if s.willRun(desired, r.build.Queued(s.tj)) {
 		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
 			return err
 		}
@@ -525,7 +545,7 @@ func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *m
 // saved: deleting first could lose the failure and have the next reconcile
 // start the job again.
 func (r *TrainJobReconciler) finish(ctx context.Context, s *scope) error {
-	if stoppedByTorus(s.tj) && s.jobSet != nil && metav1.IsControlledBy(s.jobSet, s.tj) && s.jobSet.DeletionTimestamp.IsZero() {
+	if stoppedByTorus(s.tj) && s.jobSet != nil && r.proofs.made(childJobSet, s.jobSet, s.tj) && s.jobSet.DeletionTimestamp.IsZero() {
 		if err := r.client.Delete(ctx, s.jobSet, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting the JobSet of a stopped job: %w", err)
 		}

@@ -469,7 +469,7 @@ var _ = Describe("MPI TrainJob", func() {
 			Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
 				HaveField("Status", metav1.ConditionFalse),
 				HaveField("Reason", "ChildConflict"),
-				HaveField("Message", ContainSubstring(fmt.Sprintf("%s %s exists and is not this TrainJob's", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName()))),
+				HaveField("Message", ContainSubstring(fmt.Sprintf("%s %s exists and Torus did not make it for TrainJob squat", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName()))),
 				HaveField("Message", ContainSubstring("delete it, or give the TrainJob another name")),
 			))
 			Consistently(func() bool {
@@ -492,6 +492,52 @@ var _ = Describe("MPI TrainJob", func() {
 				Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")}}
 		}, true),
 	)
+
+	It("never uses keys planted while a job waits, though they name the job as their controller and carry its label", func() {
+		tj := wrappers.MakeTrainJob("planted", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Suspend(true).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		Eventually(getJobSet(tj), framework.Timeout, framework.Interval).ShouldNot(BeNil())
+		tj = getTrainJob(tj)
+		planted := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: mpi.SSHSecretName(tj.Name), Namespace: ns.Name,
+				Labels:          map[string]string{api.LabelJobName: tj.Name},
+				Annotations:     map[string]string{api.AnnotationJobSetRestarts: "0", api.AnnotationProof: "forged"},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind(trainer.TrainJobKind))},
+			},
+			Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")},
+		}
+		Expect(fw.Client.Create(ctx, planted)).To(Succeed())
+
+		By("resuming the job")
+		Eventually(func() error {
+			got := getTrainJob(tj)
+			got.Spec.Suspend = ptr.To(false)
+			return fw.Client.Update(ctx, got)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", "ChildConflict"),
+			HaveField("Message", ContainSubstring("Secret planted-mpi-ssh exists and Torus did not make it for TrainJob planted")),
+		))
+		Consistently(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			g.Expect(js).NotTo(BeNil())
+			g.Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeTrue(), "the JobSet was resumed with keys Torus did not make")
+			var s corev1.Secret
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(planted), &s)).To(Succeed(), "Torus deleted a Secret it did not make")
+			g.Expect(s.UID).To(Equal(planted.UID))
+		}, framework.ShortWindow, framework.Interval).Should(Succeed())
+
+		By("the planted Secret deleted: Torus makes the job's keys and resumes it")
+		Expect(fw.Client.Delete(ctx, planted)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(planted), &s)).To(Succeed())
+			g.Expect(s.Annotations).To(HaveKey(api.AnnotationProof))
+			g.Expect(s.Annotations[api.AnnotationProof]).NotTo(Equal("forged"))
+			g.Expect(ptr.Deref(getJobSet(tj)(g).Spec.Suspend, true)).To(BeFalse())
+		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
+	})
 
 	It("hands a TrainJob whose runtime is not MPI to upstream Trainer's framework, and admits it by upstream's rules", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
+)
+
+var testProofs = proofs{key: []byte("a key only the operator holds")}
+
+func TestProofs(t *testing.T) {
+	tj := trainJob("pi", "uid-1")
+	keys := func(run string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: "pi-mpi-ssh", Namespace: "ns", Annotations: map[string]string{api.AnnotationJobSetRestarts: run},
+			OwnerReferences: []metav1.OwnerReference{children.OwnerReference(tj)},
+		}}
+	}
+	made := keys("0")
+	testProofs.stamp(childSecret, made, tj)
+	copied := func(change func(*corev1.Secret)) *corev1.Secret {
+		s := made.DeepCopy()
+		change(s)
+		return s
+	}
+	tests := map[string]struct {
+		child  *corev1.Secret
+		proofs proofs
+		kind   string
+		want   bool
+	}{
+		"made by Torus":    {child: made, proofs: testProofs, kind: childSecret, want: true},
+		"no proof":         {child: keys("0"), proofs: testProofs, kind: childSecret},
+		"another key":      {child: made, proofs: proofs{key: []byte("another operator's")}, kind: childSecret},
+		"another kind":     {child: made, proofs: testProofs, kind: childNetworkPolicy},
+		"another run":      {child: copied(func(s *corev1.Secret) { s.Annotations[api.AnnotationJobSetRestarts] = "1" }), proofs: testProofs, kind: childSecret},
+		"another name":     {child: copied(func(s *corev1.Secret) { s.Name = "pi2-mpi-ssh" }), proofs: testProofs, kind: childSecret},
+		"not controlled":   {child: copied(func(s *corev1.Secret) { s.OwnerReferences = nil }), proofs: testProofs, kind: childSecret},
+		"a namesake job's": {child: copied(func(s *corev1.Secret) { s.OwnerReferences[0].UID = "uid-2" }), proofs: testProofs, kind: childSecret},
+		"a tampered proof": {child: copied(func(s *corev1.Secret) { s.Annotations[api.AnnotationProof] += "x" }), proofs: testProofs, kind: childSecret},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.proofs.made(tc.kind, tc.child, tj); got != tc.want {
+				t.Errorf("made = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
