@@ -45,6 +45,8 @@ type Options struct {
 	ProbeAddr        string
 	LeaderElect      bool
 	LeaderElectionNS string
+	// Namespace is the operator's, where it keeps its proof key.
+	Namespace string
 	WebhookHost      string
 	WebhookPort      int
 	WebhookCertDir   string
@@ -86,6 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
+	fs.StringVar(&o.Namespace, "namespace", "", "The operator's namespace, where it keeps the key by which it recognises the children it made (Secret "+ProofKeySecret+"; default: the pod's namespace, else --leader-election-namespace).")
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: all of the pod's).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server (default: controller-runtime's).")
@@ -170,17 +173,21 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	setupControllers := func() error {
 		var proofKey []byte
-		if ns, ok := podNamespace(); ok || o.LeaderElectionNS != "" {
-			if !ok {
-				ns = o.LeaderElectionNS
-			}
+		ns := o.Namespace
+		if ns == "" {
+			ns, _ = podNamespace()
+		}
+		if ns == "" {
+			ns = o.LeaderElectionNS
+		}
+		if ns != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if proofKey, err = loadProofKey(ctx, mgr.GetClient(), mgr.GetAPIReader(), ns); err != nil {
 				return err
 			}
 		} else {
-			ctrl.Log.WithName("setup").Info("Neither in a pod nor given --leader-election-namespace: the children this process makes are recognised by it alone", "secret", ProofKeySecret)
+			ctrl.Log.WithName("setup").Info("No namespace known (not in a pod; neither --namespace nor --leader-election-namespace): the children this process makes are recognised by it alone", "secret", ProofKeySecret)
 		}
 		return controller.SetupControllers(mgr, controller.Options{
 			ProofKey:                 proofKey,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -78,7 +79,8 @@ type Options struct {
 	// ProofKey is the key of the stamps by which Torus recognises the
 	// children it made (proofs): the operator keeps it in a Secret of its
 	// namespace, so that every replica and every restart recognises the
-	// same children. Empty: a random key for this process only.
+	// same children. Empty: a random key of this process, the same for
+	// every manager it starts.
 	ProofKey []byte
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
@@ -305,10 +307,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		opts.MaxNodes = mpi.DefaultMaxNodes
 	}
 	if len(opts.ProofKey) == 0 {
-		opts.ProofKey = make([]byte, 32)
-		if _, err := rand.Read(opts.ProofKey); err != nil {
-			return fmt.Errorf("making a proof key: %w", err)
-		}
+		opts.ProofKey = processProofKey()
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
@@ -423,6 +422,13 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return nil
 	}))
 }
+
+// processProofKey is a proof key of this process alone.
+var processProofKey = sync.OnceValue(func() []byte {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read does not fail
+	return key
+})
 
 // optionalAPIPollInterval is how often an operator started without Kueue (or
 // Multus) looks whether it was installed since.

@@ -39,7 +39,9 @@ func (o *operatorProcess) start() {
 	Expect(err).NotTo(HaveOccurred())
 	defer log.Close()
 	fmt.Fprintf(log, "=== start %d at %s\n", o.kills, time.Now().Format(time.RFC3339Nano))
-	election := []string{"--leader-elect=false"}
+	// Every start reads the proof key the first one made: a restarted
+	// operator recognises the children of the jobs it left.
+	election := []string{"--leader-elect=false", "--namespace=" + keyNamespace}
 	if o.leaseNamespace != "" {
 		election = []string{"--leader-elect=true", "--leader-election-namespace=" + o.leaseNamespace}
 	}

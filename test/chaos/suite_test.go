@@ -22,6 +22,8 @@ var (
 	ctx        = context.Background()
 	kubeconfig string
 	binary     string
+	// keyNamespace is where the operator keeps its proof key.
+	keyNamespace string
 )
 
 func TestChaos(t *testing.T) {
@@ -29,12 +31,13 @@ func TestChaos(t *testing.T) {
 	RunSpecs(t, "Operator under faults")
 }
 
-var _ = BeforeSuite(func() {
+var _ = BeforeSuite(func(sctx SpecContext) {
 	binary = filepath.Join(framework.RepoRoot(), "bin", "torus-operator")
 	_, err := os.Stat(binary)
 	Expect(err).NotTo(HaveOccurred(), "build the operator first (make build; make test-chaos does)")
 	fw.Init()
 	kubeconfig = fw.WriteKubeconfig(GinkgoT().TempDir())
+	keyNamespace = fw.NewNamespace(sctx, "torus-operator").Name
 })
 
 var _ = AfterSuite(fw.Teardown)
