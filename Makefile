@@ -89,8 +89,8 @@ test-cluster-suites: ## The suites on local clusters: make test-e2e (kwok nodes)
 
 # In test-cluster-suites, the two suites with a real node take turns: a machine
 # runs one kubelet. e2e's cluster has kwok nodes only, and its suite waits
-# on the cluster more than it computes (a third of the two cores, measured
-# in a cold run), so it runs beside them.
+# on the cluster more than it computes (about a third of two cores), so it
+# runs beside them.
 ifdef CLUSTER_SUITES
 test-olm: | test-cluster
 endif
@@ -160,11 +160,10 @@ bench-tenants: ## What one tenant's objects cost the operator: a flood of Config
 bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./operator/children/... ./plugin/migrate/...
 
-.PHONY: fuzz
 # Budgets are execution counts, not durations: Go 1.26's coordinator can fail a
 # duration-bounded run with "context deadline exceeded" as the clock runs out
 # (go.dev/issue/75804, fixed in 1.27), and minimizing each new input for the
-# default 60 s used a 10 s budget up on the first one, so nothing was fuzzed.
+# default 60 s would spend a short duration budget on the first input alone.
 FUZZ_EXECS ?= 15000x
 FUZZ_MINIMIZE ?= 200x
 

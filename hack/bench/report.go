@@ -222,7 +222,7 @@ func (rep *report) markdown(quick bool) string {
 	if quick {
 		p(" in quick mode")
 	}
-	p(" on %s. Every figure below is from that one invocation", m.Date)
+	p(". Every figure below is from that one invocation")
 	if rep.opts.runs > 1 {
 		p(": %d runs of each contender at each N, the contenders of a run one after the other", rep.opts.runs)
 	}

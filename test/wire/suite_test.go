@@ -11,7 +11,7 @@
 // run the runtime's sshd command, and the launcher runs its mpirun command
 // with nothing but the environment the operator set.
 //
-// Intel MPI is not tested here: it cannot be installed on this machine (see
+// Intel MPI is not tested here: it cannot be installed from Debian's packages (see
 // debianPackages).
 //
 // The suite needs root and skips without it.
