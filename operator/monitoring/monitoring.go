@@ -32,10 +32,10 @@ const FieldManager = "torus-operator-monitoring"
 // Name names the ServiceMonitor and the PrometheusRule.
 const Name = "torus-operator"
 
-// MetricsService is the operator's metrics Service (kustomize/manager), and
+// metricsService is the operator's metrics Service (kustomize/manager), and
 // MetricsPort its port's name.
 const (
-	MetricsService = "torus-operator-metrics"
+	metricsService = "torus-operator-metrics"
 	MetricsPort    = "https-metrics"
 )
 

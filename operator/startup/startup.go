@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// DefaultBackoff retries after a second, doubling up to a minute, until the
+// defaultBackoff retries after a second, doubling up to a minute, until the
 // manager stops.
-var DefaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
+var defaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: 1 << 30}
 
 // Task is a runnable that does its work once and returns.
 type Task struct {
@@ -30,7 +30,7 @@ type Task struct {
 	What string
 	Do   func(ctx context.Context) error
 	Log  logr.Logger
-	// Backoff paces retries; zero means DefaultBackoff.
+	// Backoff paces retries; zero means defaultBackoff.
 	Backoff wait.Backoff
 	// Quiet logs the retries at V(1): waiting is the expected state.
 	Quiet bool
@@ -43,7 +43,7 @@ func (t *Task) NeedLeaderElection() bool { return true }
 func (t *Task) Start(ctx context.Context) error {
 	b := t.Backoff
 	if b.Steps == 0 {
-		b = DefaultBackoff
+		b = defaultBackoff
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, b, func(ctx context.Context) (bool, error) {
 		if err := t.Do(ctx); err != nil {
@@ -85,13 +85,13 @@ func Served(mapper meta.RESTMapper, gk schema.GroupKind, versions ...string) (bo
 	return false, fmt.Errorf("looking up %s: %w", gk, err)
 }
 
-// ApplyIfServed server-side applies the objects objs makes, as
+// applyIfServed server-side applies the objects objs makes, as
 // fieldManager and owning their fields, where the cluster serves the API
 // of kind; elsewhere it does nothing. Other projects' kinds (OpenShift's
 // console, the Prometheus Operator) are applied this way rather than
 // shipped in the OLM bundle, where a kind a cluster lacks fails the whole
 // install.
-func ApplyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper, kind schema.GroupVersionKind,
+func applyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper, kind schema.GroupVersionKind,
 	fieldManager string, log logr.Logger, objs func() ([]*unstructured.Unstructured, error)) error {
 	if ok, err := Served(mapper, kind.GroupKind(), kind.Version); err != nil {
 		return err
@@ -113,7 +113,7 @@ func ApplyIfServed(ctx context.Context, c client.Client, mapper meta.RESTMapper,
 }
 
 // Applier applies another project's kinds where the cluster serves them
-// (ApplyIfServed), once at start.
+// (applyIfServed), once at start.
 type Applier struct {
 	Client client.Client
 	Mapper meta.RESTMapper
@@ -129,7 +129,7 @@ type Applier struct {
 
 // Install applies the objects once.
 func (a *Applier) Install(ctx context.Context) error {
-	return ApplyIfServed(ctx, a.Client, a.Mapper, a.Kind, a.FieldManager, a.Log, a.Objects)
+	return applyIfServed(ctx, a.Client, a.Mapper, a.Kind, a.FieldManager, a.Log, a.Objects)
 }
 
 // Runnable is the applier as a manager runnable: once, on the leader,

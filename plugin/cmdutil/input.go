@@ -9,25 +9,25 @@ import (
 	"strings"
 )
 
-// MaxInput bounds what -f reads from a file or standard input: far more
+// maxInput bounds what -f reads from a file or standard input: far more
 // than any manifest of jobs, and little enough that a wrong file (an image,
 // a log, /dev/zero) ends in a clear error rather than in memory exhaustion.
-const MaxInput = 64 << 20
+const maxInput = 64 << 20
 
-// ReadAll reads r to its end, or fails once it passes MaxInput. what names
+// ReadAll reads r to its end, or fails once it passes maxInput. what names
 // the input in errors.
 func ReadAll(r io.Reader, what string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInput+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxInput+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
-	if len(data) > MaxInput {
-		return nil, fmt.Errorf("%s is larger than %d MiB: it cannot be a manifest; check the -f argument", what, MaxInput>>20)
+	if len(data) > maxInput {
+		return nil, fmt.Errorf("%s is larger than %d MiB: it cannot be a manifest; check the -f argument", what, maxInput>>20)
 	}
 	return data, nil
 }
 
-// ReadFile reads a file of at most MaxInput bytes.
+// ReadFile reads a file of at most maxInput bytes.
 func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -37,11 +37,11 @@ func ReadFile(path string) ([]byte, error) {
 	return ReadAll(f, path)
 }
 
-// ErrNotRegular is returned for a path that is not a regular file: a
+// errNotRegular is returned for a path that is not a regular file: a
 // symbolic link, a FIFO, a device, a socket or a directory.
-var ErrNotRegular = errors.New("not a regular file")
+var errNotRegular = errors.New("not a regular file")
 
-// ReadRegularFile reads a regular file of at most MaxInput bytes, and
+// ReadRegularFile reads a regular file of at most maxInput bytes, and
 // refuses anything else without following it or waiting on it: the path
 // is opened without following a symbolic link and without blocking (a
 // FIFO would wait for a writer), then checked on the open file.
@@ -49,7 +49,7 @@ func ReadRegularFile(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|openNoFollow|openNonBlock, 0)
 	if err != nil {
 		if st, lerr := os.Lstat(path); lerr == nil && !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, kind(st.Mode()))
+			return nil, fmt.Errorf("%s: %w (%s)", path, errNotRegular, kind(st.Mode()))
 		}
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func ReadRegularFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, kind(st.Mode()))
+		return nil, fmt.Errorf("%s: %w (%s)", path, errNotRegular, kind(st.Mode()))
 	}
 	return ReadAll(f, path)
 }
@@ -69,7 +69,7 @@ func ReadRegularFile(path string) ([]byte, error) {
 // a device) that stands at path.
 func CreateRegularFile(path string, perm os.FileMode) (*os.File, error) {
 	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s): refusing to write through it", path, ErrNotRegular, kind(st.Mode()))
+		return nil, fmt.Errorf("%s: %w (%s): refusing to write through it", path, errNotRegular, kind(st.Mode()))
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|openNoFollow|openNonBlock, perm)
 	if err != nil {
@@ -77,7 +77,7 @@ func CreateRegularFile(path string, perm os.FileMode) (*os.File, error) {
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		_ = f.Close()
-		return nil, fmt.Errorf("%s: %w: refusing to write into it", path, ErrNotRegular)
+		return nil, fmt.Errorf("%s: %w: refusing to write into it", path, errNotRegular)
 	}
 	return f, nil
 }

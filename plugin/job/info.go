@@ -158,8 +158,8 @@ func (r *Runtimes) Get(ctx context.Context, tj *trainer.TrainJob) (*mpi.Runtime,
 	return rt, err
 }
 
-// IsRuntimeNotFound reports whether err says a job's runtime is missing.
-func IsRuntimeNotFound(err error) bool {
+// isRuntimeNotFound reports whether err says a job's runtime is missing.
+func isRuntimeNotFound(err error) bool {
 	var refErr *trainjob.RuntimeRefError
 	return errors.As(err, &refErr) && refErr.NotFound
 }
@@ -229,12 +229,12 @@ func HostOf(p *corev1.Pod) mpi.Host {
 	return mpi.Host{Role: p.Labels[api.LabelRole], Index: Index(p)}
 }
 
-// HostName is how people see a pod: "launcher" or "worker-<i>".
-func HostName(p *corev1.Pod) string { return HostOf(p).Name() }
+// hostName is how people see a pod: "launcher" or "worker-<i>".
+func hostName(p *corev1.Pod) string { return HostOf(p).Name() }
 
 // HostPrefix is what logs put before each line of a pod: its host in
 // brackets, "[launcher] " or "[worker-3] ".
-func HostPrefix(p *corev1.Pod) string { return "[" + HostName(p) + "] " }
+func HostPrefix(p *corev1.Pod) string { return "[" + hostName(p) + "] " }
 
 // PodOf finds the current pod of a host: the newest one not being deleted,
 // else the newest.

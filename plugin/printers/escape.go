@@ -19,14 +19,14 @@ func Escaping(w io.Writer) io.Writer { return escaping{w} }
 type escaping struct{ w io.Writer }
 
 func (e escaping) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(e.w, Escape(string(p))); err != nil {
+	if _, err := io.WriteString(e.w, escape(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// Escape makes a string's terminal control characters visible (Escaping).
-func Escape(s string) string {
+// escape makes a string's terminal control characters visible (Escaping).
+func escape(s string) string {
 	if !strings.ContainsFunc(s, control) {
 		return s
 	}

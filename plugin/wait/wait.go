@@ -93,8 +93,8 @@ func settled(cond Condition, tj *trainer.TrainJob) (verdict, bool) {
 	return 0, false
 }
 
-// ErrDeleted says the job went away while being waited for.
-var ErrDeleted = errors.New("the job was deleted while waiting")
+// errDeleted says the job went away while being waited for.
+var errDeleted = errors.New("the job was deleted while waiting")
 
 // For watches a TrainJob until check settles (returns done) or ctx ends.
 // progress, when set, is called with the latest object on every change and
@@ -108,7 +108,7 @@ func For(ctx context.Context, c client.WithWatch, namespace, name string, check 
 		if err != nil {
 			var nf *job.NotFoundError
 			if last != nil && errors.As(err, &nf) {
-				return last, ErrDeleted
+				return last, errDeleted
 			}
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -167,7 +167,7 @@ func consume(ctx context.Context, w watch.Interface, tick <-chan time.Time, chec
 					return true, tj, nil
 				}
 			case watch.Deleted:
-				return true, *last, ErrDeleted
+				return true, *last, errDeleted
 			case watch.Error:
 				return false, nil, nil
 			}

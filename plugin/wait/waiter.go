@@ -102,7 +102,7 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 			}
 		}
 		return tj, cmdutil.WithCode(cmdutil.ExitTimeout, errors.New(msg))
-	case errors.Is(err, ErrDeleted):
+	case errors.Is(err, errDeleted):
 		return tj, fmt.Errorf("MPI job %s was deleted while waiting for it to be %s", name, cond)
 	case err != nil:
 		return tj, err
