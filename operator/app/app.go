@@ -46,11 +46,11 @@ type Options struct {
 	LeaderElect      bool
 	LeaderElectionNS string
 	// Namespace is the operator's, where it keeps its proof key.
-	Namespace string
-	WebhookHost      string
-	WebhookPort      int
-	WebhookCertDir   string
-	EnableWebhooks   bool
+	Namespace      string
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
+	EnableWebhooks bool
 	// QPS and Burst size the client for hundreds of jobs: each job costs a
 	// handful of writes, and client-go's default of 5 QPS would queue them
 	// for minutes.
