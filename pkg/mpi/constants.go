@@ -50,17 +50,17 @@ const (
 // whose required key is ssh-privatekey.
 const (
 	SSHPrivateKey     = "ssh-privatekey"
-	SSHPublicKey      = "ssh-publickey"
-	SSHAuthorizedKeys = "authorized_keys"
+	sshPublicKey      = "ssh-publickey"
+	sshAuthorizedKeys = "authorized_keys"
 	SSHKnownHosts     = "known_hosts"
 	SSHHostKey        = "ssh_host_ed25519_key"
 	SSHHostPublicKey  = "ssh_host_ed25519_key.pub"
 	SSHClientConfig   = "config"
 	SSHDaemonConfig   = "sshd_config"
-	// SSHRun is the JobSet restart count the keys are for; SSHNextPrefix
+	// sshRun is the JobSet restart count the keys are for; sshNextPrefix
 	// prefixes the keys of the run after it (see SSHSecretData).
-	SSHRun        = "run"
-	SSHNextPrefix = "next-"
+	sshRun        = "run"
+	sshNextPrefix = "next-"
 )
 
 // LabelJobSetRestartAttempt is JobSet's label on every pod of a run: the
@@ -73,15 +73,15 @@ const EnvRestartAttempt = "TORUS_MPI_RESTART_ATTEMPT"
 // File names the keys get in the pod's SSH directory.
 const (
 	SSHPrivateKeyFile = "id_ed25519"
-	SSHPublicKeyFile  = "id_ed25519.pub"
-	// UpstreamPrivateKeyFile and UpstreamPublicKeyFile are the names
+	sshPublicKeyFile  = "id_ed25519.pub"
+	// upstreamPrivateKeyFile and upstreamPublicKeyFile are the names
 	// upstream Trainer's MPI runtime images (DeepSpeed, MLX, built on
 	// mpi-operator's base image) expect: their sshd runs with
 	// "HostKey <ssh dir>/id_rsa", the job's one key pair serving as user
 	// key and host key. OpenSSH reads a key's type from its content, so the
 	// job's ed25519 key serves under these names too.
-	UpstreamPrivateKeyFile = "id_rsa"
-	UpstreamPublicKeyFile  = "id_rsa.pub"
+	upstreamPrivateKeyFile = "id_rsa"
+	upstreamPublicKeyFile  = "id_rsa.pub"
 )
 
 // DefaultRunAsUser is the UID the default runtimes run as where the platform

@@ -11,33 +11,33 @@ import (
 // Environment variable names Torus sets on the launcher.
 const (
 	EnvOMPIHostfile      = "OMPI_MCA_orte_default_hostfile"
-	EnvOMPIKeepFQDN      = "OMPI_MCA_orte_keep_fqdn_hostnames"
-	EnvOMPIDefaultSlots  = "OMPI_MCA_orte_set_default_slots"
+	envOMPIKeepFQDN      = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	envOMPIDefaultSlots  = "OMPI_MCA_orte_set_default_slots"
 	EnvOMPIRSHArgs       = "OMPI_MCA_plm_rsh_args"
-	EnvOMPIEnvList       = "OMPI_MCA_mca_base_env_list"
-	EnvPRTEHostfile      = "PRTE_MCA_prte_default_hostfile"
-	EnvPRTEKeepFQDN      = "PRTE_MCA_prte_keep_fqdn_hostnames"
-	EnvPRTESSHArgs       = "PRTE_MCA_plm_ssh_args"
-	EnvIntelHostfile     = "I_MPI_HYDRA_HOST_FILE"
-	EnvIntelBootstrap    = "I_MPI_HYDRA_BOOTSTRAP"
-	EnvIntelBootstrapArg = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
-	EnvIntelPerHost      = "I_MPI_PERHOST"
-	EnvHydraHostfile     = "HYDRA_HOST_FILE"
-	EnvHydraLauncher     = "HYDRA_LAUNCHER"
+	envOMPIEnvList       = "OMPI_MCA_mca_base_env_list"
+	envPRTEHostfile      = "PRTE_MCA_prte_default_hostfile"
+	envPRTEKeepFQDN      = "PRTE_MCA_prte_keep_fqdn_hostnames"
+	envPRTESSHArgs       = "PRTE_MCA_plm_ssh_args"
+	envIntelHostfile     = "I_MPI_HYDRA_HOST_FILE"
+	envIntelBootstrap    = "I_MPI_HYDRA_BOOTSTRAP"
+	envIntelBootstrapArg = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
+	envIntelPerHost      = "I_MPI_PERHOST"
+	envHydraHostfile     = "HYDRA_HOST_FILE"
+	envHydraLauncher     = "HYDRA_LAUNCHER"
 	EnvHydraLaunchArgs   = "HYDRA_LAUNCHER_EXTRA_ARGS"
 )
 
 // ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.
 var ReservedEnvNames = sets.New(
-	EnvOMPIHostfile, EnvOMPIKeepFQDN, EnvOMPIDefaultSlots, EnvOMPIRSHArgs, EnvOMPIEnvList,
-	EnvPRTEHostfile, EnvPRTEKeepFQDN, EnvPRTESSHArgs,
-	EnvIntelHostfile, EnvIntelBootstrap, EnvIntelBootstrapArg, EnvIntelPerHost,
-	EnvHydraHostfile, EnvHydraLauncher, EnvHydraLaunchArgs,
+	EnvOMPIHostfile, envOMPIKeepFQDN, envOMPIDefaultSlots, EnvOMPIRSHArgs, envOMPIEnvList,
+	envPRTEHostfile, envPRTEKeepFQDN, envPRTESSHArgs,
+	envIntelHostfile, envIntelBootstrap, envIntelBootstrapArg, envIntelPerHost,
+	envHydraHostfile, envHydraLauncher, EnvHydraLaunchArgs,
 )
 
-// SSHArgs are the arguments every implementation passes to ssh: the job's
+// sshArgs are the arguments every implementation passes to ssh: the job's
 // client configuration, which names its key, known_hosts and port.
-func SSHArgs(sshPath string) string {
+func sshArgs(sshPath string) string {
 	return "-F " + sshPath + "/" + SSHClientConfig
 }
 
@@ -52,9 +52,9 @@ func SSHArgs(sshPath string) string {
 // mca_base_env_list does.
 func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string, forward []string) []corev1.EnvVar {
 	f := impl.of()
-	env := f.env(strconv.Itoa(int(slotsPerHost)), SSHArgs(sshPath))
+	env := f.env(strconv.Itoa(int(slotsPerHost)), sshArgs(sshPath))
 	if len(forward) > 0 && !f.forwardsAll {
-		env = append(env, corev1.EnvVar{Name: EnvOMPIEnvList, Value: strings.Join(forward, ";")})
+		env = append(env, corev1.EnvVar{Name: envOMPIEnvList, Value: strings.Join(forward, ";")})
 	}
 	return env
 }

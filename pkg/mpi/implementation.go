@@ -51,7 +51,7 @@ type facts struct {
 	shortHostNames bool
 	// forwardsAll: the launcher passes its whole environment to remote
 	// ranks (Hydra); otherwise Torus lists the job's variables in
-	// EnvOMPIEnvList, as Open MPI forwards only OMPI_* unless told.
+	// envOMPIEnvList, as Open MPI forwards only OMPI_* unless told.
 	forwardsAll bool
 	// env is the launcher's environment: where the hostfile is, the slots
 	// per host, and the ssh arguments.
@@ -65,8 +65,8 @@ var table = []facts{
 		env: func(slots, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: EnvOMPIHostfile, Value: HostfilePath},
-				{Name: EnvOMPIKeepFQDN, Value: "true"},
-				{Name: EnvOMPIDefaultSlots, Value: slots},
+				{Name: envOMPIKeepFQDN, Value: "true"},
+				{Name: envOMPIDefaultSlots, Value: slots},
 				{Name: EnvOMPIRSHArgs, Value: ssh},
 			}
 		},
@@ -76,9 +76,9 @@ var table = []facts{
 		trainer: trainer.MPIImplementationOpenMPI, openMPIVersion: "5", slotsSeparator: " slots=",
 		env: func(_, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				{Name: EnvPRTEHostfile, Value: HostfilePath},
-				{Name: EnvPRTEKeepFQDN, Value: "1"},
-				{Name: EnvPRTESSHArgs, Value: ssh},
+				{Name: envPRTEHostfile, Value: HostfilePath},
+				{Name: envPRTEKeepFQDN, Value: "1"},
+				{Name: envPRTESSHArgs, Value: ssh},
 			}
 		},
 	},
@@ -87,10 +87,10 @@ var table = []facts{
 		trainer: trainer.MPIImplementationIntel, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
 		env: func(slots, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				{Name: EnvIntelHostfile, Value: HostfilePath},
-				{Name: EnvIntelBootstrap, Value: "ssh"},
-				{Name: EnvIntelBootstrapArg, Value: ssh},
-				{Name: EnvIntelPerHost, Value: slots},
+				{Name: envIntelHostfile, Value: HostfilePath},
+				{Name: envIntelBootstrap, Value: "ssh"},
+				{Name: envIntelBootstrapArg, Value: ssh},
+				{Name: envIntelPerHost, Value: slots},
 			}
 		},
 	},
@@ -99,8 +99,8 @@ var table = []facts{
 		trainer: trainer.MPIImplementationMPICH, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
 		env: func(_, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
-				{Name: EnvHydraHostfile, Value: HostfilePath},
-				{Name: EnvHydraLauncher, Value: "ssh"},
+				{Name: envHydraHostfile, Value: HostfilePath},
+				{Name: envHydraLauncher, Value: "ssh"},
 				{Name: EnvHydraLaunchArgs, Value: ssh},
 			}
 		},

@@ -11,7 +11,7 @@ import "fmt"
 const (
 	// DefaultMaxNodes is the default of the operator's --max-nodes: the
 	// largest numNodes it admits and runs. The hostfile of 16,384 workers
-	// fits in the job's Secret (MaxHostfileBytes) when its lines are about
+	// fits in the job's Secret (maxHostfileBytes) when its lines are about
 	// 60 bytes (short job and namespace names); CheckSize refuses longer
 	// ones by the hostfile's own size.
 	DefaultMaxNodes int32 = 16384
@@ -20,10 +20,10 @@ const (
 	AbsoluteMaxNodes int32 = 65536
 	// MaxSlotsPerNode bounds numProcPerNode: ranks on one pod.
 	MaxSlotsPerNode int32 = 4096
-	// MaxHostfileBytes is what the hostfile may take of the job's Secret,
+	// maxHostfileBytes is what the hostfile may take of the job's Secret,
 	// whose data the API server limits to 1 MiB: the rest is for two
 	// generations of keys (RSA ones the largest) and the SSH configuration.
-	MaxHostfileBytes = 1<<20 - 64<<10
+	maxHostfileBytes = 1<<20 - 64<<10
 )
 
 // SizeError says a job is larger (or smaller) than Torus runs.
@@ -58,10 +58,10 @@ func (j *Job) CheckSize(maxNodes int32) error {
 		return sizeErrorf("numNodes is %d, more than the %d nodes this Torus operator runs (its --max-nodes): use fewer nodes, or more slots per node",
 			j.NumNodes, maxNodes)
 	}
-	if n := len(j.Hostfile()); n > MaxHostfileBytes {
-		fit := int64(MaxHostfileBytes) * int64(j.Workers) / int64(n)
+	if n := len(j.Hostfile()); n > maxHostfileBytes {
+		fit := int64(maxHostfileBytes) * int64(j.Workers) / int64(n)
 		return sizeErrorf("the hostfile of %d workers takes %d bytes, more than the %d the job's Secret holds beside its keys: use at most %d workers with this job name and namespace, or shorter names",
-			j.Workers, n, MaxHostfileBytes, fit)
+			j.Workers, n, maxHostfileBytes, fit)
 	}
 	return nil
 }

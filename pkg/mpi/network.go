@@ -16,8 +16,8 @@ import (
 
 // Multus and the SR-IOV network operator's names.
 const (
-	// MultusNetworks is the pod annotation listing networks to attach.
-	MultusNetworks = nadv1.NetworkAttachmentAnnot
+	// multusNetworks is the pod annotation listing networks to attach.
+	multusNetworks = nadv1.NetworkAttachmentAnnot
 	// MultusNetworkStatus is the pod annotation Multus writes with what it
 	// attached.
 	MultusNetworkStatus = nadv1.NetworkStatusAnnot
@@ -128,12 +128,12 @@ func (p *NetworkPlan) Apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container) 
 	}
 	data, err := json.Marshal(elems)
 	if err != nil {
-		return fmt.Errorf("encoding %s: %w", MultusNetworks, err)
+		return fmt.Errorf("encoding %s: %w", multusNetworks, err)
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[MultusNetworks] = string(data)
+	pod.Annotations[multusNetworks] = string(data)
 
 	for name, q := range p.Resources() {
 		// Extended resources are requested and limited alike.

@@ -133,16 +133,16 @@ type SSHSettings struct {
 func SSHSecretData(trainJob string, run int32, current, next *SSHKeys, s SSHSettings) map[string][]byte {
 	data := map[string][]byte{
 		SSHClientConfig: []byte(ClientConfig(s)),
-		SSHDaemonConfig: []byte(SSHDConfig(s)),
-		SSHRun:          []byte(strconv.Itoa(int(run))),
+		SSHDaemonConfig: []byte(sshdConfig(s)),
+		sshRun:          []byte(strconv.Itoa(int(run))),
 	}
-	for prefix, keys := range map[string]*SSHKeys{"": current, SSHNextPrefix: next} {
+	for prefix, keys := range map[string]*SSHKeys{"": current, sshNextPrefix: next} {
 		data[prefix+SSHPrivateKey] = keys.ClientPrivate
-		data[prefix+SSHPublicKey] = keys.ClientPublic
-		data[prefix+SSHAuthorizedKeys] = keys.ClientPublic
+		data[prefix+sshPublicKey] = keys.ClientPublic
+		data[prefix+sshAuthorizedKeys] = keys.ClientPublic
 		data[prefix+SSHHostKey] = keys.HostPrivate
 		data[prefix+SSHHostPublicKey] = keys.HostPublic
-		data[prefix+SSHKnownHosts] = []byte(KnownHosts(trainJob, s.Port, keys.HostPublic, keys.ClientPublic))
+		data[prefix+SSHKnownHosts] = []byte(knownHosts(trainJob, s.Port, keys.HostPublic, keys.ClientPublic))
 	}
 	return data
 }
@@ -151,10 +151,10 @@ func SSHSecretData(trainJob string, run int32, current, next *SSHKeys, s SSHSett
 // data, if it has one.
 func NextSSHKeys(data map[string][]byte) (*SSHKeys, bool) {
 	k := &SSHKeys{
-		ClientPrivate: data[SSHNextPrefix+SSHPrivateKey],
-		ClientPublic:  data[SSHNextPrefix+SSHPublicKey],
-		HostPrivate:   data[SSHNextPrefix+SSHHostKey],
-		HostPublic:    data[SSHNextPrefix+SSHHostPublicKey],
+		ClientPrivate: data[sshNextPrefix+SSHPrivateKey],
+		ClientPublic:  data[sshNextPrefix+sshPublicKey],
+		HostPrivate:   data[sshNextPrefix+SSHHostKey],
+		HostPublic:    data[sshNextPrefix+SSHHostPublicKey],
 	}
 	if len(k.ClientPrivate) == 0 || len(k.ClientPublic) == 0 || len(k.HostPrivate) == 0 || len(k.HostPublic) == 0 {
 		return nil, false
@@ -162,10 +162,10 @@ func NextSSHKeys(data map[string][]byte) (*SSHKeys, bool) {
 	return k, true
 }
 
-// KnownHostsPatterns are the host patterns of a job's pods in known_hosts:
+// knownHostsPatterns are the host patterns of a job's pods in known_hosts:
 // every name form of the launcher and the workers (short, with subdomain,
 // fully qualified), at the job's sshd port.
-func KnownHostsPatterns(trainJob string, port int32) []string {
+func knownHostsPatterns(trainJob string, port int32) []string {
 	patterns := make([]string, 0, 2)
 	for _, rjob := range []string{LauncherJob, NodeJob} {
 		p := trainJob + "-" + rjob + "-*"
@@ -178,12 +178,12 @@ func KnownHostsPatterns(trainJob string, port int32) []string {
 	return patterns
 }
 
-// KnownHosts trusts the job's keys as host keys, for the job's host names
+// knownHosts trusts the job's keys as host keys, for the job's host names
 // only: its host key, which Torus's sshd configuration serves, and its user
 // key, which upstream's MPI images serve as host key (see
-// UpstreamPrivateKeyFile). Both are the job's own and secret to its pods.
-func KnownHosts(trainJob string, port int32, hostPublic, clientPublic []byte) string {
-	patterns := strings.Join(KnownHostsPatterns(trainJob, port), ",")
+// upstreamPrivateKeyFile). Both are the job's own and secret to its pods.
+func knownHosts(trainJob string, port int32, hostPublic, clientPublic []byte) string {
+	patterns := strings.Join(knownHostsPatterns(trainJob, port), ",")
 	var b strings.Builder
 	for _, key := range [][]byte{hostPublic, clientPublic} {
 		b.WriteString(patterns + " " + strings.TrimSpace(string(key)) + "\n")
@@ -207,7 +207,7 @@ func ClientConfig(s SSHSettings) string {
 `, s.Port, s.Path, SSHPrivateKeyFile, s.Path, SSHKnownHosts)
 }
 
-// SSHDConfig runs sshd as whatever user the pod runs as (no root needed, no
+// sshdConfig runs sshd as whatever user the pod runs as (no root needed, no
 // PAM), with the job's host key and keys only.
 //
 // StrictModes holds where the settings say so: the init container makes the
@@ -215,7 +215,7 @@ func ClientConfig(s SSHSettings) string {
 // (SSHSetupScript). The account it adds for a UID the image lacks has the
 // SSH directory as home, where sshd's walk up from authorized_keys stops:
 // the directories above it belong to the image, not to an assigned UID.
-func SSHDConfig(s SSHSettings) string {
+func sshdConfig(s SSHSettings) string {
 	strict := "no"
 	if s.StrictModes {
 		strict = "yes"
@@ -234,7 +234,7 @@ PermitUserEnvironment no
 AllowTcpForwarding no
 X11Forwarding no
 PrintMotd no
-`, s.Port, s.Path, SSHHostKey, s.Path, SSHAuthorizedKeys, strict)
+`, s.Port, s.Path, SSHHostKey, s.Path, sshAuthorizedKeys, strict)
 }
 
 // sshFiles maps Secret keys to file names in the SSH directory and modes.
@@ -250,12 +250,12 @@ var sshFiles = []struct {
 	sshd bool
 }{
 	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false},
-	{SSHPublicKey, SSHPublicKeyFile, "0644", true, false},
-	{SSHPrivateKey, UpstreamPrivateKeyFile, "0600", true, false},
-	{SSHPublicKey, UpstreamPublicKeyFile, "0644", true, false},
+	{sshPublicKey, sshPublicKeyFile, "0644", true, false},
+	{SSHPrivateKey, upstreamPrivateKeyFile, "0600", true, false},
+	{sshPublicKey, upstreamPublicKeyFile, "0644", true, false},
 	{SSHKnownHosts, SSHKnownHosts, "0644", true, false},
 	{SSHClientConfig, SSHClientConfig, "0600", false, false},
-	{SSHAuthorizedKeys, SSHAuthorizedKeys, "0600", true, true},
+	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true, true},
 	{SSHHostKey, SSHHostKey, "0600", true, true},
 	{SSHHostPublicKey, SSHHostPublicKey, "0644", true, true},
 	{SSHDaemonConfig, SSHDaemonConfig, "0600", false, true},
@@ -286,14 +286,14 @@ func SSHSecretItems(role string) []corev1.KeyToPath {
 	}
 	// The launcher's init container also waits for the hostfile's hosts
 	// to resolve (SSHSetupScript).
-	keys := []string{SSHRun, HostfileKey}
+	keys := []string{sshRun, HostfileKey}
 	for _, f := range sshFiles {
 		if f.sshd && !runsSSHD(role) {
 			continue
 		}
 		keys = append(keys, f.key)
 		if f.keyed {
-			keys = append(keys, SSHNextPrefix+f.key)
+			keys = append(keys, sshNextPrefix+f.key)
 		}
 	}
 	slices.Sort(keys)
@@ -311,10 +311,10 @@ func SSHSecretItems(role string) []corev1.KeyToPath {
 // (glibc's, in every Debian, Ubuntu and RHEL image).
 var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail", "sleep"}
 
-// HostsResolveTimeout bounds how long the launcher's init container sleeps
+// hostsResolveTimeout bounds how long the launcher's init container sleeps
 // between lookups of the hostfile's hosts (a lookup that times out adds
 // its own time) before mpirun starts anyway and reports what it finds.
-const HostsResolveTimeout = 120 * time.Second
+const hostsResolveTimeout = 120 * time.Second
 
 // SSHSetupScript is the init container's shell script. It runs as the pod's
 // user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
@@ -328,7 +328,7 @@ const HostsResolveTimeout = 120 * time.Second
 //     of a later JobSet run than the Secret's current keys are for takes
 //     the next ones (SSHSecretData); its run comes from EnvRestartAttempt.
 //   - On the launcher, a wait until every host of the hostfile resolves
-//     (at most HostsResolveTimeout). Workers are Ready before the launcher
+//     (at most hostsResolveTimeout). Workers are Ready before the launcher
 //     starts, but their DNS names come from EndpointSlices that the
 //     controller manager writes on its own schedule, which on a busy
 //     cluster trails readiness by seconds; mpirun's ssh gives up at the
@@ -350,7 +350,7 @@ func SSHSetupScript(sshPath, role, callBack string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\ns=%s\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath, SSHSecretMountPath)
-	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat \"$s/%s\")\" ]; then k=%s; fi\n", EnvRestartAttempt, SSHRun, SSHNextPrefix)
+	fmt.Fprintf(&b, "k=\nif [ \"${%s:-0}\" -gt \"$(cat \"$s/%s\")\" ]; then k=%s; fi\n", EnvRestartAttempt, sshRun, sshNextPrefix)
 	// One cp per file, then one chmod per mode: the script is in each of
 	// the JobSet's two pod templates, written and stored with every job.
 	// -f: a copy left read-only by a run cut short is replaced when the
@@ -387,7 +387,7 @@ t=$((t+1)); sleep 1
 done
 done
 fi
-`, HostfileKey, int(HostsResolveTimeout/time.Second), callBack)
+`, HostfileKey, int(hostsResolveTimeout/time.Second), callBack)
 	}
 	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)

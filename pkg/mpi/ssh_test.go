@@ -79,7 +79,7 @@ func TestKnownHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(file, []byte(KnownHosts("pi", 2222, keys.HostPublic, keys.ClientPublic)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(knownHosts("pi", 2222, keys.HostPublic, keys.ClientPublic)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	check, err := knownhosts.New(file)
@@ -128,11 +128,11 @@ func TestSSHConfigs(t *testing.T) {
 	if strings.Contains(strings.ToLower(client), "stricthostkeychecking no") {
 		t.Error("client config disables host key checking")
 	}
-	if sshd := SSHDConfig(s); !strings.Contains(sshd, "StrictModes no") {
+	if sshd := sshdConfig(s); !strings.Contains(sshd, "StrictModes no") {
 		t.Errorf("a job started by an earlier Torus (its record lacks StrictModes) gets StrictModes:\n%s", sshd)
 	}
 	s.StrictModes = true
-	sshd := SSHDConfig(s)
+	sshd := sshdConfig(s)
 	if !strings.Contains(sshd, "StrictModes yes") {
 		t.Errorf("sshd config lacks StrictModes yes:\n%s", sshd)
 	}
@@ -208,7 +208,7 @@ func TestSSHSetupScriptPicksTheRunsKeys(t *testing.T) {
 			mount, sshDir := writeSecretVolume(t, tc.secret, api.RoleWorker)
 			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt, api.RoleWorker)
 			for file, want := range map[string][]byte{
-				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, SSHAuthorizedKeys: tc.want.ClientPublic,
+				SSHPrivateKeyFile: tc.want.ClientPrivate, SSHHostKey: tc.want.HostPrivate, sshAuthorizedKeys: tc.want.ClientPublic,
 			} {
 				got, err := os.ReadFile(filepath.Join(sshDir, file))
 				if err != nil {
@@ -241,12 +241,12 @@ func TestSSHFilesPerRole(t *testing.T) {
 	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
 	data[HostfileKey] = []byte("localhost slots=2\n")
 	for role, absent := range map[string][]string{
-		api.RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, SSHAuthorizedKeys},
+		api.RoleLauncher: {SSHHostKey, SSHHostPublicKey, SSHDaemonConfig, sshAuthorizedKeys},
 		api.RoleWorker:   nil,
 	} {
 		t.Run(role, func(t *testing.T) {
 			for _, item := range SSHSecretItems(role) {
-				if slices.Contains(absent, strings.TrimPrefix(item.Key, SSHNextPrefix)) {
+				if slices.Contains(absent, strings.TrimPrefix(item.Key, sshNextPrefix)) {
 					t.Errorf("the %s mounts Secret key %s", role, item.Key)
 				}
 			}

@@ -2,8 +2,8 @@ package mpi
 
 import "path"
 
-// SSHDBinary is where sshd lives in the images Torus's samples use.
-const SSHDBinary = "/usr/sbin/sshd"
+// sshdBinary is where sshd lives in the images Torus's samples use.
+const sshdBinary = "/usr/sbin/sshd"
 
 // SSHDConfigPath is the sshd configuration Torus writes into a pod's SSH
 // directory (mlPolicy.mpi.sshAuthMountPath); workers' sshd must read it
@@ -15,5 +15,5 @@ func SSHDConfigPath(sshPath string) string {
 // SSHDCommand is a worker's sshd command line: in the foreground, logging
 // to stderr, with the job's configuration.
 func SSHDCommand(sshPath string) []string {
-	return []string{SSHDBinary, "-De", "-f", SSHDConfigPath(sshPath)}
+	return []string{sshdBinary, "-De", "-f", SSHDConfigPath(sshPath)}
 }
