@@ -6,7 +6,6 @@ package job
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -156,12 +155,6 @@ func (r *Runtimes) Get(ctx context.Context, tj *trainer.TrainJob) (*mpi.Runtime,
 	rt, err := trainjob.GetRuntime(ctx, r.c, tj)
 	r.cache[key] = runtimeResult{rt, err}
 	return rt, err
-}
-
-// isRuntimeNotFound reports whether err says a job's runtime is missing.
-func isRuntimeNotFound(err error) bool {
-	var refErr *trainjob.RuntimeRefError
-	return errors.As(err, &refErr) && refErr.NotFound
 }
 
 // Pods lists a job's pods, launcher first, then workers by index, newest
