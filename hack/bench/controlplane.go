@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -210,4 +211,25 @@ func (cp *controlPlane) fetchProfile(ctx context.Context, query, out string) err
 		return err
 	}
 	return os.WriteFile(out, data, 0o644)
+}
+
+// startBare starts a fresh control plane with the counting proxy in front
+// of it, and a metadata client of it; stop ends both.
+func startBare(ctx context.Context, dir, testbin string, crds crdSources) (cp *controlPlane, proxy *countingProxy, mc metadata.Interface, stop func(), err error) {
+	if cp, err = startControlPlane(ctx, dir, testbin, crds); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if proxy, err = startProxy(cp); err != nil {
+		cp.stop()
+		return nil, nil, nil, nil, err
+	}
+	stop = func() {
+		proxy.stop()
+		cp.stop()
+	}
+	if mc, err = metadata.NewForConfig(cp.config); err != nil {
+		stop()
+		return nil, nil, nil, nil, err
+	}
+	return cp, proxy, mc, stop, nil
 }

@@ -183,34 +183,47 @@ func logf(format string, args ...any) {
 	fmt.Printf("bench: "+time.Now().Format("15:04:05")+" "+format+"\n", args...)
 }
 
-func run(ctx context.Context, o options, quick bool) (err error) {
+// enterWork runs from the repository's root with absolute paths: the
+// binaries' directory, and the work directory (a new temporary one unless
+// given). done removes the work directory unless it is to be kept or the
+// run failed.
+func enterWork(o *options) (done func(error), err error) {
 	root, err := repo.Root()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Chdir(root); err != nil {
-		return err
+		return nil, err
 	}
 	if o.testbin, err = filepath.Abs(o.testbin); err != nil {
-		return err
+		return nil, err
 	}
 	if o.work == "" {
 		if o.work, err = os.MkdirTemp("", "torus-bench-"); err != nil {
-			return err
+			return nil, err
 		}
 	} else if err := os.MkdirAll(o.work, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if o.work, err = filepath.Abs(o.work); err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		if o.keep || err != nil {
-			logf("logs kept in %s", o.work)
+	work, keep := o.work, o.keep
+	return func(err error) {
+		if keep || err != nil {
+			logf("logs kept in %s", work)
 			return
 		}
-		_ = os.RemoveAll(o.work)
-	}()
+		_ = os.RemoveAll(work)
+	}, nil
+}
+
+func run(ctx context.Context, o options, quick bool) (err error) {
+	done, err := enterWork(&o)
+	if err != nil {
+		return err
+	}
+	defer func() { done(err) }()
 	if err := os.MkdirAll(filepath.Join(o.work, "logs"), 0o755); err != nil {
 		return err
 	}
@@ -399,20 +412,11 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		return err
 	}
 	logf("%s N=%d run %d: starting etcd and kube-apiserver", c.Name, n, r.Run)
-	cp, err := startControlPlane(ctx, dir, o.testbin, crds)
+	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds)
 	if err != nil {
 		return err
 	}
-	defer cp.stop()
-	proxy, err := startProxy(cp)
-	if err != nil {
-		return err
-	}
-	defer proxy.stop()
-	mc, err := metadata.NewForConfig(cp.config)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	bench := &creator{c: cp.client, concurrency: o.concurrency}
 
 	var ctrl *running

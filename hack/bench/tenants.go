@@ -22,7 +22,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
-	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -73,20 +72,11 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 	}
 	m := describeMachine()
 	logf("%s; load average %s", m.CPU, m.LoadStart)
-	cp, err := startControlPlane(ctx, dir, o.testbin, crds)
+	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds)
 	if err != nil {
 		return err
 	}
-	defer cp.stop()
-	proxy, err := startProxy(cp)
-	if err != nil {
-		return err
-	}
-	defer proxy.stop()
-	mc, err := metadata.NewForConfig(cp.config)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	if err := cp.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsTenant}}); err != nil {
 		return err
 	}
@@ -380,28 +370,11 @@ func tenantsReport(m machine, base memory, steps []tenantStep, answered time.Dur
 // runTenantsIn runs the tenants benchmark from the repository's root, in a
 // work directory kept on failure, as run does for the contenders.
 func runTenantsIn(ctx context.Context, o options, podSizes []int) (err error) {
-	root, err := repo.Root()
+	done, err := enterWork(&o)
 	if err != nil {
 		return err
 	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	if o.testbin, err = filepath.Abs(o.testbin); err != nil {
-		return err
-	}
-	if o.work == "" {
-		if o.work, err = os.MkdirTemp("", "torus-bench-"); err != nil {
-			return err
-		}
-	}
-	defer func() {
-		if o.keep || err != nil {
-			logf("logs kept in %s", o.work)
-			return
-		}
-		_ = os.RemoveAll(o.work)
-	}()
+	defer func() { done(err) }()
 	return runTenants(ctx, o, podSizes)
 }
 
