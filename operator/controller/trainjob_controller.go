@@ -212,15 +212,19 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 // upstreams reports whether a TrainJob is upstream's to reconcile. A job
 // that has started keeps the path it started on until it ends, whatever its
-// runtime becomes meanwhile: the JobSet Torus made carries its proof
-// (proofs), and upstream's does not. Handing a running job to the
+// runtime becomes meanwhile: the JobSet Torus made records the job
+// (api.AnnotationJob), and upstream's does not. Handing a running job to the
 // other path would have that path rewrite or abandon children it did not
 // make. A job that has not started goes by its runtime (notMPI).
 func (r *TrainJobReconciler) upstreams(ctx context.Context, tj *trainer.TrainJob, rt *mpi.Runtime, rtErr error) (bool, error) {
 	var js jobsetv1alpha2.JobSet
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, &js); {
 	case err == nil && metav1.IsControlledBy(&js, tj):
-		return !r.proofs.made(childJobSet, &js, tj), nil
+		// Which path made it, not whether Torus may use it (proofs): a
+		// JobSet that records an MPI job is never handed to upstream's
+		// framework, which would make its own keys beside Torus's.
+		_, mpiJob := js.Annotations[api.AnnotationJob]
+		return !mpiJob, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting JobSet: %w", err)
 	}

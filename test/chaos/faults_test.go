@@ -55,7 +55,13 @@ type faultProxy struct {
 	rng      *rand.Rand
 	requests map[string]int // by verb
 	faults   map[fault]int
+	// recent are the last requests but watches, "VERB path", for a
+	// failure to say what the operator sent.
+	recent []string
 }
+
+// maxRecent bounds faultProxy.recent.
+const maxRecent = 50
 
 func newFaultProxy(rate, watchRate float64, seed uint64) *faultProxy {
 	GinkgoHelper()
@@ -101,6 +107,12 @@ func (p *faultProxy) pick(r *http.Request) (fault, time.Duration) {
 		verb = "WATCH"
 	}
 	p.requests[verb]++
+	if !watch {
+		if len(p.recent) == maxRecent {
+			p.recent = p.recent[1:]
+		}
+		p.recent = append(p.recent, verb+" "+r.URL.RequestURI())
+	}
 	rate := p.rate
 	if watch {
 		rate = p.watchRate
@@ -231,7 +243,10 @@ func (p *faultProxy) expectSettled(n int) (perJob float64, byVerb string) {
 	before, _, _ := p.report()
 	time.Sleep(5 * time.Second)
 	after, verbs, _ := p.report()
-	Expect(after-before).To(BeNumerically("<", 20), "the operator still sends requests with nothing to do")
+	p.mu.Lock()
+	recent := strings.Join(p.recent, "\n")
+	p.mu.Unlock()
+	Expect(after-before).To(BeNumerically("<", 20), "the operator still sends requests with nothing to do; its last requests:\n%s", recent)
 	perJob = float64(after) / float64(n)
 	Expect(perJob).To(BeNumerically("<", 25), "requests per job are bounded")
 	return perJob, verbs
