@@ -59,9 +59,9 @@ func (r *TrainJobReconciler) checkMadeLive(ctx context.Context, kind string, gvk
 	return r.checkMade(kind, m, tj)
 }
 
-// handleConflict reports a childConflict on the job (Created=False), sets
-// when to look again, and reports whether err was one.
-func (s *scope) handleConflict(err error, recheck func() time.Duration) bool {
+// handleConflict reports a childConflict on the job (Created=False) and
+// reports whether err was one.
+func (s *scope) handleConflict(err error) bool {
 	var c *childConflict
 	if !errors.As(err, &c) {
 		return false
@@ -69,6 +69,5 @@ func (s *scope) handleConflict(err error, recheck func() time.Duration) bool {
 	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonChildConflict, c.Error()) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonChildConflict, "%s", c.Error())
 	}
-	s.recheck = minPositive(s.recheck, recheck())
 	return true
 }

@@ -430,7 +430,8 @@ func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope, rt *mp
 	}
 	key := client.ObjectKeyFromObject(s.tj)
 	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
-		if s.handleConflict(err, func() time.Duration { return r.memory.conflicted(key) }) {
+		if s.handleConflict(err) {
+			s.recheck = minPositive(s.recheck, r.memory.conflicted(key))
 			return true, nil
 		}
 		return true, err
