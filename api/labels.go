@@ -80,6 +80,13 @@ const (
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"
 )
 
+// SchedulingGateSSHKeys holds the pods of a job Kueue admits until Torus
+// has made that run's SSH keys. Kueue, not Torus, resumes such a job, so its
+// pods may exist before the keys do; the gate keeps them off every node, and
+// so keeps any Secret of the keys' name unmounted, until Torus has made the
+// keys and removes it.
+const SchedulingGateSSHKeys = Domain + "ssh-keys"
+
 // NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks
 // for a per-job NetworkPolicy.
 const NetworkPolicyRestricted = "restricted"

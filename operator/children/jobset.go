@@ -133,6 +133,11 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 			}
 		}
 		js.Spec.Suspend = ptr.To(true)
+		for i := range js.Spec.ReplicatedJobs {
+			if rj := &js.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob || rj.Name == mpi.NodeJob {
+				gateOnKeys(&rj.Template.Spec.Template.Spec)
+			}
+		}
 	}
 	if err := applyRuntimePatches(js, tj); err != nil {
 		return nil, err
@@ -146,6 +151,17 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	}
 	js.Annotations[api.AnnotationJob] = started
 	return js, nil
+}
+
+// gateOnKeys holds a pod until Torus has made its run's keys
+// (api.SchedulingGateSSHKeys).
+func gateOnKeys(pod *corev1.PodSpec) {
+	for _, g := range pod.SchedulingGates {
+		if g.Name == api.SchedulingGateSSHKeys {
+			return
+		}
+	}
+	pod.SchedulingGates = append(pod.SchedulingGates, corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys})
 }
 
 // nodesFirst moves the node job before the launcher, keeping every other

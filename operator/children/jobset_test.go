@@ -267,6 +267,12 @@ func TestBuildJobSetQueueAndTopology(t *testing.T) {
 			t.Errorf("%s pod annotations: both pod sets in one topology domain (-want,+got):\n%s", name, diff)
 		}
 	}
+	gate := []corev1.PodSchedulingGate{{Name: api.SchedulingGateSSHKeys}}
+	for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+		if diff := cmp.Diff(gate, replicatedJob(t, js, name).Template.Spec.Template.Spec.SchedulingGates); diff != "" {
+			t.Errorf("%s pods: Kueue resumes the JobSet, so its pods wait for Torus's keys (-want,+got):\n%s", name, diff)
+		}
+	}
 	if got := ptr.Deref(replicatedJob(t, js, mpi.NodeJob).Template.Spec.BackoffLimit, -1); got != 0 {
 		t.Errorf("node backoffLimit = %d, want 0: a failed worker fails the job", got)
 	}
@@ -276,6 +282,9 @@ func TestBuildJobSetQueueAndTopology(t *testing.T) {
 	}
 	if _, ok := unqueued.Labels[mpi.KueueQueueLabel]; ok || ptr.Deref(unqueued.Spec.Suspend, false) {
 		t.Error("with Kueue's TrainJob integration the JobSet carries no queue and follows spec.suspend")
+	}
+	if gates := replicatedJob(t, unqueued, mpi.NodeJob).Template.Spec.Template.Spec.SchedulingGates; len(gates) != 0 {
+		t.Errorf("Torus resumes the JobSet after making the keys, so its pods need no gate: %v", gates)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/operator/fairqueue"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
@@ -188,10 +189,11 @@ func podCacheTransform(in any) (any, error) {
 		TypeMeta:   p.TypeMeta,
 		ObjectMeta: keptMetadata(&p.ObjectMeta, mpi.MultusNetworkStatus),
 		Spec: corev1.PodSpec{
-			InitContainers: containerSummaries(p.Spec.InitContainers),
-			Containers:     containerSummaries(p.Spec.Containers),
-			RestartPolicy:  p.Spec.RestartPolicy,
-			NodeName:       p.Spec.NodeName,
+			InitContainers:  containerSummaries(p.Spec.InitContainers),
+			Containers:      containerSummaries(p.Spec.Containers),
+			RestartPolicy:   p.Spec.RestartPolicy,
+			NodeName:        p.Spec.NodeName,
+			SchedulingGates: p.Spec.SchedulingGates,
 		},
 		Status: p.Status,
 	}
@@ -389,7 +391,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		})).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.runtimeToTrainJobs(trainer.TrainingRuntimeKind))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		// Namespaces take turns: one tenant's flood of events waits behind
+		// its own work, not everyone's.
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NewQueue: fairqueue.NewRateLimiting}).
 		Build(r)
 	if err != nil || kueueServed {
 		return err

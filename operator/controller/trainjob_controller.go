@@ -67,6 +67,9 @@ type TrainJobReconciler struct {
 
 // scope is the state of one reconcile.
 type scope struct {
+	// keysReady: the keys of the job's current run are Torus's own, so its
+	// pods may start (ungatePods).
+	keysReady bool
 	// admittedNow: Kueue admitted the job in this reconcile.
 	admittedNow bool
 	// refused are the job's pods the API server refused to create.
@@ -144,7 +147,7 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
@@ -357,6 +360,9 @@ func (r *TrainJobReconciler) progress(ctx context.Context, s *scope, rt *mpi.Run
 	if err := r.podsPhase(ctx, s); err != nil {
 		return 0, true, err
 	}
+	if err := r.ungatePods(ctx, s); err != nil {
+		return 0, true, err
+	}
 	r.syncStatus(s)
 	wait, err := r.startPhase(ctx, s)
 	if err != nil {
@@ -534,6 +540,7 @@ func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *m
 		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
 			return err
 		}
+		s.keysReady = !s.awaitCache
 	}
 	// The policy comes before the pods it protects.
 	if err := r.ensureNetworkPolicy(ctx, s, rt); err != nil {

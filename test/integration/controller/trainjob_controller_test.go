@@ -539,6 +539,67 @@ var _ = Describe("MPI TrainJob", func() {
 		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
 	})
 
+	It("holds the pods of a job Kueue resumes until Torus has made that run's keys, and while a planted Secret stands in their place", func() {
+		tj := wrappers.MakeTrainJob("gated", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		tj = getTrainJob(tj)
+		var js jobsetv1alpha2.JobSet
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+		Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeTrue(), "the JobSet waits suspended for Kueue")
+		for _, rj := range js.Spec.ReplicatedJobs {
+			Expect(rj.Template.Spec.Template.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}), rj.Name)
+		}
+
+		By("a Secret planted under the keys' name while the job waits, forged to look like Torus's")
+		planted := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: mpi.SSHSecretName(tj.Name), Namespace: ns.Name,
+				Labels:          map[string]string{api.LabelJobName: tj.Name},
+				Annotations:     map[string]string{api.AnnotationJobSetRestarts: "0", api.AnnotationProof: "forged"},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind(trainer.TrainJobKind))},
+			},
+			Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")},
+		}
+		Expect(fw.Client.Create(ctx, planted)).To(Succeed())
+
+		By("Kueue resuming the JobSet, and the Job controller creating a worker from its template")
+		patch := client.MergeFrom(js.DeepCopy())
+		js.Spec.Suspend = ptr.To(false)
+		Expect(fw.Client.Patch(ctx, &js, patch)).To(Succeed())
+		job := framework.JobOf(ctx, fw.Client, tj, mpi.NodeJob)
+		template := js.Spec.ReplicatedJobs[0].Template.Spec.Template
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-0-x", Namespace: ns.Name, Labels: template.Labels},
+			Spec:       template.Spec,
+		}
+		pod.Labels[batchv1.JobCompletionIndexAnnotation] = "0"
+		pod.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+		framework.ControlledBy(pod, job)
+		Expect(fw.Client.Create(ctx, pod)).To(Succeed())
+		gates := func(g Gomega) []corev1.PodSchedulingGate {
+			var got corev1.Pod
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got)).To(Succeed())
+			return got.Spec.SchedulingGates
+		}
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", "ChildConflict"),
+			HaveField("Message", ContainSubstring("Secret gated-mpi-ssh exists and Torus did not make it for TrainJob gated")),
+		))
+		Consistently(gates, framework.ShortWindow, framework.Interval).Should(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}),
+			"a pod was let onto a node while the keys' name held a Secret Torus did not make")
+
+		By("the planted Secret deleted: Torus makes the run's keys, then lets the pod be scheduled")
+		Expect(fw.Client.Delete(ctx, planted)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(planted), &s)).To(Succeed())
+			g.Expect(s.Annotations[api.AnnotationProof]).NotTo(Or(BeEmpty(), Equal("forged")))
+			g.Expect(gates(g)).To(BeEmpty())
+		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
 	It("hands a TrainJob whose runtime is not MPI to upstream Trainer's framework, and admits it by upstream's rules", func() {
 		rt := wrappers.MakeMPIRuntime("torch-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
 		Expect(fw.Client.Create(ctx, rt)).To(Succeed())

@@ -1,0 +1,78 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/api"
+)
+
+// ungateParallelism bounds the pods ungated at once: the client's own rate
+// limit spaces the requests, this only keeps several in flight.
+const ungateParallelism = 8
+
+// ungatePods lets the job's pods be scheduled once this run's keys are
+// Torus's own (api.SchedulingGateSSHKeys). Only pods of the job's own Jobs
+// are touched (s.pods), and each patch names the pod's UID, so a pod
+// replaced meanwhile under the same name keeps its gate until it is seen.
+func (r *TrainJobReconciler) ungatePods(ctx context.Context, s *scope) error {
+	if !s.keysReady {
+		return nil
+	}
+	var gated []*corev1.Pod
+	for i := range s.pods {
+		if p := &s.pods[i]; p.DeletionTimestamp.IsZero() && hasGate(p, api.SchedulingGateSSHKeys) {
+			gated = append(gated, p)
+		}
+	}
+	if len(gated) == 0 {
+		return nil
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(ungateParallelism)
+	for _, p := range gated {
+		g.Go(func() error { return r.ungate(ctx, p) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Ungated pods: SSH keys are made", "pods", len(gated))
+	return nil
+}
+
+// ungate removes Torus's gate from one pod, leaving any other gate (Kueue's
+// topology gate, a user's) to its owner.
+func (r *TrainJobReconciler) ungate(ctx context.Context, p *corev1.Pod) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": p.UID},
+		"spec": map[string]any{"schedulingGates": []map[string]string{
+			{"name": api.SchedulingGateSSHKeys, "$patch": "delete"},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding the patch that ungates pod %s: %w", p.Name, err)
+	}
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+	switch err := r.client.Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch)); {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone, or replaced by a pod the next reconcile reads.
+		return nil
+	case err != nil:
+		return fmt.Errorf("ungating pod %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func hasGate(p *corev1.Pod, name string) bool {
+	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == name })
+}
