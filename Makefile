@@ -52,9 +52,19 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/torus-operator and bin/kubectl-mpi, static as they ship (the operator image holds only its binary).
+build: web ## Build bin/torus-operator and bin/kubectl-mpi, static as they ship (the operator image holds only its binary; the plugin embeds the dashboard).
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/torus-operator ./operator/cmd/torus-operator
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mpi ./plugin/cmd/kubectl-mpi
+
+# The dashboard's page: PatternFly and React from the npm registry, at the
+# versions the committed lockfile pins, bundled by esbuild into
+# plugin/dashboard/web/dist, which kubectl-mpi embeds. A tree where it is not
+# built still compiles; its dashboard says how to build the page.
+WEB := plugin/dashboard/web
+.PHONY: web
+web: $(WEB)/dist/index.html ## Build the dashboard's page into plugin/dashboard/web/dist (npm ci from the lockfile, then esbuild).
+$(WEB)/dist/index.html: $(WEB)/package-lock.json $(WEB)/build.mjs $(wildcard $(WEB)/src/*)
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error --cache $(TESTBIN)/npm && node build.mjs
 
 .PHONY: testbin
 testbin: ## Build control-plane binaries from pinned modules into .testbin/bin (TESTBIN_COMPONENTS selects).
@@ -208,7 +218,7 @@ bundle: ## Regenerate the OLM bundle in bundle/ (IMG=...@sha256:... for a discon
 	$(GO) run ./hack/bundle -out bundle -image $(IMG)
 
 .PHONY: release
-release: ## Cross-compile kubectl-mpi, pack the krew archives, fill dist/release/mpi.yaml, and check it.
+release: web ## Cross-compile kubectl-mpi (with the dashboard), pack the krew archives, fill dist/release/mpi.yaml, and check it.
 	$(GO) run ./hack/release -out dist/release
 	cd hack/krewcheck && GOWORK=off KREW_RELEASE_DIR=$(ROOT)/dist/release $(GO) test -count=1 ./...
 

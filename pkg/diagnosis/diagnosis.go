@@ -19,18 +19,18 @@ import (
 
 // Finding is one pod's problem.
 type Finding struct {
-	Pod    string // "" when the pod was never created
-	Host   string // "launcher" or "worker-<i>"
-	Ranks  string // "ranks 4-7", or "" when the pod runs none
-	Reason string // OOMKilled, Error, Evicted, ImagePullBackOff, ...
+	Pod    string `json:"pod,omitempty"` // "" when the pod was never created
+	Host   string `json:"host"`          // "launcher" or "worker-<i>"
+	Ranks  string `json:"ranks,omitempty"`
+	Reason string `json:"reason"` // OOMKilled, Error, Evicted, ImagePullBackOff, ...
 	// Detail says what happened; Fix what to change.
-	Detail string
-	Fix    string
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
 	// Output is the end of a failed container's own output, as the
 	// kubelet kept it: escaped, bounded, without key material.
-	Output []string
+	Output []string `json:"output,omitempty"`
 	// Terminal is true when the pod will not recover by itself.
-	Terminal bool
+	Terminal bool `json:"terminal"`
 	at       time.Time
 }
 

@@ -2,6 +2,8 @@ package mpi
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/torus-mpi/torus/api"
 )
@@ -24,6 +26,22 @@ func (h Host) Name() string {
 		return api.RoleLauncher
 	}
 	return fmt.Sprintf("%s-%d", api.RoleWorker, h.Index)
+}
+
+// ParseHost reads a host's Name back: "launcher" or "worker-<index>".
+func ParseHost(name string) (Host, bool) {
+	if name == api.RoleLauncher {
+		return Host{Role: api.RoleLauncher}, true
+	}
+	idx, ok := strings.CutPrefix(name, api.RoleWorker+"-")
+	if !ok {
+		return Host{}, false
+	}
+	i, err := strconv.ParseInt(idx, 10, 32)
+	if err != nil || i < 0 || fmt.Sprint(i) != idx {
+		return Host{}, false
+	}
+	return Host{Role: api.RoleWorker, Index: int32(i)}, true
 }
 
 // Placement maps MPI ranks to hosts. Every implementation Torus supports

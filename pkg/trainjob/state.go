@@ -30,11 +30,11 @@ const (
 
 // State is where a job is and since when.
 type State struct {
-	Phase string
+	Phase string `json:"phase"`
 	// Since is when the job entered the phase; zero when unknown.
-	Since   time.Time
-	Reason  string
-	Message string
+	Since   time.Time `json:"since"`
+	Reason  string    `json:"reason,omitempty"`
+	Message string    `json:"message,omitempty"`
 }
 
 // StateOf derives a job's state from its conditions.

@@ -15,6 +15,7 @@ import (
 	"github.com/torus-mpi/torus/pkg/version"
 	"github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/dashboard"
 	"github.com/torus-mpi/torus/plugin/delete"
 	"github.com/torus-mpi/torus/plugin/describe"
 	"github.com/torus-mpi/torus/plugin/doctor"
@@ -78,6 +79,7 @@ func NewCmd(configFlags *genericclioptions.ConfigFlags, streams genericiooptions
 	cmd.AddCommand(doctor.NewCmd(getter, streams))
 	cmd.AddCommand(newCompletionCmd())
 	cmd.AddCommand(migrate.NewCmd(getter, streams))
+	cmd.AddCommand(dashboard.NewCmd(getter, streams))
 	return cmd
 }
 

@@ -110,60 +110,8 @@ func write(w io.Writer, d *data, now time.Time) error {
 	}
 	field("State", "%s", state)
 
-	// What matters most goes first: for a failed job the failing rank, the
-	// cause and the fix; for a waiting one, why it waits.
-	switch st.Phase {
-	case trainjob.PhaseFailed:
-		// A job Torus stopped (its scheduling timeout or deadline) failed
-		// for that, whatever its pods show while they go; the message
-		// names what it waited for.
-		f := firstTerminal(findings)
-		if st.Reason == trainjob.ReasonSchedulingTimeout || st.Reason == trainjob.ReasonDeadlineExceeded {
-			f = nil
-		}
-		if f != nil {
-			who := f.Host
-			if f.Ranks != "" {
-				who += " (" + f.Ranks + ")"
-			}
-			field("Failed rank", "%s, pod %s%s", who, f.Pod, nodeOf(d.Pods, f.Pod))
-			field("Reason", "%s: %s", f.Reason, f.Detail)
-			if len(f.Output) > 0 {
-				field("Last output", "%s", f.Quote())
-			}
-			if f.Fix != "" {
-				field("Fix", "%s", f.Fix)
-			}
-		} else {
-			field("Reason", "%s", st.Message)
-		}
-	case trainjob.PhaseCreating:
-		// Without the operator a new job never gets its JobSet: say so
-		// rather than that it waits for the operator.
-		if d.Operator.Down() {
-			field("Waiting", "%s", d.Operator.Message())
-			field("Fix", "%s", d.Operator.Fix())
-		} else if st.Message != "" {
-			field("Waiting", "%s", st.Message)
-		}
-	case trainjob.PhaseQueued, trainjob.PhasePending, trainjob.PhaseBlocked, trainjob.PhaseSuspended:
-		if st.Message != "" {
-			field("Waiting", "%s", st.Message)
-		}
-		if len(findings) > 0 && st.Phase == trainjob.PhasePending {
-			f := findings[0]
-			field("Problem", "%s", f.Message())
-		}
-	case trainjob.PhaseRunning, trainjob.PhaseComplete:
-		if st.Message != "" {
-			field("Status", "%s", st.Message)
-		}
-	}
-	// Any job that has not finished needs the operator to move on (to be
-	// admitted, started, marked Complete or Failed, deleted).
-	if st.Phase != trainjob.PhaseCreating && !trainjob.Finished(tj) && d.Operator.Down() {
-		field("Warning", "the job cannot progress: %s", d.Operator.Message())
-		field("Fix", "%s", d.Operator.Fix())
+	for _, f := range headline(d, st, findings) {
+		field(f.Name, "%s", f.Value)
 	}
 
 	impl := "unknown"
@@ -258,6 +206,77 @@ func write(w io.Writer, d *data, now time.Time) error {
 	return nil
 }
 
+// Field is one line of a description's head: a name and its value.
+type Field struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// headline is what matters most about a job, said first: for a failed job
+// the failing rank, the cause and the fix; for a waiting one, why it waits;
+// a warning when the operator is down.
+func headline(d *data, st trainjob.State, findings []diagnosis.Finding) []Field {
+	var out []Field
+	field := func(name, format string, args ...any) {
+		out = append(out, Field{Name: name, Value: fmt.Sprintf(format, args...)})
+	}
+	tj := d.Info.TrainJob
+	switch st.Phase {
+	case trainjob.PhaseFailed:
+		// A job Torus stopped (its scheduling timeout or deadline) failed
+		// for that, whatever its pods show while they go; the message
+		// names what it waited for.
+		f := firstTerminal(findings)
+		if st.Reason == trainjob.ReasonSchedulingTimeout || st.Reason == trainjob.ReasonDeadlineExceeded {
+			f = nil
+		}
+		if f != nil {
+			who := f.Host
+			if f.Ranks != "" {
+				who += " (" + f.Ranks + ")"
+			}
+			field("Failed rank", "%s, pod %s%s", who, f.Pod, nodeOf(d.Pods, f.Pod))
+			field("Reason", "%s: %s", f.Reason, f.Detail)
+			if len(f.Output) > 0 {
+				field("Last output", "%s", f.Quote())
+			}
+			if f.Fix != "" {
+				field("Fix", "%s", f.Fix)
+			}
+		} else {
+			field("Reason", "%s", st.Message)
+		}
+	case trainjob.PhaseCreating:
+		// Without the operator a new job never gets its JobSet: say so
+		// rather than that it waits for the operator.
+		if d.Operator.Down() {
+			field("Waiting", "%s", d.Operator.Message())
+			field("Fix", "%s", d.Operator.Fix())
+		} else if st.Message != "" {
+			field("Waiting", "%s", st.Message)
+		}
+	case trainjob.PhaseQueued, trainjob.PhasePending, trainjob.PhaseBlocked, trainjob.PhaseSuspended:
+		if st.Message != "" {
+			field("Waiting", "%s", st.Message)
+		}
+		if len(findings) > 0 && st.Phase == trainjob.PhasePending {
+			f := findings[0]
+			field("Problem", "%s", f.Message())
+		}
+	case trainjob.PhaseRunning, trainjob.PhaseComplete:
+		if st.Message != "" {
+			field("Status", "%s", st.Message)
+		}
+	}
+	// Any job that has not finished needs the operator to move on (to be
+	// admitted, started, marked Complete or Failed, deleted).
+	if st.Phase != trainjob.PhaseCreating && !trainjob.Finished(tj) && d.Operator.Down() {
+		field("Warning", "the job cannot progress: %s", d.Operator.Message())
+		field("Fix", "%s", d.Operator.Fix())
+	}
+	return out
+}
+
 // writeTimes writes when the job was created, admitted, (re)started, had
 // all its ranks up and ended, each after the one before, and how long it
 // ran: the times of its conditions.
@@ -343,11 +362,25 @@ func resources(r *corev1.ResourceRequirements) string {
 	return strings.Join(parts, ", ")
 }
 
-// writeRanks prints one row per host: its ranks, pod, node, state,
-// restarts and the last reason its container stopped or waits.
-func writeRanks(w io.Writer, d *data, placement mpi.Placement, findings []diagnosis.Finding) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  RANKS\tHOST\tPOD\tNODE\tSTATE\tRESTARTS\tLAST REASON")
+// HostRow is one MPI host of a job: its ranks, pod, node and state.
+type HostRow struct {
+	Role     string `json:"role"`
+	Index    int32  `json:"index"`
+	Host     string `json:"host"`
+	Ranks    string `json:"ranks"`
+	Pod      string `json:"pod,omitempty"`
+	Node     string `json:"node,omitempty"`
+	State    string `json:"state"`
+	Restarts int32  `json:"restarts"`
+	Reason   string `json:"reason,omitempty"`
+	// Health sorts the state into what a person looks for first:
+	// NotCreated, Pending, Pulling, Running, Ready, Succeeded, Failed,
+	// OOMKilled or Deleted.
+	Health string `json:"health"`
+}
+
+// hostRows is one row per host, the launcher first.
+func hostRows(d *data, placement mpi.Placement, findings []diagnosis.Finding) []HostRow {
 	hosts := placement.Hosts
 	if len(hosts) == 0 || hosts[0].Role != api.RoleLauncher {
 		hosts = append([]mpi.Host{{Role: api.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, hosts...)
@@ -356,32 +389,77 @@ func writeRanks(w io.Writer, d *data, placement mpi.Placement, findings []diagno
 	for i := range findings {
 		byPod[findings[i].Pod] = &findings[i]
 	}
+	rows := make([]HostRow, 0, len(hosts))
 	for _, h := range hosts {
-		ranks := "-"
+		row := HostRow{Role: h.Role, Index: h.Index, Host: h.Name(), Ranks: "-"}
 		if first, last, ok := placement.Ranks(h.Role, h.Index); ok {
-			ranks = fmt.Sprint(first)
+			row.Ranks = fmt.Sprint(first)
 			if last != first {
-				ranks = fmt.Sprintf("%d-%d", first, last)
+				row.Ranks = fmt.Sprintf("%d-%d", first, last)
 			}
 		}
 		p := job.PodOf(d.Pods, h.Role, h.Index)
 		if p == nil {
-			state := "NotCreated"
+			row.State, row.Health = "NotCreated", "NotCreated"
 			if trainjob.Finished(d.Info.TrainJob) {
-				state = "Deleted"
+				row.State, row.Health = "Deleted", "Deleted"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t<none>\t\t%s\t\t\n", ranks, h.Name(), state)
+			rows = append(rows, row)
 			continue
 		}
-		state, restarts, reason := podState(p)
-		if f := byPod[p.Name]; f != nil && reason == "" {
-			reason = f.Reason
+		row.Pod, row.Node = p.Name, p.Spec.NodeName
+		row.State, row.Restarts, row.Reason = podState(p)
+		f := byPod[p.Name]
+		if f != nil && row.Reason == "" {
+			row.Reason = f.Reason
 		}
-		node := p.Spec.NodeName
+		row.Health = health(p, row.State, f)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// health sorts a pod's state for the eye: failures first, then how far
+// it got.
+func health(p *corev1.Pod, state string, f *diagnosis.Finding) string {
+	switch {
+	case f != nil && f.Reason == "OOMKilled":
+		return "OOMKilled"
+	case f != nil && f.Terminal, p.Status.Phase == corev1.PodFailed:
+		return "Failed"
+	case p.Status.Phase == corev1.PodSucceeded:
+		return "Succeeded"
+	case f != nil:
+		// Waiting on something that may pass (an image, a crash loop).
+		if strings.Contains(f.Reason, "Image") {
+			return "Pulling"
+		}
+		return "Failed"
+	case state == "ContainerCreating" || strings.HasPrefix(state, "Init:"):
+		return "Pulling"
+	case state == "Running":
+		return "Ready"
+	case strings.HasPrefix(state, "Running"):
+		return "Running"
+	}
+	return "Pending"
+}
+
+// writeRanks prints one row per host: its ranks, pod, node, state,
+// restarts and the last reason its container stopped or waits.
+func writeRanks(w io.Writer, d *data, placement mpi.Placement, findings []diagnosis.Finding) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RANKS\tHOST\tPOD\tNODE\tSTATE\tRESTARTS\tLAST REASON")
+	for _, r := range hostRows(d, placement, findings) {
+		if r.Pod == "" {
+			fmt.Fprintf(tw, "  %s\t%s\t<none>\t\t%s\t\t\n", r.Ranks, r.Host, r.State)
+			continue
+		}
+		node := r.Node
 		if node == "" {
 			node = "<unscheduled>"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", ranks, h.Name(), p.Name, node, state, restarts, reason)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Ranks, r.Host, r.Pod, node, r.State, r.Restarts, r.Reason)
 	}
 	return tw.Flush()
 }

@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/utils/ptr"
 
-	"github.com/torus-mpi/torus/pkg/mpi"
-	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/printers"
 )
@@ -37,57 +33,37 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 		},
 	}
 	for _, info := range infos {
-		tj := info.TrainJob
-		st := trainjob.StateOf(tj)
-		workers := info.Workers()
+		sum := job.Summarize(info, now)
 		slots := "<unknown>"
-		if workers > 0 {
-			slots = fmt.Sprint(info.Placement().Size())
+		if sum.Workers > 0 {
+			slots = fmt.Sprint(sum.Slots)
 		}
-		queue := tj.Labels[mpi.KueueQueueLabel]
+		queue := sum.Queue
 		if queue == "" {
 			queue = "<none>"
 		}
-		impl := string(info.Implementation())
+		impl := sum.Implementation
 		if impl == "" {
 			impl = "<unknown>"
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{
-				tj.Name, st.Phase,
-				fmt.Sprintf("%d/%d", readyWorkers(tj), workers),
-				slots, queue, jobDuration(trainjob.TimesOf(tj), now), printers.Age(tj.CreationTimestamp.Time, now),
-				impl, runtimeName(tj), printers.Age(st.Since, now), printers.Truncate(st.Message, 100),
+				sum.Name, sum.State.Phase,
+				fmt.Sprintf("%d/%d", sum.Ready, sum.Workers),
+				slots, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
+				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(sum.State.Message, 100),
 			},
-			Object: runtime.RawExtension{Object: tj},
+			Object: runtime.RawExtension{Object: info.TrainJob},
 		})
 	}
 	return t
 }
 
-func readyWorkers(tj *trainer.TrainJob) int32 {
-	for _, s := range tj.Status.JobsStatus {
-		if s.Name == mpi.NodeJob {
-			return ptr.Deref(s.Ready, 0)
-		}
-	}
-	return 0
-}
-
-func runtimeName(tj *trainer.TrainJob) string {
-	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
-	if kind == trainer.ClusterTrainingRuntimeKind {
-		return tj.Spec.RuntimeRef.Name
-	}
-	return kind + "/" + tj.Spec.RuntimeRef.Name
-}
-
 // jobDuration renders how long a job ran as kubectl get jobs does ("<none>"
 // for a job not started).
-func jobDuration(t trainjob.Times, now time.Time) string {
-	d, ok := t.Duration(now)
-	if !ok {
+func jobDuration(d *time.Duration) string {
+	if d == nil {
 		return "<none>"
 	}
-	return duration.HumanDuration(d)
+	return duration.HumanDuration(*d)
 }

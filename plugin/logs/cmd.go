@@ -167,17 +167,28 @@ func (o *logsOptions) Run(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
-	// Of the pods that wear the job's labels, those of its own Jobs.
-	owner := job.NewOwner(c, tj)
 	opts.Listed = l.pods
-	opts.Include = func(p *corev1.Pod) bool { return (include == nil || include(p)) && owner.Owns(ctx, p) }
 	if o.Since > 0 {
 		opts.SinceSeconds = ptr.To(int64(o.Since.Seconds()))
 	}
 	if o.Tail >= 0 {
 		opts.TailLines = ptr.To(o.Tail)
 	}
-	if o.Follow {
+	return StreamJob(ctx, c, o.kube, tj, include, opts)
+}
+
+// StreamJob streams the logs of a job's own pods (those of its Jobs, of
+// the ones that wear its labels) that include picks (nil: all), launcher
+// first, each line prefixed with its host; following ends with the job.
+// opts says the rest (container, tail, where to write); its selection and
+// order are the job's.
+func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interface, tj *trainer.TrainJob, include func(*corev1.Pod) bool, opts Options) error {
+	opts.Namespace = tj.Namespace
+	opts.LabelSelector = api.LabelJobName + "=" + tj.Name
+	opts.Prefix, opts.Order = job.HostPrefix, job.SortPods
+	owner := job.NewOwner(c, tj)
+	opts.Include = func(p *corev1.Pod) bool { return (include == nil || include(p)) && owner.Owns(ctx, p) }
+	if opts.Follow {
 		ended := make(chan struct{})
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -188,7 +199,7 @@ func (o *logsOptions) Run(ctx context.Context) error {
 		}()
 		opts.Ended = ended
 	}
-	return Stream(ctx, o.kube, opts)
+	return Stream(ctx, kube, opts)
 }
 
 // include picks the pods of --rank, --worker or --launcher.
@@ -201,19 +212,20 @@ func (o *logsOptions) include(ctx context.Context, c client.Reader, tj *trainer.
 		if w := info.Workers(); w > 0 && o.Worker >= w {
 			return nil, fmt.Errorf("--worker=%d: MPI job %s has workers 0 to %d", o.Worker, tj.Name, w-1)
 		}
-		return hostFilter(api.RoleWorker, o.Worker), nil
+		return HostFilter(api.RoleWorker, o.Worker), nil
 	case o.changed("rank"):
 		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 		host, err := info.Placement().HostOfRank(o.Rank)
 		if err != nil {
 			return nil, fmt.Errorf("--rank: MPI job %s: %w", tj.Name, err)
 		}
-		return hostFilter(host.Role, host.Index), nil
+		return HostFilter(host.Role, host.Index), nil
 	}
 	return nil, nil
 }
 
-func hostFilter(role string, index int32) func(*corev1.Pod) bool {
+// HostFilter picks the pod of one MPI host.
+func HostFilter(role string, index int32) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
 		return p.Labels[api.LabelRole] == role && job.Index(p) == index
 	}

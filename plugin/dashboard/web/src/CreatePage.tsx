@@ -1,0 +1,159 @@
+import { useEffect, useRef, useState } from 'react';
+import {
+  ActionGroup, Alert, Button, ExpandableSection, Form, FormGroup, FormHelperText, FormSelect, FormSelectOption,
+  Grid, GridItem, HelperText, HelperTextItem, PageSection, TextArea, TextInput, Title,
+} from '@patternfly/react-core';
+import { Form as JobForm, FieldError, get, jobPath, RuntimeInfo, submit } from './api';
+
+type Key = keyof JobForm;
+
+const empty: JobForm = { name: '', workers: '2', 'slots-per-worker': '1' };
+
+// CreatePage is kubectl mpi run as a form: the essentials in view, MPI
+// options folded; checked as the user types by run's rules and the API
+// server's dry run, each problem beside its field.
+export function CreatePage({ from }: { from?: string }) {
+  const [form, setForm] = useState<JobForm>(empty);
+  const [namespace, setNamespace] = useState('');
+  const [errors, setErrors] = useState<FieldError[]>([]);
+  const [warnings, setWarnings] = useState<string[]>([]);
+  const [runtimes, setRuntimes] = useState<RuntimeInfo[]>([]);
+  const [queues, setQueues] = useState<string[]>([]);
+  const [busy, setBusy] = useState(false);
+  const [touched, setTouched] = useState(false);
+  const seq = useRef(0);
+
+  useEffect(() => {
+    get<{ namespace: string }>('/api/context').then((c) => {
+      setNamespace(c.namespace);
+      get<string[]>(`/api/namespaces/${encodeURIComponent(c.namespace)}/queues`).then(setQueues, () => {});
+    });
+    get<RuntimeInfo[]>('/api/runtimes').then((r) => setRuntimes(r.filter((x) => x.policy === 'MPI')), () => {});
+  }, []);
+  useEffect(() => {
+    if (!from) return;
+    const [ns, name] = from.split('/');
+    get<JobForm>(`${jobPath(ns, name)}/form`).then((f) => {
+      setNamespace(ns);
+      setForm({ ...f, name: `${name}-2` });
+      setTouched(true);
+    });
+  }, [from]);
+  // Checked as typed: the newest answer wins.
+  useEffect(() => {
+    if (!touched || !namespace) return;
+    const n = ++seq.current;
+    const t = setTimeout(() => {
+      submit(namespace, form, true).then((o) => {
+        if (n !== seq.current) return;
+        setErrors(o.errors ?? []);
+        setWarnings(o.warnings ?? []);
+      }, () => {});
+    }, 300);
+    return () => clearTimeout(t);
+  }, [form, namespace, touched]);
+
+  const set = (k: Key) => (_e: unknown, v: string) => { setTouched(true); setForm((f) => ({ ...f, [k]: v })); };
+  const errorsOf = (k: string) => errors.filter((e) => e.field === k);
+  const general = errors.filter((e) => !fields.some(([k]) => k === e.field) && e.field !== 'env');
+  const text = (k: Key, label: string, help: string, required = false) => {
+    const errs = errorsOf(k);
+    return (
+      <FormGroup label={label} fieldId={`f-${k}`} isRequired={required}>
+        <TextInput id={`f-${k}`} name={k} value={(form[k] as string) ?? ''} onChange={set(k)} isRequired={required}
+          validated={errs.length ? 'error' : 'default'} aria-describedby={`f-${k}-help`} />
+        <FormHelperText>
+          <HelperText id={`f-${k}-help`} aria-live="polite">
+            {errs.length ? errs.map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+              : <HelperTextItem>{help}</HelperTextItem>}
+          </HelperText>
+        </FormHelperText>
+      </FormGroup>
+    );
+  };
+  const create = () => {
+    setBusy(true);
+    submit(namespace, form, false).then((o) => {
+      setBusy(false);
+      if (o.errors?.length) { setErrors(o.errors); return; }
+      window.location.hash = `#/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(form.name)}`;
+    }, (e: Error) => { setBusy(false); setErrors([{ field: '', message: e.message }]); });
+  };
+  const runtimeErrors = errorsOf('runtime');
+  return (
+    <>
+      <PageSection>
+        <Title headingLevel="h1">{from ? `Clone ${from.split('/')[1]}` : 'Create an MPI job'}</Title>
+      </PageSection>
+      <PageSection>
+        <Form onSubmit={(e) => { e.preventDefault(); create(); }} aria-label="Create an MPI job">
+          {general.map((e, i) => <Alert key={i} variant="danger" isInline title={e.message} />)}
+          {warnings.map((w, i) => <Alert key={i} variant="warning" isInline title={w} />)}
+          <Grid hasGutter md={6}>
+            <GridItem>{text('name', 'Name', 'Lowercase letters, digits and -: the pods\' host names start with it.', true)}</GridItem>
+            <GridItem>{text('image', 'Image', 'The image of the launcher and workers; empty: the runtime\'s.')}</GridItem>
+            <GridItem span={12}>{text('command', 'Command', 'What the launcher runs, e.g. mpirun -n 4 python3 train.py; empty: the runtime\'s.')}</GridItem>
+            <GridItem>{text('workers', 'Workers', 'Pods running ranks.')}</GridItem>
+            <GridItem>{text('slots-per-worker', 'Slots per worker', 'MPI ranks on each worker.')}</GridItem>
+            <GridItem>{text('cpu', 'CPU per worker', 'e.g. 500m or 4.')}</GridItem>
+            <GridItem>{text('memory', 'Memory per worker', 'e.g. 512Mi or 16Gi.')}</GridItem>
+            <GridItem>{text('gpus', 'GPUs per worker', 'nvidia.com/gpu unless the runtime says otherwise.')}</GridItem>
+            <GridItem>
+              <FormGroup label="Runtime" fieldId="f-runtime">
+                <FormSelect id="f-runtime" value={form.runtime ?? ''} onChange={set('runtime')} validated={runtimeErrors.length ? 'error' : 'default'} aria-describedby="f-runtime-help">
+                  <FormSelectOption value="" label="The default for the MPI implementation" />
+                  {runtimes.map((r) => {
+                    const v = r.kind === 'ClusterTrainingRuntime' ? r.name : `${r.kind}/${r.name}`;
+                    return <FormSelectOption key={v} value={v} label={`${r.name} (${r.implementation ?? 'MPI'})`} />;
+                  })}
+                </FormSelect>
+                <FormHelperText>
+                  <HelperText id="f-runtime-help" aria-live="polite">
+                    {runtimeErrors.length ? runtimeErrors.map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+                      : <HelperTextItem>The TrainingRuntime the job runs on.</HelperTextItem>}
+                  </HelperText>
+                </FormHelperText>
+              </FormGroup>
+            </GridItem>
+            <GridItem>{text('queue', 'Queue', queues.length ? `Kueue LocalQueues here: ${queues.join(', ')}.` : 'A Kueue LocalQueue; empty: none.')}</GridItem>
+          </Grid>
+          <ExpandableSection toggleText="MPI options">
+            <Grid hasGutter md={6}>
+              <GridItem>
+                <FormGroup label="MPI implementation" fieldId="f-mpi">
+                  <FormSelect id="f-mpi" value={form.mpi ?? ''} onChange={set('mpi')}>
+                    {[['', 'The runtime\'s'], ['openmpi', 'Open MPI 4'], ['openmpi5', 'Open MPI 5'], ['intel', 'Intel MPI'], ['mpich', 'MPICH']].map(([v, l]) => <FormSelectOption key={v} value={v} label={l} />)}
+                  </FormSelect>
+                </FormGroup>
+              </GridItem>
+              <GridItem>{text('network', 'Network profile', 'An MPINetworkProfile for InfiniBand or RoCE.')}</GridItem>
+              <GridItem>{text('topology', 'Topology', 'A node label all pods share a value of, e.g. a rack.')}</GridItem>
+              <GridItem>{text('scheduling-timeout', 'Scheduling timeout', 'Fail the job if its pods are not all running by then, e.g. 10m.')}</GridItem>
+              <GridItem span={12}>
+                <FormGroup label="Environment" fieldId="f-env">
+                  <TextArea id="f-env" value={(form.env ?? []).join('\n')} aria-describedby="f-env-help"
+                    onChange={(_e, v) => { setTouched(true); setForm((f) => ({ ...f, env: v.split('\n') })); }}
+                    validated={errorsOf('env').length ? 'error' : 'default'} />
+                  <FormHelperText>
+                    <HelperText id="f-env-help" aria-live="polite">
+                      {errorsOf('env').length ? errorsOf('env').map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+                        : <HelperTextItem>NAME=VALUE, one per line.</HelperTextItem>}
+                    </HelperText>
+                  </FormHelperText>
+                </FormGroup>
+              </GridItem>
+            </Grid>
+          </ExpandableSection>
+          <ActionGroup>
+            <Button type="submit" isLoading={busy} isDisabled={busy || !form.name || errors.length > 0}>Create</Button>
+            <Button variant="link" component="a" href="#/jobs">Cancel</Button>
+          </ActionGroup>
+        </Form>
+      </PageSection>
+    </>
+  );
+}
+
+// fields the form shows a field for; other errors are the whole job's.
+const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
+  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout']];

@@ -1,0 +1,169 @@
+import { useEffect, useRef, useState } from 'react';
+import {
+  Alert, Breadcrumb, BreadcrumbItem, Button, CodeBlock, CodeBlockCode, DescriptionList, DescriptionListDescription,
+  DescriptionListGroup, DescriptionListTerm, ExpandableSection, Flex, FlexItem, FormSelect, FormSelectOption, PageSection,
+  Switch, Tab, Tabs, TabTitleText, Title,
+} from '@patternfly/react-core';
+import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
+import { getText, Host, jobPath, View } from './api';
+import { age, duration, useLive } from './live';
+import { HealthLabel, StateLabel } from './status';
+import { DeleteModal } from './DeleteModal';
+
+// Beyond this many hosts the topology shows counts first, the hosts on
+// demand.
+const manyHosts = 64;
+
+function Topology({ hosts }: { hosts: Host[] }) {
+  const counts = new Map<string, number>();
+  hosts.forEach((h) => counts.set(h.health, (counts.get(h.health) ?? 0) + 1));
+  const failing = hosts.filter((h) => h.health === 'Failed' || h.health === 'OOMKilled');
+  const grid = (list: Host[]) => (
+    <ul className="torus-topology" aria-label="Hosts">
+      {list.map((h) => (
+        <li key={h.host} className={`torus-host torus-host--${h.health}`}>
+          <strong>{h.host}</strong> <HealthLabel health={h.health} />
+          <div>ranks {h.ranks}</div>
+          <div>{h.node || 'not scheduled'}</div>
+          {h.reason && <div>{h.reason}</div>}
+        </li>
+      ))}
+    </ul>
+  );
+  return (
+    <>
+      <Flex aria-label="Hosts by state">
+        {[...counts.entries()].map(([k, n]) => <FlexItem key={k}><HealthLabel health={k} /> {n}</FlexItem>)}
+      </Flex>
+      {hosts.length <= manyHosts ? grid(hosts) : (
+        <>
+          {failing.length > 0 && grid(failing)}
+          <ExpandableSection toggleText={`All ${hosts.length} hosts`}>{grid(hosts)}</ExpandableSection>
+        </>
+      )}
+    </>
+  );
+}
+
+// Logs streams the job's logs as kubectl mpi logs does: one host, or all
+// with each line prefixed; following until the job ends.
+function Logs({ namespace, name, hosts }: { namespace: string; name: string; hosts: Host[] }) {
+  const [host, setHost] = useState('');
+  const [follow, setFollow] = useState(true);
+  const [text, setText] = useState('');
+  const pre = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    const ctl = new AbortController();
+    setText('');
+    const q = new URLSearchParams({ follow: String(follow), tail: '1000' });
+    if (host) q.set('host', host);
+    fetch(`${jobPath(namespace, name)}/logs?${q}`, { signal: ctl.signal, credentials: 'same-origin' }).then(async (r) => {
+      const reader = r.body!.getReader();
+      const dec = new TextDecoder();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        setText((t) => (t + dec.decode(value, { stream: true })).slice(-1_000_000));
+      }
+    }).catch(() => { /* aborted: another host or page */ });
+    return () => ctl.abort();
+  }, [namespace, name, host, follow]);
+  useEffect(() => { pre.current?.scrollTo(0, pre.current.scrollHeight); }, [text]);
+  return (
+    <>
+      <Flex>
+        <FlexItem>
+          <FormSelect aria-label="Host" value={host} onChange={(_e, v) => setHost(v)}>
+            <FormSelectOption value="" label="All hosts" />
+            {hosts.filter((h) => h.pod).map((h) => <FormSelectOption key={h.host} value={h.host} label={`${h.host} (ranks ${h.ranks})`} />)}
+          </FormSelect>
+        </FlexItem>
+        <FlexItem><Switch id="follow" label="Follow" isChecked={follow} onChange={(_e, v) => setFollow(v)} /></FlexItem>
+      </Flex>
+      <pre ref={pre} className="torus-logs" aria-label="Logs" tabIndex={0}>{text || 'No output yet.'}</pre>
+    </>
+  );
+}
+
+export function JobPage({ namespace, name }: { namespace: string; name: string }) {
+  const { data: v, error } = useLive<View>(jobPath(namespace, name), `/api/watch?namespace=${encodeURIComponent(namespace)}&job=${encodeURIComponent(name)}`);
+  const [tab, setTab] = useState<string | number>('overview');
+  const [yaml, setYaml] = useState('');
+  const [deleting, setDeleting] = useState(false);
+  useEffect(() => {
+    if (tab === 'yaml') getText(`${jobPath(namespace, name)}/yaml`).then(setYaml, (e: Error) => setYaml(e.message));
+  }, [tab, namespace, name, v]);
+  const failed = v?.state.phase === 'Failed';
+  return (
+    <>
+      <PageSection>
+        <Breadcrumb>
+          <BreadcrumbItem to="#/jobs">Jobs</BreadcrumbItem>
+          <BreadcrumbItem isActive>{name}</BreadcrumbItem>
+        </Breadcrumb>
+        <Flex>
+          <FlexItem><Title headingLevel="h1">{name}</Title></FlexItem>
+          {v && <FlexItem><StateLabel phase={v.state.phase} /></FlexItem>}
+          <FlexItem align={{ default: 'alignRight' }}>
+            <Button variant="secondary" component="a" href={`#/create?from=${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`}>Clone and modify</Button>{' '}
+            <Button variant="danger" onClick={() => setDeleting(true)}>Delete</Button>
+          </FlexItem>
+        </Flex>
+      </PageSection>
+      <PageSection>
+        {error && <Alert variant="danger" isInline title="Cannot read the job">{error}</Alert>}
+        {v && v.headline && v.headline.length > 0 && (
+          <Alert variant={failed ? 'danger' : v.state.phase === 'Complete' || v.state.phase === 'Running' ? 'success' : 'info'} isInline
+            title={failed ? 'Why it failed' : 'Status'}>
+            <DescriptionList isHorizontal isCompact>
+              {v.headline.map((f, i) => (
+                <DescriptionListGroup key={i}>
+                  <DescriptionListTerm>{f.name}</DescriptionListTerm>
+                  <DescriptionListDescription>{f.value}</DescriptionListDescription>
+                </DescriptionListGroup>
+              ))}
+            </DescriptionList>
+          </Alert>
+        )}
+        {v && (
+          <Tabs activeKey={tab} onSelect={(_e, k) => setTab(k)} aria-label="Job" mountOnEnter>
+            <Tab eventKey="overview" title={<TabTitleText>Overview</TabTitleText>}>
+              <DescriptionList isHorizontal columnModifier={{ default: '2Col' }}>
+                {([
+                  ['Namespace', v.namespace], ['MPI', `${v.implementation || 'unknown'}: ${v.workers} workers × ${v.slotsPerHost} slots = ${v.slots} ranks`],
+                  ['Runtime', v.runtime], ['Image', v.image], ['Command', v.command], ['Queue', v.queue],
+                  ['Created', `${age(v.created)} ago`], ['Duration', v.duration ? duration(v.duration / 1e9) : undefined],
+                ] as [string, string | undefined][]).filter(([, d]) => d).map(([t, d]) => (
+                  <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
+                ))}
+              </DescriptionList>
+              <Title headingLevel="h2">Hosts and ranks</Title>
+              <Topology hosts={v.hosts} />
+            </Tab>
+            <Tab eventKey="logs" title={<TabTitleText>Logs</TabTitleText>}>
+              <Logs namespace={namespace} name={name} hosts={v.hosts} />
+            </Tab>
+            <Tab eventKey="events" title={<TabTitleText>Events and conditions</TabTitleText>}>
+              <Table aria-label="Conditions" variant="compact">
+                <Thead><Tr><Th>Condition</Th><Th>Status</Th><Th>Reason</Th><Th>Since</Th><Th>Message</Th></Tr></Thead>
+                <Tbody>{v.conditions.map((c) => (
+                  <Tr key={c.type}><Td>{c.type}</Td><Td>{c.status}</Td><Td>{c.reason}</Td><Td>{age(c.lastTransitionTime)}</Td><Td>{c.message}</Td></Tr>
+                ))}</Tbody>
+              </Table>
+              <Table aria-label="Events" variant="compact">
+                <Thead><Tr><Th>Age</Th><Th>Type</Th><Th>Reason</Th><Th>Object</Th><Th>Message</Th></Tr></Thead>
+                <Tbody>{v.events.map((e, i) => (
+                  <Tr key={i}><Td>{age(e.time)}{e.count > 1 ? ` (×${e.count})` : ''}</Td><Td>{e.type}</Td><Td>{e.reason}</Td><Td>{e.object}</Td><Td>{e.message}</Td></Tr>
+                ))}</Tbody>
+              </Table>
+            </Tab>
+            <Tab eventKey="yaml" title={<TabTitleText>YAML</TabTitleText>}>
+              <CodeBlock><CodeBlockCode>{yaml}</CodeBlockCode></CodeBlock>
+            </Tab>
+          </Tabs>
+        )}
+      </PageSection>
+      {deleting && <DeleteModal namespace={namespace} name={name} onClose={(done) => { setDeleting(false); if (done) window.location.hash = '#/jobs'; }} />}
+    </>
+  );
+}

@@ -1,0 +1,108 @@
+import { useEffect, useState } from 'react';
+import {
+  Alert, Button, Checkbox, Content, EmptyState, EmptyStateBody, FormSelect, FormSelectOption, PageSection, SearchInput,
+  Title, Toolbar, ToolbarContent, ToolbarItem,
+} from '@patternfly/react-core';
+import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
+import { get, Row } from './api';
+import { age, duration, useLive } from './live';
+import { StateLabel } from './status';
+import { DeleteModal } from './DeleteModal';
+
+function distinct(rows: Row[], pick: (r: Row) => string | undefined): string[] {
+  return [...new Set(rows.map(pick).filter((v): v is string => !!v))].sort();
+}
+
+// JobsPage lists every TrainJob of the namespace (or of all the user may
+// list), failed ones first, filterable, updated as the cluster changes.
+export function JobsPage() {
+  const [all, setAll] = useState(false);
+  const ns = all ? 'all' : '';
+  const { data, error, reload } = useLive<Row[]>(`/api/jobs?namespace=${ns}`, `/api/watch?namespace=${ns}`);
+  const [text, setText] = useState('');
+  const [state, setState] = useState('');
+  const [type, setType] = useState('');
+  const [queue, setQueue] = useState('');
+  const [deleting, setDeleting] = useState<Row>();
+  const [namespace, setNamespace] = useState<string>();
+  useEffect(() => {
+    get<{ namespace: string }>('/api/context').then((c) => setNamespace(c.namespace), () => setNamespace(''));
+  }, []);
+  const rows = (data ?? [])
+    .filter((r) => !text || r.name.includes(text))
+    .filter((r) => !state || r.state.phase === state)
+    .filter((r) => !type || r.type === type)
+    .filter((r) => !queue || (r.queue ?? '') === queue)
+    .sort((a, b) => Number(b.state.phase === 'Failed') - Number(a.state.phase === 'Failed') || b.created.localeCompare(a.created));
+  const select = (label: string, value: string, set: (v: string) => void, options: string[]) => (
+    <ToolbarItem>
+      <FormSelect aria-label={label} value={value} onChange={(_e, v) => set(v)}>
+        <FormSelectOption value="" label={`${label}: all`} />
+        {options.map((o) => <FormSelectOption key={o} value={o} label={o} />)}
+      </FormSelect>
+    </ToolbarItem>
+  );
+  return (
+    <>
+      <PageSection>
+        <Title headingLevel="h1">Jobs</Title>
+        <Content component="p">
+          {all ? 'Every namespace you may list' : `Namespace ${namespace ?? ''}`}: updated as the cluster changes.
+        </Content>
+      </PageSection>
+      <PageSection>
+        {error && <Alert variant="danger" isInline title="Cannot list jobs">{error}</Alert>}
+        <Toolbar>
+          <ToolbarContent>
+            <ToolbarItem>
+              <SearchInput aria-label="Filter by name" placeholder="Filter by name" value={text} onChange={(_e, v) => setText(v)} onClear={() => setText('')} />
+            </ToolbarItem>
+            {select('State', state, setState, distinct(data ?? [], (r) => r.state.phase))}
+            {select('Type', type, setType, distinct(data ?? [], (r) => r.type))}
+            {select('Queue', queue, setQueue, distinct(data ?? [], (r) => r.queue))}
+            <ToolbarItem>
+              <Checkbox id="all-namespaces" label="All namespaces" isChecked={all} onChange={(_e, v) => setAll(v)} />
+            </ToolbarItem>
+            <ToolbarItem>
+              <Button component="a" href="#/create">Create a job</Button>
+            </ToolbarItem>
+          </ToolbarContent>
+        </Toolbar>
+        {data && rows.length === 0 ? (
+          <EmptyState titleText="No jobs" headingLevel="h2">
+            <EmptyStateBody>{data.length ? 'No job matches the filters.' : <>No jobs here yet: <a href="#/create">create one</a>.</>}</EmptyStateBody>
+          </EmptyState>
+        ) : (
+          <Table aria-label="Jobs" variant="compact">
+            <Thead>
+              <Tr>
+                <Th>Name</Th>{all && <Th>Namespace</Th>}<Th>Type</Th><Th>State</Th><Th>Workers ready</Th><Th>Ranks</Th>
+                <Th>Queue</Th><Th>Duration</Th><Th>Age</Th><Th screenReaderText="Actions" />
+              </Tr>
+            </Thead>
+            <Tbody>
+              {rows.map((r) => (
+                <Tr key={`${r.namespace}/${r.name}`}>
+                  <Td dataLabel="Name">{r.mpi ? <a href={`#/jobs/${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`}>{r.name}</a> : r.name}</Td>
+                  {all && <Td dataLabel="Namespace">{r.namespace}</Td>}
+                  <Td dataLabel="Type">{r.type || 'unknown'}</Td>
+                  <Td dataLabel="State"><StateLabel phase={r.state.phase} /></Td>
+                  <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
+                  <Td dataLabel="Ranks">{r.slots || '-'}</Td>
+                  <Td dataLabel="Queue">{r.queue ?? '-'}</Td>
+                  <Td dataLabel="Duration">{r.duration ? duration(r.duration / 1e9) : '-'}</Td>
+                  <Td dataLabel="Age">{age(r.created)}</Td>
+                  <Td dataLabel="Actions">
+                    {r.mpi && <Button variant="link" component="a" href={`#/create?from=${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`} aria-label={`Clone ${r.name}`}>Clone</Button>}
+                    {r.mpi && <Button variant="link" isDanger onClick={() => setDeleting(r)} aria-label={`Delete ${r.name}`}>Delete</Button>}
+                  </Td>
+                </Tr>
+              ))}
+            </Tbody>
+          </Table>
+        )}
+      </PageSection>
+      {deleting && <DeleteModal namespace={deleting.namespace} name={deleting.name} onClose={(done) => { setDeleting(undefined); if (done) reload(); }} />}
+    </>
+  );
+}

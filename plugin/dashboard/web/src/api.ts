@@ -1,0 +1,66 @@
+// The dashboard's server: every call carries the session's cookie, and a
+// write is JSON from this origin (the server refuses anything else).
+
+export interface State { phase: string; since: string; reason?: string; message?: string }
+export interface Row {
+  namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number;
+  queue?: string; implementation?: string; runtime: string; duration?: number; created: string; type: string; mpi: boolean;
+}
+export interface Field { name: string; value: string }
+export interface Host {
+  role: string; index: number; host: string; ranks: string; pod?: string; node?: string; state: string;
+  restarts: number; reason?: string; health: string;
+}
+export interface Condition { type: string; status: string; reason: string; message: string; lastTransitionTime: string }
+export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
+export interface Finding { pod?: string; host: string; ranks?: string; reason: string; detail: string; fix?: string; output?: string[]; terminal: boolean }
+export interface View extends Row {
+  headline?: Field[]; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
+  conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
+}
+export interface RuntimeInfo { name: string; kind: string; namespace?: string; policy: string; implementation?: string; default: boolean }
+export interface Form {
+  name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
+  gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; network?: string;
+  topology?: string; 'scheduling-timeout'?: string; env?: string[];
+}
+export interface FieldError { field: string; message: string }
+export interface Outcome { trainJob?: { metadata: { name: string; namespace: string } }; warnings?: string[]; errors?: FieldError[] }
+
+async function check(r: Response): Promise<Response> {
+  if (r.ok) return r;
+  let msg = r.statusText;
+  try {
+    msg = (await r.json()).error ?? msg;
+  } catch {
+    /* not JSON: the status says it */
+  }
+  throw new Error(msg);
+}
+
+export async function get<T>(url: string): Promise<T> {
+  return (await check(await fetch(url, { credentials: 'same-origin' }))).json();
+}
+
+export async function getText(url: string): Promise<string> {
+  return (await check(await fetch(url, { credentials: 'same-origin' }))).text();
+}
+
+export async function submit(ns: string, form: Form, dryRun: boolean): Promise<Outcome> {
+  const r = await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs${dryRun ? '?dryRun=true' : ''}`, {
+    method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(form),
+  });
+  if (r.status === 422 || r.ok) return r.json();
+  await check(r);
+  return {};
+}
+
+export async function remove(ns: string, name: string): Promise<void> {
+  await check(await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`, {
+    method: 'DELETE', credentials: 'same-origin',
+  }));
+}
+
+export function jobPath(ns: string, name: string): string {
+  return `/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`;
+}

@@ -1,0 +1,22 @@
+import { Label } from '@patternfly/react-core';
+
+type Color = 'green' | 'red' | 'blue' | 'orange' | 'grey' | 'purple';
+
+const colors: Record<string, Color> = {
+  Running: 'blue', Complete: 'green', Failed: 'red', Queued: 'purple', Pending: 'orange', Blocked: 'red',
+  Suspended: 'grey', Creating: 'grey', Deleting: 'grey',
+};
+
+// StateLabel shows a job's state in the console's colours.
+export function StateLabel({ phase }: { phase: string }) {
+  return <Label color={colors[phase] ?? 'grey'}>{phase}</Label>;
+}
+
+const healthColors: Record<string, Color> = {
+  Ready: 'green', Succeeded: 'green', Running: 'blue', Pulling: 'blue', Pending: 'orange',
+  NotCreated: 'grey', Deleted: 'grey', Failed: 'red', OOMKilled: 'red',
+};
+
+export function HealthLabel({ health }: { health: string }) {
+  return <Label isCompact color={healthColors[health] ?? 'grey'}>{health}</Label>;
+}

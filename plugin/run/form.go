@@ -1,0 +1,335 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/plugin/cmdutil"
+)
+
+// Form is a job as the dashboard's create form holds it: run's flags, each
+// under its flag's name, as typed. An empty field is a flag not given.
+type Form struct {
+	Name              string   `json:"name"`
+	Namespace         string   `json:"namespace"`
+	Image             string   `json:"image,omitempty"`
+	Command           string   `json:"command,omitempty"`
+	Workers           string   `json:"workers,omitempty"`
+	SlotsPerWorker    string   `json:"slots-per-worker,omitempty"`
+	GPUs              string   `json:"gpus,omitempty"`
+	CPU               string   `json:"cpu,omitempty"`
+	Memory            string   `json:"memory,omitempty"`
+	MPI               string   `json:"mpi,omitempty"`
+	Runtime           string   `json:"runtime,omitempty"`
+	Queue             string   `json:"queue,omitempty"`
+	Network           string   `json:"network,omitempty"`
+	Topology          string   `json:"topology,omitempty"`
+	SchedulingTimeout string   `json:"scheduling-timeout,omitempty"`
+	Env               []string `json:"env,omitempty"`
+}
+
+// FieldError is a problem of a form, under the field it concerns ("" for
+// the whole job).
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Outcome is what submitting a form did: the job, what did not stop it,
+// or every problem found.
+type Outcome struct {
+	TrainJob *trainer.TrainJob `json:"trainJob,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
+	Errors   []FieldError      `json:"errors,omitempty"`
+}
+
+// SubmitForm checks a form with run's own rules, then against the
+// cluster (runtime, queue) as run does, then by the API server and its
+// webhooks (a dry run when dryRun), and creates the job unless dryRun.
+// Every write is made with c's identity.
+func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outcome {
+	flags, errs := f.flags()
+	command, err := splitWords(f.Command)
+	if err != nil {
+		errs = append(errs, FieldError{Field: "command", Message: err.Error()})
+	}
+	bad := map[string]bool{}
+	for _, e := range errs {
+		bad[e.Field] = true
+	}
+	// A number that did not parse is reported once, not again as zero.
+	set := func(flag string) bool { return f.value(flag) != "" && !bad[flag] }
+	spec, vols, err := flags.Spec(f.Name, f.Namespace, command, set)
+	errs = append(errs, fieldErrors(err)...)
+	if f.Name == "" {
+		errs = append(errs, FieldError{Field: "name", Message: "a job needs a name"})
+	}
+	if len(errs) > 0 {
+		return Outcome{Errors: errs}
+	}
+	plan, err := prepare(ctx, c, spec, vols)
+	if err != nil {
+		return Outcome{Errors: fieldErrors(err)}
+	}
+	mode := cmdutil.DryRunServer
+	if !dryRun {
+		mode = ""
+	}
+	if err := submitPlan(ctx, c, plan, mode); err != nil {
+		return Outcome{Warnings: plan.Warnings, Errors: apiErrors(err)}
+	}
+	return Outcome{TrainJob: plan.TrainJob, Warnings: plan.Warnings}
+}
+
+// flags reads the form's numbers; the rest run's flags parse themselves.
+func (f Form) flags() (*jobFlags, []FieldError) {
+	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
+		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
+	for _, e := range f.Env {
+		if strings.TrimSpace(e) != "" {
+			flags.Env = append(flags.Env, e)
+		}
+	}
+	var errs []FieldError
+	for _, n := range []struct {
+		flag string
+		dst  func(int64)
+	}{
+		{flagWorkers, func(v int64) { flags.Workers = int32(v) }},
+		{flagSlotsPerWorker, func(v int64) { flags.SlotsPerWorker = int32(v) }},
+		{flagGPUs, func(v int64) { flags.GPUs = v }},
+	} {
+		s := f.value(n.flag)
+		if s == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			errs = append(errs, FieldError{Field: n.flag, Message: fmt.Sprintf("--%s=%q is not a whole number", n.flag, s)})
+			continue
+		}
+		n.dst(v)
+	}
+	return flags, errs
+}
+
+// value is the field of a flag, by the flag's name.
+func (f Form) value(flag string) string {
+	switch flag {
+	case flagImage:
+		return f.Image
+	case flagWorkers:
+		return f.Workers
+	case flagSlotsPerWorker:
+		return f.SlotsPerWorker
+	case flagGPUs:
+		return f.GPUs
+	case flagCPU:
+		return f.CPU
+	case flagMemory:
+		return f.Memory
+	case flagMPI:
+		return f.MPI
+	case flagRuntime:
+		return f.Runtime
+	case flagQueue:
+		return f.Queue
+	case flagNetwork:
+		return f.Network
+	case flagTopology:
+		return f.Topology
+	case flagSchedTimeout:
+		return f.SchedulingTimeout
+	}
+	return ""
+}
+
+// fieldErrors sorts run's messages under the fields they name: each names
+// its flag first ("--workers=0: ..."), or the job's name or command.
+func fieldErrors(err error) []FieldError {
+	if err == nil {
+		return nil
+	}
+	var out []FieldError
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, FieldError{Field: fieldOf(line), Message: line})
+		}
+	}
+	return out
+}
+
+func fieldOf(msg string) string {
+	switch {
+	case strings.HasPrefix(msg, "--"):
+		flag := strings.TrimPrefix(msg, "--")
+		if i := strings.IndexAny(flag, " =:"); i > 0 {
+			flag = flag[:i]
+		}
+		return flag
+	case strings.HasPrefix(msg, "job name"):
+		return "name"
+	case strings.HasPrefix(msg, "the command"):
+		return "command"
+	case strings.HasPrefix(msg, "LocalQueue"):
+		return flagQueue
+	case strings.Contains(msg, "TrainingRuntime") || strings.Contains(msg, "runtime"):
+		return flagRuntime
+	}
+	return ""
+}
+
+// apiErrors sorts the API server's answer under the form's fields, by the
+// field paths it names.
+func apiErrors(err error) []FieldError {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
+		return []FieldError{{Field: fieldOf(err.Error()), Message: err.Error()}}
+	}
+	var out []FieldError
+	for _, c := range status.Status().Details.Causes {
+		out = append(out, FieldError{Field: formFieldOf(c.Field), Message: strings.TrimSpace(c.Field + " " + c.Message)})
+	}
+	return out
+}
+
+// formFieldOf is the form field of a TrainJob field path.
+func formFieldOf(path string) string {
+	for _, p := range []struct{ prefix, field string }{
+		{"metadata.name", "name"},
+		{"spec.trainer.image", flagImage},
+		{"spec.trainer.command", "command"},
+		{"spec.trainer.args", "command"},
+		{"spec.trainer.numNodes", flagWorkers},
+		{"spec.trainer.numProcPerNode", flagSlotsPerWorker},
+		{"spec.trainer.env", flagEnv},
+		{"spec.trainer.resourcesPerNode", flagCPU},
+		{"spec.runtimeRef", flagRuntime},
+		{"metadata.labels[" + mpi.KueueQueueLabel + "]", flagQueue},
+		{"metadata.annotations[" + api.AnnotationNetworkProfile + "]", flagNetwork},
+		{"metadata.annotations[" + api.AnnotationTopology + "]", flagTopology},
+		{"metadata.annotations[" + api.AnnotationSchedulingTimeout + "]", flagSchedTimeout},
+	} {
+		if strings.HasPrefix(path, p.prefix) {
+			return p.field
+		}
+	}
+	return ""
+}
+
+// FormOf fills a form from a job, for "clone and modify": what rerun
+// copies, as run's flags would give it.
+func FormOf(tj *trainer.TrainJob) Form {
+	f := Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
+		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
+		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout]}
+	f.Runtime = tj.Spec.RuntimeRef.Name
+	if k := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind); k != trainer.ClusterTrainingRuntimeKind {
+		f.Runtime = k + "/" + f.Runtime
+	}
+	if copyOf, ok := tj.Annotations[api.AnnotationRuntimeCopyOf]; ok {
+		// The job's own copy goes with it: the clone starts from the
+		// runtime it copied.
+		f.Runtime = copyOf
+	}
+	t := tj.Spec.Trainer
+	if t == nil {
+		return f
+	}
+	f.Image = ptr.Deref(t.Image, "")
+	f.Command = joinWords(append(append([]string{}, t.Command...), t.Args...))
+	if t.NumNodes != nil {
+		f.Workers = fmt.Sprint(*t.NumNodes)
+	}
+	if t.NumProcPerNode != nil {
+		f.SlotsPerWorker = fmt.Sprint(*t.NumProcPerNode)
+	}
+	for _, e := range t.Env {
+		if e.ValueFrom == nil {
+			f.Env = append(f.Env, e.Name+"="+e.Value)
+		}
+	}
+	if r := t.ResourcesPerNode; r != nil {
+		if q, ok := r.Requests[corev1.ResourceCPU]; ok {
+			f.CPU = q.String()
+		}
+		if q, ok := r.Requests[corev1.ResourceMemory]; ok {
+			f.Memory = q.String()
+		}
+		for name, q := range r.Limits {
+			if strings.Contains(string(name), "/") {
+				f.GPUs = q.String()
+			}
+		}
+	}
+	return f
+}
+
+// splitWords splits a command line as a shell would into words: spaces
+// separate them, single and double quotes keep them together, a backslash
+// takes the next character as it is.
+func splitWords(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	escaped := false
+	for _, r := range s {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case r == '\\' && quote != '\'':
+			escaped, inWord = true, true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("the command has an unclosed %c quote", quote)
+	}
+	if escaped {
+		return nil, errors.New("the command ends with a lone backslash")
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// joinWords writes words as one command line that splitWords reads back.
+func joinWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && !strings.ContainsAny(w, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			out[i] = w
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
