@@ -64,7 +64,7 @@ WEB := plugin/dashboard/web
 .PHONY: web
 web: $(WEB)/dist/index.html ## Build the dashboard's page into plugin/dashboard/web/dist (npm ci from the lockfile, then esbuild).
 $(WEB)/dist/index.html: $(WEB)/package-lock.json $(WEB)/build.mjs $(wildcard $(WEB)/src/*)
-	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error --cache $(TESTBIN)/npm && node build.mjs
+	hack/web.sh
 
 .PHONY: testbin
 testbin: ## Build control-plane binaries from pinned modules into .testbin/bin (TESTBIN_COMPONENTS selects).

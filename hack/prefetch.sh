@@ -2,8 +2,8 @@
 # Starts, in the background, the network-bound work `make test` needs later
 # so it overlaps the first compile (go vet), which keeps both cores busy for
 # minutes on a fresh machine: the pinned helper modules' downloads, the real
-# node's and the wire test's Debian packages and the MPI images' root
-# filesystems; then, at the lowest CPU priority, every binary make test
+# node's, the wire test's and the browser's Debian packages, the MPI images'
+# root filesystems and the dashboard's npm packages; then, at the lowest CPU priority, every binary make test
 # builds, in the order it needs them. Each step is one a later target runs
 # again, cached or behind a lock, so a step that fails here only loses its
 # head start; its log says why.
@@ -62,6 +62,7 @@ node() {
   fi
   "$root/hack/node/install.sh" || echo "prefetch: the node's packages: failed"
   wire_packages || echo "prefetch: the wire test's packages: failed"
+  "$root/hack/browser/install.sh" >/dev/null || echo "prefetch: the dashboard tests' browser: failed"
   local suite
   for suite in bookworm trixie; do
     "$root/hack/images/mpi/build.sh" "$suite" >/dev/null || echo "prefetch: the $suite image: failed"
@@ -82,6 +83,8 @@ owner=${1:-$PPID}
   modules &
   builds=$!
   node &
+  # The dashboard's packages, from the npm registry (a third server).
+  make -C "$root" --no-print-directory web >/dev/null || echo "prefetch: the dashboard's page: failed" &
   while kill -0 "$builds" 2>/dev/null; do
     if ! kill -0 "$owner" 2>/dev/null; then
       echo "prefetch: make ended; stopping the builds"

@@ -9,10 +9,12 @@ import (
 	"strings"
 )
 
-// cookieName carries the session's token once the browser opened the URL
-// with it; the cookie is HttpOnly and SameSite=Strict, so no page of
-// another site can send or read it.
-const cookieName = "torus-dashboard"
+// cookiePrefix names the cookie that carries the session's token once the
+// browser opened the URL with it; the cookie is HttpOnly and
+// SameSite=Strict, so no page of another site can send or read it. Its
+// name ends with the server's port: browsers keep cookies per host, not per
+// port, and two dashboards on one machine must not take each other's.
+const cookiePrefix = "torus-dashboard-"
 
 // csp lets the page load only its own scripts, styles, fonts and images,
 // and talk only to this server; nothing frames it.
@@ -29,19 +31,21 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 //   - a write must come from this server's own origin, as JSON, which a
 //     cross-site form cannot send.
 type guard struct {
-	token string
+	token  string
+	cookie string
 	// hosts are the Host values this server answers to.
 	hosts map[string]bool
 	next  http.Handler
 }
 
 func newGuard(token string, addr net.Addr, next http.Handler) *guard {
-	g := &guard{token: token, hosts: map[string]bool{}, next: next}
+	g := &guard{token: token, cookie: cookiePrefix, hosts: map[string]bool{}, next: next}
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return g
 	}
 	port := tcp.AddrPort().Port()
+	g.cookie += strconv.Itoa(int(port))
 	names := []string{tcp.IP.String()}
 	if tcp.IP.IsLoopback() {
 		names = append(names, "localhost", "127.0.0.1", "::1")
@@ -70,14 +74,14 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The token leaves the address bar (and the history) for a cookie.
-		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		q := r.URL.Query()
 		q.Del("token")
 		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
 		http.Redirect(w, r, u.String(), http.StatusSeeOther)
 		return
 	}
-	c, err := r.Cookie(cookieName)
+	c, err := r.Cookie(g.cookie)
 	if err != nil || !g.valid(c.Value) {
 		http.Error(w, "open the dashboard with the URL kubectl mpi dashboard printed (it holds this session's token)", http.StatusUnauthorized)
 		return

@@ -16,7 +16,7 @@ func TestGuard(t *testing.T) {
 		reached++
 		w.WriteHeader(http.StatusOK)
 	}))
-	cookie := &http.Cookie{Name: cookieName, Value: token}
+	cookie := &http.Cookie{Name: "torus-dashboard-8123", Value: token}
 	tests := []struct {
 		name     string
 		method   string
@@ -33,7 +33,8 @@ func TestGuard(t *testing.T) {
 		{name: "localhost is this server too", method: "GET", url: "/?token=" + token, host: "localhost:8123", want: http.StatusSeeOther, location: "/"},
 		{name: "a wrong token", method: "GET", url: "/?token=nope", host: "127.0.0.1:8123", want: http.StatusForbidden},
 		{name: "no token, no cookie", method: "GET", url: "/api/jobs", host: "127.0.0.1:8123", want: http.StatusUnauthorized},
-		{name: "a wrong cookie", method: "GET", url: "/api/jobs", host: "127.0.0.1:8123", cookie: &http.Cookie{Name: cookieName, Value: "x"}, want: http.StatusUnauthorized},
+		{name: "another dashboard's cookie", method: "GET", url: "/api/jobs", host: "127.0.0.1:8123", cookie: &http.Cookie{Name: "torus-dashboard-9999", Value: token}, want: http.StatusUnauthorized},
+		{name: "a wrong cookie", method: "GET", url: "/api/jobs", host: "127.0.0.1:8123", cookie: &http.Cookie{Name: "torus-dashboard-8123", Value: "x"}, want: http.StatusUnauthorized},
 		{name: "a read with the cookie", method: "GET", url: "/api/jobs", host: "127.0.0.1:8123", cookie: cookie, want: http.StatusOK},
 		{name: "a name rebound to loopback (DNS rebinding)", method: "GET", url: "/api/jobs", host: "evil.example:8123", cookie: cookie, want: http.StatusMisdirectedRequest},
 		{name: "another port", method: "GET", url: "/api/jobs", host: "127.0.0.1:9999", cookie: cookie, want: http.StatusMisdirectedRequest},

@@ -19,14 +19,16 @@ type View struct {
 	job.Summary
 	// Headline is what matters most, said first (the failing rank, the
 	// cause and the fix; why the job waits).
-	Headline     []Field             `json:"headline,omitempty"`
-	Image        string              `json:"image,omitempty"`
-	Command      string              `json:"command,omitempty"`
-	SlotsPerHost int32               `json:"slotsPerHost"`
-	Hosts        []HostRow           `json:"hosts"`
-	Conditions   []metav1.Condition  `json:"conditions"`
-	Events       []Event             `json:"events"`
-	Findings     []diagnosis.Finding `json:"findings,omitempty"`
+	Headline     []Field `json:"headline,omitempty"`
+	Image        string  `json:"image,omitempty"`
+	Command      string  `json:"command,omitempty"`
+	SlotsPerHost int32   `json:"slotsPerHost"`
+	// MPI names the implementation as people do ("Open MPI 5").
+	MPI        string              `json:"mpi,omitempty"`
+	Hosts      []HostRow           `json:"hosts"`
+	Conditions []metav1.Condition  `json:"conditions"`
+	Events     []Event             `json:"events"`
+	Findings   []diagnosis.Finding `json:"findings,omitempty"`
 	// Problems are what could not be read (permissions).
 	Problems []string `json:"problems,omitempty"`
 }
@@ -51,6 +53,7 @@ func Describe(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now ti
 		Summary:      job.Summarize(d.Info, now),
 		Headline:     headline(d, trainjob.StateOf(tj), findings),
 		SlotsPerHost: d.Info.SlotsPerHost(),
+		MPI:          d.Info.Implementation().DisplayName(),
 		Hosts:        hostRows(d, placement, findings),
 		Conditions:   tj.Status.Conditions,
 		Findings:     findings,

@@ -206,6 +206,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 
 	realNodeJobs(&dir)
 	realNodeChaos(&dir)
+	realNodeDashboard(&dir)
 
 	It("leaves no trace on the machine after down", func() {
 		out, code := clusterCmd(dir, "down")

@@ -29,10 +29,10 @@ export function App() {
   let content;
   switch (page) {
     case 'jobs':
-      content = rest.length >= 2 ? <JobPage namespace={rest[0]} name={rest[1]} /> : <JobsPage />;
+      content = rest.length >= 2 ? <JobPage key={`${rest[0]}/${rest[1]}`} namespace={rest[0]} name={rest[1]} /> : <JobsPage />;
       break;
     case 'create':
-      content = <CreatePage from={from} />;
+      content = <CreatePage key={from ?? ''} from={from} />;
       break;
     case 'guide':
       content = <GuidePage />;

@@ -85,6 +85,29 @@ function Logs({ namespace, name, hosts }: { namespace: string; name: string; hos
   );
 }
 
+// Headline says first what matters most: why a job failed (the rank, the
+// cause, its last words, the fix) or why it waits.
+function Headline({ view: v }: { view: View }) {
+  const failed = v.state.phase === 'Failed';
+  const fields = (v.headline ?? []).filter((f) => f.name !== 'Status');
+  const status = (v.headline ?? []).find((f) => f.name === 'Status');
+  const variant = failed ? 'danger' : v.state.phase === 'Complete' || v.state.phase === 'Running' ? 'success' : 'info';
+  return (
+    <Alert variant={variant} isInline title={failed ? 'Why it failed' : status?.value ?? v.state.phase}>
+      {fields.length > 0 && (
+        <DescriptionList isHorizontal isCompact>
+          {fields.map((f, i) => (
+            <DescriptionListGroup key={i}>
+              <DescriptionListTerm>{f.name}</DescriptionListTerm>
+              <DescriptionListDescription>{f.value}</DescriptionListDescription>
+            </DescriptionListGroup>
+          ))}
+        </DescriptionList>
+      )}
+    </Alert>
+  );
+}
+
 export function JobPage({ namespace, name }: { namespace: string; name: string }) {
   const { data: v, error } = useLive<View>(jobPath(namespace, name), `/api/watch?namespace=${encodeURIComponent(namespace)}&job=${encodeURIComponent(name)}`);
   const [tab, setTab] = useState<string | number>('overview');
@@ -93,7 +116,6 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
   useEffect(() => {
     if (tab === 'yaml') getText(`${jobPath(namespace, name)}/yaml`).then(setYaml, (e: Error) => setYaml(e.message));
   }, [tab, namespace, name, v]);
-  const failed = v?.state.phase === 'Failed';
   return (
     <>
       <PageSection>
@@ -112,32 +134,20 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
       </PageSection>
       <PageSection>
         {error && <Alert variant="danger" isInline title="Cannot read the job">{error}</Alert>}
-        {v && v.headline && v.headline.length > 0 && (
-          <Alert variant={failed ? 'danger' : v.state.phase === 'Complete' || v.state.phase === 'Running' ? 'success' : 'info'} isInline
-            title={failed ? 'Why it failed' : 'Status'}>
-            <DescriptionList isHorizontal isCompact>
-              {v.headline.map((f, i) => (
-                <DescriptionListGroup key={i}>
-                  <DescriptionListTerm>{f.name}</DescriptionListTerm>
-                  <DescriptionListDescription>{f.value}</DescriptionListDescription>
-                </DescriptionListGroup>
-              ))}
-            </DescriptionList>
-          </Alert>
-        )}
+        {v && v.headline && v.headline.length > 0 && <Headline view={v} />}
         {v && (
           <Tabs activeKey={tab} onSelect={(_e, k) => setTab(k)} aria-label="Job" mountOnEnter>
             <Tab eventKey="overview" title={<TabTitleText>Overview</TabTitleText>}>
               <DescriptionList isHorizontal columnModifier={{ default: '2Col' }}>
                 {([
-                  ['Namespace', v.namespace], ['MPI', `${v.implementation || 'unknown'}: ${v.workers} workers × ${v.slotsPerHost} slots = ${v.slots} ranks`],
+                  ['Namespace', v.namespace], ['MPI', `${v.mpi || 'unknown'}: ${v.workers} workers × ${v.slotsPerHost} slots = ${v.slots} ranks`],
                   ['Runtime', v.runtime], ['Image', v.image], ['Command', v.command], ['Queue', v.queue],
                   ['Created', `${age(v.created)} ago`], ['Duration', v.duration ? duration(v.duration / 1e9) : undefined],
                 ] as [string, string | undefined][]).filter(([, d]) => d).map(([t, d]) => (
                   <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
                 ))}
               </DescriptionList>
-              <Title headingLevel="h2">Hosts and ranks</Title>
+              <Title headingLevel="h2" className="torus-section-title">Hosts and ranks</Title>
               <Topology hosts={v.hosts} />
             </Tab>
             <Tab eventKey="logs" title={<TabTitleText>Logs</TabTitleText>}>

@@ -51,7 +51,12 @@ export function JobsPage() {
         </Content>
       </PageSection>
       <PageSection>
-        {error && <Alert variant="danger" isInline title="Cannot list jobs">{error}</Alert>}
+        {error && (
+          <Alert variant="danger" isInline title="Cannot list jobs">
+            {error}
+            {error.includes('forbidden') && <p>Your account needs the view role in this namespace (edit, to run jobs): ask its administrator.</p>}
+          </Alert>
+        )}
         <Toolbar>
           <ToolbarContent>
             <ToolbarItem>

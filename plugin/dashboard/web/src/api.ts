@@ -15,7 +15,7 @@ export interface Condition { type: string; status: string; reason: string; messa
 export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
 export interface Finding { pod?: string; host: string; ranks?: string; reason: string; detail: string; fix?: string; output?: string[]; terminal: boolean }
 export interface View extends Row {
-  headline?: Field[]; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
+  headline?: Field[]; mpi?: string; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
   conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
 }
 export interface RuntimeInfo { name: string; kind: string; namespace?: string; policy: string; implementation?: string; default: boolean }

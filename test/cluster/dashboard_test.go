@@ -1,0 +1,242 @@
+package cluster
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/torus-mpi/torus/test/framework"
+)
+
+// dashboard runs kubectl mpi dashboard against the cluster in dir with a
+// kubeconfig, and returns the URL it printed; it is killed by its PID when
+// the container or spec ends.
+func dashboard(kubeconfig string) string {
+	GinkgoHelper()
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", kubeconfig, "dashboard", "--open=false")
+	out, err := cmd.StdoutPipe()
+	Expect(err).NotTo(HaveOccurred())
+	cmd.Stderr = GinkgoWriter
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	found := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			fmt.Fprintln(GinkgoWriter, s.Text())
+			if u := regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`).FindString(s.Text()); u != "" {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(30 * time.Second):
+		Fail("kubectl mpi dashboard printed no URL in 30 s")
+	}
+	return ""
+}
+
+// base is the dashboard's address without the token.
+func base(url string) string { return url[:strings.Index(url, "/?token=")] }
+
+// expectAccessible fails with every rule axe-core finds broken on the page.
+func expectAccessible(b *framework.Browser, page string) {
+	GinkgoHelper()
+	v := b.Accessibility()
+	var lines []string
+	for _, x := range v {
+		lines = append(lines, x.String())
+	}
+	Expect(v).To(BeEmpty(), "WCAG 2.1 AA violations on the %s page:\n%s", page, strings.Join(lines, "\n"))
+}
+
+// realNodeDashboard drives the dashboard in headless Chromium against the
+// real node: what a data scientist does in it, end to end.
+func realNodeDashboard(dirp *string) {
+	Context("the dashboard in a real browser", Ordered, func() {
+		var dir, url string
+		var b *framework.Browser
+		artifacts := filepath.Join(framework.RepoRoot(), ".artifacts", "dashboard")
+
+		BeforeAll(func() {
+			dir = *dirp
+			queue := filepath.Join(dir, "queue.yaml")
+			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
+			out, code := kubectl(dir, "apply", "-f", queue)
+			Expect(code).To(Equal(0), out)
+			url = dashboard(filepath.Join(dir, "kubeconfig"))
+			b = framework.NewBrowser(artifacts)
+			// The printed URL trades its token for this run's cookie.
+			b.Open(url)
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("Jobs"))
+			DeferCleanup(func() {
+				for _, j := range []string{"web-pi", "web-fail", "web-fail-2", "web-live", "web-keys"} {
+					kubectlMPI(dir, "delete", j)
+				}
+			})
+		})
+
+		It("creates a job through the form: run's rules and the webhook's words beside the fields, then its hosts turn green on the real node and its ranks' logs stream", func() {
+			b.Open(base(url) + "/#/create")
+			b.Fill("#f-name", "Web_Pi")
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring(`job name "Web_Pi" is not an RFC 1035 label`))
+			b.Fill("#f-name", "web-pi")
+			b.Fill("#f-workers", "0")
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("--workers=0: a job needs at least 1 worker"))
+			b.Fill("#f-workers", "2")
+			b.Fill("#f-slots-per-worker", "2")
+			b.Fill("#f-runtime", "torus-openmpi-local")
+			b.Fill("#f-queue", "real")
+			b.Fill("#f-image", "not an image")
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("not an image reference"),
+				"the webhook's own words, from the API server's dry run, beside the image field")
+			b.Fill("#f-image", "")
+			// The launcher waits a little, so its workers are seen Ready.
+			b.Fill("#f-command", "sh -c 'sleep 10 && exec "+strings.Join(piCommand["torus-openmpi-local"], " ")+"'")
+			Eventually(func() string { return b.Text() }, 30*time.Second, 200*time.Millisecond).ShouldNot(Or(
+				ContainSubstring("--workers=0"), ContainSubstring("not an image reference"), ContainSubstring("RFC 1035")))
+			expectAccessible(b, "create")
+			b.Screenshot("create")
+			b.Click("button[type=submit]")
+			Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).
+				Should(Equal("#/jobs/default/web-pi"))
+
+			By("its workers green on the real node while the launcher waits")
+			Eventually(func() int { return b.Count(".torus-host--Ready") }, 3*time.Minute, 200*time.Millisecond).Should(BeNumerically(">=", 2),
+				func() string { return "the page:\n" + b.Text() + "\n" + jobReport(dir, "web-pi", nil) })
+			Expect(b.Text()).To(ContainSubstring("real-node-0"))
+			expectAccessible(b, "job")
+			b.Screenshot("job")
+
+			By("every rank's logs, streamed")
+			b.ClickText("Logs")
+			Eventually(b.Text, 3*time.Minute, 200*time.Millisecond).Should(MatchRegexp(piResult))
+			Eventually(b.Text, 3*time.Minute, time.Second).Should(ContainSubstring("Complete"))
+			expectAccessible(b, "logs")
+			b.Screenshot("logs")
+		})
+
+		It("shows a failing job's rank in red with its cause and its last words; clone and modify fixes it", func() {
+			out, code := kubectlMPI(dir, "run", "web-fail", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+				"--queue", "real", "--", "sh", "-c", "echo the model diverged >&2; exit 3")
+			Expect(code).To(Equal(0), out)
+			b.Open(base(url) + "/#/jobs/default/web-fail")
+			Eventually(b.Text, 3*time.Minute, time.Second).Should(And(ContainSubstring("Why it failed"), ContainSubstring("exited with code 3"),
+				ContainSubstring("the model diverged")), func() string { return "the page:\n" + b.Text() })
+			Expect(b.Count(".torus-host--Failed")).To(BeNumerically(">=", 1), "no host shown failed")
+			expectAccessible(b, "failed job")
+			b.Screenshot("failed")
+
+			b.ClickText("Clone and modify")
+			Eventually(func() string { return b.Value("#f-command") }, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("exit 3"))
+			Expect(b.Value("#f-name")).To(Equal("web-fail-2"))
+			Expect(b.Value("#f-workers")).To(Equal("2"))
+			Expect(b.Value("#f-queue")).To(Equal("real"))
+			b.Fill("#f-command", strings.Join(piCommand["torus-openmpi-local"], " "))
+			Eventually(func() (bool, error) {
+				return framework.Eval[bool](b, "!document.querySelector('button[type=submit]').disabled")
+			}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), func() string { return "the page:\n" + b.Text() })
+			b.Click("button[type=submit]")
+			Eventually(b.Text, 3*time.Minute, time.Second).Should(ContainSubstring("Complete"),
+				func() string { return "the page:\n" + b.Text() + "\n" + jobReport(dir, "web-fail-2", nil) })
+		})
+
+		It("lists the jobs as they change, without a reload, with a guide to job types", func() {
+			b.Open(base(url) + "/#/jobs")
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("web-pi"), ContainSubstring("web-fail-2")))
+			expectAccessible(b, "jobs")
+			b.Screenshot("jobs")
+			out, code := kubectlMPI(dir, "run", "web-live", "--runtime", "torus-openmpi-local", "--workers", "1", "--queue", "real", "--", "true")
+			Expect(code).To(Equal(0), out)
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("web-live"), "a job created meanwhile did not appear")
+
+			b.Open(base(url) + "/#/guide")
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("torus-openmpi-local"), ContainSubstring("PyTorch")))
+			expectAccessible(b, "guide")
+		})
+
+		It("works from the keyboard alone: a job created, its logs read, the job deleted", func() {
+			keyboardSpec(dir, b, url)
+		})
+
+		It("tells a user without rights why they see nothing", func() {
+			out, code := kubectl(dir, "create", "serviceaccount", "dashboard-nobody")
+			Expect(code).To(Equal(0), out)
+			DeferCleanup(func() { kubectl(dir, "delete", "serviceaccount", "dashboard-nobody") })
+			token, code := kubectl(dir, "create", "token", "dashboard-nobody")
+			Expect(code).To(Equal(0), token)
+			cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, "kubeconfig"))
+			Expect(err).NotTo(HaveOccurred())
+			for _, ai := range cfg.AuthInfos {
+				ai.ClientCertificate, ai.ClientKey, ai.ClientCertificateData, ai.ClientKeyData = "", "", nil, nil
+				ai.Token, ai.TokenFile = strings.TrimSpace(token), ""
+			}
+			nobody := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+			Expect(clientcmd.WriteToFile(*cfg, nobody)).To(Succeed())
+			Expect(os.Chmod(nobody, 0o600)).To(Succeed())
+			other := dashboard(nobody)
+			b.Open(other)
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("Cannot list jobs"), ContainSubstring("forbidden"),
+				ContainSubstring("system:serviceaccount:default:dashboard-nobody")))
+			b.Screenshot("forbidden")
+		})
+	})
+}
+
+// keyboardSpec is the dashboard used with the keyboard alone: a job
+// created, its logs read, the job deleted, each by Tab, typing and Enter.
+func keyboardSpec(dir string, b *framework.Browser, url string) {
+	GinkgoHelper()
+	b.Open(base(url) + "/#/jobs")
+	b.TabTo(`a[href="#/create"]`)
+	b.Type("\r")
+	Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).Should(Equal("#/create"))
+	for _, f := range []struct{ id, value string }{
+		{"#f-name", "web-keys"},
+		{"#f-command", strings.Join(piCommand["torus-openmpi-local"], " ")},
+		{"#f-workers", "2"},
+		{"#f-slots-per-worker", "2"},
+		{"#f-queue", "real"},
+	} {
+		b.TabTo(f.id)
+		b.SelectAll()
+		b.Type(f.value)
+	}
+	b.TabTo("#f-runtime")
+	// A select takes the first option whose label starts with what is typed.
+	b.Type("torus-openmpi-local")
+	Eventually(func() string { return b.Value("#f-runtime") }, 10*time.Second, 200*time.Millisecond).Should(Equal("torus-openmpi-local"))
+	b.TabTo(`button[type=submit]:not([disabled])`)
+	b.Type("\r")
+	Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).
+		Should(Equal("#/jobs/default/web-keys"), func() string { return "the page:\n" + b.Text() })
+	b.TabTo(`[role=tab][id^="pf-tab-logs"]`)
+	b.Type("\r")
+	Eventually(b.Text, 3*time.Minute, time.Second).Should(MatchRegexp(piResult), func() string { return jobReport(dir, "web-keys", nil) })
+	b.TabTo(`button.pf-m-danger`)
+	b.Type("\r")
+	Eventually(b.Text, 10*time.Second, 200*time.Millisecond).Should(ContainSubstring("Delete job web-keys?"))
+	b.TabTo(`[role=dialog] button.pf-m-danger`)
+	b.Type("\r")
+	Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).Should(Equal("#/jobs"))
+	Eventually(func() int {
+		_, code := kubectlMPI(dir, "describe", "web-keys")
+		return code
+	}, time.Minute, time.Second).ShouldNot(Equal(0), "the job was not deleted")
+}
