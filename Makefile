@@ -162,6 +162,10 @@ lint: ## go vet, staticcheck (pinned in hack/testbin/staticcheck) on what ships,
 bench: ## Torus against upstream Trainer v2.3.0 and the floor side by side, N = 100, 500, 1,000 and 10,000, three runs each (about 70 minutes; BENCH_FLAGS=-quick for N=100 once, or e.g. BENCH_FLAGS="-n 1000 -runs 1"); writes bench/results.md.
 	$(GO) run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-dashboard
+bench-dashboard: web ## How soon the dashboard shows a new job and a state change in headless Chromium, with 10 and 1,000 jobs in the namespace (about a minute); writes bench/dashboard.md.
+	$(GO) run ./hack/bench -dashboard $(BENCH_FLAGS)
+
 .PHONY: bench-tenants
 bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, and one job's 1,000 to 16,384 pods (about 3 minutes); writes bench/tenants.md.
 	$(GO) run ./hack/bench -tenants $(BENCH_FLAGS)

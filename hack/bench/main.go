@@ -93,7 +93,31 @@ func main() {
 	torusFlags := fs.String("torus-flags", "", "extra operator flags, space-separated, for experiments (results then are not its defaults)")
 	tenants := fs.Bool("tenants", false, "instead: what one tenant's objects cost the operator (a flood of labelled ConfigMaps and Secrets, one job's pods at each -pods); writes tenants.md beside -out")
 	podSizes := fs.String("pods", "1000,4000,16384", "with -tenants: numbers of pods of one job, comma-separated")
+	dashboard := fs.Bool("dashboard", false, "instead: how soon kubectl mpi dashboard shows a new job and a state change in headless Chromium, with -dashboard-jobs jobs in the namespace; writes dashboard.md beside -out")
+	dashboardJobs := fs.String("dashboard-jobs", "10,1000", "with -dashboard: numbers of jobs already in the namespace, comma-separated, ascending")
+	samples := fs.Int("samples", 20, "with -dashboard: changes measured at each size")
 	_ = fs.Parse(os.Args[1:])
+	if *dashboard {
+		var sizes []int
+		for _, s := range strings.Split(*dashboardJobs, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 0 {
+				fatal(fmt.Errorf("bad -dashboard-jobs %q", s))
+			}
+			sizes = append(sizes, n)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		done, err := enterWork(&o)
+		if err == nil {
+			err = runDashboard(ctx, o, sizes, *samples)
+			done(err)
+		}
+		if err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *tenants {
 		var sizes []int
 		for _, s := range strings.Split(*podSizes, ",") {

@@ -15,10 +15,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/top"
 )
 
 const dashboardExample = `  # Serve the dashboard on a free loopback port and open it in a browser
@@ -73,7 +75,15 @@ func (o *options) Complete(_ *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	o.srv = &server{client: c, kube: kube, namespace: ns, clock: clock.RealClock{}}
+	cfg, err := o.getter.RESTConfig()
+	if err != nil {
+		return err
+	}
+	metrics, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the metrics client: %w", err)
+	}
+	o.srv = &server{client: c, kube: kube, usage: top.NewReader(kube, metrics), namespace: ns, clock: clock.RealClock{}}
 	return nil
 }
 

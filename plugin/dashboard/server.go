@@ -37,12 +37,14 @@ import (
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/logs"
 	"github.com/torus-mpi/torus/plugin/run"
+	"github.com/torus-mpi/torus/plugin/top"
 )
 
 // server answers the page's requests with the user's clients.
 type server struct {
 	client    client.WithWatch
 	kube      kubernetes.Interface
+	usage     *top.Reader
 	namespace string
 	clock     clock.PassiveClock
 }
@@ -58,6 +60,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/yaml", s.yaml)
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/logs", s.logs)
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/form", s.form)
+	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/usage", s.jobUsage)
 	mux.HandleFunc("POST /api/namespaces/{ns}/jobs", s.create)
 	mux.HandleFunc("DELETE /api/namespaces/{ns}/jobs/{name}", s.delete)
 	mux.Handle("GET /", s.page())
@@ -380,6 +383,34 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Strings(names)
 	writeJSON(w, http.StatusOK, names)
+}
+
+// jobUsage is the CPU and memory each of a job's running pods uses, by
+// host, as top reads them; the source says where from, or why none.
+func (s *server) jobUsage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	tj, err := job.Get(ctx, s.client, r.PathValue("ns"), r.PathValue("name"))
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	pods, err := job.Pods(ctx, s.client, tj)
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	byHost := map[string]top.Usage{}
+	usage, source, err := s.usage.Job(ctx, tj.Namespace, tj.Name, pods)
+	if err != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"hosts": byHost, "unavailable": err.Error()})
+		return
+	}
+	for i := range pods {
+		if u, ok := usage[pods[i].Name]; ok {
+			byHost[job.HostOf(&pods[i]).Name()] = u
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hosts": byHost, "source": source})
 }
 
 // form is a job's create form filled from it: clone and modify.

@@ -37,6 +37,9 @@ type Form struct {
 	Topology          string   `json:"topology,omitempty"`
 	SchedulingTimeout string   `json:"scheduling-timeout,omitempty"`
 	Env               []string `json:"env,omitempty"`
+	// Volumes are PersistentVolumeClaims as --volume takes them:
+	// pvc:CLAIM:/path[:ro].
+	Volumes []string `json:"volume,omitempty"`
 }
 
 // FieldError is a problem of a form, under the field it concerns ("" for
@@ -99,6 +102,11 @@ func (f Form) flags() (*jobFlags, []FieldError) {
 	for _, e := range f.Env {
 		if strings.TrimSpace(e) != "" {
 			flags.Env = append(flags.Env, e)
+		}
+	}
+	for _, v := range f.Volumes {
+		if v = strings.TrimSpace(v); v != "" {
+			flags.Volumes = append(flags.Volumes, v)
 		}
 	}
 	var errs []FieldError

@@ -108,7 +108,7 @@ func realNodeDashboard(dirp *string) {
 				"the webhook's own words, from the API server's dry run, beside the image field")
 			b.Fill("#f-image", "")
 			// The launcher waits a little, so its workers are seen Ready.
-			b.Fill("#f-command", "sh -c 'sleep 10 && exec "+strings.Join(piCommand["torus-openmpi-local"], " ")+"'")
+			b.Fill("#f-command", "sh -c 'sleep 15 && exec "+strings.Join(piCommand["torus-openmpi-local"], " ")+"'")
 			Eventually(func() string { return b.Text() }, 30*time.Second, 200*time.Millisecond).ShouldNot(Or(
 				ContainSubstring("--workers=0"), ContainSubstring("not an image reference"), ContainSubstring("RFC 1035")))
 			expectAccessible(b, "create")
@@ -121,6 +121,9 @@ func realNodeDashboard(dirp *string) {
 			Eventually(func() int { return b.Count(".torus-host--Ready") }, 3*time.Minute, 200*time.Millisecond).Should(BeNumerically(">=", 2),
 				func() string { return "the page:\n" + b.Text() + "\n" + jobReport(dir, "web-pi", nil) })
 			Expect(b.Text()).To(ContainSubstring("real-node-0"))
+			By("each running host's CPU and memory, as top reads them from the kubelet")
+			Eventually(b.Text, time.Minute, 200*time.Millisecond).Should(And(ContainSubstring("CPU and memory from kubelet resource metrics"),
+				MatchRegexp(`CPU \d+m, memory \d+Mi`)))
 			expectAccessible(b, "job")
 			b.Screenshot("job")
 

@@ -55,7 +55,7 @@ export function CreatePage({ from }: { from?: string }) {
 
   const set = (k: Key) => (_e: unknown, v: string) => { setTouched(true); setForm((f) => ({ ...f, [k]: v })); };
   const errorsOf = (k: string) => errors.filter((e) => e.field === k);
-  const general = errors.filter((e) => !fields.some(([k]) => k === e.field) && e.field !== 'env');
+  const general = errors.filter((e) => !fields.some(([k]) => k === e.field) && e.field !== 'env' && e.field !== 'volume');
   const text = (k: Key, label: string, help: string, required = false) => {
     const errs = errorsOf(k);
     return (
@@ -129,6 +129,19 @@ export function CreatePage({ from }: { from?: string }) {
               <GridItem>{text('network', 'Network profile', 'An MPINetworkProfile for InfiniBand or RoCE.')}</GridItem>
               <GridItem>{text('topology', 'Topology', 'A node label all pods share a value of, e.g. a rack.')}</GridItem>
               <GridItem>{text('scheduling-timeout', 'Scheduling timeout', 'Fail the job if its pods are not all running by then, e.g. 10m.')}</GridItem>
+              <GridItem span={12}>
+                <FormGroup label="Volumes" fieldId="f-volume">
+                  <TextArea id="f-volume" value={(form.volume ?? []).join('\n')} aria-describedby="f-volume-help"
+                    onChange={(_e, v) => { setTouched(true); setForm((f) => ({ ...f, volume: v.split('\n') })); }}
+                    validated={errorsOf('volume').length ? 'error' : 'default'} />
+                  <FormHelperText>
+                    <HelperText id="f-volume-help" aria-live="polite">
+                      {errorsOf('volume').length ? errorsOf('volume').map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+                        : <HelperTextItem>PersistentVolumeClaims to mount in the launcher and every worker, one per line: pvc:CLAIM:/path, with :ro for read-only.</HelperTextItem>}
+                    </HelperText>
+                  </FormHelperText>
+                </FormGroup>
+              </GridItem>
               <GridItem span={12}>
                 <FormGroup label="Environment" fieldId="f-env">
                   <TextArea id="f-env" value={(form.env ?? []).join('\n')} aria-describedby="f-env-help"

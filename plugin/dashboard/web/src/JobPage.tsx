@@ -5,7 +5,7 @@ import {
   Switch, Tab, Tabs, TabTitleText, Title,
 } from '@patternfly/react-core';
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
-import { getText, Host, jobPath, View } from './api';
+import { get, getText, Host, JobUsage, jobPath, View } from './api';
 import { age, duration, useLive } from './live';
 import { HealthLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
@@ -14,7 +14,11 @@ import { DeleteModal } from './DeleteModal';
 // demand.
 const manyHosts = 64;
 
-function Topology({ hosts }: { hosts: Host[] }) {
+function mib(bytes: number): string {
+  return `${Math.round(bytes / (1 << 20))}Mi`;
+}
+
+function Topology({ hosts, usage }: { hosts: Host[]; usage?: JobUsage }) {
   const counts = new Map<string, number>();
   hosts.forEach((h) => counts.set(h.health, (counts.get(h.health) ?? 0) + 1));
   const failing = hosts.filter((h) => h.health === 'Failed' || h.health === 'OOMKilled');
@@ -26,12 +30,14 @@ function Topology({ hosts }: { hosts: Host[] }) {
           <div>ranks {h.ranks}</div>
           <div>{h.node || 'not scheduled'}</div>
           {h.reason && <div>{h.reason}</div>}
+          {usage?.hosts[h.host] && <div>CPU {usage.hosts[h.host].cpuMillis}m, memory {mib(usage.hosts[h.host].memoryBytes)}</div>}
         </li>
       ))}
     </ul>
   );
   return (
     <>
+      {usage && <p>{usage.source ? `CPU and memory from ${usage.source}.` : `No CPU and memory figures: ${usage.unavailable}`}</p>}
       <Flex aria-label="Hosts by state">
         {[...counts.entries()].map(([k, n]) => <FlexItem key={k}><HealthLabel health={k} /> {n}</FlexItem>)}
       </Flex>
@@ -113,6 +119,17 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
   const [tab, setTab] = useState<string | number>('overview');
   const [yaml, setYaml] = useState('');
   const [deleting, setDeleting] = useState(false);
+  const [usage, setUsage] = useState<JobUsage>();
+  const running = v?.state.phase === 'Running' || v?.state.phase === 'Pending';
+  // Usage is read while the job's pods run, every few seconds, as top --watch.
+  useEffect(() => {
+    if (!running) return;
+    let stop = false;
+    const read = () => get<JobUsage>(`${jobPath(namespace, name)}/usage`).then((u) => { if (!stop) setUsage(u); }, () => {});
+    read();
+    const t = setInterval(read, 5000);
+    return () => { stop = true; clearInterval(t); };
+  }, [namespace, name, running]);
   useEffect(() => {
     if (tab === 'yaml') getText(`${jobPath(namespace, name)}/yaml`).then(setYaml, (e: Error) => setYaml(e.message));
   }, [tab, namespace, name, v]);
@@ -148,7 +165,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                 ))}
               </DescriptionList>
               <Title headingLevel="h2" className="torus-section-title">Hosts and ranks</Title>
-              <Topology hosts={v.hosts} />
+              <Topology hosts={v.hosts} usage={running ? usage : undefined} />
             </Tab>
             <Tab eventKey="logs" title={<TabTitleText>Logs</TabTitleText>}>
               <Logs namespace={namespace} name={name} hosts={v.hosts} />

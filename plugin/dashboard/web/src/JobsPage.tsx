@@ -91,7 +91,12 @@ export function JobsPage() {
                   <Td dataLabel="Name">{r.mpi ? <a href={`#/jobs/${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`}>{r.name}</a> : r.name}</Td>
                   {all && <Td dataLabel="Namespace">{r.namespace}</Td>}
                   <Td dataLabel="Type">{r.type || 'unknown'}</Td>
-                  <Td dataLabel="State"><StateLabel phase={r.state.phase} /></Td>
+                  <Td dataLabel="State">
+                    <StateLabel phase={r.state.phase} />
+                    {['Queued', 'Pending', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
+                      <div className="torus-why">{r.state.message.length > 120 ? `${r.state.message.slice(0, 119)}…` : r.state.message}</div>
+                    )}
+                  </Td>
                   <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
                   <Td dataLabel="Ranks">{r.slots || '-'}</Td>
                   <Td dataLabel="Queue">{r.queue ?? '-'}</Td>

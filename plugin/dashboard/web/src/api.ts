@@ -22,7 +22,7 @@ export interface RuntimeInfo { name: string; kind: string; namespace?: string; p
 export interface Form {
   name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
   gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; network?: string;
-  topology?: string; 'scheduling-timeout'?: string; env?: string[];
+  topology?: string; 'scheduling-timeout'?: string; env?: string[]; volume?: string[];
 }
 export interface FieldError { field: string; message: string }
 export interface Outcome { trainJob?: { metadata: { name: string; namespace: string } }; warnings?: string[]; errors?: FieldError[] }
@@ -64,3 +64,6 @@ export async function remove(ns: string, name: string): Promise<void> {
 export function jobPath(ns: string, name: string): string {
   return `/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`;
 }
+
+export interface Usage { cpuMillis: number; memoryBytes: number }
+export interface JobUsage { hosts: Record<string, Usage>; source?: string; unavailable?: string }

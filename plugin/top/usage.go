@@ -1,0 +1,43 @@
+package top
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/torus-mpi/torus/api"
+)
+
+// Usage is what one pod uses now, as top reads it.
+type Usage struct {
+	// CPU in millicores and Memory in bytes.
+	CPU    int64 `json:"cpuMillis"`
+	Memory int64 `json:"memoryBytes"`
+}
+
+// Reader reads a job's pods' usage as top does: from metrics.k8s.io where
+// it is served, else from the kubelets' resource metrics. One Reader kept
+// across reads computes the kubelets' CPU rates between them.
+type Reader struct{ r *usageReader }
+
+// NewReader reads with the user's clients.
+func NewReader(kube kubernetes.Interface, metrics metricsclient.Interface) *Reader {
+	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second}}
+}
+
+// Job reads the usage of a job's running pods, by pod name, and names
+// where it came from.
+func (r *Reader) Job(ctx context.Context, namespace, job string, pods []corev1.Pod) (map[string]Usage, string, error) {
+	u, err := r.r.Read(ctx, namespace, api.LabelJobName+"="+job, pods)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make(map[string]Usage, len(u))
+	for name, p := range u {
+		out[name] = Usage{CPU: p.CPU.MilliValue(), Memory: p.Memory.Value()}
+	}
+	return out, r.r.Source(), nil
+}
