@@ -1,14 +1,9 @@
 package cluster
 
 import (
-	"bufio"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,54 +12,6 @@ import (
 
 	"github.com/torus-mpi/torus/test/framework"
 )
-
-// dashboard runs kubectl mpi dashboard against the cluster in dir with a
-// kubeconfig, and returns the URL it printed; it is killed by its PID when
-// the container or spec ends.
-func dashboard(kubeconfig string) string {
-	GinkgoHelper()
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl-mpi"), "--kubeconfig", kubeconfig, "dashboard", "--open=false")
-	out, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	cmd.Stderr = GinkgoWriter
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	Expect(cmd.Start()).To(Succeed())
-	DeferCleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	found := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		for s.Scan() {
-			fmt.Fprintln(GinkgoWriter, s.Text())
-			if u := regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`).FindString(s.Text()); u != "" {
-				found <- u
-			}
-		}
-	}()
-	select {
-	case u := <-found:
-		return u
-	case <-time.After(30 * time.Second):
-		Fail("kubectl mpi dashboard printed no URL in 30 s")
-	}
-	return ""
-}
-
-// base is the dashboard's address without the token.
-func base(url string) string { return url[:strings.Index(url, "/?token=")] }
-
-// expectAccessible fails with every rule axe-core finds broken on the page.
-func expectAccessible(b *framework.Browser, page string) {
-	GinkgoHelper()
-	v := b.Accessibility()
-	var lines []string
-	for _, x := range v {
-		lines = append(lines, x.String())
-	}
-	Expect(v).To(BeEmpty(), "WCAG 2.1 AA violations on the %s page:\n%s", page, strings.Join(lines, "\n"))
-}
 
 // realNodeDashboard drives the dashboard in headless Chromium against the
 // real node: what a data scientist does in it, end to end.
@@ -80,7 +27,7 @@ func realNodeDashboard(dirp *string) {
 			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
 			out, code := kubectl(dir, "apply", "-f", queue)
 			Expect(code).To(Equal(0), out)
-			url = dashboard(filepath.Join(dir, "kubeconfig"))
+			url = framework.StartDashboard(filepath.Join(root, "bin", "kubectl-mpi"), filepath.Join(dir, "kubeconfig"))
 			b = framework.NewBrowser(artifacts)
 			// The printed URL trades its token for this run's cookie.
 			b.Open(url)
@@ -93,7 +40,7 @@ func realNodeDashboard(dirp *string) {
 		})
 
 		It("creates a job through the form: run's rules and the webhook's words beside the fields, then its hosts turn green on the real node and its ranks' logs stream", func() {
-			b.Open(base(url) + "/#/create")
+			b.Open(framework.DashboardBase(url) + "/#/create")
 			b.Fill("#f-name", "Web_Pi")
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring(`job name "Web_Pi" is not an RFC 1035 label`))
 			b.Fill("#f-name", "web-pi")
@@ -111,7 +58,7 @@ func realNodeDashboard(dirp *string) {
 			b.Fill("#f-command", "sh -c 'sleep 15 && exec "+strings.Join(piCommand["torus-openmpi-local"], " ")+"'")
 			Eventually(func() string { return b.Text() }, 30*time.Second, 200*time.Millisecond).ShouldNot(Or(
 				ContainSubstring("--workers=0"), ContainSubstring("not an image reference"), ContainSubstring("RFC 1035")))
-			expectAccessible(b, "create")
+			framework.ExpectAccessible(b, "create")
 			b.Screenshot("create")
 			b.Click("button[type=submit]")
 			Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).
@@ -124,14 +71,14 @@ func realNodeDashboard(dirp *string) {
 			By("each running host's CPU and memory, as top reads them from the kubelet")
 			Eventually(b.Text, time.Minute, 200*time.Millisecond).Should(And(ContainSubstring("CPU and memory from kubelet resource metrics"),
 				MatchRegexp(`CPU \d+m, memory \d+Mi`)))
-			expectAccessible(b, "job")
+			framework.ExpectAccessible(b, "job")
 			b.Screenshot("job")
 
 			By("every rank's logs, streamed")
 			b.ClickText("Logs")
 			Eventually(b.Text, 3*time.Minute, 200*time.Millisecond).Should(MatchRegexp(piResult))
 			Eventually(b.Text, 3*time.Minute, time.Second).Should(ContainSubstring("Complete"))
-			expectAccessible(b, "logs")
+			framework.ExpectAccessible(b, "logs")
 			b.Screenshot("logs")
 		})
 
@@ -139,11 +86,11 @@ func realNodeDashboard(dirp *string) {
 			out, code := kubectlMPI(dir, "run", "web-fail", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
 				"--queue", "real", "--", "sh", "-c", "echo the model diverged >&2; exit 3")
 			Expect(code).To(Equal(0), out)
-			b.Open(base(url) + "/#/jobs/default/web-fail")
+			b.Open(framework.DashboardBase(url) + "/#/jobs/default/web-fail")
 			Eventually(b.Text, 3*time.Minute, time.Second).Should(And(ContainSubstring("Why it failed"), ContainSubstring("exited with code 3"),
 				ContainSubstring("the model diverged")), func() string { return "the page:\n" + b.Text() })
 			Expect(b.Count(".torus-host--Failed")).To(BeNumerically(">=", 1), "no host shown failed")
-			expectAccessible(b, "failed job")
+			framework.ExpectAccessible(b, "failed job")
 			b.Screenshot("failed")
 
 			b.ClickText("Clone and modify")
@@ -161,17 +108,17 @@ func realNodeDashboard(dirp *string) {
 		})
 
 		It("lists the jobs as they change, without a reload, with a guide to job types", func() {
-			b.Open(base(url) + "/#/jobs")
+			b.Open(framework.DashboardBase(url) + "/#/jobs")
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("web-pi"), ContainSubstring("web-fail-2")))
-			expectAccessible(b, "jobs")
+			framework.ExpectAccessible(b, "jobs")
 			b.Screenshot("jobs")
 			out, code := kubectlMPI(dir, "run", "web-live", "--runtime", "torus-openmpi-local", "--workers", "1", "--queue", "real", "--", "true")
 			Expect(code).To(Equal(0), out)
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("web-live"), "a job created meanwhile did not appear")
 
-			b.Open(base(url) + "/#/guide")
+			b.Open(framework.DashboardBase(url) + "/#/guide")
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("torus-openmpi-local"), ContainSubstring("PyTorch")))
-			expectAccessible(b, "guide")
+			framework.ExpectAccessible(b, "guide")
 		})
 
 		It("works from the keyboard alone: a job created, its logs read, the job deleted", func() {
@@ -193,7 +140,7 @@ func realNodeDashboard(dirp *string) {
 			nobody := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
 			Expect(clientcmd.WriteToFile(*cfg, nobody)).To(Succeed())
 			Expect(os.Chmod(nobody, 0o600)).To(Succeed())
-			other := dashboard(nobody)
+			other := framework.StartDashboard(filepath.Join(root, "bin", "kubectl-mpi"), nobody)
 			b.Open(other)
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("Cannot list jobs"), ContainSubstring("forbidden"),
 				ContainSubstring("system:serviceaccount:default:dashboard-nobody")))
@@ -206,7 +153,7 @@ func realNodeDashboard(dirp *string) {
 // created, its logs read, the job deleted, each by Tab, typing and Enter.
 func keyboardSpec(dir string, b *framework.Browser, url string) {
 	GinkgoHelper()
-	b.Open(base(url) + "/#/jobs")
+	b.Open(framework.DashboardBase(url) + "/#/jobs")
 	b.TabTo(`a[href="#/create"]`)
 	b.Type("\r")
 	Eventually(func() (string, error) { return framework.Eval[string](b, "location.hash") }, 30*time.Second, 200*time.Millisecond).Should(Equal("#/create"))

@@ -1,13 +1,16 @@
 package framework
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -221,4 +224,54 @@ func (b *Browser) TabTo(selector string) {
 		b.Type("\t")
 	}
 	ginkgo.Fail(fmt.Sprintf("60 presses of Tab never reached %s", selector))
+}
+
+// StartDashboard runs plugin's dashboard with a kubeconfig (and any other
+// arguments), and returns the URL it printed; it is killed by its PID when
+// the spec or container that started it ends.
+func StartDashboard(plugin, kubeconfig string, args ...string) string {
+	ginkgo.GinkgoHelper()
+	cmd := exec.Command(plugin, append(append([]string{"--kubeconfig", kubeconfig}, args...), "dashboard", "--open=false")...)
+	out, err := cmd.StdoutPipe()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	cmd.Stderr = ginkgo.GinkgoWriter
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	gomega.Expect(cmd.Start()).To(gomega.Succeed())
+	ginkgo.DeferCleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	found := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			fmt.Fprintln(ginkgo.GinkgoWriter, s.Text())
+			if u := dashboardURL.FindString(s.Text()); u != "" {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(30 * time.Second):
+		ginkgo.Fail("kubectl mpi dashboard printed no URL in 30 s")
+	}
+	return ""
+}
+
+var dashboardURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`)
+
+// DashboardBase is the dashboard's address without its token.
+func DashboardBase(url string) string { return url[:strings.Index(url, "/?token=")] }
+
+// ExpectAccessible fails with every rule axe-core finds broken on the page.
+func ExpectAccessible(b *Browser, page string) {
+	ginkgo.GinkgoHelper()
+	v := b.Accessibility()
+	var lines []string
+	for _, x := range v {
+		lines = append(lines, x.String())
+	}
+	gomega.Expect(v).To(gomega.BeEmpty(), "WCAG 2.1 AA violations on the %s page:\n%s", page, strings.Join(lines, "\n"))
 }

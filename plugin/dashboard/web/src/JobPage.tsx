@@ -19,6 +19,8 @@ function mib(bytes: number): string {
 }
 
 function Topology({ hosts, usage }: { hosts: Host[]; usage?: JobUsage }) {
+  // Drawn only when asked for: thousands of tiles would slow every update.
+  const [showAll, setShowAll] = useState(false);
   const counts = new Map<string, number>();
   hosts.forEach((h) => counts.set(h.health, (counts.get(h.health) ?? 0) + 1));
   const failing = hosts.filter((h) => h.health === 'Failed' || h.health === 'OOMKilled');
@@ -44,7 +46,9 @@ function Topology({ hosts, usage }: { hosts: Host[]; usage?: JobUsage }) {
       {hosts.length <= manyHosts ? grid(hosts) : (
         <>
           {failing.length > 0 && grid(failing)}
-          <ExpandableSection toggleText={`All ${hosts.length} hosts`}>{grid(hosts)}</ExpandableSection>
+          <ExpandableSection toggleText={`All ${hosts.length} hosts`} isExpanded={showAll} onToggle={(_e, v) => setShowAll(v)}>
+            {showAll && grid(hosts)}
+          </ExpandableSection>
         </>
       )}
     </>
