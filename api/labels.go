@@ -75,6 +75,10 @@ const (
 	// Secret, the NetworkPolicy), a keyed hash only the operator can compute:
 	// Torus uses, updates and deletes only children that carry a valid one.
 	AnnotationProof = Domain + "proof"
+	// AnnotationCreatedBy, on an MPI TrainJob, is the user who created it,
+	// as the API server authenticated them. Torus's admission webhook writes
+	// it on create and keeps it on every update: nobody sets or changes it.
+	AnnotationCreatedBy = Domain + "created-by"
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"

@@ -5,6 +5,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,12 +44,16 @@ type TrainJobWebhook struct {
 // +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.torus-mpi.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // Default labels MPI TrainJobs with their implementation, so that clients
-// find MPI jobs with a label selector.
+// find MPI jobs with a label selector, and records who created each
+// (api.AnnotationCreatedBy).
 func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) error {
 	rt, err := trainjob.GetRuntime(ctx, w.client, tj)
 	if err != nil || !rt.IsMPI() {
 		// Validation reports a missing runtime; other runtimes are not ours.
 		return nil
+	}
+	if err := recordCreator(ctx, tj); err != nil {
+		return err
 	}
 	impl, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), tj.Annotations, rt.Annotations)
 	if err != nil {
@@ -57,6 +63,34 @@ func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) err
 		tj.Labels = map[string]string{}
 	}
 	tj.Labels[api.LabelImplementation] = string(impl)
+	return nil
+}
+
+// recordCreator writes, on create, the requesting user as the job's
+// creator, over whatever the object said; on update it puts back what the
+// stored job says, so the record is the API server's word, never a user's.
+func recordCreator(ctx context.Context, tj *trainer.TrainJob) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil // not an admission request (a direct call)
+	}
+	creator := req.UserInfo.Username
+	if req.Operation == admissionv1.Update {
+		var old trainer.TrainJob
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return fmt.Errorf("reading the stored TrainJob %s: %w", tj.Name, err)
+		}
+		var recorded bool
+		if creator, recorded = old.Annotations[api.AnnotationCreatedBy]; !recorded {
+			// Created before Torus recorded creators: nobody's word.
+			delete(tj.Annotations, api.AnnotationCreatedBy)
+			return nil
+		}
+	}
+	if tj.Annotations == nil {
+		tj.Annotations = map[string]string{}
+	}
+	tj.Annotations[api.AnnotationCreatedBy] = creator
 	return nil
 }
 

@@ -153,6 +153,9 @@ func write(w io.Writer, d *data, now time.Time) error {
 	if v := tj.Annotations[api.AnnotationRerunOf]; v != "" {
 		field("Rerun of", "%s", v)
 	}
+	if v := tj.Annotations[api.AnnotationCreatedBy]; v != "" {
+		field("Created by", "%s", v)
+	}
 	writeTimes(field, trainjob.TimesOf(tj), now)
 	if err := tw.Flush(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/utils/ptr"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -27,6 +28,9 @@ type Summary struct {
 	// ended or now; nil for a job not started.
 	Duration *time.Duration `json:"duration,omitempty"`
 	Created  time.Time      `json:"created"`
+	// Owner is who created the job, as Torus's admission recorded it; ""
+	// for a job it did not see created.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Summarize computes a job's row as of now.
@@ -41,6 +45,7 @@ func Summarize(info *Info, now time.Time) Summary {
 		Implementation: string(info.Implementation()),
 		Runtime:        RuntimeName(tj),
 		Created:        tj.CreationTimestamp.Time,
+		Owner:          tj.Annotations[api.AnnotationCreatedBy],
 	}
 	if s.Workers > 0 {
 		s.Slots = info.Placement().Size()

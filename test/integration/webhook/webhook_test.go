@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -246,6 +248,24 @@ var _ = Describe("Admission", Ordered, func() {
 		granted.Labels = map[string]string{"torus-mpi.io/rdma": "granted"}
 		Expect(fw.Client.Update(ctx, granted)).To(Succeed())
 		Expect(fw.Client.Create(ctx, job("entitled"))).To(Succeed())
+	})
+
+	It("records who created an MPI job, as the API server authenticated them, and keeps that record from anyone's hands", func() {
+		cfg := rest.CopyConfig(fw.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice@example.com", Groups: []string{"system:masters"}}
+		alice, err := client.New(cfg, client.Options{Scheme: fw.Client.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		tj := wrappers.MakeTrainJob("whose", ns.Name).RuntimeRef("wh-openmpi").Obj()
+		tj.Annotations = map[string]string{api.AnnotationCreatedBy: "mallory"}
+		Expect(alice.Create(ctx, tj)).To(Succeed())
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationCreatedBy, "alice@example.com"), "the user's own claim was kept")
+
+		By("another user's update changing it: the record stands")
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/created-by":"mallory"}}}`)))).To(Succeed())
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationCreatedBy, "alice@example.com"))
+		By("or removing it")
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/created-by":null}}}`)))).To(Succeed())
+		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationCreatedBy, "alice@example.com"))
 	})
 
 	It("lets status and metadata updates through once the runtime is gone", func() {

@@ -163,7 +163,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                 {([
                   ['Namespace', v.namespace], ['MPI', `${v.mpi || 'unknown'}: ${v.workers} workers × ${v.slotsPerHost} slots = ${v.slots} ranks`],
                   ['Runtime', v.runtime], ['Image', v.image], ['Command', v.command], ['Queue', v.queue],
-                  ['Created', `${age(v.created)} ago`], ['Duration', v.duration ? duration(v.duration / 1e9) : undefined],
+                  ['Created', `${age(v.created)} ago${v.owner ? ` by ${v.owner}` : ''}`], ['Duration', v.duration ? duration(v.duration / 1e9) : undefined],
                 ] as [string, string | undefined][]).filter(([, d]) => d).map(([t, d]) => (
                   <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
                 ))}

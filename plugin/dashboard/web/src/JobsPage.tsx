@@ -23,6 +23,7 @@ export function JobsPage() {
   const [state, setState] = useState('');
   const [type, setType] = useState('');
   const [queue, setQueue] = useState('');
+  const [owner, setOwner] = useState('');
   const [deleting, setDeleting] = useState<Row>();
   const [namespace, setNamespace] = useState<string>();
   useEffect(() => {
@@ -33,6 +34,7 @@ export function JobsPage() {
     .filter((r) => !state || r.state.phase === state)
     .filter((r) => !type || r.type === type)
     .filter((r) => !queue || (r.queue ?? '') === queue)
+    .filter((r) => !owner || (r.owner ?? '') === owner)
     .sort((a, b) => Number(b.state.phase === 'Failed') - Number(a.state.phase === 'Failed') || b.created.localeCompare(a.created));
   const select = (label: string, value: string, set: (v: string) => void, options: string[]) => (
     <ToolbarItem>
@@ -65,6 +67,7 @@ export function JobsPage() {
             {select('State', state, setState, distinct(data ?? [], (r) => r.state.phase))}
             {select('Type', type, setType, distinct(data ?? [], (r) => r.type))}
             {select('Queue', queue, setQueue, distinct(data ?? [], (r) => r.queue))}
+            {select('Owner', owner, setOwner, distinct(data ?? [], (r) => r.owner))}
             <ToolbarItem>
               <Checkbox id="all-namespaces" label="All namespaces" isChecked={all} onChange={(_e, v) => setAll(v)} />
             </ToolbarItem>

@@ -4,7 +4,7 @@
 export interface State { phase: string; since: string; reason?: string; message?: string }
 export interface Row {
   namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number;
-  queue?: string; implementation?: string; runtime: string; duration?: number; created: string; type: string; mpi: boolean;
+  queue?: string; implementation?: string; runtime: string; duration?: number; created: string; owner?: string; type: string; mpi: boolean;
 }
 export interface Field { name: string; value: string }
 export interface Host {
