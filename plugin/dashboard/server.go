@@ -273,7 +273,8 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	if name != "" {
 		sources = append(sources,
 			source{&corev1.PodList{}, []client.ListOption{client.InNamespace(ns), client.MatchingLabels{api.LabelJobName: name}}},
-			source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns)}})
+			// The job's own events and its JobSet's, which share its name.
+			source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns), client.MatchingFields{"involvedObject.name": name}}})
 	}
 	changed := make(chan struct{}, 1)
 	var watchers []watch.Interface
