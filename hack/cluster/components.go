@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,6 +38,11 @@ func (c *cluster) startEtcd(ctx context.Context) error {
 	return err
 }
 
+// auditPolicy is what the local cluster's API server records.
+//
+//go:embed audit-policy.yaml
+var auditPolicy []byte
+
 func (c *cluster) startAPIServer(ctx context.Context) error {
 	etcd := c.ports["etcd"][0]
 	_, ports, err := c.run(ctx, supervisor.Component{
@@ -50,6 +56,14 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 				// on clouds that taint their GPU nodes (see gpuTaint).
 				"--enable-admission-plugins=ExtendedResourceToleration",
 			}
+			// Who created, changed or deleted which job (audit-policy.yaml),
+			// in logs/audit.log as JSON lines.
+			policy := filepath.Join(c.dir, "config", "audit-policy.yaml")
+			if err := os.WriteFile(policy, auditPolicy, 0o644); err != nil {
+				return supervisor.Spec{}, err
+			}
+			flags = append(flags, "--audit-policy-file="+policy, "--audit-log-path="+filepath.Join(c.dir, "logs", "audit.log"),
+				"--audit-log-format=json", "--audit-log-maxsize=100", "--audit-log-maxbackup=1")
 			if c.realNode {
 				// Webhooks served by pods (an operator installed by OLM)
 				// are called at their endpoints: there is no kube-proxy
