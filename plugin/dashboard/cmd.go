@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -125,6 +127,7 @@ func (o *options) Run(ctx context.Context) error {
 			fmt.Fprintf(o.ErrOut, "Could not open a browser (%v): open the URL above.\n", err)
 		}
 	}
+	defer cleanupLauncher()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	select {
@@ -149,16 +152,43 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// openBrowser asks the desktop to open url, where there is one.
+// launcherFile is the page openBrowser hands the browser, removed when
+// the dashboard stops.
+var launcherFile string
+
+func cleanupLauncher() {
+	if launcherFile != "" {
+		_ = os.Remove(launcherFile)
+	}
+}
+
+// openBrowser asks the desktop to open url, where there is one. The URL
+// holds the token, and a command line is readable by every user of the
+// machine (/proc/PID/cmdline): the browser is given instead a file only
+// this user can read, which sends it on to url.
 func openBrowser(url string) error {
+	f, err := os.CreateTemp("", "torus-dashboard-*.html")
+	if err != nil {
+		return err
+	}
+	launcherFile = f.Name()
+	page := `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=` + html.EscapeString(url) + `"><title>Torus</title>` +
+		`<p>Opening the Torus dashboard: <a href="` + html.EscapeString(url) + `">continue</a>.</p>`
+	if _, err := f.WriteString(page); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		cmd = exec.Command("open", launcherFile)
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", launcherFile)
 	default:
-		cmd = exec.Command("xdg-open", url)
+		cmd = exec.Command("xdg-open", launcherFile)
 	}
 	if err := cmd.Start(); err != nil {
 		return err

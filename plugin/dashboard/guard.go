@@ -9,49 +9,45 @@ import (
 	"strings"
 )
 
-// cookiePrefix names the cookie that carries the session's token once the
-// browser opened the URL with it; the cookie is HttpOnly and
-// SameSite=Strict, so no page of another site can send or read it. Its
-// name ends with the server's port: browsers keep cookies per host, not per
-// port, and two dashboards on one machine must not take each other's.
-const cookiePrefix = "torus-dashboard-"
-
 // csp lets the page load only its own scripts, styles, fonts and images,
 // and talk only to this server; nothing frames it.
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// guard stands in front of every endpoint, as Jupyter's and kubectl
-// proxy's do for theirs:
+// guard stands in front of every endpoint:
 //   - the Host header must name this server as the user reached it
 //     (127.0.0.1, localhost or [::1] and its port), so a page whose DNS name
 //     was rebound to 127.0.0.1 is refused;
-//   - every request but the first page's carries the session's token, in
-//     the cookie that page set;
-//   - a write must come from this server's own origin, as JSON, which a
-//     cross-site form cannot send.
+//   - every API request carries the session's token in its Authorization
+//     header. The page reads the token from the printed URL once and keeps
+//     it in its origin's storage (127.0.0.1 and this port only); no cookie
+//     carries it, since browsers send a host's cookies to every port of it.
+//     A header is also what no other site's page can make a browser send
+//     here without this server's consent (CORS), which it never gives;
+//   - a write must also come from this server's own origin, as JSON.
+//
+// The page's files (its script, styles and fonts) hold no data and are
+// served to any request that passes the Host check.
 type guard struct {
-	token  string
-	cookie string
+	token string
 	// hosts are the Host values this server answers to.
 	hosts map[string]bool
 	next  http.Handler
 }
 
 func newGuard(token string, addr net.Addr, next http.Handler) *guard {
-	g := &guard{token: token, cookie: cookiePrefix, hosts: map[string]bool{}, next: next}
+	g := &guard{token: token, hosts: map[string]bool{}, next: next}
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
 		return g
 	}
-	port := tcp.AddrPort().Port()
-	g.cookie += strconv.Itoa(int(port))
+	port := strconv.Itoa(int(tcp.AddrPort().Port()))
 	names := []string{tcp.IP.String()}
 	if tcp.IP.IsLoopback() {
 		names = append(names, "localhost", "127.0.0.1", "::1")
 	}
 	for _, n := range names {
-		g.hosts[net.JoinHostPort(n, strconv.Itoa(int(port)))] = true
+		g.hosts[net.JoinHostPort(n, port)] = true
 	}
 	return g
 }
@@ -68,21 +64,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this dashboard answers only at the address kubectl mpi dashboard printed", http.StatusMisdirectedRequest)
 		return
 	}
-	if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
-		if !g.valid(t) {
-			http.Error(w, "this link's token is not this dashboard's: use the URL kubectl mpi dashboard printed", http.StatusForbidden)
-			return
-		}
-		// The token leaves the address bar (and the history) for a cookie.
-		http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		q := r.URL.Query()
-		q.Del("token")
-		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-		http.Redirect(w, r, u.String(), http.StatusSeeOther)
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		g.next.ServeHTTP(w, r)
 		return
 	}
-	c, err := r.Cookie(g.cookie)
-	if err != nil || !g.valid(c.Value) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || !g.valid(token) {
 		http.Error(w, "open the dashboard with the URL kubectl mpi dashboard printed (it holds this session's token)", http.StatusUnauthorized)
 		return
 	}

@@ -113,17 +113,17 @@ func apiError(w http.ResponseWriter, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
-// namespaceOf is the ?namespace= asked for: "" for every namespace the
-// user may list (all), else the kubeconfig's namespace.
+// namespaceOf is the namespace asked for: ?all=true for every namespace
+// the user may list (""), else ?namespace=, else the kubeconfig's.
 func (s *server) namespaceOf(r *http.Request) string {
-	switch ns := r.URL.Query().Get("namespace"); ns {
-	case "":
-		return s.namespace
-	case "all":
+	q := r.URL.Query()
+	if q.Get("all") == "true" {
 		return ""
-	default:
+	}
+	if ns := q.Get("namespace"); ns != "" {
 		return ns
 	}
+	return s.namespace
 }
 
 func (s *server) context(w http.ResponseWriter, _ *http.Request) {
@@ -277,6 +277,10 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns), client.MatchingFields{"involvedObject.name": name}}})
 	}
 	changed := make(chan struct{}, 1)
+	// A watch the API server ends (its timeout, an expired resource
+	// version) ends the stream: the page then connects again and reads
+	// afresh, rather than wait on a watch that is gone.
+	ended := make(chan struct{}, len(sources))
 	var watchers []watch.Interface
 	defer func() {
 		for _, wi := range watchers {
@@ -294,7 +298,11 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		watchers = append(watchers, wi)
 		go func() {
-			for range wi.ResultChan() {
+			defer func() { ended <- struct{}{} }()
+			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					return
+				}
 				select {
 				case changed <- struct{}{}:
 				default:
@@ -304,13 +312,16 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	fmt.Fprint(w, ": watching\n\n")
+	// Whatever changed between the page's read and this watch's start.
+	fmt.Fprint(w, "event: changed\ndata: {}\n\n")
 	flusher.Flush()
 	keepAlive := time.NewTicker(20 * time.Second)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-ended:
 			return
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": alive\n\n")
@@ -421,7 +432,15 @@ func (s *server) form(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run.FormOf(tj))
+	var copied *trainer.TrainingRuntime
+	if _, ok := tj.Annotations[api.AnnotationRuntimeCopyOf]; ok && tj.Spec.RuntimeRef.Kind != nil && *tj.Spec.RuntimeRef.Kind == trainer.TrainingRuntimeKind {
+		var rt trainer.TrainingRuntime
+		if err := s.client.Get(r.Context(), client.ObjectKey{Namespace: tj.Namespace, Name: tj.Spec.RuntimeRef.Name}, &rt); err == nil {
+			copied = &rt
+		}
+	}
+	f, notes := run.FormOf(tj, copied)
+	writeJSON(w, http.StatusOK, map[string]any{"form": f, "notes": notes})
 }
 
 // maxForm bounds a create request's body.

@@ -193,8 +193,14 @@ func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interfac
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			// Following ends with the job.
-			_, _ = wait.For(wctx, c, tj.Namespace, tj.Name, trainjob.Finished, nil)
+			// Following ends with the job; a job whose state cannot be
+			// followed is followed until interrupted, and the reader told.
+			if _, err := wait.For(wctx, c, tj.Namespace, tj.Name, trainjob.Finished, nil); err != nil {
+				if wctx.Err() == nil && opts.ErrOut != nil {
+					fmt.Fprintf(opts.ErrOut, "(cannot follow the job's state, so following its logs until interrupted: %v)\n", err)
+				}
+				return
+			}
 			close(ended)
 		}()
 		opts.Ended = ended

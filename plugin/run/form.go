@@ -237,9 +237,11 @@ func formFieldOf(path string) string {
 }
 
 // FormOf fills a form from a job, for "clone and modify": what rerun
-// copies, as run's flags would give it.
-func FormOf(tj *trainer.TrainJob) Form {
-	f := Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
+// copies, as run's flags would give it. copied is the job's own copy of its
+// runtime (api.AnnotationRuntimeCopyOf), where its volumes are, or nil.
+// notes say what of the job the form cannot carry.
+func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, notes []string) {
+	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
 		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout]}
 	f.Runtime = tj.Spec.RuntimeRef.Name
@@ -248,12 +250,20 @@ func FormOf(tj *trainer.TrainJob) Form {
 	}
 	if copyOf, ok := tj.Annotations[api.AnnotationRuntimeCopyOf]; ok {
 		// The job's own copy goes with it: the clone starts from the
-		// runtime it copied.
-		f.Runtime = copyOf
+		// runtime it copied, with the volumes the copy added.
+		f.Runtime = strings.TrimPrefix(copyOf, trainer.ClusterTrainingRuntimeKind+"/")
+		f.Volumes = volumesOf(copied)
+	}
+	if _, versioned := tj.Annotations[api.AnnotationOpenMPIVersion]; versioned {
+		// The implementation the job asked for over its runtime's
+		// (run --mpi openmpi5 on an Open MPI runtime).
+		if impl := mpi.Implementation(tj.Labels[api.LabelImplementation]); impl != "" {
+			f.MPI = impl.CLIName()
+		}
 	}
 	t := tj.Spec.Trainer
 	if t == nil {
-		return f
+		return f, notes
 	}
 	f.Image = ptr.Deref(t.Image, "")
 	f.Command = joinWords(append(append([]string{}, t.Command...), t.Args...))
@@ -264,9 +274,11 @@ func FormOf(tj *trainer.TrainJob) Form {
 		f.SlotsPerWorker = fmt.Sprint(*t.NumProcPerNode)
 	}
 	for _, e := range t.Env {
-		if e.ValueFrom == nil {
-			f.Env = append(f.Env, e.Name+"="+e.Value)
+		if e.ValueFrom != nil {
+			notes = append(notes, fmt.Sprintf("%s takes its value from a reference (a Secret, a ConfigMap, a field), which the form cannot carry: the clone goes without it", e.Name))
+			continue
 		}
+		f.Env = append(f.Env, e.Name+"="+e.Value)
 	}
 	if r := t.ResourcesPerNode; r != nil {
 		if q, ok := r.Requests[corev1.ResourceCPU]; ok {
@@ -281,7 +293,40 @@ func FormOf(tj *trainer.TrainJob) Form {
 			}
 		}
 	}
-	return f
+	return f, notes
+}
+
+// volumesOf reads back, as --volume takes them, the claims run mounted into
+// a runtime copy's launcher (addVolumes).
+func volumesOf(rt *trainer.TrainingRuntime) []string {
+	if rt == nil {
+		return nil
+	}
+	var out []string
+	for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
+		if rj.Name != mpi.LauncherJob {
+			continue
+		}
+		ps := rj.Template.Spec.Template.Spec
+		for _, c := range ps.Containers {
+			if c.Name != mpi.TrainerContainer {
+				continue
+			}
+			for _, m := range c.VolumeMounts {
+				for _, v := range ps.Volumes {
+					if v.Name != m.Name || v.PersistentVolumeClaim == nil || v.Name != (volume{Claim: v.PersistentVolumeClaim.ClaimName}).Name() {
+						continue
+					}
+					spec := "pvc:" + v.PersistentVolumeClaim.ClaimName + ":" + m.MountPath
+					if m.ReadOnly {
+						spec += ":ro"
+					}
+					out = append(out, spec)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // splitWords splits a command line as a shell would into words: spaces

@@ -2,9 +2,16 @@ package run
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 func TestSplitWordsReadsWhatJoinWordsWrites(t *testing.T) {
@@ -68,5 +75,29 @@ func TestSubmitFormNamesTheField(t *testing.T) {
 				t.Errorf("errors (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A clone keeps what run gave the job: the Open MPI version asked for over
+// the runtime's, the volumes of its runtime copy, and says what it drops.
+func TestFormOfReadsBackWhatRunWrote(t *testing.T) {
+	spec := Spec{Name: "pi", Namespace: "ns", Runtime: "torus-openmpi", Implementation: mpi.Implementation("OpenMPI5"),
+		Workers: ptr.To[int32](4), Command: []string{"mpirun", "-n", "8", "python3", "train.py --lr 0.1"}}
+	tj := BuildTrainJob(spec)
+	tj.Labels = map[string]string{api.LabelImplementation: "OpenMPI5"}
+	tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "t"}}}}
+	rt := wrappers.MakeMPIRuntime("torus-openmpi", "OpenMPI").Namespaced("ns")
+	if err := addVolumes(&rt.Spec, []volume{{Claim: "data", MountPath: "/data", ReadOnly: true}, {Claim: "out", MountPath: "/out"}}); err != nil {
+		t.Fatal(err)
+	}
+	tj.Annotations[api.AnnotationRuntimeCopyOf] = "ClusterTrainingRuntime/torus-openmpi"
+	f, notes := FormOf(tj, rt)
+	want := Form{Namespace: "ns", Runtime: "torus-openmpi", MPI: "openmpi5", Workers: "4",
+		Command: "mpirun -n 8 python3 'train.py --lr 0.1'", Env: []string{"A=1"}, Volumes: []string{"pvc:data:/data:ro", "pvc:out:/out"}}
+	if diff := cmp.Diff(want, f); diff != "" {
+		t.Errorf("form (-want,+got):\n%s", diff)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "TOKEN") {
+		t.Errorf("notes = %q, want one naming TOKEN", notes)
 	}
 }

@@ -3,7 +3,7 @@ import {
   ActionGroup, Alert, Button, ExpandableSection, Form, FormGroup, FormHelperText, FormSelect, FormSelectOption,
   Grid, GridItem, HelperText, HelperTextItem, PageSection, TextArea, TextInput, Title,
 } from '@patternfly/react-core';
-import { Form as JobForm, FieldError, get, jobPath, RuntimeInfo, submit } from './api';
+import { Clone, Form as JobForm, FieldError, get, jobPath, RuntimeInfo, submit } from './api';
 
 type Key = keyof JobForm;
 
@@ -17,27 +17,35 @@ export function CreatePage({ from }: { from?: string }) {
   const [namespace, setNamespace] = useState('');
   const [errors, setErrors] = useState<FieldError[]>([]);
   const [warnings, setWarnings] = useState<string[]>([]);
+  const [notes, setNotes] = useState<string[]>([]);
   const [runtimes, setRuntimes] = useState<RuntimeInfo[]>([]);
   const [queues, setQueues] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
   const [touched, setTouched] = useState(false);
   const seq = useRef(0);
 
+  // A clone goes to its job's namespace; a new job to the kubeconfig's.
   useEffect(() => {
-    get<{ namespace: string }>('/api/context').then((c) => {
-      setNamespace(c.namespace);
-      get<string[]>(`/api/namespaces/${encodeURIComponent(c.namespace)}/queues`).then(setQueues, () => {});
-    });
-    get<RuntimeInfo[]>('/api/runtimes').then((r) => setRuntimes(r.filter((x) => x.policy === 'MPI')), () => {});
-  }, []);
+    if (from) {
+      setNamespace(from.split('/')[0]);
+      return;
+    }
+    get<{ namespace: string }>('/api/context').then((c) => setNamespace(c.namespace), () => {});
+  }, [from]);
+  useEffect(() => {
+    if (!namespace) return;
+    const ns = encodeURIComponent(namespace);
+    get<string[]>(`/api/namespaces/${ns}/queues`).then(setQueues, () => {});
+    get<RuntimeInfo[]>(`/api/runtimes?namespace=${ns}`).then((r) => setRuntimes(r.filter((x) => x.policy === 'MPI')), () => {});
+  }, [namespace]);
   useEffect(() => {
     if (!from) return;
     const [ns, name] = from.split('/');
-    get<JobForm>(`${jobPath(ns, name)}/form`).then((f) => {
-      setNamespace(ns);
-      setForm({ ...f, name: `${name}-2` });
+    get<Clone>(`${jobPath(ns, name)}/form`).then((c) => {
+      setForm({ ...c.form, name: `${name}-2` });
+      setNotes(c.notes ?? []);
       setTouched(true);
-    });
+    }, (e: Error) => setErrors([{ field: '', message: e.message }]));
   }, [from]);
   // Checked as typed: the newest answer wins.
   useEffect(() => {
@@ -89,6 +97,7 @@ export function CreatePage({ from }: { from?: string }) {
         <Form onSubmit={(e) => { e.preventDefault(); create(); }} aria-label="Create an MPI job">
           {general.map((e, i) => <Alert key={i} variant="danger" isInline title={e.message} />)}
           {warnings.map((w, i) => <Alert key={i} variant="warning" isInline title={w} />)}
+          {notes.map((n, i) => <Alert key={`n${i}`} variant="info" isInline title={n} />)}
           <Grid hasGutter md={6}>
             <GridItem>{text('name', 'Name', 'Lowercase letters, digits and -: the pods\' host names start with it.', true)}</GridItem>
             <GridItem>{text('image', 'Image', 'The image of the launcher and workers; empty: the runtime\'s.')}</GridItem>

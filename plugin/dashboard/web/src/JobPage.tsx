@@ -5,7 +5,7 @@ import {
   Switch, Tab, Tabs, TabTitleText, Title,
 } from '@patternfly/react-core';
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
-import { get, getText, Host, JobUsage, jobPath, View } from './api';
+import { authorized, get, getText, Host, JobUsage, jobPath, View } from './api';
 import { age, duration, useLive } from './live';
 import { HealthLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
@@ -67,7 +67,7 @@ function Logs({ namespace, name, hosts }: { namespace: string; name: string; hos
     setText('');
     const q = new URLSearchParams({ follow: String(follow), tail: '1000' });
     if (host) q.set('host', host);
-    fetch(`${jobPath(namespace, name)}/logs?${q}`, { signal: ctl.signal, credentials: 'same-origin' }).then(async (r) => {
+    fetch(`${jobPath(namespace, name)}/logs?${q}`, authorized({ signal: ctl.signal })).then(async (r) => {
       const reader = r.body!.getReader();
       const dec = new TextDecoder();
       for (;;) {

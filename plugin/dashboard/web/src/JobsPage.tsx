@@ -17,8 +17,8 @@ function distinct(rows: Row[], pick: (r: Row) => string | undefined): string[] {
 // list), failed ones first, filterable, updated as the cluster changes.
 export function JobsPage() {
   const [all, setAll] = useState(false);
-  const ns = all ? 'all' : '';
-  const { data, error, reload } = useLive<Row[]>(`/api/jobs?namespace=${ns}`, `/api/watch?namespace=${ns}`);
+  const q = all ? 'all=true' : '';
+  const { data, error, reload } = useLive<Row[]>(`/api/jobs?${q}`, `/api/watch?${q}`);
   const [text, setText] = useState('');
   const [state, setState] = useState('');
   const [type, setType] = useState('');

@@ -14,7 +14,7 @@ export interface Host {
 export interface Condition { type: string; status: string; reason: string; message: string; lastTransitionTime: string }
 export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
 export interface Finding { pod?: string; host: string; ranks?: string; reason: string; detail: string; fix?: string; output?: string[]; terminal: boolean }
-export interface View extends Row {
+export interface View extends Omit<Row, 'mpi' | 'type'> {
   headline?: Field[]; mpi?: string; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
   conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
 }
@@ -25,7 +25,25 @@ export interface Form {
   topology?: string; 'scheduling-timeout'?: string; env?: string[]; volume?: string[];
 }
 export interface FieldError { field: string; message: string }
+export interface Clone { form: Form; notes?: string[] }
 export interface Outcome { trainJob?: { metadata: { name: string; namespace: string } }; warnings?: string[]; errors?: FieldError[] }
+
+// The session's token: read once from the URL kubectl mpi dashboard
+// printed, kept in this origin's storage (this host and port only), and
+// sent in a header, never in a cookie, which a browser would send to
+// every port of the host.
+const tokenKey = 'torus-dashboard-token';
+{
+  const fromURL = new URLSearchParams(window.location.search).get('token');
+  if (fromURL) {
+    window.localStorage.setItem(tokenKey, fromURL);
+    window.history.replaceState(null, '', window.location.pathname + window.location.hash);
+  }
+}
+
+export function authorized(init: RequestInit = {}): RequestInit {
+  return { ...init, credentials: 'omit', headers: { ...(init.headers ?? {}), Authorization: `Bearer ${window.localStorage.getItem(tokenKey) ?? ''}` } };
+}
 
 async function check(r: Response): Promise<Response> {
   if (r.ok) return r;
@@ -39,26 +57,24 @@ async function check(r: Response): Promise<Response> {
 }
 
 export async function get<T>(url: string): Promise<T> {
-  return (await check(await fetch(url, { credentials: 'same-origin' }))).json();
+  return (await check(await fetch(url, authorized()))).json();
 }
 
 export async function getText(url: string): Promise<string> {
-  return (await check(await fetch(url, { credentials: 'same-origin' }))).text();
+  return (await check(await fetch(url, authorized()))).text();
 }
 
 export async function submit(ns: string, form: Form, dryRun: boolean): Promise<Outcome> {
-  const r = await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs${dryRun ? '?dryRun=true' : ''}`, {
-    method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(form),
-  });
+  const r = await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs${dryRun ? '?dryRun=true' : ''}`, authorized({
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(form),
+  }));
   if (r.status === 422 || r.ok) return r.json();
   await check(r);
   return {};
 }
 
 export async function remove(ns: string, name: string): Promise<void> {
-  await check(await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`, {
-    method: 'DELETE', credentials: 'same-origin',
-  }));
+  await check(await fetch(`/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`, authorized({ method: 'DELETE' })));
 }
 
 export function jobPath(ns: string, name: string): string {

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'react';
-import { get } from './api';
+import { authorized, get } from './api';
 
 // useLive reads url, and reads it again whenever the server's watch says
 // what it shows changed.
@@ -16,9 +16,35 @@ export function useLive<T>(url: string, watch: string): { data?: T; error?: stri
     return () => { stale = true; };
   }, [url, tick]);
   useEffect(() => {
-    const es = new EventSource(watch);
-    es.addEventListener('changed', () => setTick((t) => t + 1));
-    return () => es.close();
+    // Server-sent events read with fetch, which can carry the token's
+    // header (EventSource cannot). A stream the server ends is opened
+    // again, and opening it reads afresh.
+    const ctl = new AbortController();
+    const follow = async () => {
+      while (!ctl.signal.aborted) {
+        try {
+          const r = await fetch(watch, authorized({ signal: ctl.signal }));
+          if (r.ok && r.body) {
+            const reader = r.body.getReader();
+            const dec = new TextDecoder();
+            let buf = '';
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              buf += dec.decode(value, { stream: true });
+              const events = buf.split('\n\n');
+              buf = events.pop() ?? '';
+              if (events.some((e) => e.includes('event: changed'))) setTick((t) => t + 1);
+            }
+          }
+        } catch {
+          /* aborted, or the server went away: try again */
+        }
+        await new Promise((res) => setTimeout(res, 1000));
+      }
+    };
+    follow();
+    return () => ctl.abort();
   }, [watch]);
   return { data, error, reload: () => setTick((t) => t + 1) };
 }
