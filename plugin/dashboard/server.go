@@ -7,6 +7,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,17 +151,22 @@ func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
 	rows := make([]Row, 0, len(list.Items))
 	for i := range list.Items {
-		info := job.Resolve(ctx, runtimes, &list.Items[i])
-		row := Row{Summary: job.Summarize(info, now)}
-		switch {
-		case info.Job != nil:
-			row.Type, row.MPI = info.Implementation().DisplayName(), true
-		case info.Runtime != nil:
-			row.Type = policyOf(info.Runtime.Spec.MLPolicy)
-		}
-		rows = append(rows, row)
+		rows = append(rows, rowOf(ctx, runtimes, &list.Items[i], now))
 	}
 	writeJSON(w, http.StatusOK, rows)
+}
+
+// rowOf is one job's row of the list.
+func rowOf(ctx context.Context, runtimes *job.Runtimes, tj *trainer.TrainJob, now time.Time) Row {
+	info := job.Resolve(ctx, runtimes, tj)
+	row := Row{Summary: job.Summarize(info, now)}
+	switch {
+	case info.Job != nil:
+		row.Type, row.MPI = info.Implementation().DisplayName(), true
+	case info.Runtime != nil:
+		row.Type = policyOf(info.Runtime.Spec.MLPolicy)
+	}
+	return row
 }
 
 // policyOf names a runtime's ML policy as the guide does.
@@ -276,6 +282,11 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			// The job's own events and its JobSet's, which share its name.
 			source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns), client.MatchingFields{"involvedObject.name": name}}})
 	}
+	// With ?rows=true (the list of jobs) each change of a TrainJob comes as
+	// its new row, or as its name when it is gone: the page updates that
+	// row rather than read every job again.
+	rows := r.URL.Query().Get("rows") == "true"
+	updates := make(chan watch.Event, 256)
 	changed := make(chan struct{}, 1)
 	// A watch the API server ends (its timeout, an expired resource
 	// version) ends the stream: the page then connects again and reads
@@ -297,11 +308,20 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			continue // pods or events the user may not watch: the job's own changes still come
 		}
 		watchers = append(watchers, wi)
+		asRows := rows && src.list == sources[0].list
 		go func() {
 			defer func() { ended <- struct{}{} }()
 			for ev := range wi.ResultChan() {
 				if ev.Type == watch.Error {
 					return
+				}
+				if asRows {
+					select {
+					case updates <- ev:
+						continue
+					default:
+						// Too many at once: the page reads them all.
+					}
 				}
 				select {
 				case changed <- struct{}{}:
@@ -325,6 +345,16 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-keepAlive.C:
 			fmt.Fprint(w, ": alive\n\n")
+		case ev := <-updates:
+			runtimes := job.NewRuntimes(s.client)
+			for more := true; more; {
+				s.sendRow(ctx, w, runtimes, ev)
+				select {
+				case ev = <-updates:
+				default:
+					more = false
+				}
+			}
 		case <-changed:
 			// A burst of events (a job's pods starting) is one message.
 			time.Sleep(100 * time.Millisecond)
@@ -336,6 +366,25 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		flusher.Flush()
 	}
+}
+
+// sendRow sends one TrainJob's change to the list: its row, or that it is
+// gone.
+func (s *server) sendRow(ctx context.Context, w io.Writer, runtimes *job.Runtimes, ev watch.Event) {
+	tj, ok := ev.Object.(*trainer.TrainJob)
+	if !ok {
+		return
+	}
+	if ev.Type == watch.Deleted {
+		data, _ := json.Marshal(map[string]string{"namespace": tj.Namespace, "name": tj.Name})
+		fmt.Fprintf(w, "event: gone\ndata: %s\n\n", data)
+		return
+	}
+	data, err := json.Marshal(rowOf(ctx, runtimes, tj, s.clock.Now()))
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "event: job\ndata: %s\n\n", data)
 }
 
 // RuntimeInfo is a runtime the user may run jobs on, for the form's choice

@@ -1,11 +1,11 @@
-import { useEffect, useState } from 'react';
+import { memo, useCallback, useEffect, useState } from 'react';
 import {
   Alert, Button, Checkbox, Content, EmptyState, EmptyStateBody, FormSelect, FormSelectOption, PageSection, SearchInput,
   Title, Toolbar, ToolbarContent, ToolbarItem,
 } from '@patternfly/react-core';
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
 import { get, Row } from './api';
-import { age, duration, useLive } from './live';
+import { age, duration, useStream } from './live';
 import { StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
 
@@ -13,18 +13,71 @@ function distinct(rows: Row[], pick: (r: Row) => string | undefined): string[] {
   return [...new Set(rows.map(pick).filter((v): v is string => !!v))].sort();
 }
 
+const key = (r: { namespace: string; name: string }) => `${r.namespace}/${r.name}`;
+
+// useRows reads the list of jobs once, then keeps it by the server's
+// changes of one row at a time (a job's new row, or its name when it is
+// gone); it reads the whole list again when the server says to.
+function useRows(q: string): { data?: Row[]; error?: string; reload: () => void } {
+  const [rows, setRows] = useState<Map<string, Row>>();
+  const [error, setError] = useState<string>();
+  const [tick, setTick] = useState(0);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  useEffect(() => {
+    let stale = false;
+    get<Row[]>(`/api/jobs?${q}`).then(
+      (l) => { if (!stale) { setRows(new Map(l.map((r) => [key(r), r]))); setError(undefined); } },
+      (e: Error) => { if (!stale) setError(e.message); },
+    );
+    return () => { stale = true; };
+  }, [q, tick]);
+  useStream(`/api/watch?rows=true&${q}`, {
+    changed: reload,
+    job: (d) => { const r: Row = JSON.parse(d); setRows((m) => new Map(m ?? []).set(key(r), r)); },
+    gone: (d) => { const r = JSON.parse(d); setRows((m) => { const n = new Map(m ?? []); n.delete(key(r)); return n; }); },
+  });
+  return { data: rows ? [...rows.values()] : undefined, error, reload };
+}
+
+// JobRow is one job of the list; it draws again only when its row changes.
+const JobRow = memo(function JobRow({ r, all, onDelete }: { r: Row; all: boolean; onDelete: (r: Row) => void }) {
+  return (
+    <Tr>
+      <Td dataLabel="Name">{r.mpi ? <a href={`#/jobs/${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`}>{r.name}</a> : r.name}</Td>
+      {all && <Td dataLabel="Namespace">{r.namespace}</Td>}
+      <Td dataLabel="Type">{r.type || 'unknown'}</Td>
+      <Td dataLabel="State">
+        <StateLabel phase={r.state.phase} />
+        {['Queued', 'Pending', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
+          <div className="torus-why">{r.state.message.length > 120 ? `${r.state.message.slice(0, 119)}…` : r.state.message}</div>
+        )}
+      </Td>
+      <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
+      <Td dataLabel="Ranks">{r.slots || '-'}</Td>
+      <Td dataLabel="Queue">{r.queue ?? '-'}</Td>
+      <Td dataLabel="Duration">{r.duration ? duration(r.duration / 1e9) : '-'}</Td>
+      <Td dataLabel="Age">{age(r.created)}</Td>
+      <Td dataLabel="Actions">
+        {r.mpi && <Button variant="link" component="a" href={`#/create?from=${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`} aria-label={`Clone ${r.name}`}>Clone</Button>}
+        {r.mpi && <Button variant="link" isDanger onClick={() => onDelete(r)} aria-label={`Delete ${r.name}`}>Delete</Button>}
+      </Td>
+    </Tr>
+  );
+});
+
 // JobsPage lists every TrainJob of the namespace (or of all the user may
 // list), failed ones first, filterable, updated as the cluster changes.
 export function JobsPage() {
   const [all, setAll] = useState(false);
   const q = all ? 'all=true' : '';
-  const { data, error, reload } = useLive<Row[]>(`/api/jobs?${q}`, `/api/watch?${q}`);
+  const { data, error, reload } = useRows(q);
   const [text, setText] = useState('');
   const [state, setState] = useState('');
   const [type, setType] = useState('');
   const [queue, setQueue] = useState('');
   const [owner, setOwner] = useState('');
   const [deleting, setDeleting] = useState<Row>();
+  const onDelete = useCallback((r: Row) => setDeleting(r), []);
   const [namespace, setNamespace] = useState<string>();
   useEffect(() => {
     get<{ namespace: string }>('/api/context').then((c) => setNamespace(c.namespace), () => setNamespace(''));
@@ -89,28 +142,7 @@ export function JobsPage() {
               </Tr>
             </Thead>
             <Tbody>
-              {rows.map((r) => (
-                <Tr key={`${r.namespace}/${r.name}`}>
-                  <Td dataLabel="Name">{r.mpi ? <a href={`#/jobs/${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`}>{r.name}</a> : r.name}</Td>
-                  {all && <Td dataLabel="Namespace">{r.namespace}</Td>}
-                  <Td dataLabel="Type">{r.type || 'unknown'}</Td>
-                  <Td dataLabel="State">
-                    <StateLabel phase={r.state.phase} />
-                    {['Queued', 'Pending', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
-                      <div className="torus-why">{r.state.message.length > 120 ? `${r.state.message.slice(0, 119)}…` : r.state.message}</div>
-                    )}
-                  </Td>
-                  <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
-                  <Td dataLabel="Ranks">{r.slots || '-'}</Td>
-                  <Td dataLabel="Queue">{r.queue ?? '-'}</Td>
-                  <Td dataLabel="Duration">{r.duration ? duration(r.duration / 1e9) : '-'}</Td>
-                  <Td dataLabel="Age">{age(r.created)}</Td>
-                  <Td dataLabel="Actions">
-                    {r.mpi && <Button variant="link" component="a" href={`#/create?from=${encodeURIComponent(r.namespace)}/${encodeURIComponent(r.name)}`} aria-label={`Clone ${r.name}`}>Clone</Button>}
-                    {r.mpi && <Button variant="link" isDanger onClick={() => setDeleting(r)} aria-label={`Delete ${r.name}`}>Delete</Button>}
-                  </Td>
-                </Tr>
-              ))}
+              {rows.map((r) => <JobRow key={`${r.namespace}/${r.name}`} r={r} all={all} onDelete={onDelete} />)}
             </Tbody>
           </Table>
         )}

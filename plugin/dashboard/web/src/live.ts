@@ -1,5 +1,49 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { authorized, get } from './api';
+
+// useStream follows a stream of server-sent events, read with fetch, which
+// can carry the token's header (EventSource cannot), calling on[name] with
+// each event's data. A stream the server ends is opened again.
+export function useStream(url: string, on: Record<string, (data: string) => void>) {
+  const handlers = useRef(on);
+  handlers.current = on;
+  useEffect(() => {
+    const ctl = new AbortController();
+    const follow = async () => {
+      while (!ctl.signal.aborted) {
+        try {
+          const r = await fetch(url, authorized({ signal: ctl.signal }));
+          if (r.ok && r.body) {
+            const reader = r.body.getReader();
+            const dec = new TextDecoder();
+            let buf = '';
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              buf += dec.decode(value, { stream: true });
+              const events = buf.split('\n\n');
+              buf = events.pop() ?? '';
+              for (const e of events) {
+                let name = 'message';
+                let data = '';
+                for (const line of e.split('\n')) {
+                  if (line.startsWith('event: ')) name = line.slice(7);
+                  else if (line.startsWith('data: ')) data += line.slice(6);
+                }
+                handlers.current[name]?.(data);
+              }
+            }
+          }
+        } catch {
+          /* aborted, or the server went away: try again */
+        }
+        await new Promise((res) => setTimeout(res, 1000));
+      }
+    };
+    follow();
+    return () => ctl.abort();
+  }, [url]);
+}
 
 // useLive reads url, and reads it again whenever the server's watch says
 // what it shows changed.
@@ -15,37 +59,7 @@ export function useLive<T>(url: string, watch: string): { data?: T; error?: stri
     );
     return () => { stale = true; };
   }, [url, tick]);
-  useEffect(() => {
-    // Server-sent events read with fetch, which can carry the token's
-    // header (EventSource cannot). A stream the server ends is opened
-    // again, and opening it reads afresh.
-    const ctl = new AbortController();
-    const follow = async () => {
-      while (!ctl.signal.aborted) {
-        try {
-          const r = await fetch(watch, authorized({ signal: ctl.signal }));
-          if (r.ok && r.body) {
-            const reader = r.body.getReader();
-            const dec = new TextDecoder();
-            let buf = '';
-            for (;;) {
-              const { value, done } = await reader.read();
-              if (done) break;
-              buf += dec.decode(value, { stream: true });
-              const events = buf.split('\n\n');
-              buf = events.pop() ?? '';
-              if (events.some((e) => e.includes('event: changed'))) setTick((t) => t + 1);
-            }
-          }
-        } catch {
-          /* aborted, or the server went away: try again */
-        }
-        await new Promise((res) => setTimeout(res, 1000));
-      }
-    };
-    follow();
-    return () => ctl.abort();
-  }, [watch]);
+  useStream(watch, { changed: () => setTick((t) => t + 1) });
   return { data, error, reload: () => setTick((t) => t + 1) };
 }
 
