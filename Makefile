@@ -76,17 +76,18 @@ $(CONTROLLER_GEN):
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/, and the troubleshooting guide's launch failures.
 	$(CONTROLLER_GEN) object paths="./api/..."
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=kustomize/crd/torus
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac
 	$(CONTROLLER_GEN) webhook paths="./operator/..." output:webhook:artifacts:config=kustomize/webhook
 	$(GO) run ./hack/crdgen -out kustomize/crd/trainer
 	$(GO) run ./hack/bundle -out bundle
+	$(GO) run ./hack/docgen
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- kustomize/ api/ bundle/ || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- kustomize/ api/ bundle/ docs/users/troubleshooting.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
 

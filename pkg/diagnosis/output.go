@@ -35,7 +35,10 @@ const (
 // launchFailure is one kind of failure recognised in output lines.
 type launchFailure struct {
 	reason string
-	match  *regexp.Regexp
+	// examples are lines launchers and ssh print for it, for the
+	// troubleshooting guide (LaunchFailureDocs) and the tests.
+	examples []string
+	match    *regexp.Regexp
 	// explain gives the detail and the fix from the match's groups.
 	explain func(m []string, c failureContext) (detail, fix string)
 }
@@ -57,7 +60,8 @@ func (c failureContext) sshd() string {
 // the first failure a launcher prints is the cause of those after it.
 var launchFailures = []launchFailure{
 	{
-		reason: ReasonHostNotResolved,
+		reason:   ReasonHostNotResolved,
+		examples: []string{`ssh: Could not resolve hostname pi-node-0-1.pi: Name or service not known`, `[proxy:0@pi-launcher-0-0] HYDU_sock_connect: unable to get host address for pi-node-0-1.pi (1)`},
 		// ssh; Hydra's proxies (MPICH, Intel MPI); glibc's words.
 		match: regexp.MustCompile(`(?i)(?:could not resolve hostname|unable to get host address for|could not resolve host) +([^ :]+)|(name or service not known|temporary failure in name resolution|no address associated with hostname)`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -70,39 +74,44 @@ var launchFailures = []launchFailure{
 		},
 	},
 	{
-		reason: ReasonSSHConnectionRefused,
-		match:  regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): Connection refused`),
+		reason:   ReasonSSHConnectionRefused,
+		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`},
+		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): Connection refused`),
 		explain: func(m []string, c failureContext) (string, string) {
 			return fmt.Sprintf("ssh to %s port %s was refused: no sshd listens there", m[1], m[2]),
 				"the workers must run " + c.sshd() + " and keep it up while the job runs: see their logs (kubectl mpi logs " + c.job + ")"
 		},
 	},
 	{
-		reason: ReasonHostUnreachable,
-		match:  regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): (Connection timed out|No route to host|Network is unreachable)`),
+		reason:   ReasonHostUnreachable,
+		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection timed out`, `ssh: connect to host pi-node-0-1.pi port 2222: No route to host`},
+		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): (Connection timed out|No route to host|Network is unreachable)`),
 		explain: func(m []string, c failureContext) (string, string) {
 			return fmt.Sprintf("ssh to %s port %s: %s", m[1], m[2], strings.ToLower(m[3])),
 				"something between the job's pods drops their traffic: a NetworkPolicy of the namespace (allow the job's pods to reach each other on the sshd port) or the network itself (kubectl mpi doctor)"
 		},
 	},
 	{
-		reason: ReasonHostKeyMismatch,
-		match:  regexp.MustCompile(`Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No [A-Z0-9-]+ host key is known for ([^ ]+)`),
+		reason:   ReasonHostKeyMismatch,
+		examples: []string{`Host key verification failed.`, `@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @`},
+		match:    regexp.MustCompile(`Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No [A-Z0-9-]+ host key is known for ([^ ]+)`),
 		explain: func(m []string, c failureContext) (string, string) {
 			return "a worker's sshd did not present the job's host key",
 				"the workers' sshd must serve the job's host key: run " + c.sshd()
 		},
 	},
 	{
-		reason: ReasonSSHAuthFailed,
-		match:  regexp.MustCompile(`Permission denied \(publickey`),
+		reason:   ReasonSSHAuthFailed,
+		examples: []string{`mpiuser@pi-node-0-1.pi: Permission denied (publickey).`},
+		match:    regexp.MustCompile(`Permission denied \(publickey`),
 		explain: func(m []string, c failureContext) (string, string) {
 			return "a worker's sshd refused the job's key",
 				"the workers' sshd must take the job's key for the launcher's user: run " + c.sshd() + " as that user"
 		},
 	},
 	{
-		reason: ReasonRankKilled,
+		reason:   ReasonRankKilled,
+		examples: []string{`prterun noticed that process rank 3 with PID 41 on node pi-node-0-1 exited on signal 9 (Killed).`, `=   KILLED BY SIGNAL: 9 (Killed)`},
 		// Open MPI 4 (mpirun) and 5 (prterun); Hydra (MPICH, Intel MPI).
 		match: regexp.MustCompile(`process rank ([0-9]+) with PID [0-9]+ on node ([^ ]+) exited on signal ([0-9]+)|KILLED BY SIGNAL: ([0-9]+)|EXIT STRING: [A-Za-z ]+\(signal ([0-9]+)\)`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -118,6 +127,29 @@ var launchFailures = []launchFailure{
 			return detail, "see the ranks' logs (kubectl mpi logs " + c.job + ")"
 		},
 	},
+}
+
+// LaunchDoc is one launch failure as the troubleshooting guide lists it:
+// what Torus says of it, computed from its first example, in a job's words.
+type LaunchDoc struct {
+	Reason   string
+	Examples []string
+	Detail   string
+	Fix      string
+}
+
+// LaunchFailureDocs describes every launch failure Torus recognises, each
+// read from its own examples as a failed container's output would be, for
+// a job of that name and namespace whose pods' sshd configuration is at
+// sshdConfig.
+func LaunchFailureDocs(job, namespace, sshdConfig string) []LaunchDoc {
+	c := failureContext{job: job, namespace: namespace, sshdConfig: sshdConfig}
+	out := make([]LaunchDoc, 0, len(launchFailures))
+	for _, f := range launchFailures {
+		o := readOutput(f.examples[0], c)
+		out = append(out, LaunchDoc{Reason: o.reason, Examples: f.examples, Detail: o.detail, Fix: o.fix})
+	}
+	return out
 }
 
 // output is what a failed container's last lines say.

@@ -107,3 +107,23 @@ func TestReadOutput(t *testing.T) {
 		})
 	}
 }
+
+// Every example the troubleshooting guide shows is recognised as the
+// failure it illustrates, and none as another.
+func TestLaunchFailureExamples(t *testing.T) {
+	for _, f := range launchFailures {
+		if len(f.examples) == 0 {
+			t.Errorf("%s has no example", f.reason)
+		}
+		for _, e := range f.examples {
+			if got := readOutput(e, failureContext{job: "pi", namespace: "ns", sshdConfig: "/x/sshd_config"}).reason; got != f.reason {
+				t.Errorf("%q read as %q, want %q", e, got, f.reason)
+			}
+		}
+	}
+	for _, d := range LaunchFailureDocs("NAME", "NS", "<sshAuthMountPath>/sshd_config") {
+		if d.Reason == "" || d.Detail == "" || d.Fix == "" {
+			t.Errorf("%+v: a reason, a detail and a fix each", d)
+		}
+	}
+}
