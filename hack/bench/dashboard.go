@@ -243,7 +243,7 @@ func dashboardReport(m machine, samples int, steps []dashboardStep) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# How soon the dashboard shows a change\n\n")
 	fmt.Fprintf(&b, "Machine: %s. kubectl mpi dashboard on a fresh etcd and kube-apiserver on 127.0.0.1, headless Chromium on the same machine; `make bench-dashboard`.\n\n", m.CPU)
-	fmt.Fprintf(&b, "From the return of a TrainJob's create (or of its status write, as the operator's) to the page showing the row (or the new state), read in the page by a MutationObserver; %d changes at each size, one at a time. The benchmark writes the status itself: the figures are the dashboard's own path (watch, server-sent event, the page's reread of the list, render), not the operator's.\n\n", samples)
+	fmt.Fprintf(&b, "From the return of a TrainJob's create (or of its status write, as the operator's) to the page showing the row (or the new state), read in the page by a MutationObserver; %d changes at each size, one at a time. The benchmark writes the status itself: the figures are the dashboard's own path (watch, the server-sent event with the job's row, render), not the operator's.\n\n", samples)
 	fmt.Fprintf(&b, "| jobs in the namespace | a new job shown: p50 | p95 | max | a state change shown: p50 | p95 | max |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	for _, s := range steps {
