@@ -278,6 +278,9 @@ func (o *runOptions) submit(ctx context.Context, plan *jobPlan) error {
 	for _, w := range plan.Warnings {
 		warn(o.ErrOut, "%s", w)
 	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(o.ErrOut, "Note: %s\n", n)
+	}
 	if err := submitPlan(ctx, o.client, plan, o.DryRun); err != nil {
 		return err
 	}

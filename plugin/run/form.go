@@ -54,7 +54,10 @@ type FieldError struct {
 type Outcome struct {
 	TrainJob *trainer.TrainJob `json:"trainJob,omitempty"`
 	Warnings []string          `json:"warnings,omitempty"`
-	Errors   []FieldError      `json:"errors,omitempty"`
+	// Notes say what the job will meet: its queue's free quota now, a
+	// namespace quota it would exceed.
+	Notes  []string     `json:"notes,omitempty"`
+	Errors []FieldError `json:"errors,omitempty"`
 }
 
 // SubmitForm checks a form with run's own rules, then against the
@@ -90,9 +93,9 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 		mode = ""
 	}
 	if err := submitPlan(ctx, c, plan, mode); err != nil {
-		return Outcome{Warnings: plan.Warnings, Errors: apiErrors(err)}
+		return Outcome{Warnings: plan.Warnings, Notes: plan.Notes, Errors: apiErrors(err)}
 	}
-	return Outcome{TrainJob: plan.TrainJob, Warnings: plan.Warnings}
+	return Outcome{TrainJob: plan.TrainJob, Warnings: plan.Warnings, Notes: plan.Notes}
 }
 
 // flags reads the form's numbers; the rest run's flags parse themselves.

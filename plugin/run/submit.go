@@ -35,6 +35,9 @@ type jobPlan struct {
 	Job  *mpi.Job
 	// Warnings did not stop the run.
 	Warnings []string
+	// Notes say what the job will meet: its queue's free quota now, a
+	// namespace quota it would exceed.
+	Notes []string
 }
 
 // prepare builds the TrainJob of a run and checks it against the cluster:
@@ -119,6 +122,7 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		plan.Runtime = copied
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: copied.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)}
 	}
+	plan.Notes = append(plan.Notes, quotaRoom(ctx, c, tj.Namespace, podSets(tj, rt, job))...)
 	return plan, checkQueue(ctx, c, plan)
 }
 
@@ -152,8 +156,12 @@ func checkQueue(ctx context.Context, c client.Reader, plan *jobPlan) error {
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check the quota of ClusterQueue %q: %v", lq.Spec.ClusterQueue, err))
 		return nil
 	}
-	if why := neverFits(&cq, podSets(tj, plan.Base, plan.Job)); why != "" {
+	sets := podSets(tj, plan.Base, plan.Job)
+	if why := neverFits(&cq, sets); why != "" {
 		return fmt.Errorf("LocalQueue %q can never admit this job: %s. Ask for fewer workers or resources, or use another queue", queue, why)
+	}
+	if fit := fitNow(&cq, sets); fit != "" {
+		plan.Notes = append(plan.Notes, fit)
 	}
 	return nil
 }

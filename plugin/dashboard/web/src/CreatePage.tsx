@@ -18,6 +18,7 @@ export function CreatePage({ from }: { from?: string }) {
   const [errors, setErrors] = useState<FieldError[]>([]);
   const [warnings, setWarnings] = useState<string[]>([]);
   const [notes, setNotes] = useState<string[]>([]);
+  const [fit, setFit] = useState<string[]>([]);
   const [runtimes, setRuntimes] = useState<RuntimeInfo[]>([]);
   const [queues, setQueues] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
@@ -56,6 +57,7 @@ export function CreatePage({ from }: { from?: string }) {
         if (n !== seq.current) return;
         setErrors(o.errors ?? []);
         setWarnings(o.warnings ?? []);
+        setFit(o.notes ?? []);
       }, () => {});
     }, 300);
     return () => clearTimeout(t);
@@ -98,6 +100,7 @@ export function CreatePage({ from }: { from?: string }) {
           {general.map((e, i) => <Alert key={i} variant="danger" isInline title={e.message} />)}
           {warnings.map((w, i) => <Alert key={i} variant="warning" isInline title={w} />)}
           {notes.map((n, i) => <Alert key={`n${i}`} variant="info" isInline title={n} />)}
+          {fit.map((n, i) => <Alert key={`f${i}`} variant="info" isInline title="Will it fit?">{n}</Alert>)}
           <Grid hasGutter md={6}>
             <GridItem>{text('name', 'Name', 'Lowercase letters, digits and -: the pods\' host names start with it.', true)}</GridItem>
             <GridItem>{text('image', 'Image', 'The image of the launcher and workers; empty: the runtime\'s.')}</GridItem>

@@ -26,7 +26,7 @@ export interface Form {
 }
 export interface FieldError { field: string; message: string }
 export interface Clone { form: Form; notes?: string[] }
-export interface Outcome { trainJob?: { metadata: { name: string; namespace: string } }; warnings?: string[]; errors?: FieldError[] }
+export interface Outcome { trainJob?: { metadata: { name: string; namespace: string } }; warnings?: string[]; notes?: string[]; errors?: FieldError[] }
 
 // The session's token: read once from the URL kubectl mpi dashboard
 // printed, kept in this origin's storage (this host and port only), and
