@@ -162,3 +162,17 @@ func TestPods(t *testing.T) {
 		})
 	}
 }
+
+// Every pod state the troubleshooting guide shows is explained, with a
+// reason, a detail and a fix.
+func TestPodFailureDocs(t *testing.T) {
+	docs := PodFailureDocs()
+	if len(docs) != len(podExamples) {
+		t.Fatalf("%d of %d example pods explained", len(docs), len(podExamples))
+	}
+	for _, d := range docs {
+		if d.Reason == "" || d.Detail == "" || d.Fix == "" {
+			t.Errorf("%+v: a reason, a detail and a fix each", d)
+		}
+	}
+}
