@@ -44,9 +44,6 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 func fitNow(cq *kueue.ClusterQueue, sets []podSet) string {
 	total := jobTotal(sets)
 	names := sortedNames(total)
-	if len(names) == 0 {
-		return ""
-	}
 	quota, used := corev1.ResourceList{}, corev1.ResourceList{}
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, fq := range rg.Flavors {
@@ -78,10 +75,10 @@ func fitNow(cq *kueue.ClusterQueue, sets []podSet) string {
 			short = append(short, string(n))
 		}
 	}
-	if len(asks) == 0 {
-		return ""
-	}
 	msg := fmt.Sprintf("the job asks %s in all; ClusterQueue %q has %s free now", strings.Join(asks, ", "), cq.Name, strings.Join(free, ", "))
+	if len(asks) == 0 {
+		msg = fmt.Sprintf("the job asks for nothing ClusterQueue %q counts", cq.Name)
+	}
 	if p := cq.Status.PendingWorkloads; p > 0 {
 		msg += fmt.Sprintf(", and %d workload(s) wait in it", p)
 	}

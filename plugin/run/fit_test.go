@@ -31,6 +31,10 @@ func TestFitNow(t *testing.T) {
 		{"short now", cq("16", "12", 2), `the job asks 8 nvidia.com/gpu in all; ClusterQueue "team" has 4 nvidia.com/gpu free now, and 2 workload(s) wait in it: it will wait in the queue until nvidia.com/gpu is freed`},
 		{"room, others waiting", cq("16", "0", 1), `the job asks 8 nvidia.com/gpu in all; ClusterQueue "team" has 16 nvidia.com/gpu free now, and 1 workload(s) wait in it: it may wait behind them`},
 	}
+	nothing := []podSet{{Name: "node", Count: 2, Requests: corev1.ResourceList{}}}
+	if got, want := fitNow(cq("16", "0", 3), nothing), `the job asks for nothing ClusterQueue "team" counts, and 3 workload(s) wait in it: it may wait behind them`; got != want {
+		t.Errorf("a job that asks nothing: %q, want %q", got, want)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(tt.want, fitNow(tt.cq, sets)); diff != "" {
