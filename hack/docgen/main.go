@@ -104,7 +104,7 @@ func code(s string) string {
 	return "`" + s + "`"
 }
 
-// cell is text for a table cell: no column break, no tag.
+// cell is text for a table cell: no column break, no tag, one line.
 func cell(s string) string {
-	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(s)
+	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "\n", " ").Replace(s)
 }

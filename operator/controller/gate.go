@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // ungateParallelism bounds the pods ungated at once: the client's own rate
@@ -64,13 +66,33 @@ func (r *TrainJobReconciler) ungate(ctx context.Context, p *corev1.Pod) error {
 	}
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
 	switch err := r.client.Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch)); {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		// Gone, or replaced by a pod the next reconcile reads.
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
+		// Gone, or replaced by a pod the next reconcile reads (a UID that
+		// does not match is refused as Invalid).
 		return nil
 	case err != nil:
 		return fmt.Errorf("ungating pod %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// keysMade reports whether the job's current run has keys Torus made, from
+// the cache and without writing: for a job tracked as it started (frozen),
+// whose children the reconcile leaves alone, but whose pods a JobSet
+// restart or Kueue's readmission may still bring behind the gate.
+func (r *TrainJobReconciler) keysMade(ctx context.Context, s *scope) bool {
+	if s.jobSet == nil {
+		return false
+	}
+	var secret corev1.Secret
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.SSHSecretName(s.tj.Name)}, &secret); err != nil {
+		return false
+	}
+	if !r.proofs.made(childSecret, &secret, s.tj) {
+		return false
+	}
+	made, err := strconv.Atoi(secret.Annotations[api.AnnotationJobSetRestarts])
+	return err == nil && int32(made) >= s.jobSet.Status.Restarts
 }
 
 func hasGate(p *corev1.Pod, name string) bool {

@@ -360,6 +360,9 @@ func (r *TrainJobReconciler) progress(ctx context.Context, s *scope, rt *mpi.Run
 	if err := r.podsPhase(ctx, s); err != nil {
 		return 0, true, err
 	}
+	if frozen {
+		s.keysReady = r.keysMade(ctx, s)
+	}
 	if err := r.ungatePods(ctx, s); err != nil {
 		return 0, true, err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -121,8 +122,34 @@ func namesSecret(goName string) bool {
 	return strings.Contains(goName, "Secret") && !strings.HasSuffix(goName, "File") && !strings.HasSuffix(goName, "Namespace")
 }
 
+// creatorErrs refuses a TrainJob whose api.AnnotationCreatedBy is not the
+// API server's word, whichever webhook mutated it (Torus's, for MPI jobs,
+// or upstream's): on create it may only name the requesting user, and an
+// update may not change or add it. Without this, a job created on another
+// runtime could carry a claim that Torus later shows as its creator.
+func creatorErrs(req admission.Request, tj *trainer.TrainJob) field.ErrorList {
+	path := field.NewPath("metadata", "annotations").Key(api.AnnotationCreatedBy)
+	got, set := tj.Annotations[api.AnnotationCreatedBy]
+	switch req.Operation {
+	case admissionv1.Create:
+		if set && got != req.UserInfo.Username {
+			return field.ErrorList{field.Forbidden(path, "it records who created the job, which Torus writes from the request's identity: remove it")}
+		}
+	case admissionv1.Update:
+		var old trainer.TrainJob
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return nil
+		}
+		if want, had := old.Annotations[api.AnnotationCreatedBy]; set != had || got != want {
+			return field.ErrorList{field.Forbidden(path, "it records who created the job and cannot be changed, added or removed")}
+		}
+	}
+	return nil
+}
+
 // keyRefGuard refuses, before any other check, objects that reference key
-// Secrets; nil lets the request through to the route.
+// Secrets, and TrainJobs whose creator record is not the API server's
+// word; nil lets the request through to the route.
 func keyRefGuard(_ context.Context, req admission.Request) *admission.Response {
 	if req.Operation == admissionv1.Delete {
 		return nil
@@ -134,7 +161,7 @@ func keyRefGuard(_ context.Context, req admission.Request) *admission.Response {
 		if err := json.Unmarshal(req.Object.Raw, &tj); err != nil {
 			return nil // the route's handlers report what cannot be decoded
 		}
-		errs = trainJobKeyRefs(&tj)
+		errs = append(trainJobKeyRefs(&tj), creatorErrs(req, &tj)...)
 	case trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind:
 		var rt struct {
 			Spec trainer.TrainingRuntimeSpec `json:"spec"`

@@ -38,40 +38,59 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 }
 
 // fitNow says what a job asks against what its ClusterQueue has free now
-// (its quota less what admitted workloads use, over every flavor) and how
-// many workloads wait before it: the job is queued either way, this only
-// says whether it will wait.
+// (its quota less what admitted and reserving workloads hold) and how many
+// workloads wait before it: the job is queued either way, this only says
+// whether it will wait. Kueue places a pod set in one flavor, so a resource
+// counts as free for the job as far as one flavor has it; a queue in a
+// cohort may borrow, or have lent, so its verdict is never definite.
 func fitNow(cq *kueue.ClusterQueue, sets []podSet) string {
 	total := jobTotal(sets)
 	names := sortedNames(total)
-	quota, used := corev1.ResourceList{}, corev1.ResourceList{}
+	quota := map[kueue.ResourceFlavorReference]corev1.ResourceList{}
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, fq := range rg.Flavors {
+			if quota[fq.Name] == nil {
+				quota[fq.Name] = corev1.ResourceList{}
+			}
 			for _, rq := range fq.Resources {
-				add(quota, rq.Name, rq.NominalQuota)
+				add(quota[fq.Name], rq.Name, rq.NominalQuota)
 			}
 		}
 	}
-	for _, fu := range cq.Status.FlavorsUsage {
+	held := map[kueue.ResourceFlavorReference]corev1.ResourceList{}
+	for _, fu := range cq.Status.FlavorsReservation {
+		held[fu.Name] = corev1.ResourceList{}
 		for _, ru := range fu.Resources {
-			add(used, ru.Name, ru.Total)
+			add(held[fu.Name], ru.Name, ru.Total)
 		}
 	}
 	var asks, free, short []string
 	for _, n := range names {
-		q, covered := quota[n]
+		covered := false
+		var all, best resource.Quantity
+		for flavor, q := range quota {
+			nominal, ok := q[n]
+			if !ok {
+				continue
+			}
+			covered = true
+			left := nominal.DeepCopy()
+			left.Sub(held[flavor][n])
+			if left.Sign() < 0 {
+				left = resource.Quantity{}
+			}
+			all.Add(left)
+			if left.Cmp(best) > 0 {
+				best = left
+			}
+		}
 		if !covered {
 			continue
 		}
-		left := q.DeepCopy()
-		left.Sub(used[n])
-		if left.Sign() < 0 {
-			left = resource.Quantity{}
-		}
 		need := total[n]
 		asks = append(asks, need.String()+" "+string(n))
-		free = append(free, left.String()+" "+string(n))
-		if need.Cmp(left) > 0 {
+		free = append(free, all.String()+" "+string(n))
+		if need.Cmp(best) > 0 {
 			short = append(short, string(n))
 		}
 	}
@@ -83,6 +102,8 @@ func fitNow(cq *kueue.ClusterQueue, sets []podSet) string {
 		msg += fmt.Sprintf(", and %d workload(s) wait in it", p)
 	}
 	switch {
+	case cq.Spec.CohortName != "":
+		msg += fmt.Sprintf(": it shares quota in cohort %q, so whether it waits depends on the other queues", cq.Spec.CohortName)
 	case len(short) > 0:
 		msg += fmt.Sprintf(": it will wait in the queue until %s is freed", strings.Join(short, " and "))
 	case cq.Status.PendingWorkloads > 0:
@@ -114,6 +135,11 @@ func overQuota(quotas []corev1.ResourceQuota, ns string, sets []podSet) []string
 	}
 	var out []string
 	for _, q := range quotas {
+		if len(q.Spec.Scopes) > 0 || q.Spec.ScopeSelector != nil {
+			// Whether a scoped quota counts the pods depends on them
+			// (priority, best effort): the API server says when it does.
+			continue
+		}
 		var over []string
 		for hard, limit := range q.Status.Hard {
 			var need resource.Quantity

@@ -266,6 +266,20 @@ var _ = Describe("Admission", Ordered, func() {
 		By("or removing it")
 		Expect(fw.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/created-by":null}}}`)))).To(Succeed())
 		Expect(tj.Annotations).To(HaveKeyWithValue(api.AnnotationCreatedBy, "alice@example.com"))
+
+		By("a job on another runtime, which Torus's mutation does not see, claiming another creator")
+		other := wrappers.MakeMPIRuntime("wh-creator-torch", trainer.MPIImplementationOpenMPI).NotMPI().Obj()
+		Expect(fw.Client.Create(ctx, other)).To(Succeed())
+		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, other)).To(Succeed()) })
+		forged := wrappers.MakeTrainJob("forged", ns.Name).RuntimeRef(other.Name).Obj()
+		forged.Annotations = map[string]string{api.AnnotationCreatedBy: "mallory"}
+		err = alice.Create(ctx, forged)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err).To(MatchError(ContainSubstring("torus-mpi.io/created-by")))
+		forged.Annotations = nil
+		Expect(alice.Create(ctx, forged)).To(Succeed())
+		Expect(fw.Client.Patch(ctx, forged, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/created-by":"alice@example.com"}}}`)))).
+			To(MatchError(ContainSubstring("cannot be changed, added or removed")), "a claim added later, even a true one")
 	})
 
 	It("lets status and metadata updates through once the runtime is gone", func() {
