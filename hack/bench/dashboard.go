@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hackbrowser "github.com/torus-mpi/torus/hack/browser"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
@@ -95,7 +95,7 @@ func runDashboard(ctx context.Context, o options, existing []int, samples int) e
 	if err != nil {
 		return err
 	}
-	browser, closeBrowser, err := startChromium(ctx, dir)
+	browser, closeBrowser, err := hackbrowser.Start(ctx, filepath.Join(dir, "chromium"))
 	if err != nil {
 		return err
 	}
@@ -184,33 +184,6 @@ func dashboardURL(log string, timeout time.Duration) (string, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return "", fmt.Errorf("the dashboard printed no URL in %v; see %s", timeout, log)
-}
-
-// startChromium starts Debian's Chromium, headless, with nothing it would
-// fetch from the internet by itself.
-func startChromium(ctx context.Context, dir string) (context.Context, func(), error) {
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		out, ierr := exec.Command("hack/browser/install.sh").CombinedOutput()
-		if ierr != nil {
-			return nil, nil, fmt.Errorf("installing Chromium: %v: %s", ierr, out)
-		}
-		fields := strings.Fields(string(out))
-		path = fields[len(fields)-1]
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(filepath.Join(dir, "chromium")),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true))
-	bctx, cancel := chromedp.NewContext(actx)
-	if err := chromedp.Do(bctx); err != nil {
-		cancel()
-		cancelAlloc()
-		return nil, nil, fmt.Errorf("starting Chromium: %w", err)
-	}
-	return bctx, func() { cancel(); cancelAlloc() }, nil
 }
 
 // seenAfter waits until the page recorded name in its table, and returns

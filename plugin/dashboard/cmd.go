@@ -49,8 +49,8 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 	o := &options{getter: getter, IOStreams: streams, Address: "127.0.0.1", Open: true}
 	cmd := &cobra.Command{
 		Use:   "dashboard [--port PORT] [--open=false]",
-		Short: "Serve a web dashboard of your MPI jobs on this machine, as you",
-		Long: `Serve a web dashboard of your jobs on this machine: every job with its state and ranks, live; a job's
+		Short: "Serve a web dashboard of your MPI jobs on localhost, with your identity",
+		Long: `Serve a web dashboard of your jobs on localhost: every job with its state and ranks, live; a job's
 hosts, the failing rank with its cause and fix, its conditions, events and logs; a form to create a job,
 checked as you type by run's rules and the API server; clone, modify and delete.
 
@@ -63,7 +63,7 @@ this run: share neither.`,
 	}
 	cmd.Flags().StringVar(&o.Address, "address", o.Address, "The loopback address to listen on (127.0.0.1 or ::1)")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "The port to listen on; 0 picks a free one")
-	cmd.Flags().BoolVar(&o.Open, "open", o.Open, "Open the dashboard in this machine's browser")
+	cmd.Flags().BoolVar(&o.Open, "open", o.Open, "Open the dashboard in the desktop's browser")
 	return cmd
 }
 

@@ -16,11 +16,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+
+	hackbrowser "github.com/torus-mpi/torus/hack/browser"
 )
 
 // Browser is a headless Chromium, from the machine's Debian packages
 // (hack/browser/install.sh), driven over its DevTools protocol. It talks
-// to this machine only: the flags turn off everything Chromium would
+// to loopback only: the flags turn off everything Chromium would
 // fetch from the internet by itself.
 type Browser struct {
 	ctx       context.Context
@@ -31,32 +33,10 @@ type Browser struct {
 // spec's (or the container's) cleanup. Screenshots go to artifacts.
 func NewBrowser(artifacts string) *Browser {
 	ginkgo.GinkgoHelper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		out, ierr := exec.Command(filepath.Join(RepoRoot(), "hack", "browser", "install.sh")).CombinedOutput()
-		gomega.Expect(ierr).NotTo(gomega.HaveOccurred(), "installing Chromium: %s", out)
-		path = strings.TrimSpace(string(out[strings.LastIndex(strings.TrimSpace(string(out)), "\n")+1:]))
-	}
 	gomega.Expect(os.MkdirAll(artifacts, 0o755)).To(gomega.Succeed())
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(ginkgo.GinkgoT().TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1400, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ginkgo.DeferCleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	// The first action starts the browser, and so has no deadline.
-	gomega.Expect(chromedp.Do(ctx)).To(gomega.Succeed(), "starting Chromium (%s)", path)
+	ctx, cancel, err := hackbrowser.Start(context.Background(), ginkgo.GinkgoT().TempDir(), chromedp.WindowSize(1400, 1000))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.DeferCleanup(cancel)
 	return &Browser{ctx: ctx, artifacts: artifacts}
 }
 

@@ -34,6 +34,20 @@ import (
 
 const sshArgs = "-F /home/mpiuser/.ssh/config"
 
+// plantedKeys is a Secret named as a job's keys and forged to look like
+// Torus's: its label, its controller reference and a made-up stamp.
+func plantedKeys(tj *trainer.TrainJob) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: mpi.SSHSecretName(tj.Name), Namespace: tj.Namespace,
+			Labels:          map[string]string{api.LabelJobName: tj.Name},
+			Annotations:     map[string]string{api.AnnotationJobSetRestarts: "0", api.AnnotationProof: "forged"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind(trainer.TrainJobKind))},
+		},
+		Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")},
+	}
+}
+
 func getJobSet(tj *trainer.TrainJob) func(Gomega) *jobsetv1alpha2.JobSet {
 	return func(g Gomega) *jobsetv1alpha2.JobSet {
 		var js jobsetv1alpha2.JobSet
@@ -498,15 +512,7 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(getJobSet(tj), framework.Timeout, framework.Interval).ShouldNot(BeNil())
 		tj = getTrainJob(tj)
-		planted := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: mpi.SSHSecretName(tj.Name), Namespace: ns.Name,
-				Labels:          map[string]string{api.LabelJobName: tj.Name},
-				Annotations:     map[string]string{api.AnnotationJobSetRestarts: "0", api.AnnotationProof: "forged"},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind(trainer.TrainJobKind))},
-			},
-			Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")},
-		}
+		planted := plantedKeys(tj)
 		Expect(fw.Client.Create(ctx, planted)).To(Succeed())
 
 		By("resuming the job")
@@ -553,15 +559,7 @@ var _ = Describe("MPI TrainJob", func() {
 		}
 
 		By("a Secret planted under the keys' name while the job waits, forged to look like Torus's")
-		planted := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: mpi.SSHSecretName(tj.Name), Namespace: ns.Name,
-				Labels:          map[string]string{api.LabelJobName: tj.Name},
-				Annotations:     map[string]string{api.AnnotationJobSetRestarts: "0", api.AnnotationProof: "forged"},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind(trainer.TrainJobKind))},
-			},
-			Data: map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA attacker")},
-		}
+		planted := plantedKeys(tj)
 		Expect(fw.Client.Create(ctx, planted)).To(Succeed())
 
 		By("Kueue resuming the JobSet, and the Job controller creating a worker from its template")

@@ -142,30 +142,13 @@ export function CreatePage({ from }: { from?: string }) {
               <GridItem>{text('topology', 'Topology', 'A node label all pods share a value of, e.g. a rack.')}</GridItem>
               <GridItem>{text('scheduling-timeout', 'Scheduling timeout', 'Fail the job if its pods are not all running by then, e.g. 10m.')}</GridItem>
               <GridItem span={12}>
-                <FormGroup label="Volumes" fieldId="f-volume">
-                  <TextArea id="f-volume" value={(form.volume ?? []).join('\n')} aria-describedby="f-volume-help"
-                    onChange={(_e, v) => { setTouched(true); setForm((f) => ({ ...f, volume: v.split('\n') })); }}
-                    validated={errorsOf('volume').length ? 'error' : 'default'} />
-                  <FormHelperText>
-                    <HelperText id="f-volume-help" aria-live="polite">
-                      {errorsOf('volume').length ? errorsOf('volume').map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
-                        : <HelperTextItem>PersistentVolumeClaims to mount in the launcher and every worker, one per line: pvc:CLAIM:/path, with :ro for read-only.</HelperTextItem>}
-                    </HelperText>
-                  </FormHelperText>
-                </FormGroup>
+                <LinesField id="volume" label="Volumes" values={form.volume} errors={errorsOf('volume')}
+                  help="PersistentVolumeClaims to mount in the launcher and every worker, one per line: pvc:CLAIM:/path, with :ro for read-only."
+                  onChange={(v) => { setTouched(true); setForm((f) => ({ ...f, volume: v })); }} />
               </GridItem>
               <GridItem span={12}>
-                <FormGroup label="Environment" fieldId="f-env">
-                  <TextArea id="f-env" value={(form.env ?? []).join('\n')} aria-describedby="f-env-help"
-                    onChange={(_e, v) => { setTouched(true); setForm((f) => ({ ...f, env: v.split('\n') })); }}
-                    validated={errorsOf('env').length ? 'error' : 'default'} />
-                  <FormHelperText>
-                    <HelperText id="f-env-help" aria-live="polite">
-                      {errorsOf('env').length ? errorsOf('env').map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
-                        : <HelperTextItem>NAME=VALUE, one per line.</HelperTextItem>}
-                    </HelperText>
-                  </FormHelperText>
-                </FormGroup>
+                <LinesField id="env" label="Environment" values={form.env} errors={errorsOf('env')} help="NAME=VALUE, one per line."
+                  onChange={(v) => { setTouched(true); setForm((f) => ({ ...f, env: v })); }} />
               </GridItem>
             </Grid>
           </ExpandableSection>
@@ -176,6 +159,25 @@ export function CreatePage({ from }: { from?: string }) {
         </Form>
       </PageSection>
     </>
+  );
+}
+
+// LinesField is a repeatable flag as a text area, one value per line, with
+// its errors under it.
+function LinesField({ id, label, values, errors, help, onChange }: {
+  id: string; label: string; values?: string[]; errors: FieldError[]; help: string; onChange: (v: string[]) => void;
+}) {
+  return (
+    <FormGroup label={label} fieldId={`f-${id}`}>
+      <TextArea id={`f-${id}`} value={(values ?? []).join('\n')} aria-describedby={`f-${id}-help`}
+        onChange={(_e, v) => onChange(v.split('\n'))} validated={errors.length ? 'error' : 'default'} />
+      <FormHelperText>
+        <HelperText id={`f-${id}-help`} aria-live="polite">
+          {errors.length ? errors.map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+            : <HelperTextItem>{help}</HelperTextItem>}
+        </HelperText>
+      </FormHelperText>
+    </FormGroup>
   );
 }
 

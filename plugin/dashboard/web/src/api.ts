@@ -1,4 +1,4 @@
-// The dashboard's server: every call carries the session's cookie, and a
+// The dashboard's server: every call carries the session's token, and a
 // write is JSON from this origin (the server refuses anything else).
 
 export interface State { phase: string; since: string; reason?: string; message?: string }
