@@ -132,14 +132,15 @@ test-wire: testbin ## Real Open MPI and MPICH ranks over real sshd between netwo
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
 
 .PHONY: node-deps
-node-deps: ## What the real node runs: Debian's containerd, runc and CNI plugins (root), and the kubelet from pinned modules.
+node-deps: ## What the real nodes run: Debian's containerd, runc, CNI plugins, iptables and ipset (root), and the kubelet, CoreDNS, kube-router, Multus and Whereabouts from pinned modules.
 	hack/node/install.sh
 	hack/testbin/build.sh node
 
 .PHONY: test-cluster
-test-cluster: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named, a real node's pods, nothing left by down.
+test-cluster: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named; real MPI jobs across two real nodes, Multus, enforced NetworkPolicies, OpenShift's SCC admission (-openshift); nothing left by down.
+	hack/testbin/build.sh openshift
 	$(call clean-reports,test/cluster)
-	$(GO_TEST) -count=1 -timeout 15m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
+	$(GO_TEST) -count=1 -timeout 25m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
 
 .PHONY: test-e2e
 test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).

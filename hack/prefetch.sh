@@ -20,7 +20,7 @@ modules() {
   # The downloads run beside the builds below: a build fetches what it
   # lacks itself, and Go's module cache lets two go commands share it.
   {
-    TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" staticcheck controller-gen cluster trainer node olm ||
+    TESTBIN_DOWNLOAD_ONLY=1 "$root/hack/testbin/build.sh" staticcheck controller-gen cluster trainer node openshift olm ||
       echo "prefetch: the helper modules: failed"
   } &
   # Meanwhile, at the lowest priority, the binaries make test needs, in the
@@ -33,7 +33,7 @@ modules() {
   # first, it held make testbin on the group's lock while it compiled the
   # packages only the kubelet uses.
   local group
-  for group in controller-gen cluster trainer node olm; do
+  for group in controller-gen cluster trainer node openshift olm; do
     nice -n 19 "$root/hack/testbin/build.sh" "$group" || echo "prefetch: the $group binaries: failed"
   done
   wait

@@ -20,7 +20,7 @@ import (
 
 // startOrder is the order components start in; they stop in reverse.
 var startOrder = []string{
-	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "coredns", "kubelet", "kwok",
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "openshift-scc", "containerd", "coredns", "kubelet", "kube-router", "kwok",
 	"jobset", "kueue", "torus-operator", upstreamTrainer,
 }
 
@@ -32,8 +32,13 @@ type cluster struct {
 	// instead of the operator (-upstream-trainer).
 	upstream bool
 	nodes    int
-	// realNode: also a kubelet and containerd on this machine (root).
-	realNode bool
+	// realNode: also real nodes, kubelets and containerd on this machine
+	// (root); realNodes of them.
+	realNode  bool
+	realNodes int
+	// openshift: OpenShift's pod security (SCCs, namespace allocations,
+	// OpenShift's SCC admission) decides every pod.
+	openshift bool
 	// operatorImage is the operator binary the real node gets as the
 	// bundle's operator image; operatorImageDefault says it is the
 	// -operator binary, imported only when it can be (static).
@@ -101,7 +106,7 @@ func (c *cluster) up(ctx context.Context) error {
 	}
 	var steps []step
 	if c.realNode {
-		steps = append(steps, step{"the real node's network", c.prepareRealNode})
+		steps = append(steps, step{"the real nodes' network", c.prepareRealNodes})
 	}
 	steps = append(steps, []step{
 		{"etcd", c.startEtcd},
@@ -109,8 +114,11 @@ func (c *cluster) up(ctx context.Context) error {
 		{"controller-manager and scheduler", c.startControllers},
 		{"CRDs", c.installCRDs},
 	}...)
+	if c.openshift {
+		steps = append(steps, step{"OpenShift's SCC admission", c.startSCCAdmission})
+	}
 	if c.realNode {
-		steps = append(steps, step{"real node", c.startRealNode})
+		steps = append(steps, step{"real nodes", c.startRealNodes})
 	}
 	steps = append(steps, []step{
 		{"kwok and nodes", c.startKwok},
@@ -126,7 +134,8 @@ func (c *cluster) up(ctx context.Context) error {
 	if c.realNode {
 		// Created through the Trainer API, so after the CRDs are served
 		// (and validated by the operator's webhook when it runs).
-		steps = append(steps, step{"runtimes for the real node", c.installLocalRuntimes})
+		steps = append(steps, step{"runtimes for the real nodes", c.installLocalRuntimes},
+			step{"the real nodes' secondary network", c.installLocalNetwork})
 	}
 	for _, s := range steps {
 		if err := s.run(ctx); err != nil {
@@ -150,7 +159,19 @@ func (c *cluster) expected() []string {
 		if name == upstreamTrainer && !c.runsUpstream() {
 			continue
 		}
-		if (name == "containerd" || name == "coredns" || name == "kubelet") && !c.hasRealNode() {
+		if name == "openshift-scc" && !c.runsOpenShift() {
+			continue
+		}
+		switch name {
+		case "coredns":
+			if !c.hasRealNode() {
+				continue
+			}
+		case "containerd", "kubelet", "kube-router":
+			// One of each per real node.
+			for _, n := range c.realNodeList() {
+				out = append(out, n.component(name))
+			}
 			continue
 		}
 		out = append(out, name)
@@ -158,11 +179,12 @@ func (c *cluster) expected() []string {
 	return out
 }
 
-// apiAddress is where the API server listens: the real node's address when
-// there is one, so that its pods reach it too, else 127.0.0.1.
+// apiAddress is where the API server listens: the host's address on the
+// real nodes' bridge when there are some, so that they and their pods reach
+// it too, else 127.0.0.1.
 func (c *cluster) apiAddress() string {
 	if c.realNode {
-		return nodeIP
+		return hostIP
 	}
 	return "127.0.0.1"
 }
@@ -175,6 +197,16 @@ func (c *cluster) hasRealNode() bool {
 	}
 	_, err := os.Stat(filepath.Join(c.dir, "node.json"))
 	return err == nil
+}
+
+// runsOpenShift: this cluster was started with -openshift (then, or by
+// its PID file since, for status).
+func (c *cluster) runsOpenShift() bool {
+	if c.openshift {
+		return true
+	}
+	_, ok := c.pids()["openshift-scc"]
+	return ok
 }
 
 // runsUpstream: this cluster was started with -upstream-trainer

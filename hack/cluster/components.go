@@ -100,6 +100,9 @@ func (c *cluster) startControllers(ctx context.Context) error {
 			// The defaults (20 QPS, 5 Job workers) make hundreds of pods
 			// queue for tens of seconds behind the client rate limiter.
 			"--kube-api-qps=300", "--kube-api-burst=600", "--concurrent-job-syncs=20",
+			// Pods are created as the Job controller's service account, as
+			// on OpenShift, whose SCCs are decided by who creates a pod.
+			fmt.Sprintf("--use-service-account-credentials=%t", c.openshift),
 		}},
 		{"kube-scheduler", []string{"--kube-api-qps=300", "--kube-api-burst=600"}},
 	} {
@@ -152,6 +155,23 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 		filepath.Join(root, "kustomize", "crd", "torus"),
 		filepath.Join(jobset, "config", "components", "crd", "bases"),
 		filepath.Join(kueue, "config", "components", "crd", "bases"),
+	}
+	if c.openshift {
+		scc, err := sccCRD()
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, scc)
+	}
+	if c.realNode {
+		// Whereabouts keeps the real nodes' secondary network addresses
+		// in its IPPools.
+		wa, err := moduleDir("github.com/k8snetworkplumbingwg/whereabouts", "whereabouts")
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, filepath.Join(wa, "doc", "crds", "whereabouts.cni.cncf.io_ippools.yaml"),
+			filepath.Join(wa, "doc", "crds", "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"))
 	}
 	crds, err := repo.ReadCRDs(dirs...)
 	if err != nil {

@@ -30,7 +30,9 @@ func main() {
 	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
 	fs.BoolVar(&c.upstream, "upstream-trainer", false, "run upstream Trainer's controller (trainer-controller-manager from -testbin, with its webhooks) instead of the Torus operator, for side-by-side measures (make bench-e2e-real)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
-	fs.BoolVar(&c.realNode, "real-node", false, "also run a real node (kubelet + containerd, root) on which pods really run")
+	fs.BoolVar(&c.realNode, "real-node", false, "also run real nodes (kubelet + containerd, root, each in namespaces of its own) on which pods really run")
+	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
+	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check")
@@ -53,6 +55,9 @@ func main() {
 		if err == nil && c.operatorImage != "" {
 			c.operatorImage, err = filepath.Abs(c.operatorImage)
 		}
+	}
+	if err == nil && (c.realNodes < 1 || c.realNodes > maxRealNodes) {
+		err = fmt.Errorf("-real-nodes %d: give 1 to %d", c.realNodes, maxRealNodes)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,42 +13,55 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/hack/images"
-	"github.com/torus-mpi/torus/hack/repo"
+	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/samples"
 )
 
-// The real node: a kubelet and containerd (runc, the CNI bridge plugin)
-// beside the kwok nodes, so that pods really run. Both share a private
-// mount and PID namespace: every path the kubelet or containerd hard-codes
-// (/run/containerd, /run/netns, /var/lib/cni, /var/log/containers,
-// /var/lib/kubelet) is a tmpfs there, and stopping containerd (that
-// namespace's first process) ends every shim and container with it. What
-// the host still sees — the pod bridge, cgroups, sysctls the kubelet sets,
-// directories made for those mounts — is recorded and undone by down.
+// The real nodes: kubelets and containerd (runc, the CNI bridge plugin)
+// beside the kwok nodes, so that pods really run. Each node has a mount,
+// PID and network namespace of its own: every path the kubelet or
+// containerd hard-codes (/run/containerd, /run/netns, /var/lib/cni,
+// /var/log/containers, /var/lib/kubelet) is a tmpfs there; its network is
+// one veth on the cluster's bridge, with its pods behind it; and stopping
+// its containerd (the namespace's first process) ends every shim and
+// container with it. What the host still sees — the bridge and its routes,
+// cgroups, sysctls the kubelets set, directories made for those mounts —
+// is recorded and undone by down (host.go).
 const (
-	realNodeName = "real-node-0"
-	// bridgeName and podSubnet: pods talk to each other on a bridge the
-	// cluster creates, with no route off it (ip_forward stays as it is).
-	// The host's address on it, nodeIP, is the kubelet's: the kubelet
-	// refuses a loopback node IP, and the API server reaches it there
-	// (logs, exec) without leaving the machine.
+	// bridgeName: the nodes talk to each other and to the control plane
+	// on a bridge the cluster creates, with no route off it: the host's
+	// ip_forward stays as it is (forwarding happens inside each node's
+	// own network namespace, between its veth and its pods).
 	bridgeName = "torus0"
-	podSubnet  = "10.234.0.0/24"
-	nodeIP     = "10.234.0.1"
+	// hostIP is the host's address on the bridge, where the API server
+	// and CoreDNS listen for the nodes and their pods (there is no
+	// kube-proxy to take pods from a Service address to 127.0.0.1).
+	hostIP = "10.234.0.1"
 	// bridgeMAC is set, not left to the kernel: a bridge without one takes
-	// the lowest MAC of its ports, so deleting the pod whose veth holds it
-	// changes the node's MAC under every other pod, whose ARP entry then
-	// sends DNS to an address nobody answers (tens of seconds of "Temporary
-	// failure in name resolution" until the entry expires). Locally
-	// administered: "torus" in ASCII.
+	// the lowest MAC of its ports, so a node's veth going would change the
+	// host's MAC under every other node. Locally administered: "torus" in
+	// ASCII.
 	bridgeMAC = "02:74:6f:72:75:73"
-	// Images of the node's store, imported from archives built here.
+	// vethPrefix names the host ends of the nodes' veths; cgroupPrefix the
+	// nodes' cgroup roots: each kubelet keeps to its own, or it would take
+	// the other's pods for orphans and remove their cgroups.
+	vethPrefix   = "torus0n"
+	cgroupPrefix = "torus-real-node-"
+	// noPull is where the nodes' containerd sends every pull: a loopback
+	// port of the node's own network namespace, where nothing listens. A
+	// pod naming an image the node does not have fails at once, with no
+	// lookup of a registry's name and nothing sent off the machine.
+	noPull = "http://127.0.0.1:9"
+	// Images of the nodes' stores, imported from archives built here.
 	pauseImage = "registry.torus.local/pause:1"
 	tinyImage  = "registry.torus.local/tiny:1"
 	// mpiImage: Debian bookworm with Open MPI 4, OpenSSH, mpi4py and
@@ -59,13 +70,43 @@ const (
 	// mpiuser (1000). See hack/images/mpi/build.sh.
 	mpiImage       = "registry.torus.local/mpi:1"
 	mpiTrixieImage = "registry.torus.local/mpi-trixie:1"
-	// realNodeLabel marks the real node, for pods that must run there
-	// (images only its store has).
+	// realNodeLabel marks the real nodes, for pods that must run there
+	// (images only their stores have).
 	realNodeLabel = "torus-mpi.io/real-node"
+	// defaultRealNodes: two, so that an MPI job's ranks cross a node
+	// boundary as on the users' clusters.
+	defaultRealNodes = 2
+	// maxRealNodes: each node's pods are a /24 of 10.234.0.0/16.
+	maxRealNodes = 16
 )
 
-// hostPaths are mounted over with tmpfs in the node's mount namespace.
-var hostPaths = []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", "/var/lib/kubelet"}
+// realNode is one of the cluster's real nodes, by index: its name,
+// addresses and paths follow from it.
+type realNode struct{ i int }
+
+func (n realNode) name() string { return fmt.Sprintf("real-node-%d", n.i) }
+
+// ip is the node's address on the bridge: the kubelet's node IP.
+func (n realNode) ip() string { return fmt.Sprintf("10.234.0.%d", 10+n.i) }
+
+// podSubnet holds the node's pods, routed through the node's address.
+func (n realNode) podSubnet() string { return fmt.Sprintf("10.234.%d.0/24", 10+n.i) }
+
+// gateway is the node's address on its pods' bridge.
+func (n realNode) gateway() string { return fmt.Sprintf("10.234.%d.1", 10+n.i) }
+
+func (n realNode) veth() string       { return vethPrefix + strconv.Itoa(n.i) }
+func (n realNode) cgroupRoot() string { return "/" + cgroupPrefix + strconv.Itoa(n.i) }
+
+// component names one of the node's processes for the supervisor.
+func (n realNode) component(name string) string { return fmt.Sprintf("%s-%d", name, n.i) }
+
+// hostPaths are mounted over in each node's mount namespace: with tmpfs,
+// and kubeletRoot with the node's own directory.
+var hostPaths = []string{"/run/containerd", "/run/netns", "/var/lib/cni", "/var/log/containers", kubeletRoot}
+
+// kubeletRoot is the kubelet's directory in its node's mount namespace.
+const kubeletRoot = "/var/lib/kubelet"
 
 // kernelTunables are the sysctls the kubelet sets at start
 // (protectKernelDefaults false); down puts back what they were.
@@ -74,32 +115,37 @@ var kernelTunables = []string{
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
 
-// hostClaim names the cluster directory whose real node owns what the
-// machine has one of (the bridge, the kubepods cgroups, the kubelet's
-// sysctls): two real nodes at once would share and then delete them under
-// each other. Under /run, so a reboot, which ends both the node and its
-// bridge, ends the claim too.
-const hostClaim = "/run/torus-real-node"
-
-// nodeTraces is what the node leaves on the host, kept in node.json for
-// down.
-type nodeTraces struct {
-	CreatedDirs []string          `json:"createdDirs"`
-	Sysctls     map[string]string `json:"sysctls"`
+// realNodeList lists the real nodes this cluster runs: as asked at up, or as
+// node.json recorded since (status, down).
+func (c *cluster) realNodeList() []realNode {
+	count := 0
+	switch {
+	case c.realNode:
+		count = c.realNodes
+	default:
+		if t, err := c.readTraces(); err == nil && t != nil {
+			count = max(t.Nodes, 1)
+		}
+	}
+	out := make([]realNode, count)
+	for i := range out {
+		out[i] = realNode{i}
+	}
+	return out
 }
 
-func (c *cluster) nodeDir(parts ...string) string {
-	return filepath.Join(append([]string{c.dir, "node"}, parts...)...)
+func (c *cluster) nodeDir(n realNode, parts ...string) string {
+	return filepath.Join(append([]string{c.dir, "node-" + strconv.Itoa(n.i)}, parts...)...)
 }
 
-// nodeCheck says why a real node cannot run on this machine, if it
-// cannot: what it needs that is missing, or a host that would drop its
-// pods' traffic.
+// nodeCheck says why real nodes cannot run on this machine, if they
+// cannot: what they need that is missing, or a host that would drop their
+// traffic.
 func (c *cluster) nodeCheck(ctx context.Context) error {
 	if os.Geteuid() != 0 {
-		return errors.New("the real node needs root (containerd, runc, mounts, cgroups)")
+		return errors.New("the real nodes need root (containerd, runc, namespaces, mounts, cgroups)")
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "unshare", "nsenter", "ip", "iptables", "ipset"} {
 		if _, err := exec.LookPath(b); err != nil {
 			return fmt.Errorf("%s is missing: run make node-deps (Debian's containerd, runc, containernetworking-plugins)", b)
 		}
@@ -107,17 +153,17 @@ func (c *cluster) nodeCheck(ctx context.Context) error {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return errors.New("/usr/lib/cni/bridge is missing: run make node-deps")
 	}
-	if _, err := os.Stat(c.bin("kubelet")); err != nil {
-		return fmt.Errorf("%s is missing: run make node-deps", c.bin("kubelet"))
+	for _, b := range []string{"kubelet", "kube-router", "multus", "whereabouts"} {
+		if _, err := os.Stat(c.bin(b)); err != nil {
+			return fmt.Errorf("%s is missing: run make node-deps", c.bin(b))
+		}
 	}
 	return bridgeFiltered(ctx)
 }
 
-// prepareRealNode makes the node's network before the control plane
-// starts: the API server listens on the node's address, where pods reach
-// it (there is no kube-proxy to take them from the kubernetes Service's
-// address to 127.0.0.1).
-func (c *cluster) prepareRealNode(ctx context.Context) error {
+// prepareRealNodes makes the nodes' bridge before the control plane
+// starts: the API server listens on the host's address there.
+func (c *cluster) prepareRealNodes(ctx context.Context) error {
 	if err := c.nodeCheck(ctx); err != nil {
 		return err
 	}
@@ -129,19 +175,24 @@ func (c *cluster) prepareRealNode(ctx context.Context) error {
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", bridgeName)); err == nil {
 		// No cluster claims it (one that did was cleaned up above): left
-		// by a real node from before the claim.
+		// by real nodes from before the claim.
 		if out, err := exec.CommandContext(ctx, "ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
 			return fmt.Errorf("deleting bridge %s, which no cluster claims: %w: %s", bridgeName, err, out)
 		}
 		c.logf("deleted bridge %s, which no cluster claimed", bridgeName)
 	}
-	// The bridge is made here, with the node's address, rather than by the
-	// CNI plugin: its isGateway would also turn on ip_forward.
-	for _, args := range [][]string{
+	cmds := [][]string{
 		{"link", "add", bridgeName, "address", bridgeMAC, "type", "bridge"},
-		{"addr", "add", nodeIP + "/24", "dev", bridgeName},
+		{"addr", "add", hostIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
-	} {
+	}
+	// The host reaches each node's pods (their replies from the API server
+	// and CoreDNS) through that node's address: routes on the cluster's
+	// bridge, gone with it.
+	for _, n := range c.realNodeList() {
+		cmds = append(cmds, []string{"route", "add", n.podSubnet(), "via", n.ip(), "dev", bridgeName})
+	}
+	for _, args := range cmds {
 		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
@@ -149,56 +200,171 @@ func (c *cluster) prepareRealNode(ctx context.Context) error {
 	return nil
 }
 
-func (c *cluster) startRealNode(ctx context.Context) error {
-	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "images"} {
-		if err := os.MkdirAll(c.nodeDir(d), 0o755); err != nil {
-			return err
-		}
-	}
-	archive, err := c.buildImages(ctx)
-	if err != nil {
-		return fmt.Errorf("building the node's images: %w", err)
-	}
-	containerd, err := c.startContainerd(ctx)
+// startRealNodes starts each node's containerd, imports the images into
+// them side by side, joins each to the bridge, then starts CoreDNS and
+// the kubelets.
+func (c *cluster) startRealNodes(ctx context.Context) error {
+	archives, err := c.nodeArchives(ctx)
 	if err != nil {
 		return err
 	}
-	archives := []string{archive}
-	if c.operatorImage != "" {
-		a, err := c.operatorImageArchive()
-		switch {
-		case err != nil && c.operatorImageDefault:
-			c.logf("no operator image on the node: %v", err)
-		case err != nil:
-			return fmt.Errorf("the operator image: %w", err)
-		default:
-			archives = append(archives, a)
+	inits := make([]int, len(c.realNodeList()))
+	for _, n := range c.realNodeList() {
+		for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/cluster", "cni/bin", "cni/ipam", "kubelet", "pod-logs", "certs.d/_default"} {
+			if err := os.MkdirAll(c.nodeDir(n, d), 0o755); err != nil {
+				return err
+			}
 		}
-	}
-	for _, img := range []struct{ suite, tag string }{{"bookworm", mpiImage}, {"trixie", mpiTrixieImage}} {
-		a, err := c.mpiImageArchive(ctx, img.suite, img.tag)
+		if err := makeCgroupRoot(n.cgroupRoot()); err != nil {
+			return err
+		}
+		containerd, err := c.startContainerd(ctx, n)
 		if err != nil {
-			return fmt.Errorf("the MPI image %s: %w", img.tag, err)
+			return err
 		}
-		archives = append(archives, a)
+		if inits[n.i], err = nsInit(containerd.PID()); err != nil {
+			return fmt.Errorf("finding %s's namespaces: %w", n.name(), err)
+		}
+		if err := c.joinBridge(ctx, n, inits[n.i]); err != nil {
+			return fmt.Errorf("%s's network: %w", n.name(), err)
+		}
 	}
-	for _, a := range archives {
-		start := time.Now()
-		if out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "-n", "k8s.io",
-			"images", "import", a).CombinedOutput(); err != nil {
-			return fmt.Errorf("importing %s: %w: %s", a, err, out)
-		}
-		c.logf("imported %s in %.1fs", filepath.Base(a), time.Since(start).Seconds())
+	g, gctx := errgroup.WithContext(ctx)
+	for _, n := range c.realNodeList() {
+		g.Go(func() error {
+			for _, a := range archives {
+				start := time.Now()
+				if out, err := exec.CommandContext(gctx, "ctr", "--address", c.nodeDir(n, "containerd.sock"), "-n", "k8s.io",
+					"images", "import", a).CombinedOutput(); err != nil {
+					return fmt.Errorf("importing %s into %s: %w: %s", a, n.name(), err, out)
+				}
+				c.logf("imported %s into %s in %.1fs", filepath.Base(a), n.name(), time.Since(start).Seconds())
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := c.startCoreDNS(ctx); err != nil {
 		return err
 	}
-	return c.startKubelet(ctx, containerd)
+	for _, n := range c.realNodeList() {
+		if err := c.startKubelet(ctx, n, inits[n.i]); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.realNodeList() {
+		if err := c.startPolicyAgent(ctx, n, inits[n.i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// bridgeFiltered fails when the host would drop traffic between pods on
-// the bridge: with br_netfilter on (Docker turns it on), bridged packets
-// go through iptables' FORWARD chain, whose policy such hosts set to DROP.
+// startPolicyAgent enforces NetworkPolicies on a node: kube-router's
+// network policy controller alone (no routing, no service proxy, no CNI
+// of its own), in the node's network namespace, where it writes iptables
+// rules and ipsets that go with the namespace.
+func (c *cluster) startPolicyAgent(ctx context.Context, n realNode, target int) error {
+	// kube-router tells the node's own pods by its pod CIDR, which the
+	// node IPAM controller (not run here) would set.
+	patch := []byte(fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, n.podSubnet(), n.podSubnet()))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name()}}
+	if err := c.client.Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		return fmt.Errorf("setting %s's pod CIDR: %w", n.name(), err)
+	}
+	// The RDMA device resource the secondary network's definition names,
+	// advertised as a device plugin would: simulated, as on the kwok nodes
+	// (this kernel has no RDMA device).
+	devices := []byte(fmt.Sprintf(`{"status":{"capacity":{%q:"100"}}}`, simulatedRDMA))
+	if err := c.client.Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, devices)); err != nil {
+		return fmt.Errorf("advertising %s on %s: %w", simulatedRDMA, n.name(), err)
+	}
+	_, _, err := c.run(ctx, supervisor.Component{
+		Name: n.component("kube-router"), Ports: 1, Timeout: 60 * time.Second, // health
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			return supervisor.Spec{Argv: []string{
+				"nsenter", "--target", strconv.Itoa(target), "--mount", "--pid", "--net", "--",
+				c.bin("kube-router"), "--kubeconfig=" + c.kubeconfig(), "--hostname-override=" + n.name(),
+				"--run-router=false", "--run-service-proxy=false", "--enable-cni=false", "--run-firewall=true",
+				"--enable-pod-egress=false", "--health-port=" + strconv.Itoa(p[0]),
+			}}, nil
+		},
+		Ready: func(ctx context.Context, p []int) error {
+			return c.httpGet(ctx, fmt.Sprintf("http://%s:%d/healthz", n.ip(), p[0]))
+		},
+	})
+	return err
+}
+
+// makeCgroupRoot makes a node's cgroup root in every hierarchy (the
+// kubelet refuses a root that does not exist), with the machine's CPUs
+// and memory nodes in its cpuset (a new cpuset has none).
+func makeCgroupRoot(root string) error {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return os.MkdirAll(filepath.Join("/sys/fs/cgroup", root), 0o755) // cgroup v2
+	}
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		if fi, err := os.Lstat(h); err != nil || !fi.IsDir() {
+			continue // cpu,cpuacct's other names are links to it
+		}
+		if err := os.MkdirAll(filepath.Join(h, root), 0o755); err != nil {
+			return fmt.Errorf("making cgroup %s: %w", filepath.Join(h, root), err)
+		}
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuset", f))
+		if err != nil {
+			continue // no cpuset hierarchy
+		}
+		if err := os.WriteFile(filepath.Join("/sys/fs/cgroup/cpuset", root, f), v, 0o644); err != nil {
+			return fmt.Errorf("setting %s of cgroup %s: %w", f, root, err)
+		}
+	}
+	return nil
+}
+
+// joinBridge gives a node's network namespace (that of process pid) its
+// veth on the bridge, its address, and routes to the other nodes' pods;
+// it forwards between them and its own pods.
+func (c *cluster) joinBridge(ctx context.Context, n realNode, pid int) error {
+	host := [][]string{
+		{"link", "add", n.veth(), "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
+		{"link", "set", n.veth(), "master", bridgeName, "up"},
+	}
+	for _, args := range host {
+		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	inNode := [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "addr", "add", n.ip() + "/24", "dev", "eth0"},
+		{"ip", "link", "set", "eth0", "up"},
+		// /proc/sys/net is the writer's network namespace's: this is the
+		// node's forwarding, not the host's.
+		{"sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"},
+	}
+	for _, other := range c.realNodeList() {
+		if other != n {
+			inNode = append(inNode, []string{"ip", "route", "add", other.podSubnet(), "via", other.ip()})
+		}
+	}
+	for _, args := range inNode {
+		argv := append([]string{"--target", strconv.Itoa(pid), "--net", "--"}, args...)
+		if out, err := exec.CommandContext(ctx, "nsenter", argv...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s in the node's network namespace: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// bridgeFiltered fails when the host would drop traffic between the nodes
+// on the bridge: with br_netfilter on (Docker turns it on), bridged
+// packets go through iptables' FORWARD chain, whose policy such hosts set
+// to DROP.
 func bridgeFiltered(ctx context.Context) error {
 	v, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
 	if err != nil || strings.TrimSpace(string(v)) != "1" {
@@ -212,193 +378,13 @@ func bridgeFiltered(ctx context.Context) error {
 		return fmt.Errorf("reading iptables' FORWARD policy: %w", err)
 	}
 	if strings.Contains(string(out), "-P FORWARD DROP") {
-		return errors.New("the host drops forwarded packets (iptables -P FORWARD DROP) and filters bridged ones (net.bridge.bridge-nf-call-iptables=1): pods on the real node could not reach each other; set net.bridge.bridge-nf-call-iptables=0, or run without -real-node")
+		return errors.New("the host drops forwarded packets (iptables -P FORWARD DROP) and filters bridged ones (net.bridge.bridge-nf-call-iptables=1): the real nodes could not reach each other; set net.bridge.bridge-nf-call-iptables=0, or run without -real-node")
 	}
 	return nil
 }
 
-// recordTraces notes which of hostPaths exist and the kernel tunables'
-// values before the node starts.
-func (c *cluster) recordTraces() error {
-	t := nodeTraces{Sysctls: map[string]string{}}
-	for _, p := range hostPaths {
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			// Record the topmost directory the node will create.
-			top := p
-			for parent := filepath.Dir(top); parent != "/"; parent = filepath.Dir(parent) {
-				if _, err := os.Stat(parent); err == nil {
-					break
-				}
-				top = parent
-			}
-			t.CreatedDirs = append(t.CreatedDirs, top)
-		}
-	}
-	for _, s := range kernelTunables {
-		v, err := os.ReadFile(filepath.Join("/proc/sys", s))
-		if err != nil {
-			return fmt.Errorf("reading sysctl %s: %w", s, err)
-		}
-		t.Sysctls[s] = strings.TrimSpace(string(v))
-	}
-	data, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(c.dir, "node.json"), data, 0o644)
-}
-
-// buildImages builds the tiny static binary and writes the pause and tiny
-// images to one archive.
-func (c *cluster) buildImages(ctx context.Context) (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	bin := c.nodeDir("images", "tiny")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./hack/images/tiny")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building hack/images/tiny: %w: %s", err, out)
-	}
-	archive := c.nodeDir("images", "images.tar")
-	return archive, images.Write(archive,
-		images.Image{Tag: pauseImage, Files: []images.File{{Path: "/pause", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/pause"}},
-		images.Image{Tag: tinyImage, Files: []images.File{{Path: "/usr/bin/tiny", Source: bin, Mode: 0o755}}, Entrypoint: []string{"/usr/bin/tiny"}},
-	)
-}
-
-// operatorImageArchive wraps the operator binary as the image the bundle's
-// CSV deploys (its tag read from the CSV), the way the release image holds
-// it: the static binary alone, run as a non-root user. Cached outside the
-// clone, keyed by the binary and the tag.
-func (c *cluster) operatorImageArchive() (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	tag, err := csvImage(filepath.Join(root, "bundle", "manifests", "torus-operator.clusterserviceversion.yaml"))
-	if err != nil {
-		return "", err
-	}
-	if err := checkStatic(c.operatorImage); err != nil {
-		return "", err
-	}
-	bin, err := os.ReadFile(c.operatorImage)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(append(bin, tag...))
-	cache, err := imageCache()
-	if err != nil {
-		return "", err
-	}
-	archive := filepath.Join(cache, "operator-"+hex.EncodeToString(sum[:8])+".tar")
-	if _, err := os.Stat(archive); err == nil {
-		return archive, nil
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())
-	defer os.Remove(tmp)
-	if err := images.Write(tmp, images.Image{Tag: tag,
-		Files: []images.File{
-			{Path: "/torus-operator", Source: c.operatorImage, Mode: 0o755},
-			{Path: "/licenses/LICENSE", Source: filepath.Join(root, "LICENSE"), Mode: 0o644},
-		},
-		Entrypoint: []string{"/torus-operator"}, User: "65532:65532"}); err != nil {
-		return "", err
-	}
-	// One operator image at a time: earlier builds go.
-	old, _ := filepath.Glob(filepath.Join(cache, "operator-*.tar"))
-	for _, o := range old {
-		_ = os.Remove(o)
-	}
-	return archive, os.Rename(tmp, archive)
-}
-
-// checkStatic refuses a binary that needs a dynamic loader: the image
-// holds nothing else, and its container would fail with "exec: no such
-// file or directory".
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is linked dynamically; the operator image holds only the binary: build it with CGO_ENABLED=0 (make build does)", path)
-		}
-	}
-	return nil
-}
-
-// csvImage reads the image a CSV's first deployment runs.
-func csvImage(path string) (string, error) {
-	objs, err := repo.ReadObjects(path)
-	if err != nil {
-		return "", err
-	}
-	for _, o := range objs {
-		deployments, _, _ := unstructured.NestedSlice(o.Object, "spec", "install", "spec", "deployments")
-		for _, d := range deployments {
-			containers, _, _ := unstructured.NestedSlice(d.(map[string]any), "spec", "template", "spec", "containers")
-			for _, ctr := range containers {
-				if image, _ := ctr.(map[string]any)["image"].(string); image != "" {
-					return image, nil
-				}
-			}
-		}
-	}
-	return "", fmt.Errorf("%s names no deployment image", path)
-}
-
-// imageCache is where images built here are kept between clusters, as
-// hack/images/mpi/build.sh keeps them ($XDG_CACHE_HOME, else ~/.cache).
-func imageCache() (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir = filepath.Join(dir, "torus", "images")
-	return dir, os.MkdirAll(dir, 0o755)
-}
-
-// mpiImageArchive returns an MPI image as a docker archive, built from
-// the root filesystem hack/images/mpi/build.sh makes of a Debian suite;
-// both are cached outside the clone, keyed by what they are built from.
-func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string) (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "images", "mpi", "build.sh"), suite)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
-	}
-	rootfs := strings.TrimSpace(string(out))
-	img := images.Image{Tag: tag, Layers: []string{rootfs}, User: "1000:1000",
-		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}
-	// Keyed by the root filesystem's recipe and by this configuration.
-	cfg := sha256.Sum256([]byte(fmt.Sprint(img.Tag, img.User, img.Env)))
-	archive := strings.Replace(strings.TrimSuffix(rootfs, ".tar"), "mpi-rootfs-", "mpi-image-", 1) + "-" + hex.EncodeToString(cfg[:4]) + ".tar"
-	if _, err := os.Stat(archive); err == nil {
-		return archive, nil
-	}
-	start := time.Now()
-	tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())
-	defer os.Remove(tmp)
-	if err := images.Write(tmp, img); err != nil {
-		return "", err
-	}
-	c.logf("wrote the MPI image in %.1fs", time.Since(start).Seconds())
-	return archive, os.Rename(tmp, archive)
-}
-
-// startCoreDNS serves the cluster's names to the real node's pods on the
-// node's address: services, and pods by hostname and subdomain (the
+// startCoreDNS serves the cluster's names to the real nodes' pods on the
+// host's address: services, and pods by hostname and subdomain (the
 // names of an MPI job's hostfile). Names beyond cluster.local get no
 // answer: nothing is forwarded off the machine.
 func (c *cluster) startCoreDNS(ctx context.Context) error {
@@ -418,8 +404,8 @@ func (c *cluster) startCoreDNS(ctx context.Context) error {
     bind %[1]s
     errors
 }
-`, nodeIP, p[0], c.kubeconfig())
-			path := c.nodeDir("Corefile")
+`, hostIP, p[0], c.kubeconfig())
+			path := filepath.Join(c.dir, "config", "Corefile")
 			if err := os.WriteFile(path, []byte(corefile), 0o644); err != nil {
 				return supervisor.Spec{}, err
 			}
@@ -432,17 +418,12 @@ func (c *cluster) startCoreDNS(ctx context.Context) error {
 	return err
 }
 
-func (c *cluster) startContainerd(ctx context.Context) (*supervisor.Process, error) {
-	cni := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "torus",
-  "plugins": [{
-    "type": "bridge", "bridge": %q, "isGateway": false, "ipMasq": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
-  }]
-}
-`, bridgeName, podSubnet, nodeIP, c.nodeDir("cni", "ipam"))
-	if err := os.WriteFile(c.nodeDir("cni", "net.d", "10-torus.conflist"), []byte(cni), 0o644); err != nil {
+func (c *cluster) startContainerd(ctx context.Context, n realNode) (*supervisor.Process, error) {
+	if err := c.writeCNI(n); err != nil {
+		return nil, fmt.Errorf("%s's CNI configuration: %w", n.name(), err)
+	}
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", noPull, noPull)
+	if err := os.WriteFile(c.nodeDir(n, "certs.d", "_default", "hosts.toml"), []byte(hosts), 0o644); err != nil {
 		return nil, err
 	}
 	cfg := fmt.Sprintf(`version = 2
@@ -468,22 +449,31 @@ state = %q
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = %q
     conf_dir = %q
-`, c.nodeDir("containerd", "root"), c.nodeDir("containerd", "state"), c.nodeDir("containerd.sock"),
-		c.nodeDir("containerd.sock.ttrpc"), pauseImage, c.nodeDir("cni", "net.d"))
-	cfgFile := c.nodeDir("containerd.toml")
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+`, c.nodeDir(n, "containerd", "root"), c.nodeDir(n, "containerd", "state"), c.nodeDir(n, "containerd.sock"),
+		c.nodeDir(n, "containerd.sock.ttrpc"), pauseImage, c.nodeDir(n, "cni", "bin"), c.nodeDir(n, "cni", "net.d"), c.nodeDir(n, "certs.d"))
+	cfgFile := c.nodeDir(n, "containerd.toml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
 	var mounts strings.Builder
 	for _, p := range hostPaths {
 		// One command a line: set -e does not stop at a failed left side of &&.
+		if p == kubeletRoot {
+			// The kubelet's own directory, at the path it and the plugins
+			// that ask it for pods' devices (Multus) expect.
+			fmt.Fprintf(&mounts, "mkdir -p %[1]s\nmount --bind %[2]s %[1]s\n", p, c.nodeDir(n, "kubelet"))
+			continue
+		}
 		fmt.Fprintf(&mounts, "mkdir -p %[1]s\nmount -t tmpfs -o mode=0755 tmpfs %[1]s\n", p)
 	}
 	// sh is the namespace's first process: it reaps, and when containerd
 	// ends it exits, which ends every process of the namespace (the
-	// kubelet, entered into it, the shims and the containers). unshare's
+	// kubelet, entered into it, the shims and the containers), and with
+	// them the network namespace and the node's veth. unshare's
 	// --kill-child ties sh to the recorded PID: a SIGKILL of unshare (a
 	// session killed before down runs) kills sh, and with it the whole
 	// node, rather than leaving a kubelet behind that would remove the
@@ -496,13 +486,13 @@ wait $pid || true
 wait $pid || true
 `, cfgFile)
 	p, _, err := c.run(ctx, supervisor.Component{
-		Name: "containerd", Timeout: 60 * time.Second,
+		Name: n.component("containerd"), Timeout: 60 * time.Second,
 		Command: func(context.Context, []int) (supervisor.Spec, error) {
-			return supervisor.Spec{Argv: []string{"unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+			return supervisor.Spec{Argv: []string{"unshare", "--mount", "--propagation", "private", "--pid", "--net", "--fork", "--mount-proc",
 				"--kill-child", "/bin/sh", "-c", script}}, nil
 		},
 		Ready: func(ctx context.Context, _ []int) error {
-			out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir("containerd.sock"), "version").CombinedOutput()
+			out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir(n, "containerd.sock"), "version").CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("ctr version: %w: %s", err, out)
 			}
@@ -510,6 +500,49 @@ wait $pid || true
 		},
 	})
 	return p, err
+}
+
+// writeCNI writes a node's CNI configuration: Multus's thin plugin, which
+// gives each pod the cluster network (the bridge plugin, on the node's
+// pod subnet) and the NetworkAttachmentDefinitions its annotation names,
+// and writes what it attached into the pod's network-status. Its plugins
+// are Debian's, Multus and Whereabouts (the secondary networks' IPAM,
+// whose addresses are unique across the nodes).
+func (c *cluster) writeCNI(n realNode) error {
+	plugins, _ := filepath.Glob("/usr/lib/cni/*")
+	plugins = append(plugins, c.bin("multus"), c.bin("whereabouts"))
+	for _, p := range plugins {
+		if err := os.Symlink(p, c.nodeDir(n, "cni", "bin", filepath.Base(p))); err != nil {
+			return err
+		}
+	}
+	// isDefaultGateway: the node's address on its pods' bridge is their
+	// default route, and the plugin turns on forwarding in the node's
+	// network namespace (only there). One configuration, not a list:
+	// Multus keeps of a list only the fields it knows for the pod's
+	// deletion, and host-local then cannot release the address.
+	bridge := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "torus",
+  "type": "bridge", "bridge": "pods", "isDefaultGateway": true, "ipMasq": false,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
+}
+`, n.podSubnet(), n.gateway(), c.nodeDir(n, "cni", "ipam"))
+	cluster := c.nodeDir(n, "cni", "cluster", "10-torus.conf")
+	if err := os.WriteFile(cluster, []byte(bridge), 0o644); err != nil {
+		return err
+	}
+	// containerd takes the first configuration of its directory: Multus's.
+	multus, err := json.MarshalIndent(map[string]any{
+		"cniVersion": "1.0.0", "name": "multus", "type": "multus",
+		"kubeconfig": c.kubeconfig(), "clusterNetwork": cluster,
+		"binDir": c.nodeDir(n, "cni", "bin"), "cniDir": c.nodeDir(n, "cni", "multus"),
+		"logFile": c.nodeDir(n, "multus.log"), "logLevel": "error",
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(c.nodeDir(n, "cni", "net.d", "00-multus.conf"), multus, 0o644)
 }
 
 // nsInit is the first process of the node's PID namespace: unshare's
@@ -526,46 +559,43 @@ func nsInit(unshare int) (int, error) {
 	return strconv.Atoi(f[0])
 }
 
-func (c *cluster) startKubelet(ctx context.Context, containerd *supervisor.Process) error {
-	target, err := nsInit(containerd.PID())
-	if err != nil {
-		return fmt.Errorf("finding the node's namespaces: %w", err)
-	}
-	serving, err := c.servingCert("kubelet")
-	if err != nil {
+func (c *cluster) startKubelet(ctx context.Context, n realNode, target int) error {
+	serving := filepath.Join(c.ca.Dir, n.component("kubelet"))
+	if err := c.ca.ServingCertFor(serving, n.name(), []net.IP{net.ParseIP(n.ip())}, n.name()); err != nil {
 		return err
 	}
-	resolv := c.nodeDir("resolv.conf")
+	resolv := c.nodeDir(n, "resolv.conf")
 	// Pods get the cluster's DNS (clusterDNS), never the machine's.
 	if err := os.WriteFile(resolv, []byte("options ndots:5\n"), 0o644); err != nil {
 		return err
 	}
-	_, _, err = c.run(ctx, supervisor.Component{
-		Name: "kubelet", Ports: 2, Timeout: 90 * time.Second, // server, healthz
+	_, _, err := c.run(ctx, supervisor.Component{
+		Name: n.component("kubelet"), Ports: 2, Timeout: 90 * time.Second, // server, healthz
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 			cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: %s
-port: %d
+address: %[1]s
+port: %[2]d
 readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-tlsCertFile: %s
-tlsPrivateKeyFile: %s
+healthzBindAddress: %[1]s
+healthzPort: %[3]d
+tlsCertFile: %[4]s
+tlsPrivateKeyFile: %[5]s
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
-  x509: {clientCAFile: %s}
+  x509: {clientCAFile: %[6]s}
 authorization:
   mode: Webhook
 cgroupDriver: cgroupfs
+cgroupRoot: %[7]s
 failCgroupV1: false
 failSwapOn: false
-containerRuntimeEndpoint: unix://%s
-podLogsDir: %s
-resolvConf: %s
+containerRuntimeEndpoint: unix://%[8]s
+podLogsDir: %[9]s
+resolvConf: %[10]s
 clusterDomain: cluster.local
-clusterDNS: [%s]
+clusterDNS: [%[11]s]
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 1%%
@@ -574,25 +604,25 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
-`, nodeIP, p[0], p[1], filepath.Join(serving, "tls.crt"), filepath.Join(serving, "tls.key"), c.ca.CAFile,
-				c.nodeDir("containerd.sock"), c.nodeDir("pod-logs"), resolv, nodeIP)
-			cfgFile := c.nodeDir("kubelet.yaml")
+`, n.ip(), p[0], p[1], filepath.Join(serving, "tls.crt"), filepath.Join(serving, "tls.key"), c.ca.CAFile,
+				n.cgroupRoot(), c.nodeDir(n, "containerd.sock"), c.nodeDir(n, "pod-logs"), resolv, hostIP)
+			cfgFile := c.nodeDir(n, "kubelet.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err
 			}
 			return supervisor.Spec{Argv: []string{
-				"nsenter", "--target", strconv.Itoa(target), "--mount", "--pid", "--",
+				"nsenter", "--target", strconv.Itoa(target), "--mount", "--pid", "--net", "--",
 				c.bin("kubelet"), "--config=" + cfgFile, "--kubeconfig=" + c.kubeconfig(),
-				"--root-dir=" + c.nodeDir("kubelet"), "--hostname-override=" + realNodeName,
-				"--node-ip=" + nodeIP, "--node-labels=" + realNodeLabel + "=true",
+				"--root-dir=" + kubeletRoot, "--hostname-override=" + n.name(),
+				"--node-ip=" + n.ip(), "--node-labels=" + realNodeLabel + "=true",
 			}}, nil
 		},
 		Ready: func(ctx context.Context, p []int) error {
-			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", p[1])); err != nil {
+			if err := c.httpGet(ctx, fmt.Sprintf("http://%s:%d/healthz", n.ip(), p[1])); err != nil {
 				return err
 			}
 			var node corev1.Node
-			if err := c.client.Get(ctx, client.ObjectKey{Name: realNodeName}, &node); err != nil {
+			if err := c.client.Get(ctx, client.ObjectKey{Name: n.name()}, &node); err != nil {
 				return err
 			}
 			for _, cond := range node.Status.Conditions {
@@ -600,180 +630,73 @@ serializeImagePulls: false
 					return nil
 				}
 			}
-			return fmt.Errorf("node %s not Ready", realNodeName)
+			return fmt.Errorf("node %s not Ready", n.name())
 		},
 	})
 	return err
 }
 
-// claimHost makes this cluster the machine's one real node. A claim held
-// by a cluster that still runs is refused, with how to stop it; one whose
-// processes are all gone (killed with the session that started them, so
-// down never ran) is cleaned up first, from that cluster's own record of
-// the machine's state before it.
-func (c *cluster) claimHost() error {
-	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(hostClaim, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil {
-			_, err = f.WriteString(c.dir + "\n")
-			return errors.Join(err, f.Close())
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("claiming the machine for the real node: %w", err)
-		}
-		owner, err := claimOwner()
-		if err != nil {
-			return err
-		}
-		if attempt > 1 || owner == "" {
-			return fmt.Errorf("%s holds %q: remove it once no real node runs on this machine", hostClaim, owner)
-		}
-		prev := &cluster{dir: owner}
-		// Its recorded PIDs are dead; the node's namespace dies with them
-		// (unshare --kill-child). Command lines naming its directory are
-		// looked for too, for a node whose processes outlived them (one
-		// started before --kill-child was used).
-		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.nodeDir()) {
-			return fmt.Errorf("the real node of the cluster in %s runs on this machine, and there can be one at a time (its bridge %s and kubepods cgroups are the machine's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
-		}
-		if err := prev.cleanRealNode(); err != nil {
-			return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)
-		}
-		c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
-	}
-}
+// localNetwork names the real nodes' secondary network, a macvlan
+// NetworkAttachmentDefinition on each node's veth in namespace default,
+// and the MPINetworkProfile that attaches it as net1 and pins Open MPI's
+// traffic there. Its subnet is on the cluster's bridge, not routed
+// anywhere. The device resource its definition names, simulatedRDMA, is
+// advertised by the nodes but backed by no device: this kernel has no
+// RDMA, so the interface is real and the RDMA device is not.
+const (
+	localNetwork       = "local-macvlan"
+	localNetworkSubnet = "10.235.0.0/24"
+	simulatedRDMA      = "rdma/hca_shared_devices_a"
+)
 
-// nodeProcessRuns reports whether a process's command line names dir,
-// where a real node's kubelet and containerd keep their configuration.
-func nodeProcessRuns(dir string) bool {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range procs {
-		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), dir+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// claimOwner is the directory of the cluster holding hostClaim, or "".
-func claimOwner() (string, error) {
-	data, err := os.ReadFile(hostClaim)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
-	}
+// installLocalNetwork creates the secondary network and its profile.
+func (c *cluster) installLocalNetwork(ctx context.Context) error {
+	// Whereabouts reads where its IPPools are from a file of its own.
+	whereabouts := filepath.Join(c.dir, "config", "whereabouts.conf")
+	flat, err := json.Marshal(map[string]any{"datastore": "kubernetes", "kubernetes": map[string]any{"kubeconfig": c.kubeconfig()}})
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", hostClaim, err)
+		return err
 	}
-	return strings.TrimSpace(string(data)), nil
-}
-
-// releaseHost deletes the bridge and the kubepods cgroups, then the claim.
-func releaseHost() error {
-	var errs []error
-	if _, err := os.Stat(filepath.Join("/sys/class/net", bridgeName)); err == nil {
-		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("deleting bridge %s: %w: %s", bridgeName, err, out))
-		}
+	if err := os.WriteFile(whereabouts, flat, 0o644); err != nil {
+		return err
 	}
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	hierarchies = append(hierarchies, "/sys/fs/cgroup")
-	for _, h := range hierarchies {
-		if err := removeCgroup(filepath.Join(h, "kubepods")); err != nil {
-			errs = append(errs, err)
-		}
+	config, err := json.Marshal(map[string]any{
+		"cniVersion": "1.0.0", "name": localNetwork, "type": "macvlan", "master": "eth0", "mode": "bridge",
+		"ipam": map[string]any{"type": "whereabouts", "range": localNetworkSubnet, "configuration_path": whereabouts},
+	})
+	if err != nil {
+		return err
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	nad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+		"metadata": map[string]any{"name": localNetwork, "namespace": "default",
+			"annotations": map[string]any{"k8s.v1.cni.cncf.io/resourceName": simulatedRDMA}},
+		"spec": map[string]any{"config": string(config)},
+	}}
+	if err := c.client.Create(ctx, nad); err != nil {
+		return fmt.Errorf("creating NetworkAttachmentDefinition %s: %w", localNetwork, err)
 	}
-	if err := os.Remove(hostClaim); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("releasing the machine's real node: %w", err)
+	profile := &torusv1alpha1.MPINetworkProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: localNetwork},
+		Spec: torusv1alpha1.MPINetworkProfileSpec{
+			Networks: []torusv1alpha1.NetworkAttachment{{Name: localNetwork, Namespace: "default", Interface: "net1"}},
+			Env: []torusv1alpha1.ProfileEnv{
+				{EnvVar: corev1.EnvVar{Name: "OMPI_MCA_btl_tcp_if_include", Value: "net1"}, Implementation: "OpenMPI"},
+				{EnvVar: corev1.EnvVar{Name: "OMPI_MCA_btl_tcp_if_include", Value: "net1"}, Implementation: "OpenMPI5"},
+				{EnvVar: corev1.EnvVar{Name: "FI_TCP_IFACE", Value: "net1"}, Implementation: "MPICH"},
+			},
+		},
+	}
+	if err := c.client.Create(ctx, profile); err != nil {
+		return fmt.Errorf("creating MPINetworkProfile %s: %w", localNetwork, err)
 	}
 	return nil
 }
 
-// cleanRealNode undoes what the node left on the host once its processes
-// are gone: the sysctls the kubelet changed and the directories made for
-// its mounts (from node.json), then, while this cluster holds the
-// machine's claim, the bridge and the kubepods cgroups. Without the claim
-// those are another cluster's, and the record is stale: another start
-// already cleaned up after this one.
-func (c *cluster) cleanRealNode() error {
-	record := filepath.Join(c.dir, "node.json")
-	var t *nodeTraces
-	data, err := os.ReadFile(record)
-	switch {
-	case err == nil:
-		t = &nodeTraces{}
-		if err := json.Unmarshal(data, t); err != nil {
-			return fmt.Errorf("reading node.json: %w", err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return err
-	}
-	owner, err := claimOwner()
-	if err != nil {
-		return err
-	}
-	if owner != c.dir {
-		if t == nil {
-			return nil // no real node ran
-		}
-		return os.Remove(record)
-	}
-	if t != nil {
-		var errs []error
-		for s, v := range t.Sysctls {
-			if err := os.WriteFile(filepath.Join("/proc/sys", s), []byte(v), 0o644); err != nil {
-				errs = append(errs, fmt.Errorf("restoring sysctl %s: %w", s, err))
-			}
-		}
-		// Only if still empty: another program may have put something there
-		// since (ip netns add, for one).
-		for _, d := range t.CreatedDirs {
-			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("removing %s, made for the node's mounts: %w", d, err))
-			}
-		}
-		if len(errs) > 0 {
-			return errors.Join(errs...)
-		}
-	}
-	if err := releaseHost(); err != nil {
-		return err
-	}
-	if t == nil {
-		return nil
-	}
-	return os.Remove(record)
-}
-
-// removeCgroup removes a cgroup directory tree, children first (cgroup
-// directories are removed with rmdir, never by deleting their files).
-func removeCgroup(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			if err := removeCgroup(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing cgroup %s: %w", dir, err)
-	}
-	return nil
-}
-
-// localRuntimes are the sample runtimes installed for the real node, as
+// localRuntimes are the sample runtimes installed for the real nodes, as
 // <name>-local, with the MPI image built here that has their
-// implementation: never pulled, on the real node (the only one whose
-// store has it).
+// implementation: never pulled, on the real nodes (the only ones whose
+// stores have it).
 var localRuntimes = []struct{ name, image string }{
 	{"torus-openmpi", mpiImage},
 	{"torus-mpich", mpiTrixieImage},
@@ -782,7 +705,9 @@ var localRuntimes = []struct{ name, image string }{
 
 // installLocalRuntimes creates the -local runtimes: the shipped samples
 // with only image, pull policy and placement changed, so that a real job
-// runs exactly what users apply.
+// runs exactly what users apply. Their workers spread over the real
+// nodes, one per node while there are nodes without one, so that ranks
+// talk across nodes.
 func (c *cluster) installLocalRuntimes(ctx context.Context) error {
 	for _, local := range localRuntimes {
 		rt, err := samples.Runtime(local.name)
@@ -791,12 +716,18 @@ func (c *cluster) installLocalRuntimes(ctx context.Context) error {
 		}
 		rt.Name = local.name + "-local"
 		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
-			pod := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+			rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+			pod := &rj.Template.Spec.Template.Spec
 			pod.NodeSelector = map[string]string{realNodeLabel: "true"}
 			for j := range pod.Containers {
 				pod.Containers[j].Image = local.image
 				pod.Containers[j].ImagePullPolicy = corev1.PullNever
 			}
+			pod.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+				MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+				LabelSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{jobsetv1alpha2.ReplicatedJobNameKey: rj.Name}},
+				MatchLabelKeys: []string{jobsetv1alpha2.JobSetNameKey},
+			}}
 		}
 		if err := c.client.Create(ctx, rt); err != nil {
 			return fmt.Errorf("creating runtime %s: %w", rt.Name, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -55,12 +56,33 @@ func (c *cluster) pids() map[string]int {
 // stopAll stops components in the reverse of startOrder, each by its PID.
 func (c *cluster) stopAll() {
 	pids := c.pids()
+	var order []string
 	for i := len(startOrder) - 1; i >= 0; i-- {
 		name := startOrder[i]
+		order = append(order, name)
+		// Each real node's, as containerd-0, kubelet-1.
+		var perNode []string
+		for n := range pids {
+			if strings.HasPrefix(n, name+"-") {
+				perNode = append(perNode, n)
+			}
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(perNode)))
+		order = append(order, perNode...)
+	}
+	for _, name := range order {
 		pid, ok := pids[name]
 		if !ok {
 			continue
 		}
+		delete(pids, name)
+		if supervisor.Alive(pid) {
+			supervisor.StopPID(pid)
+			c.logf("stopped %-24s pid %d", name, pid)
+		}
+		_ = os.Remove(filepath.Join(c.dir, "pids", name+".pid"))
+	}
+	for name, pid := range pids {
 		if supervisor.Alive(pid) {
 			supervisor.StopPID(pid)
 			c.logf("stopped %-24s pid %d", name, pid)

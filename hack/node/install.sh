@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the local cluster's real node runs, from Debian's packages,
-# at least the versions measured: containerd, runc and the CNI plugins. The kubelet is
+# Installs what the local cluster's real nodes run, from Debian's packages,
+# at least the versions measured: containerd, runc and the CNI plugins, and
+# iptables and ipset for the network policy agent (kube-router). The kubelet is
 # built from pinned modules (hack/testbin/build.sh node). Root only; a
 # no-op when the pinned versions are installed already.
 set -euo pipefail
@@ -11,6 +12,8 @@ packages=(
   containerd=1.6.20~ds1-1+deb12u3
   runc=1.1.5+ds1-1+deb12u1
   containernetworking-plugins=1.1.1+ds1-3+b5
+  iptables=1.8.9-2
+  ipset=7.17-1
 )
 
 # One install at a time (make test's prefetch and node-deps may overlap):
@@ -37,7 +40,7 @@ for p in "${packages[@]}"; do
   fi
 done
 if (( ${#missing[@]} == 0 )); then
-  echo "node: containerd, runc and CNI plugins up to date"
+  echo "node: containerd, runc, CNI plugins, iptables and ipset up to date"
   exit 0
 fi
 if (( EUID != 0 )); then

@@ -15,6 +15,8 @@ import (
 // PID, because some components run under a wrapper (unshare, sh).
 func Listeners(pgid int) ([]string, error) {
 	inodes := map[string]bool{}
+	seen := map[string]bool{}
+	var netnsPIDs []int
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -29,6 +31,10 @@ func Listeners(pgid int) ([]string, error) {
 		if err != nil || len(f) < 3 || f[2] != strconv.Itoa(pgid) {
 			continue
 		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && !seen[ns] {
+			seen[ns] = true
+			netnsPIDs = append(netnsPIDs, pid)
+		}
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			continue // exited meanwhile
@@ -40,26 +46,31 @@ func Listeners(pgid int) ([]string, error) {
 			}
 		}
 	}
+	// Each network namespace of the group's processes has its own tables
+	// (a component entered into another's, such as a real node's kubelet,
+	// listens in that one).
 	var out []string
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(table)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // IPv6 disabled
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			// local_address, st (0A is LISTEN), inode.
-			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
-				continue
+	for _, pid := range netnsPIDs {
+		for _, table := range []string{"tcp", "tcp6"} {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // IPv6 disabled, or the process exited meanwhile
 			}
-			addr, err := procAddr(f[1])
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, addr)
+			for _, line := range strings.Split(string(data), "\n")[1:] {
+				f := strings.Fields(line)
+				// local_address, st (0A is LISTEN), inode.
+				if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] {
+					continue
+				}
+				addr, err := procAddr(f[1])
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, addr)
+			}
 		}
 	}
 	return out, nil

@@ -8,7 +8,8 @@
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
-#   hack/testbin/build.sh node         # kubelet and CoreDNS, for a real node beside the kwok nodes
+#   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (hack/cluster -openshift)
+#   hack/testbin/build.sh node         # kubelet, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes
 #
 # With TESTBIN_DOWNLOAD_ONLY set, it only downloads the modules the builds
 # need (hack/prefetch.sh).
@@ -17,6 +18,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # The helper modules are outside the repository's workspace (go.work).
 export GOWORK=off
+# OpenShift's modules at the versions hack/testbin/openshift pins are not
+# in the Go checksum database; their go.sum there is what is checked.
+export GONOSUMDB=github.com/openshift
 root=$(cd "$here/../.." && pwd)
 testbin=${TESTBIN:-$root/.testbin}
 mkdir -p "$testbin/bin" "$testbin/stamps"
@@ -92,7 +96,8 @@ expand() { # groups of components
       # Not part of "cluster": OLM's module graph is large (about 3 minutes
       # cold) and only test/olm needs it.
       olm) echo olm-operator catalog-operator opm catalog-server ;;
-      node) echo kubelet coredns ;;
+      openshift) echo openshift-scc ;;
+      node) echo kubelet coredns kube-router multus whereabouts ;;
       *) echo "$c" ;;
     esac
   done
@@ -184,6 +189,22 @@ for component in $components; do
       # Ours: CoreDNS with the plugins the local cluster uses.
       build coredns coredns . \
         "$(modversion coredns github.com/coredns/coredns)-$(sha256sum "$here/coredns/main.go" | cut -c1-12)" ;;
+    kube-router)
+      # Its network policy controller only: NetworkPolicies enforced on the real nodes.
+      build kube-router kuberouter github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+        "$(modversion kuberouter github.com/cloudnativelabs/kube-router/v2)" ;;
+    multus)
+      # The thin plugin: the real nodes' CNI, attaching NetworkAttachmentDefinitions.
+      build multus multus gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus \
+        "$(modversion multus gopkg.in/k8snetworkplumbingwg/multus-cni.v4)" ;;
+    whereabouts)
+      # The IPAM plugin of the real nodes' secondary network: addresses unique across nodes.
+      build whereabouts whereabouts github.com/k8snetworkplumbingwg/whereabouts/cmd \
+        "$(modversion whereabouts github.com/k8snetworkplumbingwg/whereabouts)" ;;
+    openshift-scc)
+      # Ours, around OpenShift's SCC admission plugin.
+      build openshift-scc openshift . \
+        "$(modversion openshift github.com/openshift/apiserver-library-go)-$(sha256sum "$here/openshift/main.go" | cut -c1-12)" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

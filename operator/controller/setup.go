@@ -247,8 +247,22 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 				out[i].VolumeMounts = append(out[i].VolumeMounts, m)
 			}
 		}
+		// The port the kubelet probes sshd on, which tells a refused
+		// launcher's cause.
+		out[i].StartupProbe, out[i].ReadinessProbe = tcpProbe(c.StartupProbe), tcpProbe(c.ReadinessProbe)
+		for _, p := range c.Ports {
+			out[i].Ports = append(out[i].Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort})
+		}
 	}
 	return out
+}
+
+// tcpProbe keeps of a probe its TCP port, if it checks one.
+func tcpProbe(p *corev1.Probe) *corev1.Probe {
+	if p == nil || p.TCPSocket == nil {
+		return nil
+	}
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: p.TCPSocket.Port}}}
 }
 
 // nodeCacheTransform keeps of a Node its identity, labels and allocatable

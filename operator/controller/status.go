@@ -93,7 +93,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 	for terminal < len(findings) && findings[terminal].Terminal {
 		terminal++
 	}
-	findings = slices.Concat(findings[:terminal], s.refused, findings[terminal:])
+	findings = slices.Concat(findings[:terminal], s.refused, s.sandboxes, findings[terminal:])
 
 	switch {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):

@@ -74,8 +74,11 @@ type scope struct {
 	admittedNow bool
 	// refused are the job's pods the API server refused to create.
 	refused []diagnosis.Finding
-	tj      *trainer.TrainJob
-	job     *mpi.Job
+	// sandboxes are the job's pods whose sandbox (their network) the
+	// kubelet cannot set up.
+	sandboxes []diagnosis.Finding
+	tj        *trainer.TrainJob
+	job       *mpi.Job
 	// jobSet is the job's JobSet as the cache holds it, without its pod
 	// templates (jobSetCacheTransform), or as Torus just wrote it.
 	jobSet  *jobsetv1alpha2.JobSet
@@ -493,6 +496,10 @@ func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
 		owners[i] = &jobs.Items[i]
 	}
 	s.pods = trainjob.OwnPods(s.tj, s.jobSet, owners, pods.Items)
+	var err error
+	if s.sandboxes, err = r.sandboxFailures(ctx, s); err != nil {
+		return err
+	}
 	if !r.podCreationFailures {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -67,8 +68,9 @@ func (f Finding) Quote() string {
 // since in MPI one rank's death makes the others fail after it.
 func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
 	var out []Finding
+	workers := workersSSHD(pods)
 	for i := range pods {
-		if f, ok := pod(&pods[i], placement); ok {
+		if f, ok := pod(&pods[i], placement, workers); ok {
 			out = append(out, f)
 		}
 	}
@@ -95,7 +97,61 @@ func HostOf(p *corev1.Pod, placement mpi.Placement) (host, ranks string) {
 	return h.Name(), ""
 }
 
-func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
+// workerSSHD is what a job's workers' pods say of their sshd: the port the
+// kubelet probes it on (a launcher starts only once every worker passed
+// that probe), and when the first of them stopped, if one did.
+type workerSSHD struct {
+	port      string
+	firstStop time.Time
+}
+
+// workersSSHD reads the workers' probed sshd port, when they all probe
+// the same one, and the earliest end of a worker's container.
+func workersSSHD(pods []corev1.Pod) workerSSHD {
+	var w workerSSHD
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[api.LabelRole] != api.RoleWorker {
+			continue
+		}
+		c := findContainer(p, mpi.TrainerContainer)
+		if c == nil {
+			return workerSSHD{}
+		}
+		port := probedPort(c)
+		if port == "" || (w.port != "" && w.port != port) {
+			return workerSSHD{}
+		}
+		w.port = port
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == c.Name && t != nil && (w.firstStop.IsZero() || t.FinishedAt.Time.Before(w.firstStop)) {
+				w.firstStop = t.FinishedAt.Time
+			}
+		}
+	}
+	return w
+}
+
+// probedPort is the TCP port a container's startup or readiness probe
+// checks, or "".
+func probedPort(c *corev1.Container) string {
+	for _, pr := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe} {
+		if pr == nil || pr.TCPSocket == nil {
+			continue
+		}
+		if pr.TCPSocket.Port.Type == intstr.Int {
+			return strconv.Itoa(int(pr.TCPSocket.Port.IntVal))
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == pr.TCPSocket.Port.StrVal {
+				return strconv.Itoa(int(cp.ContainerPort))
+			}
+		}
+	}
+	return ""
+}
+
+func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, bool) {
 	host, ranks := HostOf(p, placement)
 	f := Finding{Pod: p.Name, Host: host, Ranks: ranks}
 	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
@@ -137,7 +193,13 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 				} else {
 					// The program's own words, where the kubelet kept them
 					// (terminationMessagePolicy FallbackToLogsOnError).
-					out := readOutput(t.Message, contextOf(p))
+					ctx := contextOf(p)
+					// Every worker passed its probe of that port before the
+					// launcher started, and none had stopped when it failed.
+					if workers.firstStop.IsZero() || !workers.firstStop.Before(t.FinishedAt.Time) {
+						ctx.servingPort = workers.port
+					}
+					out := readOutput(t.Message, ctx)
 					f.Output = out.quote
 					if classified = out.reason != ""; classified {
 						f.Reason = out.reason
@@ -157,10 +219,13 @@ func pod(p *corev1.Pod, placement mpi.Placement) (Finding, bool) {
 		}
 		if w := cs.State.Waiting; w != nil {
 			switch w.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+			case "ErrImagePull", "ImagePullBackOff":
+				f.Reason, f.Detail = w.Reason, pullFailure(p, cs.Name, w.Message)
+				f.Fix = "check the image name and tag, that the node reaches its registry, and the pull secret for private registries; or load the image onto the nodes"
+			case "InvalidImageName":
 				f.Reason, f.Detail = w.Reason, fmt.Sprintf("cannot pull image %q: %s", imageOf(p, cs.Name), w.Message)
-				f.Fix = "check the image name and tag, and the pull secret for private registries"
-				f.Terminal = w.Reason == "InvalidImageName"
+				f.Fix = "check the image name and tag"
+				f.Terminal = true
 			case "ErrImageNeverPull":
 				f.Reason, f.Detail = w.Reason, fmt.Sprintf("image %q is not on the node and its pull policy is Never", imageOf(p, cs.Name))
 				f.Fix = "load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime"
@@ -253,6 +318,21 @@ func findContainer(p *corev1.Pod, name string) *corev1.Container {
 		}
 	}
 	return nil
+}
+
+// pullFailure says what a failed pull means for the pod: unless its
+// policy pulls every time, the kubelet pulls only an image the node does
+// not have, so the image is not there.
+func pullFailure(p *corev1.Pod, name, msg string) string {
+	image := imageOf(p, name)
+	if c := findContainer(p, name); c != nil && c.ImagePullPolicy == corev1.PullAlways {
+		return fmt.Sprintf("cannot pull image %q: %s", image, msg)
+	}
+	node := "the node"
+	if p.Spec.NodeName != "" {
+		node = "node " + p.Spec.NodeName
+	}
+	return fmt.Sprintf("image %q is not on %s, and pulling it failed: %s", image, node, msg)
 }
 
 func imageOf(p *corev1.Pod, name string) string {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -128,6 +129,32 @@ func TestPods(t *testing.T) {
 				`it printed: "ssh: connect to host pi-node-0-1.pi port 2222: Connection refused"; ` +
 				"the workers must run sshd -De -f /home/mpiuser/.ssh/sshd_config and keep it up while the job runs: see their logs (kubectl mpi logs pi) [pod pi-launcher-0-0-abcde]"},
 		},
+		"a launcher refused by workers whose sshd answered their probes on that port: a NetworkPolicy": {
+			pods: []corev1.Pod{
+				func() corev1.Pod {
+					p := worker("0", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+						Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+							Reason: "Error", ExitCode: 255, FinishedAt: metav1.NewTime(t0),
+							Message: "ssh: connect to host pi-node-0-0.pi port 2222: Connection refused\r\n",
+						}},
+					}}})
+					p.Name, p.Namespace = "pi-launcher-0-0-abcde", "team"
+					p.Labels[api.LabelRole] = api.RoleLauncher
+					return p
+				}(),
+				func() corev1.Pod {
+					p := worker("0", corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+						Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(t0.Add(time.Second))}},
+					}}})
+					p.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2222)}}}
+					return p
+				}(),
+			},
+			want: []string{`launcher SSHConnectionRefused: container node exited with code 255: ssh to pi-node-0-0.pi port 2222 was refused while every worker's sshd answered the kubelet's probe there: ` +
+				`a NetworkPolicy rejects the launcher's connection; it printed: "ssh: connect to host pi-node-0-0.pi port 2222: Connection refused"; ` +
+				"let the job's pods reach each other: annotate the namespace or the runtime torus-mpi.io/network-policy=restricted for a policy admitting the job's own pods, " +
+				"or allow them in the namespace's policies (kubectl get networkpolicy -n team) [pod pi-launcher-0-0-abcde]"},
+		},
 		"an application's failure, in its own last lines": {
 			pods: []corev1.Pod{worker("2", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
 				Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
@@ -146,7 +173,7 @@ func TestPods(t *testing.T) {
 			},
 			want: []string{
 				"worker-2 (ranks 8-11) Evicted: The node was low on resource: memory.; the node ran short of a resource: request what the job needs (--cpu, --memory) so the scheduler places it where it fits [pod pi-node-0-2-abcde]",
-				`worker-1 (ranks 4-7) ImagePullBackOff: cannot pull image "mpi:1": not found; check the image name and tag, and the pull secret for private registries [pod pi-node-0-1-abcde]`,
+				`worker-1 (ranks 4-7) ImagePullBackOff: image "mpi:1" is not on the node, and pulling it failed: not found; check the image name and tag, that the node reaches its registry, and the pull secret for private registries; or load the image onto the nodes [pod pi-node-0-1-abcde]`,
 			},
 		},
 	}
@@ -167,8 +194,9 @@ func TestPods(t *testing.T) {
 // reason, a detail and a fix.
 func TestPodFailureDocs(t *testing.T) {
 	docs := PodFailureDocs()
-	if len(docs) != len(podExamples) {
-		t.Fatalf("%d of %d example pods explained", len(docs), len(podExamples))
+	// The example pods, and the pod without its sandbox.
+	if len(docs) != len(podExamples)+1 {
+		t.Fatalf("%d of %d example pods explained", len(docs), len(podExamples)+1)
 	}
 	for _, d := range docs {
 		if d.Reason == "" || d.Detail == "" || d.Fix == "" {

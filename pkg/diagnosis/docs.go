@@ -89,5 +89,17 @@ func PodFailureDocs() []PodDoc {
 		f := fs[0]
 		out = append(out, PodDoc{Shows: e.shows, Reason: f.Reason, Detail: f.Detail, Fix: f.Fix, Terminal: f.Terminal})
 	}
+	// A pod without its sandbox, which only the kubelet's events explain:
+	// an attachment of the job's network profile that fails.
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "NAME-node-0-1-x7k2p", Namespace: "NS", UID: "pod-uid", Labels: map[string]string{
+			api.LabelJobName: "NAME", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "1"}},
+		Spec: corev1.PodSpec{NodeName: "node-a"},
+	}
+	event := corev1.Event{Reason: ReasonFailedCreatePodSandBox, InvolvedObject: corev1.ObjectReference{UID: p.UID},
+		Message: `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "4f1c": plugin type="multus" name="multus" failed (add): [NS/NAME-node-0-1-x7k2p:roce-net]: error adding container to network "roce-net": failed to lookup master "ens8f0": Link not found`}
+	if f, ok := Sandbox(&p, placement, []corev1.Event{event}, true); ok {
+		out = append(out, PodDoc{Shows: "`PodReadyToStartContainers=False`, the kubelet's event `FailedCreatePodSandBox`", Reason: f.Reason, Detail: f.Detail, Fix: f.Fix, Terminal: f.Terminal})
+	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // Reasons for failures read from a container's own last output: what MPI
@@ -49,6 +51,9 @@ type failureContext struct {
 	job, namespace string
 	// sshdConfig is the path of the job's sshd configuration in its pods.
 	sshdConfig string
+	// servingPort is the port every worker's sshd answered the kubelet's
+	// probe on while the launcher ran, when they all did.
+	servingPort string
 }
 
 // sshd is the command line a worker's sshd needs to serve the job.
@@ -78,6 +83,13 @@ var launchFailures = []launchFailure{
 		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`},
 		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): Connection refused`),
 		explain: func(m []string, c failureContext) (string, string) {
+			if c.servingPort == m[2] {
+				// sshd answers the kubelet's probe from the node, but not
+				// the launcher: a policy agent rejects pod-to-pod traffic.
+				return fmt.Sprintf("ssh to %s port %s was refused while every worker's sshd answered the kubelet's probe there: a NetworkPolicy rejects the launcher's connection", m[1], m[2]),
+					"let the job's pods reach each other: annotate the namespace or the runtime " + api.AnnotationNetworkPolicy + "=" + api.NetworkPolicyRestricted +
+						" for a policy admitting the job's own pods, or allow them in the namespace's policies (kubectl get networkpolicy -n " + c.namespace + ")"
+			}
 			return fmt.Sprintf("ssh to %s port %s was refused: no sshd listens there", m[1], m[2]),
 				"the workers must run " + c.sshd() + " and keep it up while the job runs: see their logs (kubectl mpi logs " + c.job + ")"
 		},
@@ -141,13 +153,20 @@ type LaunchDoc struct {
 // LaunchFailureDocs describes every launch failure Torus recognises, each
 // read from its own examples as a failed container's output would be, for
 // a job of that name and namespace whose pods' sshd configuration is at
-// sshdConfig.
+// sshdConfig; a failure read otherwise while every worker is Ready has a
+// second entry.
 func LaunchFailureDocs(job, namespace, sshdConfig string) []LaunchDoc {
 	c := failureContext{job: job, namespace: namespace, sshdConfig: sshdConfig}
 	out := make([]LaunchDoc, 0, len(launchFailures))
+	serving := c
+	serving.servingPort = "2222"
 	for _, f := range launchFailures {
 		o := readOutput(f.examples[0], c)
 		out = append(out, LaunchDoc{Reason: o.reason, Examples: f.examples, Detail: o.detail, Fix: o.fix})
+		// Some failures mean another thing when every worker is Ready.
+		if s := readOutput(f.examples[0], serving); s.detail != o.detail {
+			out = append(out, LaunchDoc{Reason: s.reason, Examples: f.examples[:1], Detail: s.detail, Fix: s.fix})
+		}
 	}
 	return out
 }

@@ -150,6 +150,7 @@ func realNodeJobs(dirp *string) {
 				Expect(out).To(MatchRegexp(piResult))
 				Expect(out).To(MatchRegexp(`ranks 0,1 on %s-node-0-0`, name))
 				Expect(out).To(MatchRegexp(`ranks 2,3 on %s-node-0-1`, name))
+				Expect(scheduledNodes(dir, "default", name+"-node-0-")).To(ConsistOf("real-node-0", "real-node-1"), "the workers did not span both nodes")
 				// Kueue queues the JobSet, which the TrainJob owns.
 				out, _ = kubectl(dir, "get", "workload", "-l", "kueue.x-k8s.io/job-uid="+uid(dir, "jobset", name),
 					"-o", `jsonpath={.items[*].status.conditions[?(@.type=="Admitted")].status}`)
@@ -657,7 +658,18 @@ type condition struct{ Status, Message string }
 
 // running is a job's Running condition, empty while it has none.
 func running(dir, name string) condition {
-	out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")]}`)
+	return runningIn(dir, "default", name)
+}
+
+// conditionMessages are the messages of a job's conditions, one a line.
+func conditionMessages(dir, name string) string {
+	out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={range .status.conditions[*]}{.message}{"\n"}{end}`)
+	return out
+}
+
+// runningIn is running for a job of namespace ns.
+func runningIn(dir, ns, name string) condition {
+	out, _ := kubectl(dir, "get", "trainjob", name, "-n", ns, "-o", `jsonpath={.status.conditions[?(@.type=="Running")]}`)
 	var c condition
 	_ = json.Unmarshal([]byte(out), &c)
 	return c

@@ -20,8 +20,12 @@ type hostState struct {
 	Links   []string
 	Mounts  []string
 	Cgroups []string
-	Sysctls map[string]string
-	Paths   map[string]bool
+	Routes  []string
+	// Firewall is the host's iptables rules and ipsets: the policy agent
+	// writes its own inside each node's network namespace only.
+	Firewall []string
+	Sysctls  map[string]string
+	Paths    map[string]bool
 }
 
 func snapshotHost() hostState {
@@ -42,7 +46,20 @@ func snapshotHost() hostState {
 	}
 	cgroups, err := filepath.Glob("/sys/fs/cgroup/*/kubepods*")
 	Expect(err).NotTo(HaveOccurred())
-	s.Cgroups = cgroups
+	roots, err := filepath.Glob("/sys/fs/cgroup/*/torus-real-node-*")
+	Expect(err).NotTo(HaveOccurred())
+	s.Cgroups = append(cgroups, roots...)
+	routes, err := exec.Command("ip", "route", "show").Output()
+	Expect(err).NotTo(HaveOccurred())
+	s.Routes = strings.Split(strings.TrimSpace(string(routes)), "\n")
+	for _, table := range []string{"filter", "nat", "mangle", "raw"} {
+		if rules, err := exec.Command("iptables", "-t", table, "-S").Output(); err == nil {
+			s.Firewall = append(s.Firewall, strings.Split(strings.TrimSpace(string(rules)), "\n")...)
+		}
+	}
+	if sets, err := exec.Command("ipset", "list", "-n").Output(); err == nil {
+		s.Firewall = append(s.Firewall, strings.Fields(string(sets))...)
+	}
 	for _, k := range []string{
 		"net/ipv4/ip_forward", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
@@ -88,7 +105,9 @@ func expectNoTrace(before hostState) {
 	after := snapshotHost()
 	Expect(after.Links).To(Equal(before.Links), "network links")
 	Expect(after.Mounts).To(Equal(before.Mounts), "mounts")
-	Expect(after.Cgroups).To(Equal(before.Cgroups), "kubepods cgroups")
+	Expect(after.Cgroups).To(Equal(before.Cgroups), "the nodes' cgroups")
+	Expect(after.Routes).To(Equal(before.Routes), "routes")
+	Expect(after.Firewall).To(Equal(before.Firewall), "iptables rules and ipsets")
 	Expect(after.Sysctls).To(Equal(before.Sysctls), "sysctls")
 	Expect(after.Paths).To(Equal(before.Paths), "paths the kubelet and containerd use")
 }
@@ -140,7 +159,9 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	It("runs pods in real containers, with logs and exec through the kubelet", func() {
 		out, code := clusterCmd(dir, "status")
 		Expect(code).To(Equal(0), out)
-		Expect(out).To(MatchRegexp(`kubelet\s+running`))
+		Expect(out).To(MatchRegexp(`kubelet-0\s+running`))
+		Expect(out).To(MatchRegexp(`kubelet-1\s+running`))
+		Expect(out).To(MatchRegexp(`kube-router-1\s+running`))
 
 		manifest := filepath.Join(dir, "pods.yaml")
 		Expect(os.WriteFile(manifest, []byte(realNodePods), 0o644)).To(Succeed())
@@ -155,7 +176,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(code).To(Equal(0))
 		By("pods that ask for no GPUs land on the real node, those that do on the simulated GPU nodes")
 		out, _ = kubectl(dir, "get", "pod", "hostname", "-o", "jsonpath={.spec.nodeName}")
-		Expect(out).To(Equal("real-node-0"))
+		Expect(out).To(HavePrefix("real-node-"))
 		Eventually(func() string {
 			out, _ := kubectl(dir, "get", "pod", "gpu", "-o", "jsonpath={.spec.nodeName}")
 			return out
@@ -173,15 +194,19 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		_, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "exit", "7")
 		Expect(code).To(Equal(7))
 
-		By("pod addresses on the cluster's bridge, and the cluster's DNS")
-		out, _ = kubectl(dir, "get", "pod", "sleeper", "-o", "jsonpath={.status.podIP}")
-		Expect(out).To(HavePrefix("10.234.0."))
-		// The node's address on the bridge keeps one MAC while pods come
+		By("pod addresses behind their node's address, and the cluster's DNS")
+		out, _ = kubectl(dir, "get", "pod", "sleeper", "-o", "jsonpath={.spec.nodeName} {.status.podIP}")
+		Expect(out).To(MatchRegexp(`^real-node-(\d) 10\.234\.1\d\.\d+$`))
+		// The host's address on the bridge keeps one MAC while nodes come
 		// and go: the kernel's own word, NET_ADDR_SET (3), not the lowest
-		// port's MAC that changes when that pod is deleted (1).
+		// port's MAC that changes when that port goes (1).
 		assign, err := os.ReadFile("/sys/class/net/torus0/addr_assign_type")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.TrimSpace(string(assign))).To(Equal("3"), "the bridge's MAC follows its ports: deleting a pod can cut the others off the node's DNS")
+		Expect(strings.TrimSpace(string(assign))).To(Equal("3"), "the bridge's MAC follows its ports: a node's going can cut the others off the host's DNS")
+		By("the host forwards nothing and filters nothing: each node forwards for its pods, the policy agent's rules are the nodes' own")
+		now := snapshotHost()
+		Expect(now.Sysctls["net/ipv4/ip_forward"]).To(Equal(before.Sysctls["net/ipv4/ip_forward"]))
+		Expect(now.Firewall).To(Equal(before.Firewall))
 		out, code = kubectl(dir, "exec", "sleeper", "--", "/usr/bin/tiny", "lookup", "kubernetes.default")
 		Expect(code).To(Equal(0))
 		Expect(strings.TrimSpace(out)).To(Equal("10.96.0.1"))
@@ -193,7 +218,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		second := filepath.Join(GinkgoT().TempDir(), "second")
 		out, code := clusterCmd(second, "up", "-real-node")
 		Expect(code).NotTo(Equal(0), "a second real node started beside the first:\n%s", out)
-		Expect(out).To(ContainSubstring("the real node of the cluster in %s runs on this machine", dir))
+		Expect(out).To(ContainSubstring("the real nodes of the cluster in %s run on this machine", dir))
 		Expect(out).To(ContainSubstring("stop it first: go run ./hack/cluster down -dir %s", dir))
 		claim, err := os.ReadFile("/run/torus-real-node")
 		Expect(err).NotTo(HaveOccurred())
@@ -205,6 +230,8 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	})
 
 	realNodeJobs(&dir)
+	realNodePolicies(&dir)
+	realNodeNetworks(&dir)
 	realNodeChaos(&dir)
 	realNodeDashboard(&dir)
 
@@ -215,7 +242,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		expectNoTrace(before)
 		ps, err := exec.Command("ps", "-eo", "args").Output()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node")), "a process of the node outlived down")
+		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node-")), "a process of a node outlived down")
 	})
 
 	It("ends a real node whose recorded processes are killed, and cleans up after it at the next start, and after that start when it fails", func() {
@@ -224,7 +251,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(code).To(Equal(0), out)
 		By("killing every process it recorded, as the end of a session does: down never runs")
 		pids := readPIDs(killed)
-		Expect(pids).To(HaveKey("kubelet"))
+		Expect(pids).To(HaveKey("kubelet-1"))
 		for _, pid := range pids {
 			Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
 		}
@@ -238,7 +265,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 			Expect(err).NotTo(HaveOccurred())
 			var left []string
 			for _, l := range strings.Split(string(ps), "\n") {
-				if strings.Contains(l, filepath.Join(killed, "node")+"/") {
+				if strings.Contains(l, filepath.Join(killed, "node-")) {
 					left = append(left, l)
 				}
 			}
@@ -250,7 +277,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		By("a start from another directory")
 		out, code = clusterCmd(dir, "up", "-real-node", "-operator", brokenOperator())
 		Expect(out).To(ContainSubstring("cleaned up the real node left by %s, whose processes had been killed", killed))
-		Expect(out).To(MatchRegexp(`started kubelet\s+pid`), "the new start ran its own real node")
+		Expect(out).To(MatchRegexp(`started kubelet-0\s+pid`), "the new start ran its own real nodes")
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
 		expectNoTrace(before)

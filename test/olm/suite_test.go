@@ -110,12 +110,12 @@ var _ = BeforeSuite(func() {
 	run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
 	up := []string{"run", "./hack/cluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", ""}
 	// With a real node, the operator OLM installs really runs there, from
-	// an image of this tree's binary.
+	// an image of this tree's binary: one is enough here.
 	check := exec.Command("go", "run", "./hack/cluster", "node-check", "-testbin", testbin)
 	check.Dir = root
 	if out, err := check.CombinedOutput(); err == nil {
 		realNode = true
-		up = append(up, "-real-node", "-operator-image", filepath.Join(workDir, "torus-operator"))
+		up = append(up, "-real-node", "-real-nodes", "1", "-operator-image", filepath.Join(workDir, "torus-operator"))
 	} else {
 		GinkgoWriter.Printf("no real node here (%s): the operator OLM installs runs on a kwok node\n", strings.TrimSpace(string(out)))
 	}

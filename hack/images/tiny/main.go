@@ -9,6 +9,8 @@
 //	tiny sleep SECONDS  sleep, then exit 0
 //	tiny exit CODE      exit with CODE
 //	tiny lookup NAME    print NAME's addresses, from the pod's DNS
+//	tiny listen PORT    accept TCP connections on PORT, answering each with the host name
+//	tiny connect ADDR   connect to ADDR (host:port) within 3 s and print its answer
 package main
 
 import (
@@ -52,6 +54,32 @@ func main() {
 			fail(err)
 		}
 		fmt.Println(strings.Join(addrs, " "))
+	case "listen":
+		l, err := net.Listen("tcp", ":"+arg(args))
+		if err != nil {
+			fail(err)
+		}
+		h, _ := os.Hostname()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				fail(err)
+			}
+			_, _ = fmt.Fprintln(conn, h)
+			_ = conn.Close()
+		}
+	case "connect":
+		conn, err := net.DialTimeout("tcp", arg(args), 3*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		answer := make([]byte, 256)
+		n, err := conn.Read(answer)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Print(string(answer[:n]))
 	case "exit":
 		code, err := strconv.Atoi(arg(args))
 		if err != nil {
@@ -59,7 +87,7 @@ func main() {
 		}
 		os.Exit(code)
 	default:
-		fail(fmt.Errorf("unknown command %q: pause, echo, hostname, sleep, exit or lookup", args[0]))
+		fail(fmt.Errorf("unknown command %q: pause, echo, hostname, sleep, exit, lookup, listen or connect", args[0]))
 	}
 }
 
