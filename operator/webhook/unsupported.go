@@ -122,10 +122,10 @@ func validatePodSpecPatch(path *field.Path, job string, ps *trainer.PodSpecPatch
 	}
 	pod := runtimePod(rt, job)
 	for _, cs := range []struct {
-		field string
-		patch []trainer.ContainerPatch
-		has   []corev1.Container
-	}{{"initContainers", ps.InitContainers, pod.InitContainers}, {"containers", ps.Containers, pod.Containers}} {
+		field, word string
+		patch       []trainer.ContainerPatch
+		has         []corev1.Container
+	}{{"initContainers", "init container", ps.InitContainers, pod.InitContainers}, {"containers", "container", ps.Containers, pod.Containers}} {
 		for i, c := range cs.patch {
 			cp := path.Child(cs.field).Index(i)
 			switch {
@@ -134,8 +134,8 @@ func validatePodSpecPatch(path *field.Path, job string, ps *trainer.PodSpecPatch
 					fmt.Sprintf("%s is Torus's init container, which lays out the job's SSH keys; patch the runtime's own init containers", c.Name)))
 				continue
 			case !slices.ContainsFunc(cs.has, func(have corev1.Container) bool { return have.Name == c.Name }):
-				errs = append(errs, field.NotFound(cp.Child("name"),
-					fmt.Sprintf("%s: a runtime patch changes the %s the runtime's %s job has (%s)", c.Name, cs.field, job, containerNames(cs.has))))
+				errs = append(errs, field.Invalid(cp.Child("name"), c.Name,
+					fmt.Sprintf("the runtime's %s job has no such %s: a runtime patch changes those it has (%s)", job, cs.word, containerNames(cs.has))))
 				continue
 			}
 			if cs.field == "containers" && c.Name == mpi.TrainerContainer && len(c.Env) > 0 {

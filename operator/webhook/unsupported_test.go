@@ -58,7 +58,10 @@ func TestRuntimePatchRefusals(t *testing.T) {
 		}, wantErr: pod + "initContainers[0].name: Forbidden: mpi-ssh-setup is Torus's init container, which lays out the job's SSH keys"},
 		"a container the runtime lacks": {patch: func(ps *trainer.PodSpecPatch) {
 			ps.Containers = []trainer.ContainerPatch{{Name: "sidecar", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
-		}, wantErr: pod + `containers[0].name: Not found: "sidecar: a runtime patch changes the containers the runtime's node job has (node)"`},
+		}, wantErr: pod + `containers[0].name: Invalid value: "sidecar": the runtime's node job has no such container: a runtime patch changes those it has (node)`},
+		"an init container the runtime lacks": {patch: func(ps *trainer.PodSpecPatch) {
+			ps.InitContainers = []trainer.ContainerPatch{{Name: "fetch"}}
+		}, wantErr: pod + `initContainers[0].name: Invalid value: "fetch": the runtime's node job has no such init container: a runtime patch changes those it has (none)`},
 		"env of the MPI container, which is the TrainJob's": {patch: ctr(func(c *trainer.ContainerPatch) {
 			c.Env = []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}}
 		}), wantErr: pod + "containers[0].env: Forbidden: the node container's environment is the TrainJob's: set it in spec.trainer.env"},

@@ -257,6 +257,10 @@ func (s Spec) Validate() error {
 		}
 		seen[e.Name] = true
 	}
+	// The SSH directory is the runtime's: check tells once it is read.
+	if err := validateVolumes(s.Volumes, ""); err != nil {
+		errs = append(errs, err)
+	}
 	seen = map[string]bool{}
 	for _, name := range s.ImagePullSecrets {
 		for _, msg := range validation.IsDNS1123Subdomain(name) {

@@ -97,7 +97,7 @@ var _ = Describe("kubectl mpi run", func() {
 				fmt.Sprintf(`error: LocalQueue "nope" not found in namespace %q: use one of team`, ns)},
 			{[]string{"run", strings.Repeat("x", 45), "--image", "img"}, 2,
 				"an MPI job needs at most 44"},
-			{[]string{"run", "pi", "--image", "img", "--volume", "pvc:data:/etc"}, 1,
+			{[]string{"run", "pi", "--image", "img", "--volume", "pvc:data:/etc"}, 2,
 				"error: --volume pvc:data:/etc would hide the job's hostfile in /etc/mpi: choose another path"},
 		}
 		for _, tc := range cases {
