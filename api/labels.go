@@ -54,9 +54,10 @@ const (
 	// AnnotationRerunOf, on a TrainJob made by kubectl mpi rerun, names the
 	// job whose configuration it copied, so that describe can show it.
 	AnnotationRerunOf = Domain + "rerun-of"
-	// AnnotationRuntimeCopyOf marks a job's own copy of a runtime, made by
-	// kubectl mpi run to mount the job's volumes, with the runtime it copies
-	// ("Kind/name").
+	// AnnotationRuntimeCopyOf marks a job's own copy of a runtime, holding
+	// the job's volumes, with the runtime it copies ("Kind/name"): kubectl
+	// mpi rerun and the dashboard's clone run such a job again on the
+	// runtime it copies, the copy's volumes in the new job's runtime patch.
 	AnnotationRuntimeCopyOf = Domain + "runtime-copy-of"
 	// AnnotationSpecHash records the hash of the desired state an owned object
 	// was written from, so an unchanged desired state costs no write.

@@ -104,3 +104,18 @@ func (w *TrainJobWrapper) UID(uid string) *TrainJobWrapper {
 	w.ObjectMeta.UID = types(uid)
 	return w
 }
+
+// PodPatch adds a runtime patch of manager to the pods of the named
+// replicated jobs.
+func (w *TrainJobWrapper) PodPatch(manager string, ps trainer.PodSpecPatch, jobs ...string) *TrainJobWrapper {
+	var rjs []trainer.ReplicatedJobPatch
+	for _, j := range jobs {
+		rjs = append(rjs, trainer.ReplicatedJobPatch{Name: j, Template: &trainer.JobTemplatePatch{
+			Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: ps.DeepCopy()}},
+		}})
+	}
+	w.Spec.RuntimePatches = append(w.Spec.RuntimePatches, trainer.RuntimePatch{Manager: manager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: rjs}},
+	}})
+	return w
+}

@@ -58,6 +58,12 @@ func (o BuildOptions) Queued(tj *trainer.TrainJob) bool {
 // It is a pure function of its inputs.
 func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts BuildOptions) (*jobsetv1alpha2.JobSet, error) {
 	tmpl := rt.Spec.Template
+	// The runtime's template as the job's runtimePatches change it, then
+	// configured for the job: as upstream Trainer builds it.
+	spec, err := patchTemplate(tmpl.Spec.DeepCopy(), tj.Spec.RuntimePatches)
+	if err != nil {
+		return nil, err
+	}
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -67,8 +73,9 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 			Annotations:     maps.Clone(tmpl.Annotations),
 			OwnerReferences: []metav1.OwnerReference{OwnerReference(tj)},
 		},
-		Spec: *tmpl.Spec.DeepCopy(),
+		Spec: *spec,
 	}
+	patchMetadata(js, tj.Spec.RuntimePatches)
 	if js.Labels == nil {
 		js.Labels = map[string]string{}
 	}
@@ -138,9 +145,6 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 				gateOnKeys(&rj.Template.Spec.Template.Spec)
 			}
 		}
-	}
-	if err := applyRuntimePatches(js, tj); err != nil {
-		return nil, err
 	}
 	started, err := mpi.EncodeJob(job)
 	if err != nil {

@@ -332,3 +332,46 @@ func BenchmarkHostfile(b *testing.B) {
 		}
 	}
 }
+
+// A job's runtime patches reach its pods beside what Torus sets: the SSH
+// init container runs as the user a patch gives the MPI container, so the
+// keys it copies are that user's.
+func TestBuildJobSetRuntimePatches(t *testing.T) {
+	data := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets"}}}
+	mount := corev1.VolumeMount{Name: "data", MountPath: "/data"}
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).PodPatch("torus-mpi.io/kubectl-mpi", trainer.PodSpecPatch{
+		Volumes: []corev1.Volume{data},
+		Containers: []trainer.ContainerPatch{{Name: mpi.TrainerContainer, VolumeMounts: []corev1.VolumeMount{mount},
+			SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}}},
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+		ServiceAccountName: ptr.To("trainer"),
+	}, mpi.LauncherJob, mpi.NodeJob).Obj()
+	js, _ := build(t, tj, wrappers.MakeMPIRuntime("rt", "OpenMPI"))
+	for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+		ps := replicatedJob(t, js, name).Template.Spec.Template.Spec
+		if ps.ServiceAccountName != "trainer" || !cmp.Equal(ps.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "registry"}}) {
+			t.Errorf("%s: service account %q, pull secrets %v; want the patch's", name, ps.ServiceAccountName, ps.ImagePullSecrets)
+		}
+		vols := map[string]bool{}
+		for _, v := range ps.Volumes {
+			vols[v.Name] = true
+		}
+		if !vols["data"] || !vols[mpi.SSHVolume] || !vols[mpi.SSHSecretVolume] {
+			t.Errorf("%s: volumes %v; want the patch's beside Torus's", name, vols)
+		}
+		ctr := ps.Containers[0]
+		mounts := map[string]string{}
+		for _, m := range ctr.VolumeMounts {
+			mounts[m.MountPath] = m.Name
+		}
+		if mounts["/data"] != "data" || mounts[mpi.PasswdPath] != mpi.SSHVolume {
+			t.Errorf("%s: mounts %v; want the patch's beside Torus's", name, mounts)
+		}
+		if got := ptr.Deref(ctr.SecurityContext.RunAsUser, 0); got != 1000 {
+			t.Errorf("%s: MPI container runs as %d, want the patch's 1000", name, got)
+		}
+		if diff := cmp.Diff(ctr.SecurityContext, ps.InitContainers[0].SecurityContext); ps.InitContainers[0].Name != mpi.SSHInitContainer || diff != "" {
+			t.Errorf("%s: %s's security context (-want,+got):\n%s", name, ps.InitContainers[0].Name, diff)
+		}
+	}
+}

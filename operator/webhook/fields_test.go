@@ -55,16 +55,37 @@ func patchPod(f func(*trainer.PodSpecPatch)) func(*trainer.TrainJob, *mpi.Runtim
 	}
 }
 
-func patchContainer(init bool, f func(*trainer.ContainerPatch)) func(*trainer.TrainJob, *mpi.Runtime) {
-	return patchPod(func(ps *trainer.PodSpecPatch) {
-		c := trainer.ContainerPatch{Name: mpi.TrainerContainer}
-		f(&c)
-		if init {
-			ps.InitContainers = []trainer.ContainerPatch{c}
-		} else {
-			ps.Containers = []trainer.ContainerPatch{c}
+// patchContainer gives a job a runtime patch of a container of the node
+// job's pods: the MPI container, or a sidecar or init container the setter
+// adds to the runtime.
+func patchContainer(kind string, f func(*trainer.ContainerPatch)) func(*trainer.TrainJob, *mpi.Runtime) {
+	return func(tj *trainer.TrainJob, rt *mpi.Runtime) {
+		name := mpi.TrainerContainer
+		for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+			rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]
+			if rj.Name != mpi.NodeJob {
+				continue
+			}
+			ps := &rj.Template.Spec.Template.Spec
+			switch kind {
+			case "init":
+				name = "fetch"
+				ps.InitContainers = append(ps.InitContainers, corev1.Container{Name: name, Image: "example.com/fetch:1"})
+			case "sidecar":
+				name = "sidecar"
+				ps.Containers = append(ps.Containers, corev1.Container{Name: name, Image: "example.com/sidecar:1"})
+			}
 		}
-	})
+		patchPod(func(ps *trainer.PodSpecPatch) {
+			c := trainer.ContainerPatch{Name: name}
+			f(&c)
+			if kind == "init" {
+				ps.InitContainers = []trainer.ContainerPatch{c}
+			} else {
+				ps.Containers = []trainer.ContainerPatch{c}
+			}
+		})(tj, rt)
+	}
 }
 
 var labels = map[string]string{"example.com/team": "hpc"}
@@ -143,42 +164,47 @@ var fields = map[string]fieldCase{
 	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.schedulingGates": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
 		ps.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/gate"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.serviceAccountName": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.serviceAccountName": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
 		ps.ServiceAccountName = ptr.To("robot")
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.volumes": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
-		ps.Volumes = []corev1.Volume{{Name: "data"}}
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.volumes": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
+		ps.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.name": {refused, "", patchContainer(true, func(*trainer.ContainerPatch) {})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.env": {refused, "", patchContainer(true, func(c *trainer.ContainerPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.name": {byController, "names the runtime's init container the patch's other fields change (refused when the runtime has none of that name)", nil},
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.env": {inJobSet, "", patchContainer("init", func(c *trainer.ContainerPatch) {
 		c.Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.volumeMounts": {refused, "", patchContainer(true, func(c *trainer.ContainerPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.volumeMounts": {inJobSet, "", patchContainer("init", func(c *trainer.ContainerPatch) {
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.securityContext": {refused, "", patchContainer(true, func(c *trainer.ContainerPatch) {
-		c.SecurityContext = &corev1.SecurityContext{}
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.initContainers.securityContext": {inJobSet, "", patchContainer("init", func(c *trainer.ContainerPatch) {
+		c.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.name": {refused, "", patchContainer(false, func(*trainer.ContainerPatch) {})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.env": {refused, "", patchContainer(false, func(c *trainer.ContainerPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.name": {byController, "names the runtime's container the patch's other fields change (refused when the runtime has none of that name)", nil},
+	// The MPI container's env is spec.trainer.env's (refused there, as
+	// upstream refuses it: TestRuntimePatchRefusals); other containers'
+	// is the patch's.
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.env": {inJobSet, "", patchContainer("sidecar", func(c *trainer.ContainerPatch) {
 		c.Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.volumeMounts": {refused, "", patchContainer(false, func(c *trainer.ContainerPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.volumeMounts": {inJobSet, "", patchContainer("", func(c *trainer.ContainerPatch) {
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.securityContext": {refused, "", patchContainer(false, func(c *trainer.ContainerPatch) {
-		c.SecurityContext = &corev1.SecurityContext{}
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.containers.securityContext": {inJobSet, "", patchContainer("", func(c *trainer.ContainerPatch) {
+		c.SecurityContext = &corev1.SecurityContext{RunAsUser: ptr.To[int64](1000)}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.imagePullSecrets": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.imagePullSecrets": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
 		ps.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.securityContext": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
-		ps.SecurityContext = &corev1.PodSecurityContext{}
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.securityContext": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
+		ps.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](1000)}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.affinity": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
-		ps.Affinity = &corev1.Affinity{}
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.affinity": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
+		ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+		}}}
 	})},
-	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.terminationGracePeriodSeconds": {refused, "", patchPod(func(ps *trainer.PodSpecPatch) {
+	"spec.runtimePatches.trainingRuntimeSpec.template.spec.replicatedJobs.template.spec.template.spec.terminationGracePeriodSeconds": {inJobSet, "", patchPod(func(ps *trainer.PodSpecPatch) {
 		ps.TerminationGracePeriodSeconds = ptr.To[int64](5)
 	})},
 

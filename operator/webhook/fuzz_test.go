@@ -27,6 +27,7 @@ func FuzzAdmitResolveBuild(f *testing.F) {
 		`{"metadata":{"name":"pi","annotations":{"torus-mpi.io/ssh-port":"70000"}},"spec":{"trainer":{"numNodes":2147483647}}}`,
 		`{"metadata":{"name":"pi"},"spec":{"trainer":{"numNodes":-1,"env":[{"name":"OMPI_MCA_orte_default_hostfile"}]}}}`,
 		`{"metadata":{"name":"pi"},"spec":{"runtimePatches":[{"manager":"x","trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":{"metadata":{"labels":{"torus-mpi.io/job-name":"other"}}}}}}]}}}}]}}`,
+		`{"metadata":{"name":"pi"},"spec":{"runtimePatches":[{"manager":"example.com/m","trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"launcher","template":{"spec":{"template":{"spec":{"serviceAccountName":"sa","imagePullSecrets":[{"name":"r"}],"volumes":[{"name":"d","emptyDir":{}}],"containers":[{"name":"node","volumeMounts":[{"name":"d","mountPath":"/d"}],"securityContext":{"runAsUser":1000}}]}}}}}]}}}}]}}`,
 	} {
 		f.Add([]byte(tj), rtJSON)
 	}

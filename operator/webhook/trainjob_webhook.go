@@ -106,7 +106,7 @@ func (w *TrainJobWebhook) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trai
 	if equality.Semantic.DeepEqual(oldTJ.Spec, newTJ.Spec) && maps.Equal(torusAnnotations(oldTJ), torusAnnotations(newTJ)) {
 		return nil, nil
 	}
-	return w.validate(ctx, newTJ)
+	return w.validate(ctx, newTJ, validatePatchChange(oldTJ, newTJ)...)
 }
 
 // torusAnnotations are a job's annotations under Torus's domain.
@@ -125,7 +125,9 @@ func (w *TrainJobWebhook) ValidateDelete(context.Context, *trainer.TrainJob) (ad
 	return nil, nil
 }
 
-func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
+// validate checks an MPI TrainJob; errs are an update's own findings,
+// reported with the rest.
+func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob, errs ...*field.Error) (admission.Warnings, error) {
 	if m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy); m != mpi.TrainerManagedBy {
 		return nil, nil
 	}
@@ -139,7 +141,7 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob) (a
 	if !rt.IsMPI() {
 		return nil, nil
 	}
-	errs := validateTrainJob(tj, rt, w.maxNodes)
+	errs = append(errs, validateTrainJob(tj, rt, w.maxNodes)...)
 	profileErr, err := w.profileAccess(ctx, tj, rt)
 	if err != nil {
 		return nil, err
@@ -246,7 +248,7 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 		}
 	}
 	errs = append(errs, annotationErrors(tj.Annotations, nil)...)
-	errs = append(errs, validateUnsupportedJobFields(tj)...)
+	errs = append(errs, validateUnsupportedJobFields(tj, rt)...)
 	errs = append(errs, validateMPIRuntime(rt, field.NewPath("spec", "runtimeRef"))...)
 	errs = append(errs, annotationErrors(rt.Annotations, rt)...)
 	if len(errs) > 0 {

@@ -3,12 +3,17 @@ package webhook
 import (
 	"fmt"
 	"maps"
+	pathpkg "path"
 	"slices"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -26,8 +31,9 @@ type setField struct {
 }
 
 // validateUnsupportedJobFields refuses the parts of an MPI TrainJob that
-// Torus cannot carry out.
-func validateUnsupportedJobFields(tj *trainer.TrainJob) field.ErrorList {
+// Torus cannot carry out, and runtime patches that would take from the job
+// what makes it Torus's.
+func validateUnsupportedJobFields(tj *trainer.TrainJob, rt *mpi.Runtime) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if tj.Spec.Initializer != nil {
@@ -35,16 +41,10 @@ func validateUnsupportedJobFields(tj *trainer.TrainJob) field.ErrorList {
 			"Torus runs MPI jobs without upstream's dataset and model initializers: fetch the data in the launcher's command, or use a runtime that is not MPI"))
 	}
 	for i, p := range tj.Spec.RuntimePatches {
-		errs = append(errs, validateRuntimePatch(spec.Child("runtimePatches").Index(i), p)...)
+		errs = append(errs, validateRuntimePatch(spec.Child("runtimePatches").Index(i), p, rt)...)
 	}
 	return errs
 }
-
-// patchFieldWhy is why the pod fields of runtimePatches beyond metadata,
-// nodeSelector, tolerations and schedulingGates are refused: those are what
-// a queue or scheduler places pods with (and all Kueue writes); the rest
-// change what the pods run, which is the runtime's to say.
-const patchFieldWhy = "Torus applies the metadata, nodeSelector, tolerations and schedulingGates of an MPI job's runtimePatches; set this in the runtime instead"
 
 // validatePatchMetadata refuses patches of Torus's own labels and
 // annotations: they say which job a pod belongs to (its NetworkPolicy, its
@@ -68,12 +68,20 @@ func validatePatchMetadata(path *field.Path, m *metav1.ObjectMeta) field.ErrorLi
 	return errs
 }
 
-func validateRuntimePatch(path *field.Path, p trainer.RuntimePatch) field.ErrorList {
+// validateRuntimePatch admits what upstream Trainer applies of a runtime
+// patch, and refuses what it refuses, in Torus's words: a manager that is
+// not a domain-prefixed path, replicated jobs and containers the runtime
+// lacks, env of the node container (the TrainJob's spec.trainer.env says
+// it). On top, what makes the job Torus's stays Torus's: its labels and
+// annotations, the volumes holding its keys and hostfile and the places it
+// mounts them, its init container and its scheduling gate.
+func validateRuntimePatch(path *field.Path, p trainer.RuntimePatch, rt *mpi.Runtime) field.ErrorList {
+	errs := validation.IsDomainPrefixedPath(path.Child("manager"), p.Manager)
 	if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil {
-		return nil
+		return errs
 	}
 	tmpl := path.Child("trainingRuntimeSpec", "template")
-	errs := validatePatchMetadata(tmpl.Child("metadata"), p.TrainingRuntimeSpec.Template.Metadata)
+	errs = append(errs, validatePatchMetadata(tmpl.Child("metadata"), p.TrainingRuntimeSpec.Template.Metadata)...)
 	if p.TrainingRuntimeSpec.Template.Spec == nil {
 		return errs
 	}
@@ -90,27 +98,116 @@ func validateRuntimePatch(path *field.Path, p trainer.RuntimePatch) field.ErrorL
 			continue
 		}
 		errs = append(errs, validatePatchMetadata(jobs.Index(j).Child("template", "spec", "template", "metadata"), rj.Template.Spec.Template.Metadata)...)
-		if rj.Template.Spec.Template.Spec == nil {
+		if ps := rj.Template.Spec.Template.Spec; ps != nil {
+			errs = append(errs, validatePodSpecPatch(jobs.Index(j).Child("template", "spec", "template", "spec"), rj.Name, ps, rt)...)
+		}
+	}
+	return errs
+}
+
+// validatePodSpecPatch checks a patch of one replicated job's pods.
+func validatePodSpecPatch(path *field.Path, job string, ps *trainer.PodSpecPatch, rt *mpi.Runtime) field.ErrorList {
+	var errs field.ErrorList
+	for i, v := range ps.Volumes {
+		if mpi.IsTorusVolume(v.Name) {
+			errs = append(errs, field.Forbidden(path.Child("volumes").Index(i).Child("name"),
+				fmt.Sprintf("%s is the volume Torus gives the job's SSH keys and hostfile: give your volume another name", v.Name)))
+		}
+	}
+	for i, g := range ps.SchedulingGates {
+		if strings.HasPrefix(g.Name, api.Domain) {
+			errs = append(errs, field.Forbidden(path.Child("schedulingGates").Index(i).Child("name"),
+				fmt.Sprintf("gates under %s are Torus's: its pods wait behind them for their SSH keys; use a gate of your own", api.Domain)))
+		}
+	}
+	pod := runtimePod(rt, job)
+	for _, cs := range []struct {
+		field, word string
+		patch       []trainer.ContainerPatch
+		has         []corev1.Container
+	}{{"initContainers", "init container", ps.InitContainers, pod.InitContainers}, {"containers", "container", ps.Containers, pod.Containers}} {
+		for i, c := range cs.patch {
+			cp := path.Child(cs.field).Index(i)
+			switch {
+			case cs.field == "initContainers" && c.Name == mpi.SSHInitContainer:
+				errs = append(errs, field.Forbidden(cp.Child("name"),
+					fmt.Sprintf("%s is Torus's init container, which lays out the job's SSH keys; patch the runtime's own init containers", c.Name)))
+				continue
+			case !slices.ContainsFunc(cs.has, func(have corev1.Container) bool { return have.Name == c.Name }):
+				errs = append(errs, field.Invalid(cp.Child("name"), c.Name,
+					fmt.Sprintf("the runtime's %s job has no such %s: a runtime patch changes those it has (%s)", job, cs.word, containerNames(cs.has))))
+				continue
+			}
+			if cs.field == "containers" && c.Name == mpi.TrainerContainer && len(c.Env) > 0 {
+				errs = append(errs, field.Forbidden(cp.Child("env"),
+					fmt.Sprintf("the %s container's environment is the TrainJob's: set it in spec.trainer.env, which reaches the launcher and every worker", mpi.TrainerContainer)))
+			}
+			errs = append(errs, validatePatchMounts(cp.Child("volumeMounts"), c, cs.field == "containers", rt)...)
+		}
+	}
+	return errs
+}
+
+// validatePatchMounts refuses mounts of the volumes holding the job's keys
+// and hostfile (a container mounting them would get keys its role must not
+// have), and, in the MPI container, mounts over the places Torus mounts
+// them.
+func validatePatchMounts(path *field.Path, c trainer.ContainerPatch, container bool, rt *mpi.Runtime) field.ErrorList {
+	var errs field.ErrorList
+	torusPaths := []string{rt.SSHPath(), mpi.HostfileDir, mpi.PasswdPath}
+	for i, m := range c.VolumeMounts {
+		if mpi.IsTorusVolume(m.Name) {
+			errs = append(errs, field.Forbidden(path.Index(i).Child("name"),
+				fmt.Sprintf("%s holds the job's SSH keys or hostfile, which Torus mounts where each role needs them: mount a volume of your own", m.Name)))
 			continue
 		}
-		ps := rj.Template.Spec.Template.Spec
-		pod := jobs.Index(j).Child("template", "spec", "template", "spec")
-		for _, f := range []setField{
-			{"serviceAccountName", ps.ServiceAccountName != nil},
-			{"volumes", len(ps.Volumes) > 0},
-			{"initContainers", len(ps.InitContainers) > 0},
-			{"containers", len(ps.Containers) > 0},
-			{"imagePullSecrets", len(ps.ImagePullSecrets) > 0},
-			{"securityContext", ps.SecurityContext != nil},
-			{"affinity", ps.Affinity != nil},
-			{"terminationGracePeriodSeconds", ps.TerminationGracePeriodSeconds != nil},
-		} {
-			if f.set {
-				errs = append(errs, field.Forbidden(pod.Child(f.name), fmt.Sprintf("%s (runtime patch of %s)", patchFieldWhy, p.Manager)))
+		if !container || c.Name != mpi.TrainerContainer {
+			continue
+		}
+		clean := pathpkg.Clean(m.MountPath)
+		for _, p := range torusPaths {
+			if clean == p || strings.HasPrefix(clean, p+"/") {
+				errs = append(errs, field.Forbidden(path.Index(i).Child("mountPath"),
+					fmt.Sprintf("Torus mounts the job's SSH files and hostfile at %s: mount the volume elsewhere", strings.Join(torusPaths, ", "))))
+				break
 			}
 		}
 	}
 	return errs
+}
+
+// runtimePod is the pod template of a runtime's replicated job.
+func runtimePod(rt *mpi.Runtime, job string) *corev1.PodSpec {
+	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+		if rj := &rt.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == job {
+			return &rj.Template.Spec.Template.Spec
+		}
+	}
+	return &corev1.PodSpec{}
+}
+
+func containerNames(cs []corev1.Container) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// validatePatchChange refuses a change of a job's runtime patches unless
+// the job is suspended before or after it (Kueue changes them and resumes
+// the job in one update), as upstream Trainer does: a running job's pods
+// keep what they started with.
+func validatePatchChange(oldTJ, newTJ *trainer.TrainJob) field.ErrorList {
+	if equality.Semantic.DeepEqual(oldTJ.Spec.RuntimePatches, newTJ.Spec.RuntimePatches) ||
+		ptr.Deref(oldTJ.Spec.Suspend, false) || ptr.Deref(newTJ.Spec.Suspend, false) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "runtimePatches"),
+		"a running job's runtime patches cannot change: its pods keep what they started with; suspend the job (spec.suspend) to change them")}
 }
 
 // validateUnsupportedRuntimeFields refuses the parts of an MPI runtime that

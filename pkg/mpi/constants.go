@@ -46,6 +46,13 @@ const (
 	SSHInitContainer = "mpi-ssh-setup"
 )
 
+// IsTorusVolume reports whether a pod volume name is one Torus gives a job's
+// keys and hostfile: a TrainJob's runtime patches may neither define nor
+// mount a volume of that name.
+func IsTorusVolume(name string) bool {
+	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume
+}
+
 // Keys of the per-job SSH Secret. The Secret has type kubernetes.io/ssh-auth,
 // whose required key is ssh-privatekey.
 const (

@@ -29,6 +29,15 @@ func (r *Runtime) IsMPI() bool {
 	return r.Spec.MLPolicy != nil && r.Spec.MLPolicy.MPI != nil
 }
 
+// SSHPath is the SSH directory of an MPI runtime's pods
+// (mlPolicy.mpi.sshAuthMountPath, DefaultSSHPath unless set).
+func (r *Runtime) SSHPath() string {
+	if !r.IsMPI() {
+		return DefaultSSHPath
+	}
+	return ptr.Deref(r.Spec.MLPolicy.MPI.SSHAuthMountPath, DefaultSSHPath)
+}
+
 // Job is what Torus needs to know about an MPI TrainJob once its runtime is
 // merged in: the TrainJob's own values win over the runtime's.
 type Job struct {
@@ -69,7 +78,7 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		NumNodes:          ptr.Deref(policy.NumNodes, 1),
 		SlotsPerHost:      ptr.Deref(mpiPolicy.NumProcPerNode, 1),
 		LauncherRunsRanks: ptr.Deref(mpiPolicy.RunLauncherAsNode, false),
-		SSH:               SSHSettings{Path: ptr.Deref(mpiPolicy.SSHAuthMountPath, DefaultSSHPath), Port: DefaultSSHPort, StrictModes: true},
+		SSH:               SSHSettings{Path: rt.SSHPath(), Port: DefaultSSHPort, StrictModes: true},
 	}
 	if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
 		job.NumNodes = *t.NumNodes

@@ -31,7 +31,10 @@ TrainJob that the Torus operator runs.
 
 The runtime follows --mpi (` + strings.Join(mpi.CLINames(), ", ") + `; Torus's ClusterTrainingRuntimes
 ` + strings.Join(mpi.RuntimeNames(), ", ") + `) unless --runtime names one.
-The command after -- is the launcher's; workers run sshd as the runtime says.
+The command after -- is the launcher's; workers run sshd as the runtime says. --env sets the TrainJob's
+environment, which reaches the launcher and every worker; --volume, --image-pull-secret and
+--service-account reach their pods through the TrainJob's runtimePatches (manager ` + patchManager + `), on
+the runtime as it is.
 
 Before anything is submitted the job is checked: flag values, the runtime (it exists and runs the MPI asked
 for), host name lengths, volumes, and with --queue that the LocalQueue exists and that its ClusterQueue's
@@ -51,6 +54,10 @@ const runExample = `  # 4 workers, 2 ranks each, Open MPI 4
   # Intel MPI on GPUs through a Kueue queue, and wait for the result
   kubectl mpi run train --mpi intel --image registry/train:1 --workers 8 --gpus 4 --memory 64Gi \
     --queue team-a --topology cloud.provider.com/topology-rack --wait -- mpirun ./train
+
+  # Data from a PersistentVolumeClaim, an image from a private registry, a ServiceAccount of its own
+  kubectl mpi run train --image registry.example.com/team/train:1 --image-pull-secret registry \
+    --service-account trainer --volume pvc:datasets:/data:ro --env EPOCHS=3 -- mpirun ./train
 
   # See what would be submitted, checked by the API server
   kubectl mpi run pi --image img --dry-run=server -o yaml -- mpirun ./pi
@@ -131,7 +138,9 @@ func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
 	f.StringVar(&j.Topology, flagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
 	f.StringVar(&j.SchedulingTimeout, flagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
 	f.StringArrayVar(&j.Env, flagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
-	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount: pvc:CLAIM:/path[:ro] (repeatable)")
+	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount into the launcher and the workers: pvc:CLAIM:/path[:ro] (repeatable)")
+	f.StringArrayVar(&j.ImagePullSecrets, flagPullSecret, nil, "Secret the kubelet pulls the image with, in the job's namespace (repeatable)")
+	f.StringVar(&j.ServiceAccount, flagServiceAccount, "", "ServiceAccount the launcher's and the workers' pods run as; the runtime's when not set")
 }
 
 // addRunFlags binds the flags of how a job is submitted and waited for.
@@ -253,19 +262,15 @@ func (o *runOptions) Run(ctx context.Context) error {
 	if len(o.Filenames) > 0 {
 		return o.runFiles(ctx)
 	}
-	spec, vols, err := o.Job.Spec(o.name, o.namespace, o.command, o.changed)
+	spec, err := o.Job.Spec(o.name, o.namespace, o.command, o.changed)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
 	if o.DryRun == cmdutil.DryRunClient {
 		// Nothing is asked of the cluster: the job as the flags build it.
-		plan := &jobPlan{TrainJob: BuildTrainJob(spec)}
-		if len(vols) > 0 {
-			plan.Warnings = append(plan.Warnings, "--volume: the job's own copy of its runtime, which mounts the volumes, is made from the cluster's runtime at submission; --dry-run=server shows it")
-		}
-		return o.submit(ctx, plan)
+		return o.submit(ctx, &jobPlan{TrainJob: BuildTrainJob(spec)})
 	}
-	plan, err := prepare(ctx, o.client, spec, vols)
+	plan, err := prepare(ctx, o.client, spec)
 	if err != nil {
 		return err
 	}
@@ -283,11 +288,6 @@ func (o *runOptions) submit(ctx context.Context, plan *jobPlan) error {
 	}
 	if err := submitPlan(ctx, o.client, plan, o.DryRun); err != nil {
 		return err
-	}
-	if plan.Runtime != nil && *o.PrintFlags.OutputFormat == "" {
-		if err := o.printer.PrintObj(plan.Runtime, o.Out); err != nil {
-			return err
-		}
 	}
 	if err := o.printer.PrintObj(plan.TrainJob, o.Out); err != nil {
 		return err

@@ -39,6 +39,8 @@ type jobFlags struct {
 	SchedulingTimeout string
 	Env               []string
 	Volumes           []string
+	ImagePullSecrets  []string
+	ServiceAccount    string
 }
 
 // Flag names, shared with the command that binds them.
@@ -58,6 +60,8 @@ const (
 	flagSchedTimeout   = "scheduling-timeout"
 	flagEnv            = "env"
 	flagVolume         = "volume"
+	flagPullSecret     = "image-pull-secret"
+	flagServiceAccount = "service-account"
 )
 
 // jobFlagNames lists the flags that shape a job (as opposed to how run
@@ -65,14 +69,15 @@ const (
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
 	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagEnv, flagVolume,
+	flagPullSecret, flagServiceAccount,
 }
 
 // Spec reads the flags that were set (changed reports which) into a
-// RunSpec and volumes; command is what follows --. Every problem is
-// reported at once.
-func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, []volume, error) {
+// Spec; command is what follows --. Every problem is reported at once.
+func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
-		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
+		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
+		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount}
 	var errs []error
 	if changed(flagWorkers) {
 		s.Workers = ptr.To(f.Workers)
@@ -125,19 +130,18 @@ func (f *jobFlags) Spec(name, namespace string, command []string, changed func(f
 		}
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: v})
 	}
-	var vols []volume
 	for _, v := range f.Volumes {
 		vol, err := parseVolume(v)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		vols = append(vols, vol)
+		s.Volumes = append(s.Volumes, vol)
 	}
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return s, vols, errors.Join(errs...)
+	return s, errors.Join(errs...)
 }
 
 // parseRuntime reads --runtime: NAME (a ClusterTrainingRuntime) or
@@ -157,15 +161,15 @@ func parseRuntime(s string) (kind, name string, err error) {
 }
 
 // parseVolume reads --volume pvc:CLAIM:/path[:ro].
-func parseVolume(s string) (volume, error) {
+func parseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 || parts[0] != "pvc" || parts[1] == "" || parts[2] == "" {
-		return volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
+		return Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
 	}
-	v := volume{Claim: parts[1], MountPath: parts[2]}
+	v := Volume{Claim: parts[1], MountPath: parts[2]}
 	if len(parts) == 4 {
 		if parts[3] != "ro" && parts[3] != "rw" {
-			return volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
+			return Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
 		}
 		v.ReadOnly = parts[3] == "ro"
 	}

@@ -39,7 +39,9 @@ type Form struct {
 	Env               []string `json:"env,omitempty"`
 	// Volumes are PersistentVolumeClaims as --volume takes them:
 	// pvc:CLAIM:/path[:ro].
-	Volumes []string `json:"volume,omitempty"`
+	Volumes          []string `json:"volume,omitempty"`
+	ImagePullSecrets []string `json:"image-pull-secret,omitempty"`
+	ServiceAccount   string   `json:"service-account,omitempty"`
 }
 
 // FieldError is a problem of a form, under the field it concerns ("" for
@@ -76,7 +78,7 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 	}
 	// A number that did not parse is reported once, not again as zero.
 	set := func(flag string) bool { return f.value(flag) != "" && !bad[flag] }
-	spec, vols, err := flags.Spec(f.Name, f.Namespace, command, set)
+	spec, err := flags.Spec(f.Name, f.Namespace, command, set)
 	errs = append(errs, fieldErrors(err)...)
 	if f.Name == "" {
 		errs = append(errs, FieldError{Field: "name", Message: "a job needs a name"})
@@ -84,7 +86,7 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 	if len(errs) > 0 {
 		return Outcome{Errors: errs}
 	}
-	plan, err := prepare(ctx, c, spec, vols)
+	plan, err := prepare(ctx, c, spec)
 	if err != nil {
 		return Outcome{Errors: fieldErrors(err)}
 	}
@@ -101,7 +103,12 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 // flags reads the form's numbers; the rest run's flags parse themselves.
 func (f Form) flags() (*jobFlags, []FieldError) {
 	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
-		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout}
+		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, ServiceAccount: strings.TrimSpace(f.ServiceAccount)}
+	for _, s := range f.ImagePullSecrets {
+		if s = strings.TrimSpace(s); s != "" {
+			flags.ImagePullSecrets = append(flags.ImagePullSecrets, s)
+		}
+	}
 	for _, e := range f.Env {
 		if strings.TrimSpace(e) != "" {
 			flags.Env = append(flags.Env, e)
@@ -162,6 +169,8 @@ func (f Form) value(flag string) string {
 		return f.Topology
 	case flagSchedTimeout:
 		return f.SchedulingTimeout
+	case flagServiceAccount:
+		return f.ServiceAccount
 	}
 	return ""
 }
@@ -236,13 +245,28 @@ func formFieldOf(path string) string {
 			return p.field
 		}
 	}
+	// The runtime patch run writes, by the pod field.
+	if strings.HasPrefix(path, "spec.runtimePatches") {
+		for _, p := range []struct{ part, field string }{
+			{".volumes", flagVolume},
+			{".volumeMounts", flagVolume},
+			{".imagePullSecrets", flagPullSecret},
+			{".serviceAccountName", flagServiceAccount},
+		} {
+			if strings.Contains(path, p.part) {
+				return p.field
+			}
+		}
+	}
 	return ""
 }
 
 // FormOf fills a form from a job, for "clone and modify": what rerun
 // copies, as run's flags would give it. copied is the job's own copy of its
-// runtime (api.AnnotationRuntimeCopyOf), where its volumes are, or nil.
-// notes say what of the job the form cannot carry.
+// runtime (api.AnnotationRuntimeCopyOf), where its volumes are, or nil;
+// the volumes, image pull secrets and service account of run's runtime
+// patch are read from the job. notes say what of the job the form cannot
+// carry.
 func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, notes []string) {
 	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
@@ -256,6 +280,16 @@ func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, note
 		// runtime it copied, with the volumes the copy added.
 		f.Runtime = strings.TrimPrefix(copyOf, trainer.ClusterTrainingRuntimeKind+"/")
 		f.Volumes = volumesOf(copied)
+	}
+	vols, pullSecrets, serviceAccount := patched(tj)
+	for _, v := range vols {
+		f.Volumes = append(f.Volumes, v.String())
+	}
+	f.ImagePullSecrets, f.ServiceAccount = pullSecrets, serviceAccount
+	for _, p := range tj.Spec.RuntimePatches {
+		if p.Manager != patchManager && p.Manager != mpi.KueueManager {
+			notes = append(notes, fmt.Sprintf("the runtime patch of %s is not one the form carries: the clone goes without it", p.Manager))
+		}
 	}
 	if _, versioned := tj.Annotations[api.AnnotationOpenMPIVersion]; versioned {
 		// The implementation the job asked for over its runtime's
@@ -300,7 +334,7 @@ func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, note
 }
 
 // volumesOf reads back, as --volume takes them, the claims run mounted into
-// a runtime copy's launcher (addVolumes).
+// a runtime copy's launcher.
 func volumesOf(rt *trainer.TrainingRuntime) []string {
 	if rt == nil {
 		return nil
@@ -317,14 +351,10 @@ func volumesOf(rt *trainer.TrainingRuntime) []string {
 			}
 			for _, m := range c.VolumeMounts {
 				for _, v := range ps.Volumes {
-					if v.Name != m.Name || v.PersistentVolumeClaim == nil || v.Name != (volume{Claim: v.PersistentVolumeClaim.ClaimName}).Name() {
+					if v.Name != m.Name || v.PersistentVolumeClaim == nil || v.Name != (Volume{Claim: v.PersistentVolumeClaim.ClaimName}).Name() {
 						continue
 					}
-					spec := "pvc:" + v.PersistentVolumeClaim.ClaimName + ":" + m.MountPath
-					if m.ReadOnly {
-						spec += ":ro"
-					}
-					out = append(out, spec)
+					out = append(out, Volume{Claim: v.PersistentVolumeClaim.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly}.String())
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -87,9 +88,7 @@ func TestFormOfReadsBackWhatRunWrote(t *testing.T) {
 	tj.Labels = map[string]string{api.LabelImplementation: "OpenMPI5"}
 	tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "t"}}}}
 	rt := wrappers.MakeMPIRuntime("torus-openmpi", "OpenMPI").Namespaced("ns")
-	if err := addVolumes(&rt.Spec, []volume{{Claim: "data", MountPath: "/data", ReadOnly: true}, {Claim: "out", MountPath: "/out"}}); err != nil {
-		t.Fatal(err)
-	}
+	mountInCopy(&rt.Spec, []Volume{{Claim: "data", MountPath: "/data", ReadOnly: true}, {Claim: "out", MountPath: "/out"}})
 	tj.Annotations[api.AnnotationRuntimeCopyOf] = "ClusterTrainingRuntime/torus-openmpi"
 	f, notes := FormOf(tj, rt)
 	want := Form{Namespace: "ns", Runtime: "torus-openmpi", MPI: "openmpi5", Workers: "4",
@@ -99,5 +98,23 @@ func TestFormOfReadsBackWhatRunWrote(t *testing.T) {
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "TOKEN") {
 		t.Errorf("notes = %q, want one naming TOKEN", notes)
+	}
+}
+
+// A clone keeps the volumes, pull secrets and service account of the
+// runtime patch run wrote, and says it drops other managers' patches.
+func TestFormOfReadsBackTheRunsPatch(t *testing.T) {
+	spec := Spec{Name: "pi", Namespace: "ns", Runtime: "torus-openmpi", Volumes: []Volume{{Claim: "data", MountPath: "/data", ReadOnly: true}, {Claim: "out", MountPath: "/out"}},
+		ImagePullSecrets: []string{"registry", "mirror"}, ServiceAccount: "trainer"}
+	tj := BuildTrainJob(spec)
+	tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{Manager: mpi.KueueManager}, trainer.RuntimePatch{Manager: "example.com/tuner"})
+	f, notes := FormOf(tj, nil)
+	want := Form{Namespace: "ns", Runtime: "torus-openmpi", Volumes: []string{"pvc:data:/data:ro", "pvc:out:/out"},
+		ImagePullSecrets: []string{"registry", "mirror"}, ServiceAccount: "trainer"}
+	if diff := cmp.Diff(want, f); diff != "" {
+		t.Errorf("form (-want,+got):\n%s", diff)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "example.com/tuner") {
+		t.Errorf("notes = %q, want one naming example.com/tuner", notes)
 	}
 }

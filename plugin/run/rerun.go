@@ -66,7 +66,7 @@ func nextName(orig *trainer.TrainJob, taken func(string) bool) string {
 
 // copiedRuntime reads the runtime a job's own runtime copy was made from
 // (api.AnnotationRuntimeCopyOf), and the volumes the copy added to it.
-func copiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []volume, ok bool) {
+func copiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRuntimeSpec) (ref trainer.RuntimeRef, vols []Volume, ok bool) {
 	from, found := copyAnnotations[api.AnnotationRuntimeCopyOf]
 	if !found {
 		return ref, nil, false
@@ -93,7 +93,7 @@ func copiedRuntime(copyAnnotations map[string]string, spec *trainer.TrainingRunt
 			}
 			for _, m := range c.VolumeMounts {
 				if pvc, ok := claims[m.Name]; ok {
-					vols = append(vols, volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
+					vols = append(vols, Volume{Claim: pvc.ClaimName, MountPath: m.MountPath, ReadOnly: m.ReadOnly})
 				}
 			}
 		}

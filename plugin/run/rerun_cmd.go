@@ -85,7 +85,7 @@ func (o *rerunOptions) Run(ctx context.Context) error {
 		}
 		name = nextName(orig, taken.Has)
 	}
-	spec, vols, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
+	spec, err := o.Job.Spec(name, o.namespace, o.command, o.changed)
 	if err != nil {
 		return cmdutil.AsUsage(err)
 	}
@@ -95,20 +95,20 @@ func (o *rerunOptions) Run(ctx context.Context) error {
 	}
 
 	clone := cloneJob(orig, name)
-	// A job with volumes ran on its own copy of a runtime, which goes with
-	// it: the rerun gets a new copy of the same runtime with the same
-	// volumes (and any new ones).
+	// A job that ran on its own copy of a runtime (api.AnnotationRuntimeCopyOf)
+	// reruns on the runtime it copied, with the copy's volumes in its
+	// runtime patch (and any new ones).
 	if kind := ptr.Deref(orig.Spec.RuntimeRef.Kind, ""); kind == trainer.TrainingRuntimeKind {
 		var rt trainer.TrainingRuntime
 		if err := o.client.Get(ctx, client.ObjectKey{Namespace: orig.Namespace, Name: orig.Spec.RuntimeRef.Name}, &rt); err == nil {
 			if base, copied, ok := copiedRuntime(rt.Annotations, &rt.Spec); ok {
 				clone.Spec.RuntimeRef = base
-				vols = append(copied, vols...)
+				spec.Volumes = append(copied, spec.Volumes...)
 			}
 		}
 	}
 	spec.Apply(clone)
-	plan, err := check(ctx, o.client, clone, spec.Implementation, true, vols)
+	plan, err := check(ctx, o.client, clone, spec.Implementation, true, patchedVolumes(clone))
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -66,10 +67,8 @@ func TestNextName(t *testing.T) {
 
 func TestCopiedRuntime(t *testing.T) {
 	rt := runtimeWith(corev1Requirements(), corev1Requirements())
-	vols := []volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
-	if err := addVolumes(&rt.Spec, vols); err != nil {
-		t.Fatal(err)
-	}
+	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "m", MountPath: "/m", ReadOnly: true}}
+	mountInCopy(&rt.Spec, vols)
 	ref, got, ok := copiedRuntime(map[string]string{api.AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}, &rt.Spec)
 	if !ok {
 		t.Fatal("CopiedRuntime() found no copy")
@@ -83,5 +82,24 @@ func TestCopiedRuntime(t *testing.T) {
 	}
 	if _, _, ok := copiedRuntime(nil, &trainer.TrainingRuntimeSpec{Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{}}}); ok {
 		t.Error("CopiedRuntime() found a copy in a runtime without the annotation")
+	}
+}
+
+// mountInCopy mounts claims into the MPI container of a runtime's launcher
+// and node pods, as a job's own runtime copy holds them
+// (api.AnnotationRuntimeCopyOf).
+func mountInCopy(spec *trainer.TrainingRuntimeSpec, vols []Volume) {
+	for i := range spec.Template.Spec.ReplicatedJobs {
+		ps := &spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+		for c := range ps.Containers {
+			if ps.Containers[c].Name != mpi.TrainerContainer {
+				continue
+			}
+			for _, v := range vols {
+				ps.Volumes = append(ps.Volumes, corev1.Volume{Name: v.Name(), VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Claim, ReadOnly: v.ReadOnly}}})
+				ps.Containers[c].VolumeMounts = append(ps.Containers[c].VolumeMounts, corev1.VolumeMount{Name: v.Name(), MountPath: v.MountPath, ReadOnly: v.ReadOnly})
+			}
+		}
 	}
 }

@@ -56,8 +56,17 @@ type Spec struct {
 	Memory *resource.Quantity
 
 	// Env reaches the launcher and every worker; entries replace those of
-	// the same name.
+	// the same name. It is the TrainJob's spec.trainer.env: the MPI
+	// container's environment is the job's, which runtime patches may not
+	// set (upstream Trainer refuses them too).
 	Env []corev1.EnvVar
+
+	// Volumes, ImagePullSecrets and ServiceAccount reach the launcher's and
+	// every worker's pods through the job's runtime patch (patchManager),
+	// on the runtime as it is.
+	Volumes          []Volume
+	ImagePullSecrets []string
+	ServiceAccount   string
 
 	// Queue is the Kueue LocalQueue.
 	Queue string
@@ -148,6 +157,7 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 		t.Env = mpi.UpsertEnv(t.Env, e)
 	}
 	s.applyResources(t)
+	s.applyPodPatch(tj)
 	if t.Image != nil || len(t.Command) > 0 || len(t.Args) > 0 || len(t.Env) > 0 || t.NumNodes != nil ||
 		t.NumProcPerNode != nil || t.ResourcesPerNode != nil {
 		tj.Spec.Trainer = t
@@ -247,6 +257,28 @@ func (s Spec) Validate() error {
 		}
 		seen[e.Name] = true
 	}
+	// The SSH directory is the runtime's: check tells once it is read.
+	if err := validateVolumes(s.Volumes, ""); err != nil {
+		errs = append(errs, err)
+	}
+	seen = map[string]bool{}
+	for _, name := range s.ImagePullSecrets {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			add("--image-pull-secret %q is not a Secret name: %s", name, msg)
+		}
+		if strings.HasSuffix(name, mpi.SSHSecretName("")) {
+			add("--image-pull-secret %q: Secrets named *%s hold MPI jobs' SSH keys, which only their own pods receive; name your registry's Secret", name, mpi.SSHSecretName(""))
+		}
+		if seen[name] {
+			add("--image-pull-secret %s is given twice", name)
+		}
+		seen[name] = true
+	}
+	if s.ServiceAccount != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.ServiceAccount) {
+			add("--service-account %q is not a ServiceAccount name: %s", s.ServiceAccount, msg)
+		}
+	}
 	if s.Queue != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.Queue) {
 			add("--queue %q: %s", s.Queue, msg)
@@ -275,16 +307,25 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// volume is a PersistentVolumeClaim mounted into the launcher and every
+// Volume is a PersistentVolumeClaim mounted into the launcher and every
 // worker.
-type volume struct {
+type Volume struct {
 	Claim     string
 	MountPath string
 	ReadOnly  bool
 }
 
+// String is the volume as --volume takes it.
+func (v Volume) String() string {
+	s := "pvc:" + v.Claim + ":" + v.MountPath
+	if v.ReadOnly {
+		s += ":ro"
+	}
+	return s
+}
+
 // Name is the pod volume's name.
-func (v volume) Name() string {
+func (v Volume) Name() string {
 	name := "pvc-" + v.Claim
 	if len(name) > validation.DNS1123LabelMaxLength {
 		name = strings.TrimRight(name[:validation.DNS1123LabelMaxLength], "-.")
@@ -294,7 +335,7 @@ func (v volume) Name() string {
 
 // validateVolumes checks claims and mount paths: valid names, absolute
 // distinct paths, none over the files Torus mounts.
-func validateVolumes(vols []volume, sshPath string) error {
+func validateVolumes(vols []Volume, sshPath string) error {
 	var errs []error
 	paths := map[string]bool{}
 	for _, v := range vols {
@@ -315,44 +356,6 @@ func validateVolumes(vols []volume, sshPath string) error {
 		paths[clean] = true
 	}
 	return errors.Join(errs...)
-}
-
-// addVolumes mounts PersistentVolumeClaims into the trainer container of the
-// launcher and node pods of a runtime's template. A TrainJob cannot carry
-// volumes that Torus applies, so a job with volumes runs on its own copy of
-// its runtime.
-func addVolumes(spec *trainer.TrainingRuntimeSpec, vols []volume) error {
-	found := 0
-	for i := range spec.Template.Spec.ReplicatedJobs {
-		rj := &spec.Template.Spec.ReplicatedJobs[i]
-		if rj.Name != mpi.LauncherJob && rj.Name != mpi.NodeJob {
-			continue
-		}
-		ps := &rj.Template.Spec.Template.Spec
-		var ctr *corev1.Container
-		for c := range ps.Containers {
-			if ps.Containers[c].Name == mpi.TrainerContainer {
-				ctr = &ps.Containers[c]
-			}
-		}
-		if ctr == nil {
-			return fmt.Errorf("replicated job %q has no %q container to mount volumes into", rj.Name, mpi.TrainerContainer)
-		}
-		found++
-		for _, v := range vols {
-			ps.Volumes = mpi.UpsertVolume(ps.Volumes, corev1.Volume{
-				Name: v.Name(),
-				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-					ClaimName: v.Claim, ReadOnly: v.ReadOnly,
-				}},
-			})
-			ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: v.Name(), MountPath: v.MountPath, ReadOnly: v.ReadOnly})
-		}
-	}
-	if found < 2 {
-		return fmt.Errorf("the runtime needs a %q and a %q replicated job", mpi.LauncherJob, mpi.NodeJob)
-	}
-	return nil
 }
 
 func setString(m *map[string]string, k, v string) {

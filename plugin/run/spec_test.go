@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -235,46 +234,74 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestVolumes(t *testing.T) {
-	vols := []volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}}
+	vols := []Volume{{Claim: "data", MountPath: "/data"}, {Claim: "models", MountPath: "/models", ReadOnly: true}}
 	if err := validateVolumes(vols, "/home/mpiuser/.ssh"); err != nil {
 		t.Fatalf("ValidateVolumes() = %v", err)
 	}
-	for name, bad := range map[string]volume{
+	for name, bad := range map[string]Volume{
 		"relative":      {Claim: "data", MountPath: "data"},
 		"over hostfile": {Claim: "data", MountPath: "/etc"},
 		"over ssh":      {Claim: "data", MountPath: "/home/mpiuser"},
 		"bad claim":     {Claim: "Data", MountPath: "/x"},
 	} {
-		if err := validateVolumes([]volume{bad}, "/home/mpiuser/.ssh"); err == nil {
+		if err := validateVolumes([]Volume{bad}, "/home/mpiuser/.ssh"); err == nil {
 			t.Errorf("%s: ValidateVolumes(%+v) = nil, want an error", name, bad)
 		}
 	}
 
-	pod := func(name string) jobsetv1alpha2.ReplicatedJob {
-		rj := jobsetv1alpha2.ReplicatedJob{Name: name}
-		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: mpi.TrainerContainer}}
-		return rj
+}
+
+// Volumes, pull secrets and a service account reach the launcher's and the
+// workers' pods through one runtime patch, on the runtime as it is; a rerun
+// adds to it and replaces what it names again.
+func TestPodPatch(t *testing.T) {
+	pvc := func(claim string, ro bool) corev1.Volume {
+		return corev1.Volume{Name: "pvc-" + claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: ro}}}
 	}
-	spec := &trainer.TrainingRuntimeSpec{}
-	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{pod(mpi.LauncherJob), pod(mpi.NodeJob)}
-	if err := addVolumes(spec, vols); err != nil {
-		t.Fatalf("AddVolumes() = %v", err)
-	}
-	wantVolumes := []corev1.Volume{
-		{Name: "pvc-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
-		{Name: "pvc-models", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models", ReadOnly: true}}},
-	}
-	wantMounts := []corev1.VolumeMount{{Name: "pvc-data", MountPath: "/data"}, {Name: "pvc-models", MountPath: "/models", ReadOnly: true}}
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		ps := rj.Template.Spec.Template.Spec
-		if diff := cmp.Diff(wantVolumes, ps.Volumes); diff != "" {
-			t.Errorf("%s volumes (-want,+got):\n%s", rj.Name, diff)
+	patchOf := func(vols []corev1.Volume, mounts []corev1.VolumeMount, secrets []string, sa *string) []trainer.RuntimePatch {
+		var refs []corev1.LocalObjectReference
+		for _, s := range secrets {
+			refs = append(refs, corev1.LocalObjectReference{Name: s})
 		}
-		if diff := cmp.Diff(wantMounts, ps.Containers[0].VolumeMounts); diff != "" {
-			t.Errorf("%s mounts (-want,+got):\n%s", rj.Name, diff)
+		var rjs []trainer.ReplicatedJobPatch
+		for _, job := range []string{mpi.LauncherJob, mpi.NodeJob} {
+			ps := &trainer.PodSpecPatch{Volumes: vols, ImagePullSecrets: refs, ServiceAccountName: sa}
+			if len(mounts) > 0 {
+				ps.Containers = []trainer.ContainerPatch{{Name: mpi.TrainerContainer, VolumeMounts: mounts}}
+			}
+			rjs = append(rjs, trainer.ReplicatedJobPatch{Name: job, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: ps}}}})
 		}
+		return []trainer.RuntimePatch{{Manager: "torus-mpi.io/kubectl-mpi", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+			Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: rjs}}}}}
 	}
-	if err := addVolumes(&trainer.TrainingRuntimeSpec{}, vols); err == nil {
-		t.Error("AddVolumes on a runtime without launcher and node succeeded")
+	cases := map[string]struct {
+		spec, rerun Spec
+		want        []trainer.RuntimePatch
+	}{
+		"nothing asked, no patch": {},
+		"a volume, pull secrets, a service account": {
+			spec: Spec{Volumes: []Volume{{Claim: "data", MountPath: "/data", ReadOnly: true}}, ImagePullSecrets: []string{"registry"}, ServiceAccount: "trainer"},
+			want: patchOf([]corev1.Volume{pvc("data", true)}, []corev1.VolumeMount{{Name: "pvc-data", MountPath: "/data", ReadOnly: true}}, []string{"registry"}, ptr.To("trainer")),
+		},
+		"a rerun adds a volume and a secret, and moves a mount": {
+			spec:  Spec{Volumes: []Volume{{Claim: "data", MountPath: "/data"}}, ImagePullSecrets: []string{"registry"}},
+			rerun: Spec{Volumes: []Volume{{Claim: "data", MountPath: "/input"}, {Claim: "out", MountPath: "/out"}}, ImagePullSecrets: []string{"registry", "mirror"}, ServiceAccount: "trainer"},
+			want: patchOf([]corev1.Volume{pvc("data", false), pvc("out", false)},
+				[]corev1.VolumeMount{{Name: "pvc-data", MountPath: "/input"}, {Name: "pvc-out", MountPath: "/out"}}, []string{"registry", "mirror"}, ptr.To("trainer")),
+		},
+		"a pull secret alone": {
+			spec: Spec{ImagePullSecrets: []string{"registry"}},
+			want: patchOf(nil, nil, []string{"registry"}, nil),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.spec.Name, tc.spec.Namespace = "pi", "ns"
+			tj := BuildTrainJob(tc.spec)
+			tc.rerun.Apply(tj)
+			if diff := cmp.Diff(tc.want, tj.Spec.RuntimePatches); diff != "" {
+				t.Errorf("runtime patches (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

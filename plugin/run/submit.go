@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
@@ -27,10 +24,7 @@ const fieldManager = "kubectl-mpi"
 // jobPlan is what a run will create.
 type jobPlan struct {
 	TrainJob *trainer.TrainJob
-	// Runtime is the job's own copy of its runtime, holding its volumes;
-	// nil without volumes.
-	Runtime *trainer.TrainingRuntime
-	// Base is the runtime the job runs on (before copying), when read.
+	// Base is the runtime the job runs on, when read.
 	Base *mpi.Runtime
 	Job  *mpi.Job
 	// Warnings did not stop the run.
@@ -44,19 +38,24 @@ type jobPlan struct {
 // the runtime exists and runs the implementation asked for, the name fits
 // the pods' host names, the volumes do not hide Torus's files, and the
 // queue exists and can ever admit the job.
-func prepare(ctx context.Context, c client.Reader, spec Spec, vols []volume) (*jobPlan, error) {
+func prepare(ctx context.Context, c client.Reader, spec Spec) (*jobPlan, error) {
 	explicitRuntime := spec.Runtime != ""
 	tj := BuildTrainJob(spec)
-	return check(ctx, c, tj, spec.Implementation, explicitRuntime, vols)
+	return check(ctx, c, tj, spec.Implementation, explicitRuntime, spec.Volumes)
 }
 
 // check checks a TrainJob built from flags or copied for a rerun. impl is
-// the implementation asked for ("" when not asked).
-func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []volume) (*jobPlan, error) {
+// the implementation asked for ("" when not asked); vols are the volumes
+// the job's runtime patch mounts.
+func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.Implementation, explicitRuntime bool, vols []Volume) (*jobPlan, error) {
 	plan := &jobPlan{TrainJob: tj}
 	rt, err := trainjob.GetRuntime(ctx, c, tj)
 	switch {
-	case apierrors.IsForbidden(err) && len(vols) == 0:
+	case apierrors.IsForbidden(err):
+		// Without the runtime's SSH directory; the webhook checks that.
+		if err := validateVolumes(vols, ""); err != nil {
+			return nil, err
+		}
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot read the job's runtime (%v); the API server will check the job", err))
 		return plan, checkQueue(ctx, c, plan)
 	case err != nil:
@@ -100,27 +99,8 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 	if problems := mpi.TrainJobNameProblems(tj.Name, job.Workers); len(problems) > 0 {
 		return nil, fmt.Errorf("job name %q %s", tj.Name, strings.Join(problems, "; "))
 	}
-	if len(vols) > 0 {
-		if err := validateVolumes(vols, job.SSH.Path); err != nil {
-			return nil, err
-		}
-		copied := &trainer.TrainingRuntime{
-			TypeMeta: metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
-			ObjectMeta: metav1.ObjectMeta{
-				Name: tj.Name, Namespace: tj.Namespace,
-				Annotations: maps.Clone(rt.Annotations),
-			},
-			Spec: *rt.Spec.DeepCopy(),
-		}
-		if copied.Annotations == nil {
-			copied.Annotations = map[string]string{}
-		}
-		copied.Annotations[api.AnnotationRuntimeCopyOf] = rt.Kind + "/" + rt.Name
-		if err := addVolumes(&copied.Spec, vols); err != nil {
-			return nil, fmt.Errorf("mounting volumes into a copy of %s %q: %w", rt.Kind, rt.Name, err)
-		}
-		plan.Runtime = copied
-		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: copied.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(trainer.TrainingRuntimeKind)}
+	if err := validateVolumes(vols, job.SSH.Path); err != nil {
+		return nil, err
 	}
 	plan.Notes = append(plan.Notes, quotaRoom(ctx, c, tj.Namespace, podSets(tj, rt, job))...)
 	return plan, checkQueue(ctx, c, plan)
@@ -185,61 +165,23 @@ func isNoKind(err error) bool {
 
 // submitPlan creates what a plan holds. With cmdutil.DryRunServer the API
 // server and its webhooks check the objects without keeping them; with
-// cmdutil.DryRunClient nothing is sent. A job with its own runtime copy is
-// dry-run against the runtime it copies, which is what the copy will be.
+// cmdutil.DryRunClient nothing is sent.
 func submitPlan(ctx context.Context, c client.Client, plan *jobPlan, dryRun string) error {
 	tj := plan.TrainJob
 	switch dryRun {
 	case cmdutil.DryRunClient:
 		return nil
 	case cmdutil.DryRunServer:
-		opts := []client.CreateOption{client.DryRunAll, client.FieldOwner(fieldManager)}
-		if plan.Runtime != nil {
-			if err := c.Create(ctx, plan.Runtime.DeepCopy(), opts...); err != nil {
-				return fmt.Errorf("checking TrainingRuntime %s (the job's copy of its runtime): %w", plan.Runtime.Name, err)
-			}
-			probe := tj.DeepCopy()
-			if plan.Base != nil {
-				probe.Spec.RuntimeRef = trainer.RuntimeRef{Name: plan.Base.Name, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(plan.Base.Kind)}
-			}
-			if err := c.Create(ctx, probe, opts...); err != nil {
-				return fmt.Errorf("checking TrainJob %s: %w", tj.Name, err)
-			}
-			return nil
-		}
-		if err := c.Create(ctx, tj, opts...); err != nil {
+		if err := c.Create(ctx, tj, client.DryRunAll, client.FieldOwner(fieldManager)); err != nil {
 			return fmt.Errorf("checking TrainJob %s: %w", tj.Name, err)
 		}
 		return nil
 	}
-	if plan.Runtime != nil {
-		if err := c.Create(ctx, plan.Runtime, client.FieldOwner(fieldManager)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating the job's copy of its runtime: TrainingRuntime %q already exists in %q; choose another job name", plan.Runtime.Name, plan.Runtime.Namespace)
-			}
-			return fmt.Errorf("creating the job's copy of its runtime: %w", err)
-		}
-	}
 	if err := c.Create(ctx, tj, client.FieldOwner(fieldManager)); err != nil {
-		if plan.Runtime != nil {
-			// Leave nothing behind for a job that does not exist.
-			_ = c.Delete(ctx, plan.Runtime)
-		}
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("MPI job %q already exists in namespace %q: choose another name, delete it (kubectl mpi delete %s) or rerun it (kubectl mpi rerun %s)", tj.Name, tj.Namespace, tj.Name, tj.Name)
 		}
 		return fmt.Errorf("creating TrainJob %s: %w", tj.Name, err)
-	}
-	if plan.Runtime != nil {
-		// The copy goes with the job: garbage collection deletes it when the
-		// TrainJob is deleted.
-		patch := client.MergeFrom(plan.Runtime.DeepCopy())
-		plan.Runtime.OwnerReferences = append(plan.Runtime.OwnerReferences, metav1.OwnerReference{
-			APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: tj.Name, UID: tj.UID,
-		})
-		if err := c.Patch(ctx, plan.Runtime, patch); err != nil {
-			plan.Warnings = append(plan.Warnings, fmt.Sprintf("TrainingRuntime %s will not be deleted with the job: %v", plan.Runtime.Name, err))
-		}
 	}
 	return nil
 }

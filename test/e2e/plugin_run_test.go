@@ -10,9 +10,11 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -95,7 +97,7 @@ var _ = Describe("kubectl mpi run", func() {
 				fmt.Sprintf(`error: LocalQueue "nope" not found in namespace %q: use one of team`, ns)},
 			{[]string{"run", strings.Repeat("x", 45), "--image", "img"}, 2,
 				"an MPI job needs at most 44"},
-			{[]string{"run", "pi", "--image", "img", "--volume", "pvc:data:/etc"}, 1,
+			{[]string{"run", "pi", "--image", "img", "--volume", "pvc:data:/etc"}, 2,
 				"error: --volume pvc:data:/etc would hide the job's hostfile in /etc/mpi: choose another path"},
 		}
 		for _, tc := range cases {
@@ -108,7 +110,7 @@ var _ = Describe("kubectl mpi run", func() {
 		Expect(list.Items).To(BeEmpty())
 	})
 
-	It("runs the TrainJobs and MPIJobs of files, and mounts volumes through a runtime copy", func() {
+	It("runs the TrainJobs and MPIJobs of files, and gives pods volumes, pull secrets and a service account through a runtime patch", func() {
 		ns := newNamespace("plugin-run")
 		dir := GinkgoT().TempDir()
 		jobs := filepath.Join(dir, "jobs.yaml")
@@ -134,12 +136,18 @@ spec:
 		succeed(mpiCmdIn(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"stdin"},"spec":{"runtimeRef":{"name":"torus-openmpi-e2e"}}}`,
 			"-n", ns, "run", "-f", "-"))
 
-		By("a volume: the job runs on its own copy of the runtime, deleted with it")
-		succeed(mpiCmd("-n", ns, "run", "vol", "--image", "img", "--runtime", "torus-openmpi-e2e", "--volume", "pvc:data:/data:ro", "--", "mpirun", "./a"))
-		var rt trainer.TrainingRuntime
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &rt)).To(Succeed())
-		Expect(rt.OwnerReferences).To(ContainElement(HaveField("Name", "vol")))
-		Expect(rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Name", "pvc-data")))
+		By("a volume, a pull secret, a service account: the job's runtime patch, on the runtime as it is")
+		succeed(mpiCmd("-n", ns, "run", "vol", "--image", "img", "--runtime", "torus-openmpi-e2e", "--volume", "pvc:data:/data:ro",
+			"--image-pull-secret", "registry", "--service-account", "default", "--", "mpirun", "./a"))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &trainer.TrainingRuntime{}))).To(BeTrue(), "no runtime copy")
+		var js jobsetv1alpha2.JobSet
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+		for _, rj := range js.Spec.ReplicatedJobs {
+			ps := rj.Template.Spec.Template.Spec
+			Expect(ps.Volumes).To(ContainElement(HaveField("Name", "pvc-data")), rj.Name)
+			Expect(ps.ImagePullSecrets).To(ContainElement(HaveField("Name", "registry")), rj.Name)
+			Expect(ps.ServiceAccountName).To(Equal("default"), rj.Name)
+		}
 	})
 
 	It("names the file, document and field the API server refuses, and creates nothing", func() {

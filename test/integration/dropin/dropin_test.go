@@ -49,6 +49,8 @@ type job struct {
 	// same JobSet status to a TrainJob status: "", Completed or Failed.
 	end jobsetv1alpha2.JobSetConditionType
 	mpi bool
+	// patches are the job's runtimePatches.
+	patches []trainer.RuntimePatch
 }
 
 var jobs = []job{
@@ -60,6 +62,63 @@ var jobs = []job{
 	{name: "xgboost", runtime: "xgboost-distributed", numNodes: 2, end: jobsetv1alpha2.JobSetCompleted},
 	{name: "plain", runtime: "plain", numNodes: 1, end: jobsetv1alpha2.JobSetCompleted},
 	{name: "deepspeed", runtime: "deepspeed-distributed", numNodes: 2, end: jobsetv1alpha2.JobSetCompleted, mpi: true},
+	{name: "deepspeed-patched", runtime: sidecarRuntime, numNodes: 2, end: jobsetv1alpha2.JobSetCompleted, mpi: true, patches: userPatches},
+}
+
+// sidecarRuntime is upstream's deepspeed-distributed runtime with a sidecar
+// beside the workers' MPI container: the node container's env is the
+// TrainJob's (spec.trainer.env), so a patch's env goes to another one.
+const sidecarRuntime = "deepspeed-sidecar"
+
+// userPatches are what a user's job asks of its pods through runtimePatches
+// (kubectl mpi run's --volume, --image-pull-secret, --service-account): a
+// volume and its mount, an image pull secret, a service account; and env
+// for the sidecar.
+var userPatches = func() []trainer.RuntimePatch {
+	pod := trainer.PodSpecPatch{
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets", ReadOnly: true}}}},
+		Containers:         []trainer.ContainerPatch{{Name: "node", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}}}},
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+		ServiceAccountName: ptr.To("trainer"),
+	}
+	worker := pod.DeepCopy()
+	worker.Containers = append(worker.Containers, trainer.ContainerPatch{Name: "sidecar", Env: []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}})
+	rj := func(name string, ps *trainer.PodSpecPatch) trainer.ReplicatedJobPatch {
+		return trainer.ReplicatedJobPatch{Name: name, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: ps}}}}
+	}
+	return []trainer.RuntimePatch{{Manager: "torus-mpi.io/kubectl-mpi", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{
+			rj("launcher", &pod), rj("node", worker),
+		}}},
+	}}}
+}()
+
+// patchedFields are the pod-template fields userPatches set, per
+// replicated job, as a JobSet has them.
+func patchedFields(js *jobsetv1alpha2.JobSet) map[string]any {
+	out := map[string]any{}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		ps := rj.Template.Spec.Template.Spec
+		out[rj.Name+" serviceAccountName"] = ps.ServiceAccountName
+		out[rj.Name+" imagePullSecrets"] = ps.ImagePullSecrets
+		for _, v := range ps.Volumes {
+			if v.Name == "data" {
+				out[rj.Name+" volume"] = v
+			}
+		}
+		for _, c := range ps.Containers {
+			for _, m := range c.VolumeMounts {
+				if m.Name == "data" {
+					out[rj.Name+" "+c.Name+" mount"] = m
+				}
+			}
+			if c.Name == "sidecar" {
+				out[rj.Name+" sidecar env"] = c.Env
+			}
+		}
+	}
+	return out
 }
 
 // jobsOf is the MPI jobs, or the others.
@@ -88,6 +147,8 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 	var (
 		upstreamNS, torusNS string
 		upstream, torus     map[string]outcome
+		// upstreamEnvPatch is upstream's answer to envPatchJob.
+		upstreamEnvPatch error
 	)
 
 	BeforeAll(func(sctx SpecContext) {
@@ -95,6 +156,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 		createRuntimes(sctx)
 		upstreamNS = fw.NewNamespace(sctx, "upstream").Name
 		upstream = runJobs(sctx, upstreamNS)
+		upstreamEnvPatch = fw.Client.Create(sctx, envPatchJob(upstreamNS))
 		stop()
 
 		fw.StartManager(controller.Options{})
@@ -135,6 +197,24 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 			Expect(tor).To(ConsistOf(up), "hostfile of %s", j.name)
 			Expect(tor[0]).To(HavePrefix(j.name+"-launcher-0-0."), "hostfile of %s", j.name)
 		}
+	})
+
+	It("applies a job's runtimePatches to its MPI pods as upstream does: volumes, mounts, image pull secrets, service account, env", func() {
+		u, t := upstream["deepspeed-patched"].jobSet, torus["deepspeed-patched"].jobSet
+		want := patchedFields(u)
+		Expect(want).To(HaveKeyWithValue("launcher serviceAccountName", "trainer"), "upstream applied the patches")
+		Expect(want).To(HaveKeyWithValue("node sidecar env", ConsistOf(corev1.EnvVar{Name: "LOG_LEVEL", Value: "debug"})))
+		Expect(want).To(HaveKey("launcher node mount"))
+		Expect(want).To(HaveKey("node node mount"))
+		Expect(patchedFields(t)).To(Equal(want))
+	})
+
+	It("refuses, as upstream does, a runtime patch of the node container's env, which is the TrainJob's", func(sctx SpecContext) {
+		err := fw.Client.Create(sctx, envPatchJob(torusNS))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("containers[0].env: Forbidden: the node container's environment is the TrainJob's: set it in spec.trainer.env"))
+		Expect(upstreamEnvPatch).To(HaveOccurred(), "upstream admitted it")
+		Expect(upstreamEnvPatch.Error()).To(ContainSubstring("must not have envs for the dataset-initializer, model-initializer, node containers"))
 	})
 
 	It("serves clients written for upstream: its generated clientset creates, lists, watches and reads TrainJobs of either kind", func(sctx SpecContext) {
@@ -306,6 +386,24 @@ var mpiDifferences = []string{
 	"spec.replicatedJobs[node].template.spec.template.spec.volumes[mpi-ssh]",
 }
 
+// envPatchJob patches the env of the node container, which upstream
+// refuses: the TrainJob's spec.trainer.env sets it.
+func envPatchJob(ns string) *trainer.TrainJob {
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "env-patch", Namespace: ns},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "deepspeed-distributed"},
+			RuntimePatches: []trainer.RuntimePatch{{Manager: "example.com/team", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+					Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						Containers: []trainer.ContainerPatch{{Name: "node", Env: []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}}}},
+					}}}},
+				}}}},
+			}}},
+		},
+	}
+}
+
 // startUpstream runs upstream's trainer-controller-manager with its
 // shipped Configuration, its webhooks served where the API server's webhook
 // configurations point, and returns how to stop it.
@@ -379,9 +477,33 @@ func createRuntimes(sctx SpecContext) {
 				unstructured.RemoveNestedField(plain.Object, "spec", "mlPolicy", "torch")
 				Expect(fw.Client.Create(sctx, plain)).To(Succeed())
 			}
+			if o.GetName() == "deepspeed-distributed" {
+				Expect(fw.Client.Create(sctx, withSidecar(o.DeepCopy()))).To(Succeed())
+			}
 			Expect(fw.Client.Create(sctx, o)).To(Succeed(), "creating %s from %s", o.GetName(), f)
 		}
 	}
+}
+
+// withSidecar makes sidecarRuntime of a runtime: a sidecar container
+// beside its workers' MPI container.
+func withSidecar(rt *unstructured.Unstructured) *unstructured.Unstructured {
+	GinkgoHelper()
+	rt.SetName(sidecarRuntime)
+	jobs, _, err := unstructured.NestedSlice(rt.Object, "spec", "template", "spec", "replicatedJobs")
+	Expect(err).NotTo(HaveOccurred())
+	for _, j := range jobs {
+		rj := j.(map[string]any)
+		if rj["name"] != "node" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(rj, "template", "spec", "template", "spec", "containers")
+		Expect(err).NotTo(HaveOccurred())
+		containers = append(containers, map[string]any{"name": "sidecar", "image": "registry.example.com/sidecar:1"})
+		Expect(unstructured.SetNestedSlice(rj, containers, "template", "spec", "template", "spec", "containers")).To(Succeed())
+	}
+	Expect(unstructured.SetNestedSlice(rt.Object, jobs, "spec", "template", "spec", "replicatedJobs")).To(Succeed())
+	return rt
 }
 
 // runJobs creates every job in ns, waits for its JobSet, writes the
@@ -392,8 +514,9 @@ func runJobs(sctx SpecContext, ns string) map[string]outcome {
 		tj := &trainer.TrainJob{
 			ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: ns},
 			Spec: trainer.TrainJobSpec{
-				RuntimeRef: trainer.RuntimeRef{Name: j.runtime},
-				Suspend:    ptr.To(j.suspend),
+				RuntimeRef:     trainer.RuntimeRef{Name: j.runtime},
+				Suspend:        ptr.To(j.suspend),
+				RuntimePatches: j.patches,
 				Trainer: &trainer.Trainer{
 					NumNodes: ptr.To(j.numNodes),
 					Command:  []string{"python3", "train.py"},

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/api"
@@ -75,6 +76,64 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		r = kubectlMPI("", "-n", ns, "delete", "pi", "pi-2")
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/pi deleted\ntrainjob.trainer.kubeflow.org/pi-2 deleted\n"))
+	})
+
+	It("gives a job's pods volumes, pull secrets and a service account through its runtime patch, on the runtime as it is", func() {
+		ns := namespace()
+		r := kubectlMPI("", "-n", ns, "run", "vol", "--image", "img", "--volume", "pvc:data:/data:ro", "--image-pull-secret", "registry",
+			"--service-account", "trainer", "--env", "EPOCHS=3", "--", "mpirun", "./a")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).To(Equal("trainjob.trainer.kubeflow.org/vol created\n"))
+		Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &trainer.TrainingRuntime{}))).To(BeTrue(), "no runtime copy")
+		var tj trainer.TrainJob
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &tj)).To(Succeed())
+		Expect(tj.Spec.RuntimePatches).To(ConsistOf(HaveField("Manager", "torus-mpi.io/kubectl-mpi")))
+		Expect(tj.Spec.Trainer.Env).To(ConsistOf(corev1.EnvVar{Name: "EPOCHS", Value: "3"}))
+		expectPodPatch := func(name string, mounts ...string) {
+			GinkgoHelper()
+			var js jobsetv1alpha2.JobSet
+			Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+			for _, rj := range js.Spec.ReplicatedJobs {
+				ps := rj.Template.Spec.Template.Spec
+				Expect(ps.ServiceAccountName).To(Equal("trainer"), rj.Name)
+				Expect(ps.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "registry"}), rj.Name)
+				Expect(ps.Volumes).To(ContainElement(HaveField("PersistentVolumeClaim.ClaimName", "data")), rj.Name)
+				var paths []string
+				for _, m := range ps.Containers[0].VolumeMounts {
+					paths = append(paths, m.MountPath)
+				}
+				Expect(paths).To(ContainElements(mounts), rj.Name)
+			}
+		}
+		expectPodPatch("vol", "/data")
+
+		By("a rerun keeps them, and adds a volume")
+		r = kubectlMPI("", "-n", ns, "rerun", "vol", "--volume", "pvc:out:/out")
+		Expect(r.Err).NotTo(HaveOccurred())
+		expectPodPatch("vol-2", "/data", "/out")
+
+		By("a rerun of a job that ran on a runtime copy: the runtime it copied, the copy's volumes in the patch")
+		var base trainer.ClusterTrainingRuntime
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Name: "torus-openmpi"}, &base)).To(Succeed())
+		copied := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns,
+			Annotations: map[string]string{api.AnnotationRuntimeCopyOf: "ClusterTrainingRuntime/torus-openmpi"}}, Spec: *base.Spec.DeepCopy()}
+		for i := range copied.Spec.Template.Spec.ReplicatedJobs {
+			ps := &copied.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+			ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "pvc-data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
+			ps.Containers[0].VolumeMounts = append(ps.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "pvc-data", MountPath: "/data"})
+		}
+		Expect(fw.Client.Create(ctx, copied)).To(Succeed())
+		Expect(fw.Client.Create(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns},
+			Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "old", Kind: ptr.To(trainer.TrainingRuntimeKind)}}})).To(Succeed())
+		r = kubectlMPI("", "-n", ns, "rerun", "old", "--image-pull-secret", "registry", "--service-account", "trainer")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old-2"}, &tj)).To(Succeed())
+		Expect(tj.Spec.RuntimeRef.Name).To(Equal("torus-openmpi"))
+		expectPodPatch("old-2", "/data")
+
+		By("names that are no Secret or ServiceAccount are refused before anything is sent")
+		r = kubectlMPI("", "-n", ns, "run", "bad", "--image", "img", "--image-pull-secret", "Registry", "--service-account", "robot_1", "--", "mpirun", "./a")
+		Expect(r.Err).To(MatchError(And(ContainSubstring(`--image-pull-secret "Registry" is not a Secret name`), ContainSubstring(`--service-account "robot_1" is not a ServiceAccount name`))))
 	})
 
 	It("shows and reaches only the pods of a job's own Jobs, not pods that wear its labels", func() {

@@ -70,7 +70,7 @@ var _ = Describe("Admission", Ordered, func() {
 			tj.Spec.Initializer = &trainer.Initializer{Dataset: &trainer.DatasetInitializer{StorageUri: ptr.To("hf://tatsu-lab/alpaca")}}
 			return tj
 		}, "spec.initializer: Forbidden: Torus runs MPI jobs without upstream's dataset and model initializers"),
-		Entry("a runtime patch of the pods' containers", func(ns string) *trainer.TrainJob {
+		Entry("a runtime patch of the MPI container's env, which is the TrainJob's", func(ns string) *trainer.TrainJob {
 			tj := wrappers.MakeTrainJob("patched", ns).RuntimeRef("wh-openmpi").Obj()
 			tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/tuner", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
 				Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
@@ -80,8 +80,18 @@ var _ = Describe("Admission", Ordered, func() {
 				}}}},
 			}}}
 			return tj
-		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Forbidden",
-			"set this in the runtime instead (runtime patch of example.com/tuner)"),
+		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env: Forbidden",
+			"set it in spec.trainer.env, which reaches the launcher and every worker"),
+		Entry("a runtime patch that replaces the volume of the job's keys", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("swapkeys", ns).RuntimeRef("wh-openmpi").PodPatch("example.com/x", trainer.PodSpecPatch{
+				Volumes: []corev1.Volume{{Name: "mpi-ssh", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			}, "node").Obj()
+		}, "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.volumes[0].name: Forbidden: mpi-ssh is the volume Torus gives the job's SSH keys and hostfile"),
+		Entry("a runtime patch that mounts the key volume into the launcher", func(ns string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob("mountkeys", ns).RuntimeRef("wh-openmpi").PodPatch("example.com/x", trainer.PodSpecPatch{
+				Containers: []trainer.ContainerPatch{{Name: "node", VolumeMounts: []corev1.VolumeMount{{Name: "mpi-ssh-secret", MountPath: "/keys"}}}},
+			}, "launcher").Obj()
+		}, "containers[0].volumeMounts[0].name: Forbidden: mpi-ssh-secret holds the job's SSH keys or hostfile"),
 		// The bad-input catalog: what a careless or hostile user may send.
 		Entry("an SSH port that is not a number", annotated(api.AnnotationSSHPort, "x"),
 			`metadata.annotations[torus-mpi.io/ssh-port]: Invalid value: "x": annotation torus-mpi.io/ssh-port="x": set it to a port number between 1024 and 65535`),
@@ -210,6 +220,23 @@ var _ = Describe("Admission", Ordered, func() {
 	It("admits Intel MPI and MPICH runtimes, which upstream's enum refuses", func() {
 		Expect(fw.Client.Create(ctx, wrappers.MakeMPIRuntime("wh-intel", "Intel").Obj())).To(Succeed())
 		Expect(fw.Client.Create(ctx, wrappers.MakeMPIRuntime("wh-mpich", "MPICH").Obj())).To(Succeed())
+	})
+
+	It("admits the runtime patches upstream Trainer applies, and changes to them only while the job is suspended", func(sctx SpecContext) {
+		tj := wrappers.MakeTrainJob("patched", ns.Name).RuntimeRef("wh-openmpi").PodPatch("example.com/team", trainer.PodSpecPatch{
+			Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "datasets"}}}},
+			Containers:         []trainer.ContainerPatch{{Name: "node", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+			ServiceAccountName: ptr.To("trainer"),
+			NodeSelector:       map[string]string{"zone": "a"},
+		}, "launcher", "node").Obj()
+		Expect(fw.Client.Create(sctx, tj)).To(Succeed())
+		tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.NodeSelector["zone"] = "b"
+		err := fw.Client.Update(sctx, tj)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.runtimePatches: Forbidden: a running job's runtime patches cannot change"))
+		tj.Spec.Suspend = ptr.To(true)
+		Expect(fw.Client.Update(sctx, tj)).To(Succeed(), "a change in the update that suspends the job")
 	})
 
 	It("leaves TrainJobs of other runtimes alone", func() {

@@ -10,7 +10,7 @@ type Key = keyof JobForm;
 const empty: JobForm = { name: '', workers: '2', 'slots-per-worker': '1' };
 
 // CreatePage is kubectl mpi run as a form: the essentials in view, MPI
-// options folded; checked as the user types by run's rules and the API
+// and pod options folded; checked as the user types by run's rules and the API
 // server's dry run, each problem beside its field.
 export function CreatePage({ from }: { from?: string }) {
   const [form, setForm] = useState<JobForm>(empty);
@@ -65,7 +65,7 @@ export function CreatePage({ from }: { from?: string }) {
 
   const set = (k: Key) => (_e: unknown, v: string) => { setTouched(true); setForm((f) => ({ ...f, [k]: v })); };
   const errorsOf = (k: string) => errors.filter((e) => e.field === k);
-  const general = errors.filter((e) => !fields.some(([k]) => k === e.field) && e.field !== 'env' && e.field !== 'volume');
+  const general = errors.filter((e) => !fields.some(([k]) => k === e.field) && !linesFields.includes(e.field));
   const text = (k: Key, label: string, help: string, required = false) => {
     const errs = errorsOf(k);
     return (
@@ -129,7 +129,7 @@ export function CreatePage({ from }: { from?: string }) {
             </GridItem>
             <GridItem>{text('queue', 'Queue', queues.length ? `Kueue LocalQueues here: ${queues.join(', ')}.` : 'A Kueue LocalQueue; empty: none.')}</GridItem>
           </Grid>
-          <ExpandableSection toggleText="MPI options">
+          <ExpandableSection toggleText="MPI and pod options">
             <Grid hasGutter md={6}>
               <GridItem>
                 <FormGroup label="MPI implementation" fieldId="f-mpi">
@@ -150,6 +150,12 @@ export function CreatePage({ from }: { from?: string }) {
                 <LinesField id="env" label="Environment" values={form.env} errors={errorsOf('env')} help="NAME=VALUE, one per line."
                   onChange={(v) => { setTouched(true); setForm((f) => ({ ...f, env: v })); }} />
               </GridItem>
+              <GridItem>
+                <LinesField id="image-pull-secret" label="Image pull secrets" values={form['image-pull-secret']} errors={errorsOf('image-pull-secret')}
+                  help="Secrets in the job's namespace the kubelet pulls the image with, one per line."
+                  onChange={(v) => { setTouched(true); setForm((f) => ({ ...f, 'image-pull-secret': v })); }} />
+              </GridItem>
+              <GridItem>{text('service-account', 'Service account', 'The ServiceAccount the pods run as; empty: the runtime\'s.')}</GridItem>
             </Grid>
           </ExpandableSection>
           <ActionGroup>
@@ -183,4 +189,7 @@ function LinesField({ id, label, values, errors, help, onChange }: {
 
 // fields the form shows a field for; other errors are the whole job's.
 const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
-  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout']];
+  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['service-account']];
+
+// linesFields are the repeatable flags, each a LinesField with its errors.
+const linesFields = ['env', 'volume', 'image-pull-secret'];
