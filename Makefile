@@ -115,8 +115,8 @@ test-unit: ## Unit tests (no API server).
 	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./hack/...
 
 .PHONY: test-integration
-test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller.
-	hack/testbin/build.sh trainer
+test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller, and OpenShift's SCC admission code judges pods.
+	hack/testbin/build.sh trainer openshift
 	$(call clean-reports,test/integration)
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -p $(GO_TEST_P) -timeout 20m ./test/integration/... -ginkgo.v $(GINKGO_REPORT) \
 	  || $(call ginkgo-failed,test/integration)
@@ -243,7 +243,7 @@ verify-krew: ## The krew manifest, checked with krew's own types, on a placehold
 
 .PHONY: test-olm
 test-olm: build ## OLM install and least-privilege end to end, on a fresh cluster in /tmp/torus-olm-cluster.
-	hack/testbin/build.sh cluster olm
+	hack/testbin/build.sh cluster olm openshift
 	$(call clean-reports,test/olm)
 	$(GO_TEST) -count=1 -v -timeout 30m ./test/olm/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/olm)
 

@@ -91,7 +91,7 @@ if [[ $node == real ]]; then
   # image built here (hack/images/mpi), on the real node. The launcher
   # holds the job open once pi is computed until the demo has reached a
   # rank with exec-rank, then releases it.
-  echo "== kubectl mpi run $job: Open MPI 4 on the real node, 2 workers x 2 ranks, queue 'default'"
+  echo "== kubectl mpi run $job: Open MPI 4 on the real nodes, 2 workers x 2 ranks, queue 'default'"
   $kubectl_mpi run "$job" --runtime torus-openmpi-local --workers 2 --slots-per-worker 2 --cpu 500m --memory 512Mi \
     --queue default -- sh -c 'mpirun -n 4 python3 /opt/torus/pi.py && until [ -e /tmp/release ]; do sleep 0.2; done'
 else

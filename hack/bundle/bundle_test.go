@@ -365,16 +365,6 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// The CSV's pod meets the restricted Pod Security Standard and OpenShift's
-// restricted-v2 SCC.
-func TestBundlePodIsRestricted(t *testing.T) {
-	for _, d := range committed(t).CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
-		for _, v := range render.RestrictedViolations(&d.Spec.Template.Spec) {
-			t.Errorf("deployment %s: %s", d.Name, v)
-		}
-	}
-}
-
 // Every descriptor path names a field of its CRD, and every kind has an
 // example that its CRD's schema would keep.
 func TestDescriptorsAndExamples(t *testing.T) {

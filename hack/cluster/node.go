@@ -158,6 +158,9 @@ func (c *cluster) nodeCheck(ctx context.Context) error {
 			return fmt.Errorf("%s is missing: run make node-deps", c.bin(b))
 		}
 	}
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		return errors.New("the kernel module br_netfilter is not loaded (modprobe br_netfilter): without it NetworkPolicies could not be enforced between pods of one node")
+	}
 	return bridgeFiltered(ctx)
 }
 
@@ -346,6 +349,9 @@ func (c *cluster) joinBridge(ctx context.Context, n realNode, pid int) error {
 		// /proc/sys/net is the writer's network namespace's: this is the
 		// node's forwarding, not the host's.
 		{"sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"},
+		// The policy agent's rules see traffic between pods of one node
+		// (bridged, not routed) only so.
+		{"sh", "-c", "echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables"},
 	}
 	for _, other := range c.realNodeList() {
 		if other != n {

@@ -204,7 +204,7 @@ for component in $components; do
     openshift-scc)
       # Ours, around OpenShift's SCC admission plugin.
       build openshift-scc openshift . \
-        "$(modversion openshift github.com/openshift/apiserver-library-go)-$(sha256sum "$here/openshift/main.go" | cut -c1-12)" ;;
+        "$(modversion openshift github.com/openshift/apiserver-library-go)-$(cat "$here"/openshift/*.go | sha256sum | cut -c1-12)" ;;
     controller-gen)
       build controller-gen ../tools sigs.k8s.io/controller-tools/cmd/controller-gen \
         "$(modversion ../tools sigs.k8s.io/controller-tools)" ;;

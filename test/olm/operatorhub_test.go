@@ -198,7 +198,9 @@ func operatorHub() {
 		var d appsv1.Deployment
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator"}, &d)).To(Succeed())
 		Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(2), "two replicas serve the webhooks")
-		Expect(render.RestrictedViolations(&d.Spec.Template.Spec)).To(BeEmpty())
+		verdict, err := framework.JudgeSCCOne(&d.Spec.Template.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(verdict).To(Equal(framework.SCCVerdict{SCC: "restricted-v2"}), "OpenShift's SCC admission")
 		Expect(d.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(
 			HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs")))
 		var pods corev1.PodList

@@ -13,6 +13,7 @@ require (
 	k8s.io/apiserver v0.36.2
 	k8s.io/client-go v0.36.2
 	k8s.io/kubernetes v1.36.2
+	k8s.io/pod-security-admission v0.0.0
 )
 
 require (

@@ -6,6 +6,7 @@
 // level per namespace), which restricted-v2 assigns pods from.
 //
 //	openshift-scc -kubeconfig FILE -listen 127.0.0.1:PORT -cert-dir DIR
+//	openshift-scc check < pods.json   # pods judged without a cluster (check.go)
 //
 // At start it creates the standard SCCs the plugin requires, and lets every
 // authenticated user use restricted-v2, as OpenShift's defaults do.
@@ -55,6 +56,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		if err := check(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "openshift-scc check:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	kubeconfig := flag.String("kubeconfig", "", "the cluster's kubeconfig")
 	listen := flag.String("listen", "127.0.0.1:0", "where the webhook listens")
 	certDir := flag.String("cert-dir", "", "directory of tls.crt and tls.key")

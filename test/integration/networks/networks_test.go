@@ -21,7 +21,6 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
-	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -136,11 +135,13 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		Eventually(func() error { return fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
 
 		worker := podSpec(&js, "node")
-		Expect(render.RestrictedViolations(&worker.Spec)).To(ContainElement(ContainSubstring("adds capability IPC_LOCK")), "restricted-v2 refuses it")
+		launcher := podSpec(&js, "launcher")
+		verdicts, err := framework.JudgeSCC(map[string]*corev1.PodSpec{"worker": &worker.Spec, "launcher": &launcher.Spec})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(verdicts["worker"].Refusal).To(ContainSubstring(`"IPC_LOCK": capability may not be added`), "restricted-v2 refuses it")
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "locked-", Namespace: ns.Name}, Spec: worker.Spec}
 		Expect(fw.Client.Create(ctx, pod, client.DryRunAll)).To(MatchError(ContainSubstring(`violates PodSecurity "restricted:latest"`)))
-		launcher := podSpec(&js, "launcher")
-		Expect(render.RestrictedViolations(&launcher.Spec)).To(BeEmpty(), "a launcher that runs no ranks gets no capability")
+		Expect(verdicts["launcher"]).To(Equal(framework.SCCVerdict{SCC: "restricted-v2"}), "a launcher that runs no ranks gets no capability")
 
 		Eventually(condition(tj, trainjob.ConditionNetworksReady), framework.Timeout, framework.Interval).Should(And(
 			HaveField("Status", metav1.ConditionFalse),

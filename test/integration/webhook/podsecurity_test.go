@@ -1,10 +1,15 @@
 package webhook_test
 
 import (
+	"path/filepath"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -16,8 +21,8 @@ import (
 
 // The pods Torus makes from each default runtime, as shipped: admitted by
 // the API server's own PodSecurity admission at the restricted level, and
-// within the rules of OpenShift's restricted-v2 SCC (no UID fixed, so that
-// the SCC assigns one; no privilege, no capability).
+// by OpenShift's SCC admission code under restricted-v2 (no UID fixed, so
+// that the SCC assigns one; no privilege, no capability).
 var _ = Describe("Pods of the default runtimes", func() {
 	for _, name := range samples.RuntimeNames() {
 		It("meet the restricted Pod Security Standard and restricted-v2: "+name, func(sctx SpecContext) {
@@ -37,7 +42,9 @@ var _ = Describe("Pods of the default runtimes", func() {
 			}, framework.Timeout, framework.Interval).Should(Succeed())
 			for _, rj := range js.Spec.ReplicatedJobs {
 				spec := rj.Template.Spec.Template.Spec
-				Expect(render.RestrictedViolations(&spec)).To(BeEmpty(), "%s pods of %s against restricted-v2", rj.Name, name)
+				verdict, err := framework.JudgeSCCOne(&spec)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(verdict).To(Equal(framework.SCCVerdict{SCC: "restricted-v2"}), "%s pods of %s under OpenShift's SCC admission", rj.Name, name)
 				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: rj.Name + "-", Namespace: ns.Name}, Spec: spec}
 				Expect(fw.Client.Create(sctx, pod, client.DryRunAll)).To(Succeed(), "%s pods of %s under PodSecurity enforce=restricted", rj.Name, name)
 			}
@@ -52,7 +59,9 @@ var _ = Describe("Pods of the default runtimes", func() {
 		}}
 		err := fw.Client.Create(sctx, pod, client.DryRunAll)
 		Expect(err).To(MatchError(ContainSubstring(`violates PodSecurity "restricted:latest"`)))
-		Expect(render.RestrictedViolations(&pod.Spec)).To(ContainElement(ContainSubstring("adds capability IPC_LOCK")))
+		verdict, err := framework.JudgeSCCOne(&pod.Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(verdict.Refusal).To(ContainSubstring(`provider restricted-v2: .containers[0].capabilities.add: Invalid value: "IPC_LOCK": capability may not be added`))
 	})
 })
 
@@ -68,3 +77,49 @@ func restrictedNamespace(sctx SpecContext) *corev1.Namespace {
 	Expect(fw.Client.Update(sctx, ns)).To(Succeed())
 	return ns
 }
+
+// The operator's own pod, as each kustomize overlay and the OLM bundle
+// deploy it: admitted by PodSecurity at the restricted level and by
+// OpenShift's SCC admission code under restricted-v2.
+var _ = Describe("The operator's pod", func() {
+	specs := func() map[string]*corev1.PodSpec {
+		GinkgoHelper()
+		root := framework.RepoRoot()
+		out := map[string]*corev1.PodSpec{}
+		for _, name := range append([]string{render.Base}, render.Overlays...) {
+			objs, err := render.Objects(render.Path(root, name))
+			Expect(err).NotTo(HaveOccurred(), "rendering %s", name)
+			for _, o := range objs {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				var d appsv1.Deployment
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)).To(Succeed())
+				out["kustomize "+name+": "+d.Name] = &d.Spec.Template.Spec
+			}
+		}
+		csvs, err := render.DecodeFile(filepath.Join(root, "bundle", "manifests", "torus-operator.clusterserviceversion.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, o := range csvs {
+			var csv operatorsv1alpha1.ClusterServiceVersion
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &csv)).To(Succeed())
+			for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+				out["bundle: "+d.Name] = &d.Spec.Template.Spec
+			}
+		}
+		Expect(out).To(HaveLen(len(render.Overlays) + 2))
+		return out
+	}
+
+	It("meets the restricted Pod Security Standard and restricted-v2, from every overlay and the bundle", func(sctx SpecContext) {
+		pods := specs()
+		verdicts, err := framework.JudgeSCC(pods)
+		Expect(err).NotTo(HaveOccurred())
+		ns := restrictedNamespace(sctx)
+		for name, spec := range pods {
+			Expect(verdicts[name]).To(Equal(framework.SCCVerdict{SCC: "restricted-v2"}), "%s under OpenShift's SCC admission", name)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "torus-operator-", Namespace: ns.Name}, Spec: *spec}
+			Expect(fw.Client.Create(sctx, pod, client.DryRunAll)).To(Succeed(), "%s under PodSecurity enforce=restricted", name)
+		}
+	})
+})
