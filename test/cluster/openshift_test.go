@@ -70,8 +70,7 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 			out, code := kubectlMPI(dir, "run", name, "-n", "team-a", "--runtime", runtime, "--workers", "2", "--slots-per-worker", "2",
 				"--wait", "--timeout", "3m", "--", "sh", "-c", "id -u && exec "+strings.Join(piCommand[runtime], " "))
 			if code != 0 {
-				describe, _ := kubectlMPI(dir, "describe", name, "-n", "team-a")
-				Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, out, describe))
+				Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, out, jobReportIn(dir, "team-a", name, nil)))
 			}
 			out, code = kubectlMPI(dir, "logs", name, "-n", "team-a", "--launcher")
 			Expect(code).To(Equal(0), out)
@@ -102,8 +101,7 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 		Expect(code).To(Equal(0), out)
 		out, code = kubectlMPI(dir, "wait", "rdma", "-n", "team-rdma", "--timeout", "4m")
 		if code != 0 {
-			describe, _ := kubectlMPI(dir, "describe", "rdma", "-n", "team-rdma")
-			Fail(fmt.Sprintf("the job did not complete once the SCC was granted (exit %d):\n%s\n%s", code, out, describe))
+			Fail(fmt.Sprintf("the job did not complete once the SCC was granted (exit %d):\n%s\n%s", code, out, jobReportIn(dir, "team-rdma", "rdma", nil)))
 		}
 		out, _ = kubectl(dir, "get", "pods", "-n", "team-rdma", "-l", "jobset.sigs.k8s.io/jobset-name=rdma,jobset.sigs.k8s.io/replicatedjob-name=node",
 			"-o", `jsonpath={range .items[*]}{.metadata.annotations.openshift\.io/scc}{"\n"}{end}`)

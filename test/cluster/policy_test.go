@@ -60,6 +60,7 @@ func realNodePolicies(dirp *string) {
 	Context("NetworkPolicies enforced on the real nodes", Ordered, func() {
 		var dir string
 		jobs := map[string]*background{}
+		logs := map[string]*background{}
 
 		BeforeAll(func() {
 			dir = *dirp
@@ -76,6 +77,9 @@ func realNodePolicies(dirp *string) {
 				return kubectlMPIInBackground(dir, append(append(args, "--"), command...)...)
 			}
 			jobs["on"] = run("tenant-on", "pi", true, piCommand["torus-openmpi-local"]...)
+			// Every rank's output, for the report of a failure: the
+			// workers' pods go with the job.
+			logs["on"] = kubectlMPIInBackground(dir, "logs", "pi", "-n", "tenant-on", "-f")
 			jobs["off"] = run("tenant-off", "pi", true, piCommand["torus-openmpi-local"]...)
 			// Its launcher holds the job open, workers serving, until deleted.
 			out, code = run("tenant-on", "held", false, "sleep", "600").wait()
@@ -86,8 +90,7 @@ func realNodePolicies(dirp *string) {
 		It("runs a job in a namespace that admits nothing, through the job's own policy: its ranks reach each other across the nodes", func() {
 			out, code := jobs["on"].wait()
 			if code != 0 {
-				describe, _ := kubectlMPI(dir, "describe", "pi", "-n", "tenant-on")
-				Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, out, describe))
+				Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, out, jobReportIn(dir, "tenant-on", "pi", logs["on"])))
 			}
 			out, code = kubectlMPI(dir, "logs", "pi", "-n", "tenant-on", "--launcher")
 			Expect(code).To(Equal(0), out)

@@ -634,12 +634,18 @@ spec:
 // with the job.
 func jobReport(dir, name string, followed *background) string {
 	GinkgoHelper()
+	return jobReportIn(dir, "default", name, followed)
+}
+
+// jobReportIn is jobReport for a job of namespace ns.
+func jobReportIn(dir, ns, name string, followed *background) string {
+	GinkgoHelper()
 	var b strings.Builder
-	describe, _ := kubectlMPI(dir, "describe", name)
-	fmt.Fprintf(&b, "--- kubectl mpi describe %s\n%s\n", name, describe)
-	pods, _ := kubectl(dir, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-o", "name")
+	describe, _ := kubectlMPI(dir, "describe", name, "-n", ns)
+	fmt.Fprintf(&b, "--- kubectl mpi describe %s -n %s\n%s\n", name, ns, describe)
+	pods, _ := kubectl(dir, "get", "pods", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-o", "name")
 	for _, pod := range strings.Fields(pods) {
-		out, _ := kubectl(dir, "logs", pod, "--all-containers", "--prefix", "--tail", "30")
+		out, _ := kubectl(dir, "logs", "-n", ns, pod, "--all-containers", "--prefix", "--tail", "30")
 		fmt.Fprintf(&b, "--- the last lines of %s\n%s\n", pod, out)
 	}
 	if followed != nil {
