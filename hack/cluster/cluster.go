@@ -32,7 +32,7 @@ type cluster struct {
 	// instead of the operator (-upstream-trainer).
 	upstream bool
 	nodes    int
-	// realNode: also real nodes, kubelets and containerd on this machine
+	// realNode: also real nodes, kubelets and containerd on the host
 	// (root); realNodes of them.
 	realNode  bool
 	realNodes int

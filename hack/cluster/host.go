@@ -48,7 +48,7 @@ func (c *cluster) readTraces() (*nodeTraces, error) {
 	return t, nil
 }
 
-// claimHost makes this cluster the one with real nodes on the machine. A claim held
+// claimHost makes this cluster the one with real nodes on the host. A claim held
 // by a cluster that still runs is refused, with how to stop it; one whose
 // processes are all gone (killed with the session that started them, so
 // down never ran) is cleaned up first, from that cluster's own record of
@@ -68,7 +68,7 @@ func (c *cluster) claimHost() error {
 			return err
 		}
 		if attempt > 1 || owner == "" {
-			return fmt.Errorf("%s holds %q: remove it once no real node runs on this machine", hostClaim, owner)
+			return fmt.Errorf("%s holds %q: remove it once no real node runs on the host", hostClaim, owner)
 		}
 		prev := &cluster{dir: owner}
 		// Its recorded PIDs are dead; the node's namespace dies with them
@@ -76,7 +76,7 @@ func (c *cluster) claimHost() error {
 		// looked for too, for a node whose processes outlived them (one
 		// started before --kill-child was used).
 		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.dir) {
-			return fmt.Errorf("the real nodes of the cluster in %s run on this machine, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the machine's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
+			return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
 		}
 		if err := prev.cleanRealNode(); err != nil {
 			return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)

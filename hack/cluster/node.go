@@ -138,7 +138,7 @@ func (c *cluster) nodeDir(n realNode, parts ...string) string {
 	return filepath.Join(append([]string{c.dir, "node-" + strconv.Itoa(n.i)}, parts...)...)
 }
 
-// nodeCheck says why real nodes cannot run on this machine, if they
+// nodeCheck says why real nodes cannot run on the host, if they
 // cannot: what they need that is missing, or a host that would drop their
 // traffic.
 func (c *cluster) nodeCheck(ctx context.Context) error {

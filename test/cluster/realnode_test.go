@@ -218,7 +218,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		second := filepath.Join(GinkgoT().TempDir(), "second")
 		out, code := clusterCmd(second, "up", "-real-node")
 		Expect(code).NotTo(Equal(0), "a second real node started beside the first:\n%s", out)
-		Expect(out).To(ContainSubstring("the real nodes of the cluster in %s run on this machine", dir))
+		Expect(out).To(ContainSubstring("the real nodes of the cluster in %s run on the host", dir))
 		Expect(out).To(ContainSubstring("stop it first: go run ./hack/cluster down -dir %s", dir))
 		claim, err := os.ReadFile("/run/torus-real-node")
 		Expect(err).NotTo(HaveOccurred())
