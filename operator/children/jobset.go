@@ -293,6 +293,11 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 	if isLauncher {
 		ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LauncherEnv(b.job.Implementation, b.job.SlotsPerHost, b.job.SSH.Path, b.forwardedEnv())...)
+		for _, e := range mpi.LauncherDefaults(b.job.Implementation) {
+			if !slices.ContainsFunc(ctr.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name }) {
+				ctr.Env = append(ctr.Env, e)
+			}
+		}
 		// The hostfile alone, from the job's Secret: no key reaches the
 		// MPI container this way.
 		ps.Volumes = mpi.UpsertVolume(ps.Volumes, corev1.Volume{
@@ -396,7 +401,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		Name:            mpi.SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, role, callBack)},
+		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, b.job.SSH.Port, role, callBack)},
 		// A failed setup says why in the pod's status (diagnosis quotes it).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env: []corev1.EnvVar{{Name: mpi.EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{

@@ -89,6 +89,8 @@ func TestBuildJobSet(t *testing.T) {
 		// Ranks start through sshd, which drops the worker container's
 		// environment: mpirun forwards the job's own variables.
 		{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
+		// A default the job's environment may override.
+		{Name: "OMPI_MCA_btl_vader_single_copy_mechanism", Value: "none"},
 	}
 	if diff := cmp.Diff(wantLauncherEnv, lc.Env); diff != "" {
 		t.Errorf("launcher env (-want,+got):\n%s", diff)
@@ -138,7 +140,7 @@ func TestBuildJobSetPerImplementation(t *testing.T) {
 		wantSearch  bool
 		wantHostfmt string
 	}{
-		"Open MPI 4": {impl: "OpenMPI", wantEnv: []string{"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
+		"Open MPI 4": {impl: "OpenMPI", wantEnv: []string{"OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots", "OMPI_MCA_plm_rsh_args", "OMPI_MCA_btl_vader_single_copy_mechanism"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
 		"Open MPI 5": {impl: "OpenMPI", annotation: "5", wantEnv: []string{"PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames", "PRTE_MCA_plm_ssh_args"}, wantHostfmt: "pi-node-0-0.pi slots=2\n"},
 		"Intel MPI":  {impl: "Intel", wantEnv: []string{"I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "I_MPI_PERHOST"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
 		"MPICH":      {impl: "MPICH", wantEnv: []string{"HYDRA_HOST_FILE", "HYDRA_LAUNCHER", "HYDRA_LAUNCHER_EXTRA_ARGS"}, wantSearch: true, wantHostfmt: "pi-node-0-0.pi:2\n"},
@@ -373,5 +375,22 @@ func TestBuildJobSetRuntimePatches(t *testing.T) {
 		if diff := cmp.Diff(ctr.SecurityContext, ps.InitContainers[0].SecurityContext); ps.InitContainers[0].Name != mpi.SSHInitContainer || diff != "" {
 			t.Errorf("%s: %s's security context (-want,+got):\n%s", name, ps.InitContainers[0].Name, diff)
 		}
+	}
+}
+
+// A launcher default yields to the job's own setting: one entry, the job's.
+func TestBuildJobSetLauncherDefaultsYield(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", "OpenMPI")
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(1).NumProcPerNode(2).
+		Env("OMPI_MCA_btl_vader_single_copy_mechanism", "cma").Obj()
+	js, _ := build(t, tj, rt)
+	var got []corev1.EnvVar
+	for _, e := range replicatedJob(t, js, mpi.LauncherJob).Template.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "OMPI_MCA_btl_vader_single_copy_mechanism" {
+			got = append(got, e)
+		}
+	}
+	if diff := cmp.Diff([]corev1.EnvVar{{Name: "OMPI_MCA_btl_vader_single_copy_mechanism", Value: "cma"}}, got); diff != "" {
+		t.Errorf("single copy setting (-want,+got):\n%s", diff)
 	}
 }

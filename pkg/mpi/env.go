@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,21 +11,22 @@ import (
 
 // Environment variable names Torus sets on the launcher.
 const (
-	EnvOMPIHostfile      = "OMPI_MCA_orte_default_hostfile"
-	envOMPIKeepFQDN      = "OMPI_MCA_orte_keep_fqdn_hostnames"
-	envOMPIDefaultSlots  = "OMPI_MCA_orte_set_default_slots"
-	EnvOMPIRSHArgs       = "OMPI_MCA_plm_rsh_args"
-	envOMPIEnvList       = "OMPI_MCA_mca_base_env_list"
-	envPRTEHostfile      = "PRTE_MCA_prte_default_hostfile"
-	envPRTEKeepFQDN      = "PRTE_MCA_prte_keep_fqdn_hostnames"
-	envPRTESSHArgs       = "PRTE_MCA_plm_ssh_args"
-	envIntelHostfile     = "I_MPI_HYDRA_HOST_FILE"
-	envIntelBootstrap    = "I_MPI_HYDRA_BOOTSTRAP"
-	envIntelBootstrapArg = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
-	envIntelPerHost      = "I_MPI_PERHOST"
-	envHydraHostfile     = "HYDRA_HOST_FILE"
-	envHydraLauncher     = "HYDRA_LAUNCHER"
-	EnvHydraLaunchArgs   = "HYDRA_LAUNCHER_EXTRA_ARGS"
+	EnvOMPIHostfile        = "OMPI_MCA_orte_default_hostfile"
+	envOMPIKeepFQDN        = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	envOMPIDefaultSlots    = "OMPI_MCA_orte_set_default_slots"
+	EnvOMPIRSHArgs         = "OMPI_MCA_plm_rsh_args"
+	envOMPIEnvList         = "OMPI_MCA_mca_base_env_list"
+	envOMPIVaderSingleCopy = "OMPI_MCA_btl_vader_single_copy_mechanism"
+	envPRTEHostfile        = "PRTE_MCA_prte_default_hostfile"
+	envPRTEKeepFQDN        = "PRTE_MCA_prte_keep_fqdn_hostnames"
+	envPRTESSHArgs         = "PRTE_MCA_plm_ssh_args"
+	envIntelHostfile       = "I_MPI_HYDRA_HOST_FILE"
+	envIntelBootstrap      = "I_MPI_HYDRA_BOOTSTRAP"
+	envIntelBootstrapArg   = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
+	envIntelPerHost        = "I_MPI_PERHOST"
+	envHydraHostfile       = "HYDRA_HOST_FILE"
+	envHydraLauncher       = "HYDRA_LAUNCHER"
+	EnvHydraLaunchArgs     = "HYDRA_LAUNCHER_EXTRA_ARGS"
 )
 
 // ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.
@@ -57,4 +59,10 @@ func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string, forwar
 		env = append(env, corev1.EnvVar{Name: envOMPIEnvList, Value: strings.Join(forward, ";")})
 	}
 	return env
+}
+
+// LauncherDefaults are launcher settings of the implementation that the
+// job's own environment, when it sets them, overrides.
+func LauncherDefaults(impl Implementation) []corev1.EnvVar {
+	return slices.Clone(impl.of().defaults)
 }

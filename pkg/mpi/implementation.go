@@ -56,6 +56,8 @@ type facts struct {
 	// env is the launcher's environment: where the hostfile is, the slots
 	// per host, and the ssh arguments.
 	env func(slots, ssh string) []corev1.EnvVar
+	// defaults are launcher settings a job's own environment overrides.
+	defaults []corev1.EnvVar
 }
 
 var table = []facts{
@@ -70,6 +72,13 @@ var table = []facts{
 				{Name: EnvOMPIRSHArgs, Value: ssh},
 			}
 		},
+		// Pods run under the container runtime's default seccomp profile
+		// (restricted-v2 and Pod Security's restricted demand it), which
+		// refuses process_vm_readv without CAP_SYS_PTRACE: the shared
+		// memory transport's single copy (CMA) then fails every large
+		// message between ranks of one pod ("Read -1, expected N, errno
+		// = 1"). Copying through the shared segment needs no privilege.
+		defaults: []corev1.EnvVar{{Name: envOMPIVaderSingleCopy, Value: "none"}},
 	},
 	{
 		impl: OpenMPI5, display: "Open MPI 5", cliNames: []string{"openmpi5"}, runtime: "torus-openmpi5",

@@ -316,6 +316,13 @@ var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail", 
 // its own time) before mpirun starts anyway and reports what it finds.
 const hostsResolveTimeout = 120 * time.Second
 
+// hostsAcceptTimeout bounds the same container's wait for the hosts'
+// sshd to accept its connections. Policy agents admit a new pod's address
+// within seconds; a refusal that outlasts this is a policy or an sshd
+// that will not let the launcher in, and mpirun's ssh then says so in its
+// own words (diagnosis explains them).
+const hostsAcceptTimeout = 30 * time.Second
+
 // SSHSetupScript is the init container's shell script. It runs as the pod's
 // user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
 //
@@ -341,12 +348,20 @@ const hostsResolveTimeout = 120 * time.Second
 //     name relative to the pod's search path, such as HostAddress's: the
 //     kubelet's /etc/hosts answers for the pod's own host name and fully
 //     qualified name without asking DNS, so those would prove nothing.
+//   - On the launcher, then, a wait until every worker of the hostfile
+//     accepts a connection on the job's sshd port from this pod (at most
+//     hostsAcceptTimeout), with ssh-keyscan where the image has it (as
+//     OpenSSH's client package does in Debian, Ubuntu and RHEL): the
+//     workers' readiness is the kubelet's probe, from the node, while a
+//     NetworkPolicy agent admits a new pod's address only once it has
+//     seen the pod, seconds after it starts. One host key is asked for,
+//     of the type known_hosts holds, so each host takes one connection.
 //   - PasswdSubPath, the user database the other containers mount over
 //     /etc/passwd: the image's own, plus an account for the pod's UID if
 //     the image has none. ssh refuses to run for a UID without one and sshd
 //     to let it in, and OpenShift runs pods with a UID from the namespace's
 //     range (GID 0) that no image knows.
-func SSHSetupScript(sshPath, role, callBack string) string {
+func SSHSetupScript(sshPath string, port int32, role, callBack string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\ns=%s\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath, SSHSecretMountPath)
@@ -388,6 +403,23 @@ done
 done
 fi
 `, HostfileKey, int(hostsResolveTimeout/time.Second), callBack)
+		// The launcher's own line, when it runs ranks, is started by
+		// mpirun itself, and no sshd listens there.
+		fmt.Fprintf(&b, `if command -v ssh-keyscan >/dev/null; then
+read -r _ kt _ < "$d/%[1]s"
+read -r me < /etc/hostname || me=
+t=0
+while read -r h rest || [ -n "$h" ]; do
+h=${h%%%%:*}
+if [ "${h%%%%.*}" = "$me" ]; then continue; fi
+while [ -n "$h" ] && [ -z "$(ssh-keyscan -T 5 -t "$kt" -p %[2]d "$h" 2>/dev/null)" ]; do
+if [ $t -ge %[4]d ]; then echo "torus: $h accepts no connection on port %[2]d after %[4]ds; starting anyway" >&2; break 2; fi
+if [ $t -eq 0 ]; then echo "torus: waiting for the job's hosts to accept connections on port %[2]d ($h)" >&2; fi
+t=$((t+1)); sleep 1
+done
+done < "$s/%[3]s"
+fi
+`, SSHKnownHosts, port, HostfileKey, int(hostsAcceptTimeout/time.Second))
 	}
 	// Only SSHSetupTools: images differ in what else they have.
 	fmt.Fprintf(&b, `uid=$(id -u)

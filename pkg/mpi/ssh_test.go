@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -142,7 +144,7 @@ func TestSSHConfigs(t *testing.T) {
 		}
 	}
 	for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
-		script := SSHSetupScript(s.Path, role, "")
+		script := SSHSetupScript(s.Path, s.Port, role, "")
 		for file, mode := range SSHFileModes(role) {
 			found := false
 			for _, line := range strings.Split(script, "\n") {
@@ -347,7 +349,7 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 
 func setupScriptCommand(mount, sshDir, passwd, role, callBack string) *exec.Cmd {
 	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh", role, callBack))
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", 2222, role, callBack))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	return cmd
@@ -384,6 +386,11 @@ esac
 			if err := os.WriteFile(filepath.Join(bin, "getent"), []byte(getent), 0o755); err != nil {
 				t.Fatal(err)
 			}
+			// Every host accepts connections at once (see
+			// TestSSHSetupScriptWaitsForConnections).
+			if err := os.WriteFile(filepath.Join(bin, "ssh-keyscan"), []byte("#!/bin/sh\necho \"host ssh-ed25519 AAAA\"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			passwd := filepath.Join(t.TempDir(), "passwd")
 			if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534::/:/bin/sh\n"), 0o644); err != nil {
 				t.Fatal(err)
@@ -416,6 +423,121 @@ esac
 			}
 		})
 	}
+}
+
+// The launcher's init container holds mpirun back until every worker's
+// sshd accepts its connection, asked by the real ssh-keyscan: here a
+// worker at 127.0.0.1 whose server (x/crypto/ssh, with the job's host key)
+// starts listening only after the script has found it refusing. The
+// launcher's own line, which no sshd serves, is not waited for.
+func TestSSHSetupScriptWaitsForConnections(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keyscan"); err != nil {
+		t.Skip("ssh-keyscan is not installed: the script skips the wait without it")
+	}
+	keys, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on until the server starts.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/etc/hostname")
+	if err != nil {
+		t.Skip("no /etc/hostname: the launcher's own line cannot be named")
+	}
+	data := SSHSecretData("job", 0, keys, keys, SSHSettings{Path: "/home/mpiuser/.ssh", Port: int32(port)})
+	data[HostfileKey] = []byte(strings.TrimSpace(string(self)) + ".job slots=2\n127.0.0.1 slots=2\n")
+	mount, sshDir := writeSecretVolume(t, data, api.RoleLauncher)
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(passwd, []byte("nobody:x:65534:65534::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", int32(port), api.RoleLauncher, ""))
+	// Every name resolves: this test is about connections.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "getent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin"}
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// The worker's sshd starts once the script has said it waits.
+	waiting := fmt.Sprintf("torus: waiting for the job's hosts to accept connections on port %d (127.0.0.1)", port)
+	for !strings.Contains(out.String(), waiting) {
+		select {
+		case err := <-done:
+			t.Fatalf("the script ended (%v) before any sshd listened:\n%s", err, out.String())
+		default:
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	signer, err := ssh.ParsePrivateKey(keys.HostPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := &ssh.ServerConfig{NoClientAuth: true}
+	config.AddHostKey(signer)
+	l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				// The key exchange is all ssh-keyscan asks for.
+				_, _, _, _ = ssh.NewServerConn(c, config)
+			}()
+		}
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("script: %v:\n%s", err, out.String())
+		}
+	case <-time.After(hostsAcceptTimeout):
+		t.Fatalf("the script still waits though the worker accepts connections:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "starting anyway") {
+		t.Errorf("the script gave up on a host:\n%s", out.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a command writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // The init script gives ssh and sshd an account for the pod's UID when the
