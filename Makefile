@@ -233,6 +233,11 @@ image: ## Build the operator image with podman or docker (needs a container engi
 	@test -n "$(CONTAINER_TOOL)" || { echo "make image needs podman or docker"; exit 1; }
 	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=v$(RELEASE_VERSION) -t $(IMG) .
 
+MPI_IMAGE ?= torus-mpi:bookworm
+.PHONY: image-mpi
+image-mpi: ## The reference MPI image (Debian bookworm: Open MPI 4, OpenSSH, mpi4py, NumPy, the quick start's training) as a docker archive in dist/images, named MPI_IMAGE (root, Debian: mmdebstrap; no container engine).
+	$(GO) run ./hack/cluster image -suite bookworm -tag $(MPI_IMAGE) -o dist/images/torus-mpi-bookworm.tar
+
 .PHONY: verify-rules
 verify-rules: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
 	cd hack/rulecheck && GOWORK=off $(GO) test -count=1 ./...

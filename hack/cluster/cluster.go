@@ -135,7 +135,8 @@ func (c *cluster) up(ctx context.Context) error {
 		// Created through the Trainer API, so after the CRDs are served
 		// (and validated by the operator's webhook when it runs).
 		steps = append(steps, step{"runtimes for the real nodes", c.installLocalRuntimes},
-			step{"the real nodes' secondary network", c.installLocalNetwork})
+			step{"the real nodes' secondary network", c.installLocalNetwork},
+			step{"the real nodes' storage", c.installLocalStorage})
 	}
 	for _, s := range steps {
 		if err := s.run(ctx); err != nil {

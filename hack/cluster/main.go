@@ -9,6 +9,8 @@
 //	cluster down   # stop every process and remove the state
 //	cluster status # which components run
 //	cluster node-check # whether a real node (-real-node) can run here, and if not why
+//	cluster image -suite bookworm -tag REGISTRY/torus-mpi:bookworm -o FILE
+//	                   # a reference MPI image as a docker archive, for a registry
 package main
 
 import (
@@ -33,9 +35,13 @@ func main() {
 	fs.BoolVar(&c.realNode, "real-node", false, "also run real nodes (kubelet + containerd, root, each in namespaces of its own) on which pods really run")
 	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
 	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
+	var suite, tag, out string
+	fs.StringVar(&suite, "suite", "bookworm", "image: the Debian suite of the MPI image (bookworm: Open MPI 4, mpi4py and the reference training; trixie: MPICH and Open MPI 5)")
+	fs.StringVar(&tag, "tag", "", "image: the image's name and tag in the archive, as a registry will serve it")
+	fs.StringVar(&out, "o", "", "image: the archive to write")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check")
+		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check|image")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -85,6 +91,8 @@ func main() {
 		err = c.status()
 	case "node-check":
 		err = c.nodeCheck(ctx)
+	case "image":
+		err = c.writeMPIImage(ctx, suite, tag, out)
 	default:
 		fs.Usage()
 		os.Exit(2)

@@ -15,9 +15,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -737,6 +740,59 @@ func (c *cluster) installLocalRuntimes(ctx context.Context) error {
 		}
 		if err := c.client.Create(ctx, rt); err != nil {
 			return fmt.Errorf("creating runtime %s: %w", rt.Name, err)
+		}
+	}
+	return nil
+}
+
+const (
+	// localStorageClass is the class of the real nodes' volumes: a claim
+	// naming it binds one of localVolumes, as a claim of a cluster's own
+	// class binds a provisioned volume.
+	localStorageClass = "local"
+	localVolumes      = 4
+	localVolumeSize   = "1Gi"
+)
+
+// installLocalStorage creates the storage class and its volumes: each a
+// directory of the cluster's, mounted by hostPath on whichever node a pod
+// runs. Every real node sees the same directory, so the volumes are
+// ReadWriteMany, as the shared file systems (NFS, CephFS) are that a job
+// whose ranks span nodes writes its model to.
+func (c *cluster) installLocalStorage(ctx context.Context) error {
+	class := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: localStorageClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+	}
+	if err := c.client.Create(ctx, class); err != nil {
+		return fmt.Errorf("creating StorageClass %s: %w", class.Name, err)
+	}
+	for i := range localVolumes {
+		name := fmt.Sprintf("local-%d", i)
+		path := filepath.Join(c.dir, "volumes", name)
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return err
+		}
+		// Any pod's user may write: OpenShift's assigned UIDs, images' own.
+		if err := os.Chmod(path, 0o777|os.ModeSticky); err != nil {
+			return err
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(localVolumeSize)},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              localStorageClass,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: path, Type: ptr.To(corev1.HostPathDirectory),
+				}},
+			},
+		}
+		if err := c.client.Create(ctx, pv); err != nil {
+			return fmt.Errorf("creating PersistentVolume %s: %w", name, err)
 		}
 	}
 	return nil

@@ -5,13 +5,16 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/torus-mpi/torus/hack/images"
@@ -200,4 +203,42 @@ func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string) (strin
 	}
 	c.logf("wrote the MPI image in %.1fs", time.Since(start).Seconds())
 	return archive, os.Rename(tmp, archive)
+}
+
+// writeMPIImage writes an MPI image of the local cluster's as a docker
+// archive at out, under the name a registry will serve it by: the archive
+// the real nodes import, but for its tag. skopeo, podman load or crane
+// push it.
+func (c *cluster) writeMPIImage(ctx context.Context, suite, tag, out string) error {
+	if tag == "" || out == "" {
+		return errors.New("image: give -tag, the name a registry will serve the image by, and -o, the archive to write")
+	}
+	if _, err := name.NewTag(tag); err != nil {
+		return fmt.Errorf("image: -tag %q: %w", tag, err)
+	}
+	archive, err := c.mpiImageArchive(ctx, suite, tag)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	src, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return fmt.Errorf("image: writing %s: %w", out, err)
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	c.logf("wrote %s (%s) to %s", tag, suite, out)
+	return nil
 }

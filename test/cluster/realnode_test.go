@@ -230,6 +230,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	})
 
 	realNodeJobs(&dir)
+	realNodeTraining(&dir)
 	realNodePolicies(&dir)
 	realNodeNetworks(&dir)
 	realNodeChaos(&dir)

@@ -23,7 +23,11 @@ import (
 const rdma = "rdma/hca_shared_devices_a"
 
 // multus writes the network-status annotation on a running pod, as Multus
-// does when it attaches the pod's networks.
+// does when it attaches the pod's networks with an RDMA device from the
+// SR-IOV or RDMA shared device plugin. No RDMA device exists on kwok or on
+// the real nodes, so these specs write what Multus would report for one;
+// test/cluster/multus_test.go has real Multus attach a macvlan on the real
+// nodes and Torus read the network-status it writes.
 func multus(p *corev1.Pod, status []nadv1.NetworkStatus) {
 	data, err := json.Marshal(status)
 	Expect(err).NotTo(HaveOccurred())

@@ -2,7 +2,10 @@
 # Builds a root filesystem of the local cluster's MPI images from Debian's
 # packages with mmdebstrap, as a tarball for hack/images to wrap:
 #
-#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py; /opt/torus/pi.py; and, as
+#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py, NumPy; /opt/torus/pi.py and
+#             /opt/torus/train.py, the reference training, with the digits
+#             data set scikit-learn ships (scikit-learn itself is removed:
+#             bookworm's SciPy depends on a compiler); and, as
 #             upstream Trainer's MPI runtime images (DeepSpeed, MLX) have it
 #             from mpi-operator's base image, /home/mpiuser/.sshd_config:
 #             that image's sshd configuration, read from the pinned
@@ -37,7 +40,8 @@ hooks=('chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser')
 build_packages=
 case $suite in
 bookworm)
-  packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,hostname,procps
+  packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,python3-numpy,hostname,procps
+  build_packages=python3-sklearn
   mpi_operator=$(cd "$here/../../.." && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   upstream_sshd=$mpi_operator/build/base/sshd_config
   if [[ ! -f $upstream_sshd ]]; then
@@ -45,7 +49,11 @@ bookworm)
     exit 1
   fi
   hooks+=(
-    'mkdir -p "$1/opt/torus" && cp '"$here"'/pi.py "$1/opt/torus/pi.py"'
+    'mkdir -p "$1/opt/torus/data" && cp '"$here"'/pi.py '"$here"'/train.py "$1/opt/torus/"'
+    'cp "$1/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz" "$1/opt/torus/data/"'
+    # What the runtime packages only suggest (a compiler, headers) goes
+    # with scikit-learn: they were never installed for the image's sake.
+    'chroot "$1" apt-get purge -qq -y --auto-remove -o APT::AutoRemove::RecommendsImportant=false -o APT::AutoRemove::SuggestsImportant=false '"${build_packages//,/ }"' >/dev/null'
     '{ cat '"$upstream_sshd"'; echo "Port 2222"; } > "$1/home/mpiuser/.sshd_config" && chroot "$1" chown mpiuser: /home/mpiuser/.sshd_config'
   )
   ;;
@@ -70,7 +78,7 @@ trixie)
 esac
 hooks+=('rm -rf "$1/var/lib/apt/lists"/* "$1/var/cache/apt"/* "$1/usr/share/doc" "$1/usr/share/man"')
 
-key=$( { echo "$suite $mirror $packages $build_packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$here/pi.c" ${upstream_sshd:+"$upstream_sshd"}; } | sha256sum | cut -c1-16)
+key=$( { echo "$suite $mirror $packages $build_packages"; printf '%s\n' "${hooks[@]//$here/}"; cat "$here/pi.py" "$here/train.py" "$here/pi.c" ${upstream_sshd:+"$upstream_sshd"}; } | sha256sum | cut -c1-16)
 out=$cache/mpi-rootfs-$suite-$key.tar
 if [[ -s $out ]]; then
   echo "$out"
