@@ -39,9 +39,9 @@ func realNodeTraining(dirp *string) {
 			steps, err := transcript.Parse(f)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(steps).NotTo(BeEmpty(), "%s shows no console session", quickstart)
-			// The training job's logs, for the report of a failure: its
-			// workers' pods go when it ends.
-			logs := kubectlMPIInBackground(dir, "logs", "digits", "-f")
+			// The training job's logs, from its creation on, for the report
+			// of a failure: its workers' pods go when it ends.
+			var logs *background
 			for _, step := range steps {
 				cmd := exec.Command("sh", "-c", step.Command)
 				cmd.Dir = root
@@ -50,6 +50,9 @@ func realNodeTraining(dirp *string) {
 				out, err := cmd.CombinedOutput()
 				GinkgoWriter.Printf("$ %s\n%s", step.Command, out)
 				printed[step.Command] = string(out)
+				if logs == nil && strings.HasPrefix(step.Command, "kubectl mpi run digits") {
+					logs = kubectlMPIInBackground(dir, "logs", "digits", "-f")
+				}
 				if err != nil {
 					Fail(fmt.Sprintf("%s:%d: %s failed (%v):\n%s\n%s", quickstart, step.Line, step.Command, err, out, jobReport(dir, "digits", logs)))
 				}
