@@ -2,10 +2,11 @@
 // long MPI jobs take from TrainJob creation until Kueue admitted them and
 // until every pod (launcher and workers) runs: one job of 1, 8 and 64
 // workers, then 50 jobs of 4 workers submitted at once. With -real-node,
-// real jobs on the cluster's real node instead (realnode.go); with
-// -upstream too, the same jobs on upstream Trainer's published MPI runtime,
-// on a cluster where upstream's controller runs instead of Torus
-// (hack/cluster -upstream-trainer; upstream.go).
+// real jobs on the cluster's real nodes instead, each beside the floor of
+// the same pods as a plain JobSet (realnode.go); with -upstream too, the
+// same jobs on upstream Trainer's published MPI runtime, on a cluster
+// where upstream's controller runs instead of Torus (hack/cluster
+// -upstream-trainer; upstream.go).
 //
 //	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-real-node [-upstream]]
 package main
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -88,7 +90,11 @@ func run(kubeconfig string, real, upstream bool) error {
 				_ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}})
 			}()
 		}
-		return runReal(ctx, c, ns, rc)
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		return runReal(ctx, c, cs, ns, rc)
 	}
 	if err := setup(ctx, c, ns); err != nil {
 		return err

@@ -81,6 +81,6 @@ func upstreamContender(ctx context.Context, c client.Client) (realContender, err
 		runtime: upstreamRuntime,
 		command: []string{"mpirun",
 			"--mca", "plm_rsh_args", "-o ConnectionAttempts=10 -p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-			"-n", "4", "python3", "/opt/torus/pi.py", "200000"},
+			"-n", "4", "python3", "-c", initProbe},
 	}, nil
 }
