@@ -1,0 +1,201 @@
+package launchagent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Environment variables the client reads its key files and default port
+// from, for launchers that take only a program's path (Hydra, Intel MPI)
+// and for daemons that launch in a tree from a worker.
+const (
+	EnvKey          = "TORUS_SSH_KEY"
+	EnvKnownHostKey = "TORUS_SSH_KNOWN_HOST_KEY"
+	EnvPort         = "TORUS_SSH_PORT"
+)
+
+// ExitFailure is ssh's exit code for its own errors: a connection that
+// fails or is lost, a host key or client key refused, a bad command line.
+const ExitFailure = 255
+
+// Defaults for what the command line does not set. ssh tries once; the
+// job's ssh configuration tries 10 times, as workers' addresses may take
+// seconds to be admitted by network policies.
+const (
+	defaultPort               = 22
+	defaultConnectionAttempts = 10
+)
+
+// retryDelay is the pause between connection attempts, ssh's own.
+var retryDelay = time.Second
+
+// Client runs commands on the job's hosts, the way launchers run ssh.
+type Client struct {
+	// Key is the job's client key.
+	Key ssh.Signer
+	// HostKeys are the keys a host may present: the job's host key.
+	HostKeys []ssh.PublicKey
+	// Port is the port where the command line names none (22 if zero).
+	Port int
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Signals received are sent on to the remote command. Only
+	// signals the SSH protocol names are.
+	Signals <-chan os.Signal
+}
+
+// NewClient reads the client's private key and the host's public key
+// (authorized_keys format, as ssh-keygen writes .pub files) from files.
+func NewClient(keyFile, hostKeyFile string) (*Client, error) {
+	if keyFile == "" || hostKeyFile == "" {
+		return nil, fmt.Errorf("the client key and the host's public key are both needed (%s, %s)", EnvKey, EnvKnownHostKey)
+	}
+	data, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the client key: %w", err)
+	}
+	key, err := ssh.ParsePrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the client key %s: %w", keyFile, err)
+	}
+	if data, err = os.ReadFile(hostKeyFile); err != nil {
+		return nil, fmt.Errorf("reading the host key: %w", err)
+	}
+	hostKeys, err := ParseAuthorizedKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the host key %s: %w", hostKeyFile, err)
+	}
+	return &Client{Key: key, HostKeys: hostKeys}, nil
+}
+
+// Run runs an ssh command line and returns the exit code ssh would: the
+// remote command's, 128+n for a command killed by signal n, ExitFailure
+// for the client's own errors, which it writes to Stderr.
+func (c *Client) Run(args []string) int {
+	cmd, err := ParseArgs(args)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	conn, err := c.connect(cmd)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession()
+	if err != nil {
+		return c.fail("%s: opening a session: %v", cmd.Host, err)
+	}
+	defer sess.Close()
+	if !cmd.NoStdin {
+		sess.Stdin = c.Stdin
+	}
+	sess.Stdout, sess.Stderr = c.Stdout, c.Stderr
+	if err := sess.Start(cmd.Command); err != nil {
+		return c.fail("%s: running the command: %v", cmd.Host, err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-c.Signals:
+				if s, ok := sig.(syscall.Signal); ok {
+					if name, ok := signalName(s); ok {
+						_ = sess.Signal(ssh.Signal(name))
+					}
+				}
+			}
+		}
+	}()
+	err = sess.Wait()
+	var exit *ssh.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		// 128+n when the command was killed by signal n.
+		return exit.ExitStatus()
+	}
+	return c.fail("%s: %v", cmd.Host, err)
+}
+
+func (c *Client) fail(format string, args ...any) int {
+	fmt.Fprintf(c.Stderr, "torus-ssh: "+format+"\n", args...)
+	return ExitFailure
+}
+
+// connect dials the host, up to the attempts asked for, then logs in.
+func (c *Client) connect(cmd Command) (*ssh.Client, error) {
+	port := cmd.Port
+	if port == 0 {
+		port = c.Port
+	}
+	if port == 0 {
+		port = defaultPort
+	}
+	attempts := cmd.ConnectionAttempts
+	if attempts == 0 {
+		attempts = defaultConnectionAttempts
+	}
+	addr := net.JoinHostPort(cmd.Host, strconv.Itoa(port))
+	var nc net.Conn
+	var err error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			// A signal here is the launcher giving up: nothing runs
+			// remotely yet to pass it on to.
+			select {
+			case sig := <-c.Signals:
+				return nil, fmt.Errorf("connect to host %s port %d: interrupted by %v", cmd.Host, port, sig)
+			case <-time.After(retryDelay):
+			}
+		}
+		if nc, err = net.DialTimeout("tcp", addr, cmd.ConnectTimeout); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to host %s port %d (%d attempts): %w", cmd.Host, port, attempts, err)
+	}
+	user := cmd.User
+	if user == "" {
+		// The server runs commands as its own user whatever the name.
+		user = os.Getenv("USER")
+	}
+	config := &ssh.ClientConfig{
+		User:            user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(c.Key)},
+		HostKeyCallback: c.checkHostKey,
+	}
+	if cmd.ConnectTimeout > 0 {
+		_ = nc.SetDeadline(time.Now().Add(cmd.ConnectTimeout))
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, config)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s port %d: %w", cmd.Host, port, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+func (c *Client) checkHostKey(host string, _ net.Addr, key ssh.PublicKey) error {
+	for _, k := range c.HostKeys {
+		if bytes.Equal(k.Marshal(), key.Marshal()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("host key verification failed: %s presents %s key %s, which is not the job's host key", host, key.Type(), ssh.FingerprintSHA256(key))
+}

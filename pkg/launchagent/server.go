@@ -1,0 +1,304 @@
+package launchagent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// DefaultKillGrace is how long a command's process group has to exit after
+// SIGTERM, once its client has gone, before it gets SIGKILL.
+const DefaultKillGrace = 5 * time.Second
+
+// handshakeTimeout bounds a connection's key exchange and authentication,
+// so that a peer that connects and says nothing holds no goroutine.
+const handshakeTimeout = 30 * time.Second
+
+// signals are the signals the SSH protocol names (RFC 4254 section 6.10).
+var signals = map[string]syscall.Signal{
+	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE,
+	"HUP": syscall.SIGHUP, "ILL": syscall.SIGILL, "INT": syscall.SIGINT,
+	"KILL": syscall.SIGKILL, "PIPE": syscall.SIGPIPE, "QUIT": syscall.SIGQUIT,
+	"SEGV": syscall.SIGSEGV, "TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1,
+	"USR2": syscall.SIGUSR2,
+}
+
+func signalName(sig syscall.Signal) (string, bool) {
+	for name, s := range signals {
+		if s == sig {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// Server runs the commands of clients holding the job's client key.
+type Server struct {
+	config *ssh.ServerConfig
+	// KillGrace is the time between SIGTERM and SIGKILL when a client
+	// goes away before its command ends (DefaultKillGrace if zero).
+	KillGrace time.Duration
+	// Log receives connection and session errors (log's standard logger
+	// if nil).
+	Log *log.Logger
+}
+
+// NewServer makes a server presenting hostKey (a PEM private key) and
+// letting in only the keys of authorizedKeys (an authorized_keys file: the
+// job's one client key). The user name clients give is not checked:
+// commands run as the agent's own user whatever it is.
+func NewServer(hostKey, authorizedKeys []byte) (*Server, error) {
+	signer, err := ssh.ParsePrivateKey(hostKey)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the host key: %w", err)
+	}
+	keys, err := ParseAuthorizedKeys(authorizedKeys)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the authorized keys: %w", err)
+	}
+	s := &Server{}
+	s.config = &ssh.ServerConfig{
+		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			for _, k := range keys {
+				if bytes.Equal(k.Marshal(), key.Marshal()) {
+					return nil, nil
+				}
+			}
+			return nil, fmt.Errorf("%s key %s is not authorized", key.Type(), ssh.FingerprintSHA256(key))
+		},
+	}
+	s.config.AddHostKey(signer)
+	return s, nil
+}
+
+// ParseAuthorizedKeys reads the keys of an authorized_keys file (also the
+// format of a .pub file); options and comments are ignored.
+func ParseAuthorizedKeys(data []byte) ([]ssh.PublicKey, error) {
+	var keys []ssh.PublicKey
+	for len(bytes.TrimSpace(data)) > 0 {
+		key, _, _, rest, err := ssh.ParseAuthorizedKey(data)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+		data = rest
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no key")
+	}
+	return keys, nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log.Printf(format, args...)
+	} else {
+		log.Printf(format, args...)
+	}
+}
+
+// Serve accepts connections on l until it fails (as when l is closed).
+func (s *Server) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	conn, chans, reqs, err := ssh.NewServerConn(c, s.config)
+	if err != nil {
+		// A connection closed before the handshake is a TCP probe (the
+		// kubelet's, the launcher's wait for workers): not worth a line.
+		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			s.logf("%s: %v", c.RemoteAddr(), err)
+		}
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	defer conn.Close()
+	// Global requests are port forwarding and keepalives: all refused.
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.Prohibited, "only sessions are served")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			s.logf("%s: accepting a session: %v", c.RemoteAddr(), err)
+			continue
+		}
+		go s.session(ch, creqs)
+	}
+}
+
+// session serves one channel: env requests, then one exec. The channel's
+// requests end when the client closes it or the connection is lost; a
+// command still running then is stopped.
+func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	var env []string
+	var p *process
+	for req := range reqs {
+		ok := false
+		switch req.Type {
+		case "env":
+			var kv struct{ Name, Value string }
+			if p == nil && ssh.Unmarshal(req.Payload, &kv) == nil {
+				env = append(env, kv.Name+"="+kv.Value)
+				ok = true
+			}
+		case "exec":
+			var cmd struct{ Command string }
+			if p != nil || ssh.Unmarshal(req.Payload, &cmd) != nil {
+				break
+			}
+			var err error
+			if p, err = start(cmd.Command, env, ch); err != nil {
+				s.logf("starting %q: %v", cmd.Command, err)
+				break
+			}
+			ok = true
+		case "signal":
+			var sig struct{ Signal string }
+			if p != nil && ssh.Unmarshal(req.Payload, &sig) == nil {
+				if n, known := signals[sig.Signal]; known {
+					p.signal(n)
+					ok = true
+				}
+			}
+		}
+		// Anything else (shell, pty-req, subsystem, x11-req, agent
+		// forwarding) is refused.
+		if req.WantReply {
+			_ = req.Reply(ok, nil)
+		}
+		// Only once exec has its reply may the channel close.
+		if req.Type == "exec" && ok {
+			go func(p *process) { s.finish(ch, p.wait()) }(p)
+		}
+	}
+	if p == nil {
+		ch.Close()
+		return
+	}
+	p.stop(s.killGrace())
+}
+
+func (s *Server) killGrace() time.Duration {
+	if s.KillGrace > 0 {
+		return s.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+// finish reports how a command ended, as sshd does, and closes its channel.
+func (s *Server) finish(ch ssh.Channel, state *os.ProcessState) {
+	_ = ch.CloseWrite()
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	if name, ok := signalName(ws.Signal()); ws.Signaled() && ok {
+		msg := struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: name, CoreDumped: ws.CoreDump()}
+		_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(&msg))
+	} else {
+		status := struct{ Status uint32 }{uint32(state.ExitCode())}
+		if ws.Signaled() {
+			status.Status = 128 + uint32(ws.Signal())
+		}
+		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(&status))
+	}
+	ch.Close()
+}
+
+// process is a command running in its own process group.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// start runs command with /bin/sh, as sshd does, in a process group of its
+// own so that signals and the final kill reach every process it starts.
+// Its environment is the agent's plus the client's env requests. Its
+// working directory is $HOME, as under sshd, where that exists.
+func start(command string, env []string, ch ssh.Channel) (*process, error) {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Env = append(os.Environ(), env...)
+	if home := os.Getenv("HOME"); home != "" {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			cmd.Dir = home
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout = ch
+	cmd.Stderr = ch.Stderr()
+	// A pipe rather than cmd.Stdin = ch: Wait would wait for the client's
+	// end of input, which a client that sends none never gives.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		_, _ = io.Copy(stdin, ch)
+		stdin.Close()
+	}()
+	return &process{cmd: cmd, done: make(chan struct{})}, nil
+}
+
+// wait returns once the command has exited and its output is all sent.
+func (p *process) wait() *os.ProcessState {
+	_ = p.cmd.Wait()
+	close(p.done)
+	return p.cmd.ProcessState
+}
+
+func (p *process) signal(sig syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// stop ends the command's process group if the command still runs: SIGTERM,
+// then SIGKILL to whatever is left after grace. A command that ended on its
+// own is left alone, like anything it left running, as under sshd.
+func (p *process) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		// The group is gone once no process is left in it (the leader is
+		// reaped by wait).
+		if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
