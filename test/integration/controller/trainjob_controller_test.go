@@ -211,6 +211,7 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "OMPI_MCA_orte_set_default_slots", Value: slots},
 				{Name: "OMPI_MCA_plm_rsh_args", Value: sshArgs},
 				{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
+				{Name: "OMPI_MCA_btl_vader_single_copy_mechanism", Value: "none"},
 			}
 		}, func(h string) string { return h + " slots=2\n" }, false),
 		Entry("Open MPI 5", "torus-openmpi5", "OpenMPI5", func(string) []corev1.EnvVar {

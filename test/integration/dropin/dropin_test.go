@@ -362,6 +362,7 @@ var mpiDifferences = []string{
 	"spec.network.subdomain",
 	"spec.replicatedJobs[launcher].template.spec.completionMode",
 	"spec.replicatedJobs[launcher].template.spec.template.metadata.labels",
+	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].env[OMPI_MCA_btl_vader_single_copy_mechanism]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].env[OMPI_MCA_mca_base_env_list]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].env[OMPI_MCA_plm_rsh_args].value",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].terminationMessagePolicy",
