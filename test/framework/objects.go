@@ -2,9 +2,9 @@ package framework
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
@@ -14,6 +14,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 // NewNamespace creates a namespace with a generated name and its default
@@ -54,12 +56,18 @@ func DecodeFile(path string, into client.Object) {
 	gomega.Expect(yaml.UnmarshalStrict(data, into)).To(gomega.Succeed(), "decoding %s", filepath.Base(path))
 }
 
-// FreePort is a loopback port nothing listens on, for a server a test
-// starts on this machine.
+// ports hands out loopback ports outside the kernel's ephemeral range: a
+// port found by listening on :0 can be taken by any outgoing connection
+// before the server it is for binds it.
+var ports = sync.OnceValues(supervisor.NewPorts)
+
+// FreePort is a loopback port nothing listens on and that no outgoing
+// connection will take, for a server a test starts on this machine.
 func FreePort() int {
 	ginkgo.GinkgoHelper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ports()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	port, err := p.Take()
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return port
 }
