@@ -407,7 +407,7 @@ fi
 		// mpirun itself, and no sshd listens there.
 		fmt.Fprintf(&b, `if command -v ssh-keyscan >/dev/null; then
 read -r _ kt _ < "$d/%[1]s"
-read -r me < /etc/hostname || me=
+read -r me < /proc/sys/kernel/hostname || me=
 t=0
 while read -r h rest || [ -n "$h" ]; do
 h=${h%%%%:*}

@@ -26,7 +26,8 @@ const (
 // cluster runs one job's pods on this machine, the way the kubelet would run
 // the JobSet: each pod's volumes projected from the job's Secret and
 // ConfigMap, its init containers run to completion, the workers' containers
-// (sshd) started and probed ready, and only then the launcher's container.
+// (sshd) started and probed ready, and only then the launcher's init
+// containers and container.
 type cluster struct {
 	gen      *generated
 	tc       *toolchain
@@ -95,11 +96,11 @@ func (c *cluster) setUp(ctx context.Context) error {
 	}
 	secrets := map[string]*corev1.Secret{c.gen.secret.Name: c.gen.secret}
 	configMaps := map[string]*corev1.ConfigMap{} // the operator makes none
-	for _, p := range c.pods() {
-		if err := p.materialise(secrets, configMaps); err != nil {
+	for _, w := range c.workers {
+		if err := w.materialise(secrets, configMaps); err != nil {
 			return err
 		}
-		if err := c.runInitContainers(ctx, p); err != nil {
+		if err := c.runInitContainers(ctx, w); err != nil {
 			return err
 		}
 	}
@@ -108,13 +109,17 @@ func (c *cluster) setUp(ctx context.Context) error {
 			return err
 		}
 	}
-	// The launcher depends on the workers being Ready.
+	// The launcher's pod starts once the workers are Ready (JobSet's
+	// dependsOn); its init container then waits for their sshd.
 	for _, w := range c.workers {
 		if err := c.waitReady(ctx, w); err != nil {
 			return err
 		}
 	}
-	return nil
+	if err := c.launcher.materialise(secrets, configMaps); err != nil {
+		return err
+	}
+	return c.runInitContainers(ctx, c.launcher)
 }
 
 // pods are the launcher and the workers.
