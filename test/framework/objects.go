@@ -62,7 +62,7 @@ func DecodeFile(path string, into client.Object) {
 var ports = sync.OnceValues(supervisor.NewPorts)
 
 // FreePort is a loopback port nothing listens on and that no outgoing
-// connection will take, for a server a test starts on this machine.
+// connection will take, for a server a test starts on loopback.
 func FreePort() int {
 	ginkgo.GinkgoHelper()
 	p, err := ports()
