@@ -124,16 +124,11 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 	// Running together, unless the job completes first: then the poll was
 	// too slow to see it, which is an error of the benchmark.
 	ended := func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
-			return err
+		complete, err := finished(ctx, c, tj)
+		if err == nil && complete {
+			err = fmt.Errorf("%s completed before its launcher and workers were seen Running together: poll faster", name)
 		}
-		if cond := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); cond != nil && cond.Status == metav1.ConditionTrue {
-			return fmt.Errorf("%s failed: %s", name, cond.Message)
-		}
-		if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
-			return fmt.Errorf("%s completed before its launcher and workers were seen Running together: poll faster", name)
-		}
-		return nil
+		return err
 	}
 	running, err := untilAllRunning(ctx, c, ns, name, start, ended)
 	if err != nil {
@@ -143,13 +138,11 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 		if time.Since(start) > 3*time.Minute {
 			return fmt.Errorf("%s did not complete in 3 minutes", name)
 		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+		complete, err := finished(ctx, c, tj)
+		if err != nil {
 			return err
 		}
-		if cond := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); cond != nil && cond.Status == metav1.ConditionTrue {
-			return fmt.Errorf("%s failed: %s", name, cond.Message)
-		}
-		if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
+		if complete {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -163,6 +156,18 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 	t.pastInit = append(t.pastInit, at.Sub(start))
 	t.complete = append(t.complete, complete)
 	return deleteAndDrain(ctx, c, ns, tj)
+}
+
+// finished reads a job and reports whether it is Complete, or an error
+// when it failed.
+func finished(ctx context.Context, c client.Client, tj *trainer.TrainJob) (bool, error) {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+		return false, err
+	}
+	if cond := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); cond != nil && cond.Status == metav1.ConditionTrue {
+		return false, fmt.Errorf("%s failed: %s", tj.Name, cond.Message)
+	}
+	return meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete), nil
 }
 
 // untilAllRunning polls the pods of a JobSet until it has 3 Running at
