@@ -15,13 +15,17 @@ import (
 
 // exchange has each rank send 8 MiB to the rank two places on, which sits on
 // the other worker (2 ranks per worker), and report how many bytes its
-// pod's net1 and eth0 sent meanwhile, from the kernel's own counters.
+// pod's net1 and eth0 sent meanwhile, from the kernel's own counters. The
+// counters are read after a barrier: sendrecv returns once the data is in the
+// socket's buffer, and only when every peer has received its share has every
+// byte left the pod.
 const exchange = `from mpi4py import MPI
 c = MPI.COMM_WORLD
 r, n = c.Get_rank(), c.Get_size()
 def sent(i): return int(open('/sys/class/net/%s/statistics/tx_bytes' % i).read())
 before = {i: sent(i) for i in ('net1', 'eth0')}
 c.sendrecv(bytes(8 << 20), dest=(r + 2) % n, source=(r + 2) % n)
+c.Barrier()
 print('rank %d sent %d bytes on net1 and %d on eth0' % (r, sent('net1') - before['net1'], sent('eth0') - before['eth0']), flush=True)
 `
 
