@@ -34,6 +34,13 @@ const (
 	// type of the job's SSH keys (KeyAlgorithms) over the operator's
 	// --ssh-key-algorithm.
 	AnnotationSSHKeyAlgorithm = Domain + "ssh-key-algorithm"
+	// AnnotationRemoteLaunch, on a runtime or a TrainJob, chooses how the
+	// launcher starts MPI's daemons on the workers: RemoteLaunchAgent
+	// (Torus's agent, delivered into the pods from Torus's image: the
+	// image needs no OpenSSH) or RemoteLaunchOpenSSH (the image's sshd and
+	// ssh, as upstream's and mpi-operator's images expect). Unset is
+	// RemoteLaunchOpenSSH.
+	AnnotationRemoteLaunch = Domain + "remote-launch"
 	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
 	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
 	// to run before it fails with reason SchedulingTimeout, releasing what
@@ -91,6 +98,12 @@ const (
 // so keeps any Secret of the keys' name unmounted, until Torus has made the
 // keys and removes it.
 const SchedulingGateSSHKeys = Domain + "ssh-keys"
+
+// Values of AnnotationRemoteLaunch.
+const (
+	RemoteLaunchAgent   = "agent"
+	RemoteLaunchOpenSSH = "openssh"
+)
 
 // NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks
 // for a per-job NetworkPolicy.

@@ -81,11 +81,13 @@ func run(kubeconfig string, real, upstream bool) error {
 			return err
 		}
 		defer func() { _ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) }()
-		rc := torusContender
+		rcs := torusContenders
 		if upstream {
-			if rc, err = upstreamContender(ctx, c); err != nil {
+			rc, err := upstreamContender(ctx, c)
+			if err != nil {
 				return err
 			}
+			rcs = []realContender{rc}
 			defer func() {
 				_ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}})
 			}()
@@ -94,7 +96,7 @@ func run(kubeconfig string, real, upstream bool) error {
 		if err != nil {
 			return err
 		}
-		return runReal(ctx, c, cs, ns, rc)
+		return runReal(ctx, c, cs, ns, rcs)
 	}
 	if err := setup(ctx, c, ns); err != nil {
 		return err

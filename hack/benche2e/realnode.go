@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -46,33 +47,45 @@ type realContender struct {
 	label   string
 	runtime string
 	command []string
+	// image and annotations, when set, are the job's own.
+	image       string
+	annotations map[string]string
 }
 
-// torusContender runs the jobs on Torus's Open MPI runtime.
-var torusContender = realContender{
-	label:   "Torus (" + localRuntime + ")",
+// torusContenders run the jobs on Torus's Open MPI runtime: through the
+// image's OpenSSH, and through Torus's launch agent on the same image with
+// every OpenSSH package purged (hack/cluster's mpi-nossh).
+var torusContenders = []realContender{{
+	label:   "Torus, OpenSSH (" + localRuntime + ")",
 	runtime: localRuntime,
 	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
-}
+}, {
+	label:       "Torus, launch agent (" + localRuntime + ", no OpenSSH in the image)",
+	runtime:     localRuntime,
+	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+	image:       "registry.torus.local/mpi-nossh:1",
+	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent},
+}}
 
 // realTimes are one contender's measures, a job each.
 type realTimes struct {
 	running, pastInit, complete []time.Duration
 }
 
-// runReal alternates, realRuns times, a job of the floor and one of the
+// runReal alternates, realRuns times, a job of the floor and one of each
 // contender on the real nodes, each alone on them: the floor is the same
 // pods as a plain JobSet (floorJobSet), timed from creation until all its
-// pods run; the contender's 2-worker Open MPI job is timed until its
+// pods run; a contender's 2-worker Open MPI job is timed until its
 // launcher and workers run together, until every rank is past MPI_Init
 // (initProbe), and until it is Complete. Pods are polled every 50 ms,
 // which one job's few objects make cheap.
-func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns string, rc realContender) error {
+func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns string, rcs []realContender) error {
 	var local trainer.ClusterTrainingRuntime
 	if err := c.Get(ctx, client.ObjectKey{Name: localRuntime}, &local); err != nil {
 		return fmt.Errorf("reading %s, which hack/cluster -real-node installs: %w", localRuntime, err)
 	}
-	var floor, contender realTimes
+	var floor realTimes
+	contenders := make([]realTimes, len(rcs))
 	for i := range realRuns {
 		js := floorJobSet(ns, fmt.Sprintf("floor-%02d", i), &local)
 		start := time.Now()
@@ -88,27 +101,35 @@ func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns s
 			return err
 		}
 
-		if err := runContenderJob(ctx, c, cs, ns, fmt.Sprintf("real-%02d", i), rc, &contender); err != nil {
-			return err
+		for j, rc := range rcs {
+			if err := runContenderJob(ctx, c, cs, ns, fmt.Sprintf("real-%d-%02d", j, i), rc, &contenders[j]); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Printf("| %d jobs each, 2 workers × 2 ranks, alternating | creation → all pods Running, p50 | p95 | creation → every rank past MPI_Init, p50 | p95 | creation → Complete, p50 | p95 |\n", realRuns)
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
 	fmt.Printf("| floor: the same pods as a plain JobSet | %.2f s | %.2f s | | | | |\n", pct(floor.running, 50).Seconds(), pct(floor.running, 95).Seconds())
-	fmt.Printf("| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s |\n", rc.label,
-		pct(contender.running, 50).Seconds(), pct(contender.running, 95).Seconds(),
-		pct(contender.pastInit, 50).Seconds(), pct(contender.pastInit, 95).Seconds(),
-		pct(contender.complete, 50).Seconds(), pct(contender.complete, 95).Seconds())
+	for j, rc := range rcs {
+		t := contenders[j]
+		fmt.Printf("| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s |\n", rc.label,
+			pct(t.running, 50).Seconds(), pct(t.running, 95).Seconds(),
+			pct(t.pastInit, 50).Seconds(), pct(t.pastInit, 95).Seconds(),
+			pct(t.complete, 50).Seconds(), pct(t.complete, 95).Seconds())
+	}
 	base := pct(floor.running, 50).Seconds()
-	fmt.Printf("\nAgainst the floor's all pods Running (p50): all pods Running %.2f×, every rank past MPI_Init %.2f×.\n",
-		pct(contender.running, 50).Seconds()/base, pct(contender.pastInit, 50).Seconds()/base)
+	fmt.Println("\nAgainst the floor's all pods Running (p50):")
+	for j, rc := range rcs {
+		fmt.Printf("- %s: all pods Running %.2f×, every rank past MPI_Init %.2f×.\n", rc.label,
+			pct(contenders[j].running, 50).Seconds()/base, pct(contenders[j].pastInit, 50).Seconds()/base)
+	}
 	return nil
 }
 
 // runContenderJob runs one job of the contender and records its times.
 func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interface, ns, name string, rc realContender, t *realTimes) error {
 	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: rc.annotations},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: rc.runtime},
 			Trainer: &trainer.Trainer{
@@ -116,6 +137,9 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 				Command: rc.command,
 			},
 		},
+	}
+	if rc.image != "" {
+		tj.Spec.Trainer.Image = ptr.To(rc.image)
 	}
 	start := time.Now()
 	if err := c.Create(ctx, tj); err != nil {

@@ -444,13 +444,19 @@ func (c *cluster) startOperator(ctx context.Context) error {
 			if err := c.installWebhooksFile(ctx, "torus", p[0], webhooks); err != nil {
 				return supervisor.Spec{}, err
 			}
-			return supervisor.Spec{Argv: []string{
+			argv := []string{
 				c.operator,
 				"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",
-			}, Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
+			}
+			// The operator runs outside a pod: it is told its image, which
+			// the real nodes hold (operatorImageArchive).
+			if tag, err := csvImage(filepath.Join(root, "bundle", "manifests", "torus-operator.clusterserviceversion.yaml")); err == nil {
+				argv = append(argv, "--launch-image="+tag)
+			}
+			return supervisor.Spec{Argv: argv, Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
 		},
 		Ready: func(ctx context.Context, p []int) error {
 			if err := c.httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", p[2])); err != nil {

@@ -73,6 +73,10 @@ const (
 	// mpiuser (1000). See hack/images/mpi/build.sh.
 	mpiImage       = "registry.torus.local/mpi:1"
 	mpiTrixieImage = "registry.torus.local/mpi-trixie:1"
+	// The same images with every OpenSSH package purged (SUITE-nossh), for
+	// jobs using Torus's launch agent.
+	mpiImageNoSSH       = "registry.torus.local/mpi-nossh:1"
+	mpiTrixieImageNoSSH = "registry.torus.local/mpi-trixie-nossh:1"
 	// realNodeLabel marks the real nodes, for pods that must run there
 	// (images only their stores have).
 	realNodeLabel = "torus-mpi.io/real-node"

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/torus-mpi/torus/hack/images"
 	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // The real nodes' images: built here from Debian's packages and static
@@ -43,7 +45,10 @@ func (c *cluster) nodeArchives(ctx context.Context) ([]string, error) {
 			archives = append(archives, a)
 		}
 	}
-	for _, img := range []struct{ suite, tag string }{{"bookworm", mpiImage}, {"trixie", mpiTrixieImage}} {
+	for _, img := range []struct{ suite, tag string }{
+		{"bookworm", mpiImage}, {"trixie", mpiTrixieImage},
+		{"bookworm-nossh", mpiImageNoSSH}, {"trixie-nossh", mpiTrixieImageNoSSH},
+	} {
 		a, err := c.mpiImageArchive(ctx, img.suite, img.tag)
 		if err != nil {
 			return nil, fmt.Errorf("the MPI image %s: %w", img.tag, err)
@@ -79,7 +84,7 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 
 // operatorImageArchive wraps the operator binary as the image the bundle's
 // CSV deploys (its tag read from the CSV), the way the release image holds
-// it: the static binary alone, run as a non-root user. Cached outside the
+// it: the static binary and the launch agent's, run as a non-root user. Cached outside the
 // clone, keyed by the binary and the tag.
 func (c *cluster) operatorImageArchive() (string, error) {
 	root, err := repo.Root()
@@ -97,7 +102,19 @@ func (c *cluster) operatorImageArchive() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append(bin, tag...))
+	// The launch agent beside the operator, as the release image holds it.
+	launch := filepath.Join(c.dir, "images", mpi.LaunchBinary)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", launch, "./launch/cmd/torus-launch")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building launch/cmd/torus-launch: %w: %s", err, out)
+	}
+	launchBin, err := os.ReadFile(launch)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(slices.Concat(bin, launchBin, []byte(tag)))
 	cache, err := imageCache()
 	if err != nil {
 		return "", err
@@ -111,6 +128,7 @@ func (c *cluster) operatorImageArchive() (string, error) {
 	if err := images.Write(tmp, images.Image{Tag: tag,
 		Files: []images.File{
 			{Path: "/torus-operator", Source: c.operatorImage, Mode: 0o755},
+			{Path: mpi.LaunchImagePath, Source: launch, Mode: 0o755},
 			{Path: "/licenses/LICENSE", Source: filepath.Join(root, "LICENSE"), Mode: 0o644},
 		},
 		Entrypoint: []string{"/torus-operator"}, User: "65532:65532"}); err != nil {

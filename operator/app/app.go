@@ -77,7 +77,10 @@ type Options struct {
 	// WatchPodCreationFailures watches the Job controller's FailedCreate
 	// events, which explain pods a quota or policy refused.
 	WatchPodCreationFailures bool
-	Zap                      zap.Options
+	// LaunchImage is the image agent jobs' pods take Torus's launch agent
+	// from; empty: the operator's own, read from its pod.
+	LaunchImage string
+	Zap         zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -114,6 +117,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
 		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
 			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
+	fs.StringVar(&o.LaunchImage, "launch-image", "",
+		"Image holding "+mpi.LaunchImagePath+", from which jobs using Torus's launch agent (annotation "+api.AnnotationRemoteLaunch+"="+api.RemoteLaunchAgent+") take it (default: the operator's own image, read from its pod).")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -189,7 +194,14 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		} else {
 			ctrl.Log.WithName("setup").Info("No namespace known (not in a pod; neither --namespace nor --leader-election-namespace): the children this process makes are recognised by it alone", "secret", ProofKeySecret)
 		}
+		launchImage := o.LaunchImage
+		if launchImage == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			launchImage = ownImage(ctx, mgr.GetAPIReader(), ns)
+		}
 		return controller.SetupControllers(mgr, controller.Options{
+			LaunchImage:              launchImage,
 			ProofKey:                 proofKey,
 			Upstream:                 others,
 			ClusterDomain:            o.ClusterDomain,

@@ -32,6 +32,9 @@ func OwnerReference(tj *trainer.TrainJob) metav1.OwnerReference {
 type BuildOptions struct {
 	// ClusterDomain is the cluster's DNS domain (DefaultClusterDomain).
 	ClusterDomain string
+	// LaunchImage is Torus's image, holding mpi.LaunchImagePath: agent jobs'
+	// pods take the launch agent from it (mpi.SSHSettings.Agent).
+	LaunchImage string
 	// KueueJobSets: Kueue admits MPI jobs through its JobSet integration, so
 	// a queued TrainJob's JobSet carries the queue and starts suspended until
 	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
@@ -97,7 +100,11 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	if opts.ClusterDomain == "" {
 		opts.ClusterDomain = mpi.DefaultClusterDomain
 	}
-	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain}
+	if job.SSH.Agent && opts.LaunchImage == "" {
+		return nil, fmt.Errorf("the job asks for Torus's launch agent (%s=%s), but the operator knows no image to deliver it from: start the operator with --launch-image, or set %s=%s",
+			api.AnnotationRemoteLaunch, api.RemoteLaunchAgent, api.AnnotationRemoteLaunch, api.RemoteLaunchOpenSSH)
+	}
+	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage}
 	// The job's topology annotation, else its runtime's.
 	for _, a := range []map[string]string{tj.Annotations, rt.Annotations} {
 		if level, ok := a[api.AnnotationTopology]; ok {
@@ -212,6 +219,8 @@ type podBuilder struct {
 	clusterDomain string
 	// topology is the node label whose domain all pods must share.
 	topology string
+	// launchImage delivers the launch agent (BuildOptions.LaunchImage).
+	launchImage string
 }
 
 // configure sizes one replicated job and fills in its pod template.
@@ -311,7 +320,11 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: mpi.HostfileVolume, MountPath: mpi.HostfileDir, ReadOnly: true})
 	}
 
-	b.addSSH(ps, ctr, role)
+	if b.job.SSH.Agent {
+		b.addLaunchAgent(ps, ctr, role)
+	} else {
+		b.addSSH(ps, ctr, role)
+	}
 	if n := b.job.Network; n != nil {
 		if runsRanks || n.AllPods {
 			if err := n.Apply(pod, ctr); err != nil {
@@ -353,24 +366,120 @@ func (b podBuilder) forwardedEnv() []string {
 	return names
 }
 
+// launchVolumeSize bounds the emptyDir holding the launch agent's binary.
+var launchVolumeSize = resource.MustParse("64Mi")
+
+// addLaunchAgent gives a pod Torus's remote launch in place of OpenSSH: an
+// init container from Torus's image links the run's keys into the SSH
+// directory and installs the agent's binary (and, on the launcher, waits
+// for every worker's agent); workers run the agent; every container gets
+// the client's settings. Nothing of the user's image is run but MPI and
+// the program.
+func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
+	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
+		b.sshSecretVolume(role),
+		corev1.Volume{
+			Name: mpi.SSHVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium:    corev1.StorageMediumMemory,
+				SizeLimit: &sshVolumeSize,
+			}},
+		},
+		corev1.Volume{
+			Name:         mpi.LaunchVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &launchVolumeSize}},
+		},
+	)
+	mounts := ctr.VolumeMounts[:0:0]
+	for _, m := range ctr.VolumeMounts {
+		if m.Name != mpi.SSHVolume && m.Name != mpi.SSHSecretVolume && m.Name != mpi.LaunchVolume {
+			mounts = append(mounts, m)
+		}
+	}
+	ctr.VolumeMounts = append(mounts,
+		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: b.job.SSH.Path, SubPath: mpi.SSHDirSubPath},
+		// What the SSH directory's links point to: the role's keys.
+		corev1.VolumeMount{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+		corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir, ReadOnly: true},
+	)
+	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
+	if role == api.RoleWorker {
+		// A worker serves the launcher's remote commands; its ranks are
+		// the agent's children.
+		ctr.Command, ctr.Args = mpi.LaunchAgentCommand(b.job.SSH), nil
+	}
+	init := corev1.Container{
+		Name:            mpi.SSHInitContainer,
+		Image:           b.launchImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{mpi.LaunchImagePath},
+		Args:            mpi.LaunchSetupArgs(b.job.SSH, role, b.callBack(role)),
+		// A failed setup says why in the pod's status (diagnosis quotes it).
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
+		// Same user as the main container, so the files are its own.
+		SecurityContext: ctr.SecurityContext.DeepCopy(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+			{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
+			{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
+		},
+	}
+	setInitContainer(ps, init)
+}
+
+// sshSecretVolume is the job's SSH Secret as a role's init container reads
+// it.
+func (b podBuilder) sshSecretVolume(role string) corev1.Volume {
+	return corev1.Volume{
+		Name: mpi.SSHSecretVolume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: mpi.SSHSecretName(b.tj.Name),
+			// No host key on the launcher.
+			Items: mpi.SSHSecretItems(role),
+			// Readable by whichever user the init container runs as
+			// (a Secret volume's files are root's, or fsGroup's if the
+			// pod sets one); only the init container mounts it, and
+			// copies the files as the user's own, mode 0600.
+			DefaultMode: ptr.To[int32](0o444),
+		}},
+	}
+}
+
+// callBack is the name Hydra's proxies on the workers connect back to
+// mpiexec by: the launcher's, which its init container waits for.
+func (b podBuilder) callBack(role string) string {
+	if role == api.RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
+		return mpi.HostAddress(b.tj.Name, mpi.LauncherJob, 0)
+	}
+	return ""
+}
+
+// restartAttemptEnv hands the init container its pod's run.
+func (b podBuilder) restartAttemptEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: mpi.EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + mpi.LabelJobSetRestartAttempt + "']"},
+	}}
+}
+
+// setInitContainer puts Torus's init container first, replacing one of its
+// name the runtime has.
+func setInitContainer(ps *corev1.PodSpec, init corev1.Container) {
+	for i := range ps.InitContainers {
+		if ps.InitContainers[i].Name == init.Name {
+			ps.InitContainers[i] = init
+			return
+		}
+	}
+	ps.InitContainers = append([]corev1.Container{init}, ps.InitContainers...)
+}
+
 // addSSH mounts the job's SSH directory and a user database that knows the
 // pod's UID: both from an in-memory emptyDir that an init container fills
 // as the pod's own user.
 func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
-		corev1.Volume{
-			Name: mpi.SSHSecretVolume,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: mpi.SSHSecretName(b.tj.Name),
-				// No host key on the launcher.
-				Items: mpi.SSHSecretItems(role),
-				// Readable by whichever user the init container runs as
-				// (a Secret volume's files are root's, or fsGroup's if the
-				// pod sets one); only the init container mounts it, and
-				// copies the files as the user's own, mode 0600.
-				DefaultMode: ptr.To[int32](0o444),
-			}},
-		},
+		b.sshSecretVolume(role),
 		corev1.Volume{
 			Name: mpi.SSHVolume,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
@@ -392,21 +501,14 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: mpi.PasswdPath, SubPath: mpi.PasswdSubPath, ReadOnly: true},
 	)
 
-	// Hydra's proxies connect back to mpiexec by the launcher's host name.
-	var callBack string
-	if role == api.RoleLauncher && b.job.Implementation.NeedsSearchDomain() {
-		callBack = mpi.HostAddress(b.tj.Name, mpi.LauncherJob, 0)
-	}
 	init := corev1.Container{
 		Name:            mpi.SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, b.job.SSH.Port, role, callBack)},
+		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, b.job.SSH.Port, role, b.callBack(role))},
 		// A failed setup says why in the pod's status (diagnosis quotes it).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		Env: []corev1.EnvVar{{Name: mpi.EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
-			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + mpi.LabelJobSetRestartAttempt + "']"},
-		}}},
+		Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
 		// Same user as the main container, so the files are its own.
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{
@@ -414,11 +516,5 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 			{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
 		},
 	}
-	for i := range ps.InitContainers {
-		if ps.InitContainers[i].Name == mpi.SSHInitContainer {
-			ps.InitContainers[i] = init
-			return
-		}
-	}
-	ps.InitContainers = append([]corev1.Container{init}, ps.InitContainers...)
+	setInitContainer(ps, init)
 }

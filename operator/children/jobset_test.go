@@ -2,6 +2,7 @@ package children_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -392,5 +393,73 @@ func TestBuildJobSetLauncherDefaultsYield(t *testing.T) {
 	}
 	if diff := cmp.Diff([]corev1.EnvVar{{Name: "OMPI_MCA_btl_vader_single_copy_mechanism", Value: "cma"}}, got); diff != "" {
 		t.Errorf("single copy setting (-want,+got):\n%s", diff)
+	}
+}
+
+// TestBuildJobSetLaunchAgent: a job using Torus's launch agent runs
+// nothing of OpenSSH's. Its pods' init container comes from Torus's image,
+// its workers run the agent, and each implementation's launcher is given
+// the agent's client in place of ssh.
+func TestBuildJobSetLaunchAgent(t *testing.T) {
+	const image = "registry.example/torus/torus-operator:v1"
+	cases := map[string]struct {
+		impl     trainer.MPIImplementation
+		version  string
+		agentEnv string
+	}{
+		"Open MPI 4": {impl: "OpenMPI", agentEnv: "OMPI_MCA_plm_rsh_agent"},
+		"Open MPI 5": {impl: "OpenMPI", version: "5", agentEnv: "PRTE_MCA_plm_ssh_agent"},
+		"Intel MPI":  {impl: "Intel", agentEnv: "I_MPI_HYDRA_BOOTSTRAP_EXEC"},
+		"MPICH":      {impl: "MPICH", agentEnv: "HYDRA_LAUNCHER_EXEC"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", tc.impl).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent)
+			if tc.version != "" {
+				rt.Annotation(api.AnnotationOpenMPIVersion, tc.version)
+			}
+			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
+			job, err := mpi.ResolveJob(tj, rt.Runtime())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{}); err == nil || !strings.Contains(err.Error(), "--launch-image") {
+				t.Errorf("with no launch image: %v, want an error naming --launch-image", err)
+			}
+			js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{LaunchImage: image})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, role := range []string{mpi.LauncherJob, mpi.NodeJob} {
+				pod := replicatedJob(t, js, role).Template.Spec.Template.Spec
+				init := pod.InitContainers[0]
+				if init.Image != image || init.Command[0] != mpi.LaunchImagePath || init.Args[0] != "setup" {
+					t.Errorf("%s's init container runs %s %v from %s, want torus-launch setup from Torus's image", role, init.Command, init.Args, init.Image)
+				}
+				if waits := slices.ContainsFunc(init.Args, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }); waits != (role == mpi.LauncherJob) {
+					t.Errorf("%s's init container waits for the hosts: %v", role, waits)
+				}
+				ctr := pod.Containers[0]
+				env := map[string]string{}
+				for _, e := range ctr.Env {
+					env[e.Name] = e.Value
+				}
+				if env[tc.agentEnv] != mpi.LaunchClient() || env["TORUS_SSH_PORT"] != "2222" {
+					t.Errorf("%s's env %v, want %s=%s and the client's settings", role, env, tc.agentEnv, mpi.LaunchClient())
+				}
+				for _, m := range ctr.VolumeMounts {
+					if m.MountPath == mpi.PasswdPath {
+						t.Errorf("%s mounts a user database: the agent needs none", role)
+					}
+				}
+				if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mpi.LaunchVolume && m.ReadOnly }) {
+					t.Errorf("%s does not mount the agent's binary read-only: %v", role, ctr.VolumeMounts)
+				}
+			}
+			worker := replicatedJob(t, js, mpi.NodeJob).Template.Spec.Template.Spec.Containers[0]
+			if diff := cmp.Diff(mpi.LaunchAgentCommand(job.SSH), worker.Command); diff != "" || worker.Args != nil {
+				t.Errorf("the workers run %v %v, want the agent (-want,+got):\n%s", worker.Command, worker.Args, diff)
+			}
+		})
 	}
 }

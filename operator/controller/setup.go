@@ -53,6 +53,9 @@ const DefaultJobSetReportTimeout = 2 * time.Minute
 type Options struct {
 	// ClusterDomain is the cluster's DNS domain, for Hydra's search path.
 	ClusterDomain string
+	// LaunchImage is the image agent jobs take Torus's launch agent from
+	// (children.BuildOptions.LaunchImage).
+	LaunchImage string
 	// KueueTrainJobIntegration is true when Kueue's native TrainJob
 	// integration admits TrainJobs (through spec.suspend and
 	// runtimePatches). By default Kueue admits MPI jobs through its JobSet
@@ -350,7 +353,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
 		proofs:       proofs{key: opts.ProofKey},
-		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, KueueJobSets: !opts.KueueTrainJobIntegration},
+		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

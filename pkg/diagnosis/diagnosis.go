@@ -254,6 +254,7 @@ func contextOf(p *corev1.Pod) failureContext {
 			if m.Name == mpi.SSHVolume && m.SubPath == mpi.SSHDirSubPath {
 				c.sshdConfig = mpi.SSHDConfigPath(m.MountPath)
 			}
+			c.agent = c.agent || m.Name == mpi.LaunchVolume
 		}
 	}
 	return c

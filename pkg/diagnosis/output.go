@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // Reasons for failures read from a container's own last output: what MPI
@@ -54,11 +55,24 @@ type failureContext struct {
 	// servingPort is the port every worker's sshd answered the kubelet's
 	// probe on while the launcher ran, when they all did.
 	servingPort string
+	// agent: the job's workers run Torus's launch agent, not sshd.
+	agent bool
 }
 
 // sshd is the command line a worker's sshd needs to serve the job.
 func (c failureContext) sshd() string {
+	if c.agent {
+		return "Torus's launch agent (" + mpi.LaunchBinDir + "/" + mpi.LaunchBinary + " agent, the workers' command Torus sets)"
+	}
 	return "sshd -De -f " + c.sshdConfig
+}
+
+// server names what serves the launcher's connections on the workers.
+func (c failureContext) server() string {
+	if c.agent {
+		return "launch agent"
+	}
+	return "sshd"
 }
 
 // launchFailures are tried on each line of output, earliest line first:
@@ -80,17 +94,17 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonSSHConnectionRefused,
-		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`},
+		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`, `torus-ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`},
 		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): Connection refused`),
 		explain: func(m []string, c failureContext) (string, string) {
 			if c.servingPort == m[2] {
 				// sshd answers the kubelet's probe from the node, but not
 				// the launcher: a policy agent rejects pod-to-pod traffic.
-				return fmt.Sprintf("ssh to %s port %s was refused while every worker's sshd answered the kubelet's probe there: a NetworkPolicy rejects the launcher's connection", m[1], m[2]),
+				return fmt.Sprintf("ssh to %s port %s was refused while every worker's %s answered the kubelet's probe there: a NetworkPolicy rejects the launcher's connection", m[1], m[2], c.server()),
 					"let the job's pods reach each other: annotate the namespace or the runtime " + api.AnnotationNetworkPolicy + "=" + api.NetworkPolicyRestricted +
 						" for a policy admitting the job's own pods, or allow them in the namespace's policies (kubectl get networkpolicy -n " + c.namespace + ")"
 			}
-			return fmt.Sprintf("ssh to %s port %s was refused: no sshd listens there", m[1], m[2]),
+			return fmt.Sprintf("ssh to %s port %s was refused: no %s listens there", m[1], m[2], c.server()),
 				"the workers must run " + c.sshd() + " and keep it up while the job runs: see their logs (kubectl mpi logs " + c.job + ")"
 		},
 	},
@@ -108,8 +122,8 @@ var launchFailures = []launchFailure{
 		examples: []string{`Host key verification failed.`, `@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @`},
 		match:    regexp.MustCompile(`Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No [A-Z0-9-]+ host key is known for ([^ ]+)`),
 		explain: func(m []string, c failureContext) (string, string) {
-			return "a worker's sshd did not present the job's host key",
-				"the workers' sshd must serve the job's host key: run " + c.sshd()
+			return "a worker's " + c.server() + " did not present the job's host key",
+				"the workers' " + c.server() + " must serve the job's host key: run " + c.sshd()
 		},
 	},
 	{
@@ -117,8 +131,8 @@ var launchFailures = []launchFailure{
 		examples: []string{`mpiuser@pi-node-0-1.pi: Permission denied (publickey).`},
 		match:    regexp.MustCompile(`Permission denied \(publickey`),
 		explain: func(m []string, c failureContext) (string, string) {
-			return "a worker's sshd refused the job's key",
-				"the workers' sshd must take the job's key for the launcher's user: run " + c.sshd() + " as that user"
+			return "a worker's " + c.server() + " refused the job's key",
+				"the workers' " + c.server() + " must take the job's key for the launcher's user: run " + c.sshd() + " as that user"
 		},
 	},
 	{

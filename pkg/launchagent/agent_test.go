@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ const envTestClient = "LAUNCHAGENT_TEST_CLIENT"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envTestClient) != "" {
-		c, err := NewClient(os.Getenv(EnvKey), os.Getenv(EnvKnownHostKey))
+		c, err := NewClient(os.Getenv(EnvKey), os.Getenv(EnvKnownHosts))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "torus-ssh:", err)
 			os.Exit(ExitFailure)
@@ -69,7 +70,7 @@ func newKeys(t *testing.T) *mpi.SSHKeys {
 	return keys
 }
 
-func writeFile(t *testing.T, name string, data []byte) string {
+func tempFile(t *testing.T, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -82,8 +83,8 @@ func writeFile(t *testing.T, name string, data []byte) string {
 func startJob(t *testing.T) *job {
 	t.Helper()
 	j := &job{keys: newKeys(t), log: &syncBuffer{}}
-	j.keyFile = writeFile(t, "id_ed25519", j.keys.ClientPrivate)
-	j.hostPublicFile = writeFile(t, "host.pub", j.keys.HostPublic)
+	j.keyFile = tempFile(t, "id_ed25519", j.keys.ClientPrivate)
+	j.hostPublicFile = tempFile(t, "host.pub", j.keys.HostPublic)
 	s, err := NewServer(j.keys.HostPrivate, j.keys.ClientPublic)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func (j *job) client(t *testing.T) *Client {
 
 // clientEnv is the environment of a client process of this job.
 func (j *job) clientEnv() []string {
-	return []string{envTestClient + "=1", EnvKey + "=" + j.keyFile, EnvKnownHostKey + "=" + j.hostPublicFile, EnvPort + "=" + strconv.Itoa(j.port)}
+	return []string{envTestClient + "=1", EnvKey + "=" + j.keyFile, EnvKnownHosts + "=" + j.hostPublicFile, EnvPort + "=" + strconv.Itoa(j.port)}
 }
 
 // clientCommand is a shell command running the job's client.
@@ -220,23 +221,33 @@ func TestRefusals(t *testing.T) {
 		name   string
 		client func(*Client)
 		args   []string
-		stderr string
+		host   string
+		// stderr is in the client's output; line, if set, begins one of
+		// its lines: OpenSSH's words, which launchers pass on and
+		// Torus's diagnosis reads.
+		stderr, line string
 	}{{
 		name: "tampered host key",
 		client: func(c *Client) {
 			c.HostKeys, _ = ParseAuthorizedKeys(other.HostPublic)
 		},
-		stderr: "host key verification failed: 127.0.0.1:" + strconv.Itoa(j.port) + " presents ssh-ed25519 key",
+		stderr: "torus-ssh: 127.0.0.1:" + strconv.Itoa(j.port) + " presents ssh-ed25519 key",
+		line:   "Host key verification failed.",
 	}, {
 		name: "foreign client key",
 		client: func(c *Client) {
 			c.Key, _ = ssh.ParsePrivateKey(other.ClientPrivate)
 		},
-		stderr: "unable to authenticate",
+		stderr: "@127.0.0.1: Permission denied (publickey).",
 	}, {
-		name:   "nothing listening",
-		args:   []string{"-p", strconv.Itoa(freePort), "-o", "ConnectionAttempts=2"},
-		stderr: fmt.Sprintf("connect to host 127.0.0.1 port %d (2 attempts)", freePort),
+		name: "nothing listening",
+		args: []string{"-p", strconv.Itoa(freePort), "-o", "ConnectionAttempts=2"},
+		line: fmt.Sprintf("torus-ssh: connect to host 127.0.0.1 port %d: Connection refused", freePort),
+	}, {
+		name: "a name that does not resolve",
+		args: []string{"-o", "ConnectionAttempts=1"},
+		host: "host.invalid",
+		line: "torus-ssh: Could not resolve hostname host.invalid: ",
 	}, {
 		name: "signal while connecting",
 		client: func(c *Client) {
@@ -252,9 +263,16 @@ func TestRefusals(t *testing.T) {
 			if tc.client != nil {
 				tc.client(c)
 			}
-			_, stderr, code := run(c, "", append(tc.args, "127.0.0.1", "echo ran")...)
+			host := tc.host
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			_, stderr, code := run(c, "", append(tc.args, host, "echo ran")...)
 			if code != ExitFailure || !strings.HasPrefix(stderr, "torus-ssh: ") || !strings.Contains(stderr, tc.stderr) {
 				t.Errorf("Run = %d, stderr %q; want %d and an error saying %q", code, stderr, ExitFailure, tc.stderr)
+			}
+			if tc.line != "" && !slices.ContainsFunc(strings.Split(stderr, "\n"), func(l string) bool { return strings.HasPrefix(l, tc.line) }) {
+				t.Errorf("stderr %q has no line beginning %q", stderr, tc.line)
 			}
 		})
 	}
@@ -469,7 +487,7 @@ func TestOpenSSH(t *testing.T) {
 	j := startJob(t)
 	other := newKeys(t)
 	knownHosts := func(key []byte) string {
-		return writeFile(t, "known_hosts", fmt.Appendf(nil, "[127.0.0.1]:%d %s", j.port, key))
+		return tempFile(t, "known_hosts", fmt.Appendf(nil, "[127.0.0.1]:%d %s", j.port, key))
 	}
 	for _, tc := range []struct {
 		name           string
@@ -495,7 +513,7 @@ func TestOpenSSH(t *testing.T) {
 			if tc.hostKey != nil {
 				hostKey = tc.hostKey
 			}
-			args := append([]string{"-F", "/dev/null", "-x", "-T", "-i", writeFile(t, "id_ed25519", key),
+			args := append([]string{"-F", "/dev/null", "-x", "-T", "-i", tempFile(t, "id_ed25519", key),
 				"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
 				"-o", "UserKnownHostsFile=" + knownHosts(hostKey), "-o", "GlobalKnownHostsFile=/dev/null",
 				"-o", "LogLevel=ERROR", "-p", strconv.Itoa(j.port), "127.0.0.1"}, tc.args...)

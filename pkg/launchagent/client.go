@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 // from, for launchers that take only a program's path (Hydra, Intel MPI)
 // and for daemons that launch in a tree from a worker.
 const (
-	EnvKey          = "TORUS_SSH_KEY"
-	EnvKnownHostKey = "TORUS_SSH_KNOWN_HOST_KEY"
-	EnvPort         = "TORUS_SSH_PORT"
+	EnvKey        = "TORUS_SSH_KEY"
+	EnvKnownHosts = "TORUS_SSH_KNOWN_HOSTS"
+	EnvPort       = "TORUS_SSH_PORT"
 )
 
 // ExitFailure is ssh's exit code for its own errors: a connection that
@@ -54,11 +55,11 @@ type Client struct {
 	Signals <-chan os.Signal
 }
 
-// NewClient reads the client's private key and the host's public key
-// (authorized_keys format, as ssh-keygen writes .pub files) from files.
+// NewClient reads the client's private key and the hosts' public keys
+// (ParseHostKeys) from files.
 func NewClient(keyFile, hostKeyFile string) (*Client, error) {
 	if keyFile == "" || hostKeyFile == "" {
-		return nil, fmt.Errorf("the client key and the host's public key are both needed (%s, %s)", EnvKey, EnvKnownHostKey)
+		return nil, fmt.Errorf("the client key and the known hosts are both needed (%s, %s)", EnvKey, EnvKnownHosts)
 	}
 	data, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -71,7 +72,7 @@ func NewClient(keyFile, hostKeyFile string) (*Client, error) {
 	if data, err = os.ReadFile(hostKeyFile); err != nil {
 		return nil, fmt.Errorf("reading the host key: %w", err)
 	}
-	hostKeys, err := ParseAuthorizedKeys(data)
+	hostKeys, err := ParseHostKeys(data)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the host key %s: %w", hostKeyFile, err)
 	}
@@ -167,7 +168,7 @@ func (c *Client) connect(cmd Command) (*ssh.Client, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to host %s port %d (%d attempts): %w", cmd.Host, port, attempts, err)
+		return nil, dialError(cmd.Host, port, err)
 	}
 	user := cmd.User
 	if user == "" {
@@ -185,10 +186,27 @@ func (c *Client) connect(cmd Command) (*ssh.Client, error) {
 	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, config)
 	if err != nil {
 		nc.Close()
+		var hostKey *hostKeyError
+		switch {
+		case errors.As(err, &hostKey):
+			return nil, sshError(hostKey.Error() + "\nHost key verification failed.")
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			return nil, sshError(fmt.Sprintf("%s@%s: Permission denied (publickey).", user, cmd.Host))
+		}
 		return nil, fmt.Errorf("%s port %d: %w", cmd.Host, port, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// hostKeyError is a host presenting a key that is not the job's.
+type hostKeyError struct {
+	host string
+	key  ssh.PublicKey
+}
+
+func (e *hostKeyError) Error() string {
+	return fmt.Sprintf("%s presents %s key %s, which is not the job's host key", e.host, e.key.Type(), ssh.FingerprintSHA256(e.key))
 }
 
 func (c *Client) checkHostKey(host string, _ net.Addr, key ssh.PublicKey) error {
@@ -197,5 +215,42 @@ func (c *Client) checkHostKey(host string, _ net.Addr, key ssh.PublicKey) error 
 			return nil
 		}
 	}
-	return fmt.Errorf("host key verification failed: %s presents %s key %s, which is not the job's host key", host, key.Type(), ssh.FingerprintSHA256(key))
+	return &hostKeyError{host: host, key: key}
+}
+
+// sshError is a failure in OpenSSH's own words, which MPI launchers pass on
+// and Torus's diagnosis reads, whichever client a job uses.
+type sshError string
+
+func (e sshError) Error() string { return string(e) }
+
+// dialError says why a connection failed in OpenSSH's words, which MPI
+// launchers pass on and Torus's diagnosis reads, whichever client a job
+// uses.
+func dialError(host string, port int, err error) error {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		what := "Name or service not known"
+		if dns.IsTemporary || dns.IsTimeout {
+			what = "Temporary failure in name resolution"
+		}
+		return sshError(fmt.Sprintf("Could not resolve hostname %s: %s", host, what))
+	}
+	what := err.Error()
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		what = "Connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		what = "No route to host"
+	case errors.Is(err, syscall.ENETUNREACH):
+		what = "Network is unreachable"
+	case errors.Is(err, syscall.ETIMEDOUT) || errors.Is(err, os.ErrDeadlineExceeded):
+		what = "Connection timed out"
+	default:
+		var timeout interface{ Timeout() bool }
+		if errors.As(err, &timeout) && timeout.Timeout() {
+			what = "Connection timed out"
+		}
+	}
+	return fmt.Errorf("connect to host %s port %d: %s", host, port, what)
 }

@@ -20,6 +20,19 @@ func parseSSHPort(v string) (int32, error) {
 	return int32(p), nil
 }
 
+// parseRemoteLaunch reads api.AnnotationRemoteLaunch: whether the job's
+// daemons are started through Torus's agent.
+func parseRemoteLaunch(v string) (bool, error) {
+	switch v {
+	case api.RemoteLaunchAgent:
+		return true, nil
+	case api.RemoteLaunchOpenSSH:
+		return false, nil
+	}
+	return false, fmt.Errorf("annotation %s=%q: set it to %q (Torus's launch agent: the image needs no OpenSSH) or %q (the image's sshd and ssh)",
+		api.AnnotationRemoteLaunch, v, api.RemoteLaunchAgent, api.RemoteLaunchOpenSSH)
+}
+
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
@@ -47,6 +60,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseSSHPort(v)
 		case api.AnnotationSchedulingTimeout:
 			_, err = parseSchedulingTimeout(v)
+		case api.AnnotationRemoteLaunch:
+			_, err = parseRemoteLaunch(v)
 		case api.AnnotationSSHKeyAlgorithm:
 			if _, perr := ParseKeyAlgorithm(v); perr != nil {
 				err = fmt.Errorf("annotation %s: %w", k, perr)

@@ -16,14 +16,16 @@ func TestCheckAnnotations(t *testing.T) {
 		"good values": {annotations: map[string]string{
 			api.AnnotationSSHPort: "2222", api.AnnotationSchedulingTimeout: "10m", api.AnnotationSSHKeyAlgorithm: "ecdsa-p384",
 			api.AnnotationTopology: "cloud.provider.com/topology-rack", api.AnnotationKeepSSHKeys: "true", api.AnnotationNetworkProfile: "ib-sriov",
+			api.AnnotationRemoteLaunch: "agent",
 		}},
 		"others' annotations are not Torus's to check": {annotations: map[string]string{"example.com/port": "x"}},
 		"bad values, each named": {
 			annotations: map[string]string{
 				api.AnnotationSSHPort: "80", api.AnnotationSchedulingTimeout: "0s", api.AnnotationSSHKeyAlgorithm: "dsa",
 				api.AnnotationTopology: "a b", api.AnnotationKeepSSHKeys: "yes", api.AnnotationNetworkProfile: "UPPER",
+				api.AnnotationRemoteLaunch: "ssh",
 			},
-			wantBad: []string{api.AnnotationKeepSSHKeys, api.AnnotationNetworkProfile, api.AnnotationSchedulingTimeout, api.AnnotationSSHKeyAlgorithm, api.AnnotationSSHPort, api.AnnotationTopology},
+			wantBad: []string{api.AnnotationKeepSSHKeys, api.AnnotationNetworkProfile, api.AnnotationRemoteLaunch, api.AnnotationSchedulingTimeout, api.AnnotationSSHKeyAlgorithm, api.AnnotationSSHPort, api.AnnotationTopology},
 		},
 	}
 	for name, tc := range cases {

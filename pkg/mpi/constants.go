@@ -50,7 +50,7 @@ const (
 // keys and hostfile: a TrainJob's runtime patches may neither define nor
 // mount a volume of that name.
 func IsTorusVolume(name string) bool {
-	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume
+	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume
 }
 
 // Keys of the per-job SSH Secret. The Secret has type kubernetes.io/ssh-auth,

@@ -27,6 +27,11 @@ const (
 	envHydraHostfile       = "HYDRA_HOST_FILE"
 	envHydraLauncher       = "HYDRA_LAUNCHER"
 	EnvHydraLaunchArgs     = "HYDRA_LAUNCHER_EXTRA_ARGS"
+	// The programs each implementation runs in place of ssh.
+	envOMPIRSHAgent       = "OMPI_MCA_plm_rsh_agent"
+	envPRTESSHAgent       = "PRTE_MCA_plm_ssh_agent"
+	envIntelBootstrapExec = "I_MPI_HYDRA_BOOTSTRAP_EXEC"
+	envHydraLauncherExec  = "HYDRA_LAUNCHER_EXEC"
 )
 
 // ReservedEnvNames are the variables Torus owns; a TrainJob may not set them.

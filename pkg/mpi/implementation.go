@@ -58,12 +58,17 @@ type facts struct {
 	env func(slots, ssh string) []corev1.EnvVar
 	// defaults are launcher settings a job's own environment overrides.
 	defaults []corev1.EnvVar
+	// agentEnv names the variable giving the launcher the program it
+	// starts remote daemons with in place of ssh (Torus's client, with
+	// the launch agent).
+	agentEnv string
 }
 
 var table = []facts{
 	{
 		impl: OpenMPI, display: "Open MPI 4", cliNames: []string{"openmpi", "openmpi4"}, runtime: "torus-openmpi",
-		trainer: trainer.MPIImplementationOpenMPI, openMPIVersion: "4", slotsSeparator: " slots=",
+		agentEnv: envOMPIRSHAgent,
+		trainer:  trainer.MPIImplementationOpenMPI, openMPIVersion: "4", slotsSeparator: " slots=",
 		env: func(slots, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: EnvOMPIHostfile, Value: HostfilePath},
@@ -82,7 +87,8 @@ var table = []facts{
 	},
 	{
 		impl: OpenMPI5, display: "Open MPI 5", cliNames: []string{"openmpi5"}, runtime: "torus-openmpi5",
-		trainer: trainer.MPIImplementationOpenMPI, openMPIVersion: "5", slotsSeparator: " slots=",
+		agentEnv: envPRTESSHAgent,
+		trainer:  trainer.MPIImplementationOpenMPI, openMPIVersion: "5", slotsSeparator: " slots=",
 		env: func(_, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: envPRTEHostfile, Value: HostfilePath},
@@ -93,7 +99,8 @@ var table = []facts{
 	},
 	{
 		impl: IntelMPI, display: "Intel MPI", cliNames: []string{"intel", "intelmpi"}, runtime: "torus-intelmpi",
-		trainer: trainer.MPIImplementationIntel, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
+		agentEnv: envIntelBootstrapExec,
+		trainer:  trainer.MPIImplementationIntel, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
 		env: func(slots, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: envIntelHostfile, Value: HostfilePath},
@@ -105,7 +112,8 @@ var table = []facts{
 	},
 	{
 		impl: MPICH, display: "MPICH", cliNames: []string{"mpich"}, runtime: "torus-mpich",
-		trainer: trainer.MPIImplementationMPICH, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
+		agentEnv: envHydraLauncherExec,
+		trainer:  trainer.MPIImplementationMPICH, slotsSeparator: ":", shortHostNames: true, forwardsAll: true,
 		env: func(_, ssh string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: envHydraHostfile, Value: HostfilePath},

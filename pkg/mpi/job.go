@@ -116,6 +116,13 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		}
 		job.SSH.KeyAlgorithm = alg
 	}
+	if v, ok := firstAnnotation(api.AnnotationRemoteLaunch, tj.Annotations, rt.Annotations); ok {
+		agent, err := parseRemoteLaunch(v)
+		if err != nil {
+			return nil, err
+		}
+		job.SSH.Agent = agent
+	}
 	if v, ok := firstAnnotation(api.AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
 		d, err := parseSchedulingTimeout(v)
 		if err != nil {

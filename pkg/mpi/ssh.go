@@ -118,6 +118,9 @@ type SSHSettings struct {
 	// (their record lacks it) mounted the emptyDir itself, world-writable,
 	// and keep an sshd configuration without StrictModes.
 	StrictModes bool `json:",omitempty"`
+	// Agent: the launcher starts MPI's daemons through Torus's launch
+	// agent (api.AnnotationRemoteLaunch), not the image's OpenSSH.
+	Agent bool `json:",omitempty"`
 }
 
 // SSHSecretData is the content of a job's SSH Secret: the keys and the

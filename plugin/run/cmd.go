@@ -141,6 +141,7 @@ func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
 	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount into the launcher and the workers: pvc:CLAIM:/path[:ro] (repeatable)")
 	f.StringArrayVar(&j.ImagePullSecrets, flagPullSecret, nil, "Secret the kubelet pulls the image with, in the job's namespace (repeatable)")
 	f.StringVar(&j.ServiceAccount, flagServiceAccount, "", "ServiceAccount the launcher's and the workers' pods run as; the runtime's when not set")
+	f.StringVar(&j.Launch, flagLaunch, "", "How ranks are launched: agent (Torus's launch agent; the image needs MPI and no OpenSSH) or openssh (the image's sshd and ssh); the runtime's when not set")
 }
 
 // addRunFlags binds the flags of how a job is submitted and waited for.

@@ -41,6 +41,9 @@ type jobFlags struct {
 	Volumes           []string
 	ImagePullSecrets  []string
 	ServiceAccount    string
+	// Launch is how ranks are launched: api.RemoteLaunchAgent or
+	// api.RemoteLaunchOpenSSH; empty leaves it to the runtime.
+	Launch string
 }
 
 // Flag names, shared with the command that binds them.
@@ -62,6 +65,7 @@ const (
 	flagVolume         = "volume"
 	flagPullSecret     = "image-pull-secret"
 	flagServiceAccount = "service-account"
+	flagLaunch         = "launch"
 )
 
 // jobFlagNames lists the flags that shape a job (as opposed to how run
@@ -69,7 +73,7 @@ const (
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
 	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagEnv, flagVolume,
-	flagPullSecret, flagServiceAccount,
+	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
 // Spec reads the flags that were set (changed reports which) into a
@@ -77,7 +81,7 @@ var jobFlagNames = []string{
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
-		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount}
+		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error
 	if changed(flagWorkers) {
 		s.Workers = ptr.To(f.Workers)

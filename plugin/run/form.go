@@ -42,6 +42,7 @@ type Form struct {
 	Volumes          []string `json:"volume,omitempty"`
 	ImagePullSecrets []string `json:"image-pull-secret,omitempty"`
 	ServiceAccount   string   `json:"service-account,omitempty"`
+	Launch           string   `json:"launch,omitempty"`
 }
 
 // FieldError is a problem of a form, under the field it concerns ("" for
@@ -103,7 +104,8 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 // flags reads the form's numbers; the rest run's flags parse themselves.
 func (f Form) flags() (*jobFlags, []FieldError) {
 	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
-		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, ServiceAccount: strings.TrimSpace(f.ServiceAccount)}
+		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, ServiceAccount: strings.TrimSpace(f.ServiceAccount),
+		Launch: f.Launch}
 	for _, s := range f.ImagePullSecrets {
 		if s = strings.TrimSpace(s); s != "" {
 			flags.ImagePullSecrets = append(flags.ImagePullSecrets, s)
@@ -171,6 +173,8 @@ func (f Form) value(flag string) string {
 		return f.SchedulingTimeout
 	case flagServiceAccount:
 		return f.ServiceAccount
+	case flagLaunch:
+		return f.Launch
 	}
 	return ""
 }
@@ -240,6 +244,7 @@ func formFieldOf(path string) string {
 		{"metadata.annotations[" + api.AnnotationNetworkProfile + "]", flagNetwork},
 		{"metadata.annotations[" + api.AnnotationTopology + "]", flagTopology},
 		{"metadata.annotations[" + api.AnnotationSchedulingTimeout + "]", flagSchedTimeout},
+		{"metadata.annotations[" + api.AnnotationRemoteLaunch + "]", flagLaunch},
 	} {
 		if strings.HasPrefix(path, p.prefix) {
 			return p.field
@@ -270,7 +275,7 @@ func formFieldOf(path string) string {
 func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, notes []string) {
 	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
-		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout]}
+		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
 	f.Runtime = tj.Spec.RuntimeRef.Name
 	if k := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind); k != trainer.ClusterTrainingRuntimeKind {
 		f.Runtime = k + "/" + f.Runtime

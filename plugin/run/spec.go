@@ -77,6 +77,9 @@ type Spec struct {
 	// SchedulingTimeout is how long the job may wait for all its ranks to
 	// run (a Go duration; api.AnnotationSchedulingTimeout).
 	SchedulingTimeout string
+	// RemoteLaunch chooses Torus's launch agent or the image's OpenSSH
+	// (api.AnnotationRemoteLaunch); empty leaves it to the runtime.
+	RemoteLaunch string
 
 	Labels      map[string]string
 	Annotations map[string]string
@@ -131,6 +134,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.SchedulingTimeout != "" {
 		setString(&tj.Annotations, api.AnnotationSchedulingTimeout, s.SchedulingTimeout)
+	}
+	if s.RemoteLaunch != "" {
+		setString(&tj.Annotations, api.AnnotationRemoteLaunch, s.RemoteLaunch)
 	}
 
 	t := tj.Spec.Trainer
@@ -288,6 +294,10 @@ func (s Spec) Validate() error {
 		for _, msg := range validation.IsDNS1123Subdomain(s.NetworkProfile) {
 			add("--network %q: %s", s.NetworkProfile, msg)
 		}
+	}
+	if s.RemoteLaunch != "" && s.RemoteLaunch != api.RemoteLaunchAgent && s.RemoteLaunch != api.RemoteLaunchOpenSSH {
+		add("--launch %q: use %s (Torus's launch agent: the image needs MPI and no OpenSSH) or %s (the image's sshd and ssh)",
+			s.RemoteLaunch, api.RemoteLaunchAgent, api.RemoteLaunchOpenSSH)
 	}
 	if s.Topology != "" {
 		for _, msg := range validation.IsQualifiedName(s.Topology) {

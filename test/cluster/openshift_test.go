@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,16 +60,23 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 	})
 
 	DescribeTable("runs a default runtime's job to Complete under restricted-v2, as the UID it assigns from the namespace's range",
-		func(runtime string) {
+		func(runtime string, agent bool) {
 			name := strings.TrimPrefix(strings.TrimSuffix(runtime, "-local"), "torus-")
+			var launch []string
+			if agent {
+				// The init container from Torus's image, the agent on
+				// the workers, as the UID restricted-v2 assigns.
+				name += "-agent"
+				launch = []string{"--launch", "agent", "--image", noSSHImage[runtime]}
+			}
 			var uidRange string
 			Eventually(func() string {
 				uidRange, _ = kubectl(dir, "get", "namespace", "team-a", "-o", `jsonpath={.metadata.annotations.openshift\.io/sa\.scc\.uid-range}`)
 				return uidRange
 			}, 30*time.Second, 200*time.Millisecond).Should(MatchRegexp(`^1\d{9}/10000$`), "the namespace got no UID range")
 			first, _ := strconv.Atoi(strings.Split(uidRange, "/")[0])
-			out, code := kubectlMPI(dir, "run", name, "-n", "team-a", "--runtime", runtime, "--workers", "2", "--slots-per-worker", "2",
-				"--wait", "--timeout", "3m", "--", "sh", "-c", "id -u && exec "+strings.Join(piCommand[runtime], " "))
+			out, code := kubectlMPI(dir, slices.Concat([]string{"run", name, "-n", "team-a", "--runtime", runtime, "--workers", "2", "--slots-per-worker", "2",
+				"--wait", "--timeout", "3m"}, launch, []string{"--", "sh", "-c", "id -u && exec " + strings.Join(piCommand[runtime], " ")})...)
 			if code != 0 {
 				Fail(fmt.Sprintf("the job did not complete (exit %d):\n%s\n%s", code, out, jobReportIn(dir, "team-a", name, nil)))
 			}
@@ -80,9 +88,12 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 				"-o", `jsonpath={range .items[*]}{.metadata.annotations.openshift\.io/scc}{"\n"}{end}`)
 			Expect(strings.Fields(out)).To(HaveEach("restricted-v2"))
 		},
-		Entry("Open MPI 4", "torus-openmpi-local"),
-		Entry("MPICH 4.2", "torus-mpich-local"),
-		Entry("Open MPI 5", "torus-openmpi5-local"),
+		Entry("Open MPI 4", "torus-openmpi-local", false),
+		Entry("MPICH 4.2", "torus-mpich-local", false),
+		Entry("Open MPI 5", "torus-openmpi5-local", false),
+		Entry("Open MPI 4 through Torus's launch agent, no OpenSSH in the image", "torus-openmpi-local", true),
+		Entry("MPICH 4.2 through Torus's launch agent, no OpenSSH in the image", "torus-mpich-local", true),
+		Entry("Open MPI 5 through Torus's launch agent, no OpenSSH in the image", "torus-openmpi5-local", true),
 	)
 
 	It("refuses a job's pods that add IPC_LOCK in OpenShift's own words, and runs them once the SCC the docs give is granted", func() {

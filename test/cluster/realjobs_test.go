@@ -455,6 +455,78 @@ func realNodeJobs(dirp *string) {
 			Expect(logs).To(MatchRegexp(`pi is 3\.14159\d+ from 4 ranks`))
 		})
 	})
+
+	Context("Torus's launch agent in place of OpenSSH, on images without it", Ordered, func() {
+		var dir string
+		logs := map[string]*background{}
+		// noSSH runs a job's command only where no OpenSSH program exists.
+		noSSH := func(command []string) []string {
+			return []string{"sh", "-c", "if command -v ssh || command -v sshd; then echo OpenSSH is in the image; exit 1; fi; id; exec " + strings.Join(command, " ")}
+		}
+
+		BeforeAll(func() {
+			dir = *dirp
+			queue := filepath.Join(dir, "queue.yaml")
+			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
+			out, code := kubectl(dir, "apply", "-f", queue)
+			Expect(code).To(Equal(0), out)
+			for _, j := range []struct{ name, runtime, image string }{
+				{"agent-ompi4", "torus-openmpi-local", mpiImageNoSSH},
+				{"agent-mpich", "torus-mpich-local", mpiTrixieImageNoSSH},
+				{"agent-ompi5", "torus-openmpi5-local", mpiTrixieImageNoSSH},
+			} {
+				// Created before its logs are followed, which need the job.
+				args := withResources(runArgs(j.name, j.runtime, noSSH(piCommand[j.runtime])...))
+				out, code := kubectlMPI(dir, slices.Concat(args[:2], []string{"--launch", "agent", "--image", j.image}, args[2:])...)
+				Expect(code).To(Equal(0), out)
+				logs[j.name] = followed(dir, j.name)
+			}
+			rt := assignedUIDRuntime(dir, "torus-openmpi-local")
+			args := runArgs("agent-uid", rt, noSSH(piCommand["torus-openmpi-local"])...)
+			out, code = kubectlMPI(dir, slices.Concat(args[:2], []string{"--launch", "agent", "--image", mpiImageNoSSH}, args[2:])...)
+			Expect(code).To(Equal(0), out)
+			logs["agent-uid"] = followed(dir, "agent-uid")
+		})
+
+		DescribeTable("runs a job to Complete with no OpenSSH in its image: the agent on the workers, its client in mpirun's place, keys checked both ways",
+			func(name string) {
+				completed(dir, nil, name, logs[name])
+				out, code := logs[name].wait()
+				Expect(code).To(Equal(0), out)
+				Expect(out).NotTo(ContainSubstring("OpenSSH is in the image"))
+				Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
+				Expect(out).To(MatchRegexp(`\[launcher\] ranks 0,1 on %s-node-0-0`, name))
+				Expect(out).To(MatchRegexp(`\[launcher\] ranks 2,3 on %s-node-0-1`, name))
+				Expect(out).To(MatchRegexp(`\[worker-0\] torus-launch agent: listening on \[::\]:2222`))
+				Expect(scheduledNodes(dir, "default", name+"-node-0-")).To(ConsistOf("real-node-0", "real-node-1"), "the workers did not span both nodes")
+			},
+			Entry("Open MPI 4 (Debian bookworm without OpenSSH)", "agent-ompi4"),
+			Entry("MPICH 4.2 (Debian trixie without OpenSSH, Hydra)", "agent-mpich"),
+			Entry("Open MPI 5 (Debian trixie without OpenSSH, PRRTE)", "agent-ompi5"),
+		)
+
+		It("runs a job under a UID the image has no account for, as restricted-v2 assigns one: the agent needs none", func() {
+			completed(dir, nil, "agent-uid", logs["agent-uid"])
+			out, code := logs["agent-uid"].wait()
+			Expect(code).To(Equal(0), out)
+			Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
+			Expect(out).To(ContainSubstring(fmt.Sprintf("[launcher] uid=%d gid=0(root)", assignedUID)))
+		})
+	})
+}
+
+// The local cluster's MPI images with every OpenSSH package purged
+// (hack/images/mpi/build.sh SUITE-nossh).
+const (
+	mpiImageNoSSH       = "registry.torus.local/mpi-nossh:1"
+	mpiTrixieImageNoSSH = "registry.torus.local/mpi-trixie-nossh:1"
+)
+
+// noSSHImage is, for each local runtime, its image without OpenSSH.
+var noSSHImage = map[string]string{
+	"torus-openmpi-local":  mpiImageNoSSH,
+	"torus-mpich-local":    mpiTrixieImageNoSSH,
+	"torus-openmpi5-local": mpiTrixieImageNoSSH,
 }
 
 // piCommand computes pi on 4 ranks with each local runtime's MPI.

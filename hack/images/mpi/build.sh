@@ -13,6 +13,11 @@
 #   trixie    MPICH 4.2, Open MPI 5.0, OpenSSH 10.0; /opt/torus/pi-mpich and
 #             /opt/torus/pi-openmpi5, pi.c compiled in the image, whose
 #             compiler is then removed
+#   SUITE-nossh
+#             the suite's image with every OpenSSH package purged: an image
+#             holding MPI and the programs alone, as jobs using Torus's
+#             launch agent need (Debian's MPI packages depend on an ssh
+#             client, so the purge forces past that dependency)
 #
 # MPICH comes from trixie: bookworm's MPICH 4.0.2 hangs in MPI_Finalize in
 # about one run of three between two pods (its UCX's tcp transport spins in
@@ -25,8 +30,39 @@
 #   hack/images/mpi/build.sh bookworm|trixie [cache dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-suite=${1:?usage: build.sh bookworm|trixie [cache dir]}
+suite=${1:?usage: build.sh bookworm|trixie[-nossh] [cache dir]}
 cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
+
+if [[ $suite == *-nossh ]]; then
+  base=$("$0" "${suite%-nossh}" "$cache")
+  out=${base/mpi-rootfs-${suite%-nossh}-/mpi-rootfs-$suite-}
+  if [[ -s $out ]]; then
+    echo "$out"
+    exit 0
+  fi
+  exec 9>"$cache/.mpi-rootfs-$suite.lock"
+  flock 9
+  if [[ ! -s $out ]]; then
+    start=$SECONDS
+    root=$(mktemp -d "$cache/.mpi-rootfs-$suite.XXXXXX")
+    tmp=$out.$$.tmp
+    trap 'rm -rf "$root" "$tmp"' EXIT
+    tar -xf "$base" -C "$root"
+    # dpkg purges without apt: no package lists are needed, none are fetched.
+    ssh_packages=$(chroot "$root" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'openssh-*' | awk '$1 == "installed" {print $2}')
+    if ! log=$(chroot "$root" dpkg --purge --force-depends $ssh_packages 2>&1); then
+      echo "$log" >&2
+      exit 1
+    fi
+    rm -rf "$root/home/mpiuser/.sshd_config" "$root/etc/ssh"
+    tar --numeric-owner -cf "$tmp" -C "$root" .
+    mv "$tmp" "$out"
+    find "$cache" -maxdepth 1 -name "mpi-rootfs-$suite-*.tar" ! -name "$(basename "$out")" -delete
+    echo "mpi image: $suite (purged: $(echo $ssh_packages)) in $((SECONDS - start))s: $out" >&2
+  fi
+  echo "$out"
+  exit 0
+fi
 
 # The packages come from the machine's own apt sources (Debian's mirror).
 sources=/etc/apt/sources.list.d/debian.sources

@@ -156,6 +156,19 @@ export function CreatePage({ from }: { from?: string }) {
                   onChange={(v) => { setTouched(true); setForm((f) => ({ ...f, 'image-pull-secret': v })); }} />
               </GridItem>
               <GridItem>{text('service-account', 'Service account', 'The ServiceAccount the pods run as; empty: the runtime\'s.')}</GridItem>
+              <GridItem>
+                <FormGroup label="Rank launch" fieldId="f-launch">
+                  <FormSelect id="f-launch" value={form.launch ?? ''} onChange={set('launch')} aria-describedby="f-launch-help">
+                    {[['', 'The runtime\'s'], ['agent', 'Torus\'s launch agent'], ['openssh', 'The image\'s OpenSSH']].map(([v, l]) => <FormSelectOption key={v} value={v} label={l} />)}
+                  </FormSelect>
+                  <FormHelperText>
+                    <HelperText id="f-launch-help" aria-live="polite">
+                      {errorsOf('launch').length ? errorsOf('launch').map((e, i) => <HelperTextItem key={i} variant="error">{e.message}</HelperTextItem>)
+                        : <HelperTextItem>With Torus's launch agent the image needs MPI and no OpenSSH.</HelperTextItem>}
+                    </HelperText>
+                  </FormHelperText>
+                </FormGroup>
+              </GridItem>
             </Grid>
           </ExpandableSection>
           <ActionGroup>
@@ -189,7 +202,7 @@ function LinesField({ id, label, values, errors, help, onChange }: {
 
 // fields the form shows a field for; other errors are the whole job's.
 const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
-  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['service-account']];
+  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['service-account'], ['launch']];
 
 // linesFields are the repeatable flags, each a LinesField with its errors.
 const linesFields = ['env', 'volume', 'image-pull-secret'];

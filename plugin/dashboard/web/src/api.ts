@@ -23,7 +23,7 @@ export interface Form {
   name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
   gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; network?: string;
   topology?: string; 'scheduling-timeout'?: string; env?: string[]; volume?: string[];
-  'image-pull-secret'?: string[]; 'service-account'?: string;
+  'image-pull-secret'?: string[]; 'service-account'?: string; launch?: string;
 }
 export interface FieldError { field: string; message: string }
 export interface Clone { form: Form; notes?: string[] }

@@ -1,0 +1,197 @@
+// Command torus-launch is Torus's remote launch for MPI jobs, in place of
+// OpenSSH: one static binary that Torus's image delivers into a job's pods.
+//
+//	torus-launch setup [flags]   first in every pod: the job's keys, the binary installed, the launcher's wait
+//	torus-launch agent [flags]   on each worker: serves the launcher's and the daemons' remote commands
+//	torus-ssh [ssh options] host command...
+//	                             the ssh MPI launchers run (the same binary under its client name)
+//
+// The client reads its key, the job's known hosts and its default port from
+// TORUS_SSH_KEY, TORUS_SSH_KNOWN_HOSTS and TORUS_SSH_PORT: launchers such as
+// Hydra take a program's path alone.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/torus-mpi/torus/pkg/launchagent"
+)
+
+func main() {
+	if filepath.Base(os.Args[0]) == launchagent.SSHClientName {
+		os.Exit(sshMain(os.Args[1:]))
+	}
+	if len(os.Args) < 2 {
+		fail("usage: torus-launch setup|agent|ssh [flags]")
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "setup":
+		err = setup(args)
+	case "agent":
+		err = agent(args)
+	case "ssh":
+		os.Exit(sshMain(args))
+	default:
+		err = fmt.Errorf("unknown command %q: use setup, agent or ssh", cmd)
+	}
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "torus-launch:", msg)
+	os.Exit(1)
+}
+
+func setup(args []string) error {
+	fs := pflag.NewFlagSet("setup", pflag.ContinueOnError)
+	s := launchagent.Setup{Log: os.Stderr}
+	var run string
+	var files, keyed []string
+	var w launchagent.Wait
+	fs.StringVar(&s.SecretDir, "secret", "", "where the job's SSH Secret is mounted")
+	fs.StringVar(&s.Dir, "dir", "", "the SSH directory to fill")
+	fs.StringVar(&s.RunKey, "run-key", "run", "the Secret's key holding the run its current keys are for")
+	fs.StringVar(&s.NextPrefix, "next-prefix", "next-", "the prefix of the next run's keys")
+	fs.StringVar(&run, "run", "", "this pod's run (the JobSet's restart attempt; empty is 0)")
+	fs.StringSliceVar(&files, "file", nil, "KEY:NAME:MODE, a file to copy from the Secret")
+	fs.StringSliceVar(&keyed, "keyed-file", nil, "KEY:NAME:MODE, a file to copy from the Secret in this run's generation")
+	fs.StringVar(&s.InstallDir, "install", "", "a directory to install this binary into")
+	fs.BoolVar(&s.Link, "link", false, "link the files to the Secret's rather than copy them (other containers mount the Secret too)")
+	fs.StringVar(&w.Hostfile, "wait-hostfile", "", "on the launcher: wait for the hosts of this hostfile")
+	fs.StringVar(&w.CallBack, "wait-callback", "", "a name to wait for besides, the launcher's own")
+	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
+	fs.StringVar(&w.Key, "wait-key", "", "the client key's name in the SSH directory")
+	fs.StringVar(&w.KnownHosts, "wait-known-hosts", "known_hosts", "the known hosts' name in the SSH directory")
+	fs.DurationVar(&w.ResolveTimeout, "resolve-timeout", 2*time.Minute, "how long to wait for the hosts to resolve")
+	fs.DurationVar(&w.AcceptTimeout, "accept-timeout", 30*time.Second, "how long to wait for the hosts to accept the job's key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if s.SecretDir == "" || s.Dir == "" {
+		return errors.New("--secret and --dir are needed")
+	}
+	if run != "" {
+		n, err := strconv.Atoi(run)
+		if err != nil {
+			return fmt.Errorf("--run=%q: want a number", run)
+		}
+		s.PodRun = n
+	}
+	for _, list := range []struct {
+		specs []string
+		keyed bool
+	}{{files, false}, {keyed, true}} {
+		for _, spec := range list.specs {
+			f, err := parseFile(spec)
+			if err != nil {
+				return err
+			}
+			f.Keyed = list.keyed
+			s.Files = append(s.Files, f)
+		}
+	}
+	if w.Hostfile != "" {
+		s.Wait = &w
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return s.Run(ctx)
+}
+
+func parseFile(spec string) (launchagent.SetupFile, error) {
+	parts := strings.Split(spec, ":")
+	if len(parts) != 3 {
+		return launchagent.SetupFile{}, fmt.Errorf("--file %q: want KEY:NAME:MODE", spec)
+	}
+	mode, err := strconv.ParseUint(parts[2], 8, 32)
+	if err != nil {
+		return launchagent.SetupFile{}, fmt.Errorf("--file %q: mode %q is not octal", spec, parts[2])
+	}
+	return launchagent.SetupFile{Key: parts[0], Name: parts[1], Mode: os.FileMode(mode)}, nil
+}
+
+func agent(args []string) error {
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	listen := fs.String("listen", ":2222", "address to listen on")
+	hostKey := fs.String("host-key", "", "the job's host key (PEM private key file)")
+	authorizedKeys := fs.String("authorized-keys", "", "the job's client public key (authorized_keys file)")
+	grace := fs.Duration("kill-grace", launchagent.DefaultKillGrace, "time between SIGTERM and SIGKILL for a command whose client has gone")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// The kubelet timestamps every line.
+	log.SetFlags(0)
+	log.SetPrefix("torus-launch agent: ")
+	key, err := os.ReadFile(*hostKey)
+	if err != nil {
+		return fmt.Errorf("reading the host key: %w", err)
+	}
+	authorized, err := os.ReadFile(*authorizedKeys)
+	if err != nil {
+		return fmt.Errorf("reading the authorized keys: %w", err)
+	}
+	s, err := launchagent.NewServer(key, authorized)
+	if err != nil {
+		return err
+	}
+	s.KillGrace = *grace
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	log.Printf("listening on %s", l.Addr())
+	return s.Serve(l)
+}
+
+// sshMain runs an ssh command line and returns ssh's exit code. Its own
+// options may come first, each as --name=value; ssh's are single letters.
+func sshMain(args []string) int {
+	opts := map[string]string{
+		"key":         os.Getenv(launchagent.EnvKey),
+		"known-hosts": os.Getenv(launchagent.EnvKnownHosts),
+		"port":        os.Getenv(launchagent.EnvPort),
+	}
+	for len(args) > 0 && strings.HasPrefix(args[0], "--") && strings.Contains(args[0], "=") {
+		name, value, _ := strings.Cut(args[0][2:], "=")
+		if _, ok := opts[name]; !ok {
+			return sshFail(fmt.Errorf("unknown option --%s", name))
+		}
+		opts[name] = value
+		args = args[1:]
+	}
+	c, err := launchagent.NewClient(opts["key"], opts["known-hosts"])
+	if err != nil {
+		return sshFail(err)
+	}
+	if p := opts["port"]; p != "" {
+		if c.Port, err = strconv.Atoi(p); err != nil {
+			return sshFail(fmt.Errorf("bad port %q", p))
+		}
+	}
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	c.Signals = sigs
+	return c.Run(args)
+}
+
+func sshFail(err error) int {
+	fmt.Fprintln(os.Stderr, "torus-ssh:", err)
+	return launchagent.ExitFailure
+}

@@ -1,0 +1,132 @@
+package mpi
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/api"
+)
+
+// Torus's launch agent in a job's pods (SSHSettings.Agent): the binary
+// torus-launch, from Torus's own image, serves remote launches on the
+// workers and, under its client name, is the ssh MPI launchers run. The
+// image needs MPI and the program, and no OpenSSH.
+const (
+	// LaunchVolume is the emptyDir the init container installs the binary
+	// into; every container of the pod mounts it at LaunchBinDir.
+	LaunchVolume = "mpi-launch"
+	LaunchBinDir = "/opt/torus-mpi/bin"
+	// LaunchBinary is the binary's name in LaunchBinDir.
+	LaunchBinary = "torus-launch"
+	// LaunchImagePath is the binary's path in Torus's image.
+	LaunchImagePath = "/" + LaunchBinary
+	// launchClient is the client's name beside it (launchagent.SSHClientName).
+	launchClient = "torus-ssh"
+)
+
+// The client's settings, in every container of an agent job: launchers such
+// as Hydra take a program's path alone, and daemons launching daemons in a
+// tree inherit them from the agent (launchagent.EnvKey and the others).
+const (
+	envLaunchKey        = "TORUS_SSH_KEY"
+	envLaunchKnownHosts = "TORUS_SSH_KNOWN_HOSTS"
+	envLaunchPort       = "TORUS_SSH_PORT"
+)
+
+// launchFiles are the files of the job's SSH Secret an agent job's pods
+// need: the client key and known hosts everywhere (workers launch in a tree
+// too); the host key and the authorized key on the workers, whose agent
+// serves them. The launcher never gets the host key.
+var launchFiles = []struct {
+	key, file  string
+	mode       string
+	workerOnly bool
+}{
+	{SSHPrivateKey, SSHPrivateKeyFile, "0600", false},
+	{SSHKnownHosts, SSHKnownHosts, "0644", false},
+	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true},
+	{SSHHostKey, SSHHostKey, "0600", true},
+}
+
+// LaunchClient is the path of the client MPI launchers run in an agent job.
+func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
+
+// LaunchSetupArgs are the arguments of torus-launch setup, the init
+// container of an agent job's pods: it links the run's keys into the SSH
+// directory from the Secret's volume, which the other containers mount
+// too (the init container runs as the user of Torus's image, the others as
+// their image's: a copy would be unreadable to them, a link leaves the
+// kubelet's files as they are), installs the binary into LaunchBinDir
+// and, on the launcher, waits
+// until every host of the hostfile resolves and its agent accepts the
+// job's key (hostsResolveTimeout, hostsAcceptTimeout). callBack is as for
+// SSHSetupScript. The pod's run comes from EnvRestartAttempt, which the
+// kubelet expands into the arguments.
+func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
+	args := []string{
+		"setup",
+		"--secret=" + SSHSecretMountPath,
+		"--dir=" + path.Join(SSHVolumeMountPath, SSHDirSubPath),
+		"--run-key=" + sshRun,
+		"--next-prefix=" + sshNextPrefix,
+		"--run=$(" + EnvRestartAttempt + ")",
+		"--install=" + LaunchBinDir,
+		"--link",
+	}
+	for _, f := range launchFiles {
+		if f.workerOnly && !runsSSHD(role) {
+			continue
+		}
+		args = append(args, fmt.Sprintf("--keyed-file=%s:%s:%s", f.key, f.file, f.mode))
+	}
+	if !runsSSHD(role) {
+		args = append(args,
+			"--wait-hostfile="+path.Join(SSHSecretMountPath, HostfileKey),
+			"--wait-port="+strconv.Itoa(int(s.Port)),
+			"--wait-key="+SSHPrivateKeyFile,
+			"--wait-known-hosts="+SSHKnownHosts,
+			"--resolve-timeout="+hostsResolveTimeout.String(),
+			"--accept-timeout="+hostsAcceptTimeout.String(),
+		)
+		if callBack != "" {
+			args = append(args, "--wait-callback="+callBack)
+		}
+	}
+	return args
+}
+
+// LaunchAgentCommand is a worker's command in an agent job: the agent,
+// serving the job's host key to holders of the job's client key on the
+// job's port.
+func LaunchAgentCommand(s SSHSettings) []string {
+	return []string{
+		path.Join(LaunchBinDir, LaunchBinary), "agent",
+		"--listen=:" + strconv.Itoa(int(s.Port)),
+		"--host-key=" + path.Join(s.Path, SSHHostKey),
+		"--authorized-keys=" + path.Join(s.Path, sshAuthorizedKeys),
+	}
+}
+
+// LaunchEnv is the environment of every container of an agent job: the
+// implementation's variable naming the client in place of ssh, and the
+// client's key, known hosts and port.
+func LaunchEnv(impl Implementation, s SSHSettings) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: impl.of().agentEnv, Value: LaunchClient()},
+		{Name: envLaunchKey, Value: path.Join(s.Path, SSHPrivateKeyFile)},
+		{Name: envLaunchKnownHosts, Value: path.Join(s.Path, SSHKnownHosts)},
+		{Name: envLaunchPort, Value: strconv.Itoa(int(s.Port))},
+	}
+}
+
+// RemoteLaunch names how a job's daemons are started, as
+// api.AnnotationRemoteLaunch spells it.
+func (s SSHSettings) RemoteLaunch() string {
+	if s.Agent {
+		return api.RemoteLaunchAgent
+	}
+	return api.RemoteLaunchOpenSSH
+}
