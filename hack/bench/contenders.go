@@ -13,6 +13,10 @@ import (
 	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 )
 
+// benchLaunchImage is the image the measured operator and the floor give
+// jobs' launch agent: no pod runs here, so it is a name only.
+const benchLaunchImage = "registry.torus.local/torus-operator:bench"
+
 // contender is one controller configuration measured, or the floor: the
 // benchmark itself creating every object with no controller at all.
 type contender struct {
@@ -149,6 +153,9 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 				// than its default of 2 minutes reaches (N = 10,000).
 				"--jobset-report-timeout=" + jobSetReportTimeout.String(),
 				"--leader-election-namespace=" + nsSystem,
+				// Outside a pod the operator is told its image, as
+				// hack/cluster tells it.
+				"--launch-image=" + benchLaunchImage,
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[0]),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 			}

@@ -297,7 +297,7 @@ func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int
 	if err != nil {
 		return err
 	}
-	js, err := children.BuildJobSet(tj, cr.floor, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+	js, err := children.BuildJobSet(tj, cr.floor, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain, LaunchImage: benchLaunchImage})
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,10 @@ func (f *Framework) Init() {
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 }
 
+// LaunchImage is the image the suites' operator delivers its launch agent
+// from: no pod of an API server without nodes runs it.
+const LaunchImage = "registry.torus.local/torus-operator:test"
+
 // StartManager runs Torus's controllers and webhooks against the API server.
 // The manager's client counts its writes in f.Writes.
 func (f *Framework) StartManager(opts controller.Options) {
@@ -131,6 +135,10 @@ func (f *Framework) StartManager(opts controller.Options) {
 	others, err := upstream.New(context.Background(), mgr)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	opts.Upstream = others
+	if opts.LaunchImage == "" {
+		// As a deployed operator knows its own image.
+		opts.LaunchImage = LaunchImage
+	}
 	gomega.Expect(controller.SetupControllers(mgr, opts)).To(gomega.Succeed())
 	hooks, err := others.Webhooks(mgr)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
