@@ -62,7 +62,7 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 	DescribeTable("runs a default runtime's job to Complete under restricted-v2, as the UID it assigns from the namespace's range",
 		func(runtime string, agent bool) {
 			name := strings.TrimPrefix(strings.TrimSuffix(runtime, "-local"), "torus-")
-			var launch []string
+			launch := []string{"--launch", "openssh"}
 			if agent {
 				// The init container from Torus's image, the agent on
 				// the workers, as the UID restricted-v2 assigns.
@@ -88,9 +88,9 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 				"-o", `jsonpath={range .items[*]}{.metadata.annotations.openshift\.io/scc}{"\n"}{end}`)
 			Expect(strings.Fields(out)).To(HaveEach("restricted-v2"))
 		},
-		Entry("Open MPI 4", "torus-openmpi-local", false),
-		Entry("MPICH 4.2", "torus-mpich-local", false),
-		Entry("Open MPI 5", "torus-openmpi5-local", false),
+		Entry("Open MPI 4 through the image's OpenSSH", "torus-openmpi-local", false),
+		Entry("MPICH 4.2 through the image's OpenSSH", "torus-mpich-local", false),
+		Entry("Open MPI 5 through the image's OpenSSH", "torus-openmpi5-local", false),
 		Entry("Open MPI 4 through Torus's launch agent, no OpenSSH in the image", "torus-openmpi-local", true),
 		Entry("MPICH 4.2 through Torus's launch agent, no OpenSSH in the image", "torus-mpich-local", true),
 		Entry("Open MPI 5 through Torus's launch agent, no OpenSSH in the image", "torus-openmpi5-local", true),

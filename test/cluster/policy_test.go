@@ -70,7 +70,8 @@ func realNodePolicies(dirp *string) {
 			Expect(code).To(Equal(0), out)
 			DeferCleanup(func() { kubectl(dir, "delete", "-f", manifest, "--wait=false") })
 			run := func(ns, name string, wait bool, command ...string) *background {
-				args := []string{"run", name, "-n", ns, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2"}
+				// The image's sshd, whose banner and refusals the specs read.
+				args := []string{"run", name, "-n", ns, "--launch", "openssh", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2"}
 				if wait {
 					args = append(args, "--wait", "--timeout", "3m")
 				}

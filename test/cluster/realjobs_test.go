@@ -80,6 +80,12 @@ func realNodeJobs(dirp *string) {
 		i := slices.Index(args, "--")
 		return slices.Concat(args[:i], []string{"--cpu", "150m", "--memory", "256Mi"}, args[i:])
 	}
+	// openSSH has a run launch its ranks through the image's OpenSSH (the
+	// default runtimes use Torus's launch agent): for the specs of sshd
+	// and ssh themselves.
+	openSSH := func(args []string) []string {
+		return slices.Concat(args[:2], []string{"--launch", "openssh"}, args[2:])
+	}
 	// withWait makes a run wait for its job to end.
 	withWait := func(args []string) []string {
 		i := slices.Index(args, "--")
@@ -121,14 +127,14 @@ func realNodeJobs(dirp *string) {
 			for _, j := range []struct{ name, runtime string }{
 				{"ompi4", "torus-openmpi-local"}, {"mpich", "torus-mpich-local"}, {"ompi5", "torus-openmpi5-local"},
 			} {
-				jobs[j.name] = kubectlMPIInBackground(dir, withWait(withResources(runArgs(j.name, j.runtime, piCommand[j.runtime]...)))...)
+				jobs[j.name] = kubectlMPIInBackground(dir, openSSH(withWait(withResources(runArgs(j.name, j.runtime, piCommand[j.runtime]...))))...)
 				// Every rank's output, kept for the report of a failure:
 				// the workers' pods go when the job ends.
 				logs[j.name] = followed(dir, j.name)
 			}
 			for _, j := range []struct{ name, base string }{{"uid-ompi4", "torus-openmpi-local"}, {"uid-mpich", "torus-mpich-local"}} {
 				rt := assignedUIDRuntime(dir, j.base)
-				out, code := kubectlMPI(dir, runArgs(j.name, rt, "sh", "-c", "id && exec "+strings.Join(piCommand[j.base], " "))...)
+				out, code := kubectlMPI(dir, openSSH(runArgs(j.name, rt, "sh", "-c", "id && exec "+strings.Join(piCommand[j.base], " ")))...)
 				Expect(code).To(Equal(0), out)
 				logs[j.name] = followed(dir, j.name)
 			}
@@ -136,7 +142,7 @@ func realNodeJobs(dirp *string) {
 			logs["deepspeed"] = followed(dir, "deepspeed")
 			// Started before any pod exists: logs -f waits for them, and
 			// ends by itself when the launcher does.
-			_, code = kubectlMPI(dir, "run", "follow", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+			_, code = kubectlMPI(dir, "run", "follow", "--launch", "openssh", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
 				"--queue", "real", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
 			Expect(code).To(Equal(0))
 			logs["follow"] = followed(dir, "follow")
@@ -265,7 +271,7 @@ func realNodeJobs(dirp *string) {
 		BeforeAll(func() {
 			dir = *dirp
 			// The launcher holds the job open until it is deleted.
-			_, code := kubectlMPI(dir, "run", "held", "--runtime", "torus-openmpi-local",
+			_, code := kubectlMPI(dir, "run", "held", "--launch", "openssh", "--runtime", "torus-openmpi-local",
 				"--workers", "2", "--slots-per-worker", "2", "--", "sleep", "600")
 			Expect(code).To(Equal(0))
 			startRotate(dir)
@@ -664,7 +670,7 @@ func startFailures(dir string, jobs map[string]*background) {
 	localVariant(dir, "as-65532", func(_ string, ps *corev1.PodSpec, _ *batchv1.JobSpec) {
 		ps.SecurityContext.RunAsUser = ptr.To[int64](65532)
 	})
-	jobs["noshell"] = kubectlMPIInBackground(dir, "run", "noshell", "--runtime", "TrainingRuntime/as-65532", "--image", "registry.torus.local/pause:1",
+	jobs["noshell"] = kubectlMPIInBackground(dir, "run", "noshell", "--launch", "openssh", "--runtime", "TrainingRuntime/as-65532", "--image", "registry.torus.local/pause:1",
 		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--wait", "--timeout", "3m", "--", "true")
 
 	// Workers whose sshd listens on another port than the job's, where
@@ -677,7 +683,7 @@ func startFailures(dir string, jobs map[string]*background) {
 			ps.Containers[0].StartupProbe.TCPSocket.Port = intstr.FromInt32(2223)
 		}
 	})
-	jobs["unreachable"] = kubectlMPIInBackground(dir, "run", "unreachable", "--runtime", "TrainingRuntime/sshd-elsewhere",
+	jobs["unreachable"] = kubectlMPIInBackground(dir, "run", "unreachable", "--launch", "openssh", "--runtime", "TrainingRuntime/sshd-elsewhere",
 		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--wait", "--timeout", "3m", "--", "mpirun", "-n", "1", "hostname")
 
 	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
@@ -37,6 +38,14 @@ func newTrainJob(ctx context.Context, namespace, name string, tc *toolchain, wor
 		NumNodes(workers).NumProcPerNode(slots).Command("mpirun").Obj()
 	for _, o := range opts {
 		o(tj)
+	}
+	// The wire test is OpenSSH's: real sshd and ssh between the namespaces
+	// (the default runtimes use Torus's launch agent).
+	if tj.Annotations == nil {
+		tj.Annotations = map[string]string{}
+	}
+	if _, set := tj.Annotations[api.AnnotationRemoteLaunch]; !set {
+		tj.Annotations[api.AnnotationRemoteLaunch] = api.RemoteLaunchOpenSSH
 	}
 	// Only the rank count and the program are the job's own; everything
 	// about hosts and ssh must come from the operator.

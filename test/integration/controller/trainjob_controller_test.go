@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,7 +120,7 @@ var _ = Describe("MPI TrainJob", func() {
 	BeforeEach(func(sctx SpecContext) { ns = fw.NewNamespace(sctx, "mpi") })
 
 	DescribeTable("becomes a JobSet, hostfile and SSH Secret for each implementation",
-		func(runtime string, wantLabel string, wantEnv func(slots string) []corev1.EnvVar, hostLine func(host string) string, wantSearch bool) {
+		func(runtime string, wantLabel string, wantEnv func(slots string) []corev1.EnvVar, hostLine func(host string) string, wantSearch bool, agentVar string) {
 			tj := wrappers.MakeTrainJob("pi", ns.Name).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).
 				Image("mpi-pi:test").Env("NCCL_DEBUG", "INFO").
 				Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}).Obj()
@@ -142,15 +143,27 @@ var _ = Describe("MPI TrainJob", func() {
 					Expect(rj.DependsOn).To(Equal([]jobsetv1alpha2.DependsOn{{Name: "node", Status: jobsetv1alpha2.DependencyReady}}))
 				}
 			}
-			Expect(launcher.Containers[0].Env).To(Equal(append([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}, wantEnv("2")...)))
-			Expect(node.Containers[0].Env).To(Equal([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}), "user env reaches workers; MPI env stays on the launcher")
+			// The default runtimes launch through Torus's agent: its client
+			// in ssh's place, with the job's key, known hosts and port.
+			agentEnv := []corev1.EnvVar{
+				{Name: agentVar, Value: "/opt/torus-mpi/bin/torus-ssh"},
+				{Name: "TORUS_SSH_KEY", Value: "/home/mpiuser/.ssh/id_ed25519"},
+				{Name: "TORUS_SSH_KNOWN_HOSTS", Value: "/home/mpiuser/.ssh/known_hosts"},
+				{Name: "TORUS_SSH_PORT", Value: "2222"},
+			}
+			Expect(launcher.Containers[0].Env).To(Equal(slices.Concat([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}, wantEnv("2"), agentEnv)))
+			Expect(node.Containers[0].Env).To(Equal(slices.Concat([]corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}, agentEnv)), "user env reaches workers; MPI env stays on the launcher")
+			Expect(node.Containers[0].Command).To(Equal([]string{"/opt/torus-mpi/bin/torus-launch", "agent", "--listen=:2222",
+				"--host-key=/home/mpiuser/.ssh/ssh_host_ed25519_key", "--authorized-keys=/home/mpiuser/.ssh/authorized_keys"}))
 			Expect(node.Containers[0].Image).To(Equal("mpi-pi:test"))
 			Expect(node.Containers[0].Resources.Limits.Memory().String()).To(Equal("1Gi"))
 			Expect(launcher.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "mpi-hostfile", MountPath: "/etc/mpi", ReadOnly: true}))
 			for _, ps := range []corev1.PodSpec{launcher, node} {
 				Expect(ps.InitContainers[0].Name).To(Equal("mpi-ssh-setup"))
-				Expect(ps.InitContainers[0].SecurityContext).To(Equal(ps.Containers[0].SecurityContext), "keys are copied as the user sshd and ssh run as")
-				Expect(ps.InitContainers[0].Command[2]).To(ContainSubstring(`chmod 0600 "$d/id_ed25519"`))
+				Expect(ps.InitContainers[0].SecurityContext).To(Equal(ps.Containers[0].SecurityContext), "the set-up runs as restricted as the job")
+				Expect(ps.InitContainers[0].Image).To(Equal(framework.LaunchImage), "the agent comes from the operator's image")
+				Expect(ps.InitContainers[0].Command).To(Equal([]string{"/torus-launch"}))
+				Expect(ps.InitContainers[0].Args).To(ContainElements("setup", "--link", "--install=/opt/torus-mpi/bin"))
 				if wantSearch {
 					Expect(ps.DNSConfig.Searches).To(Equal([]string{"pi." + ns.Name + ".svc.cluster.local"}))
 				} else {
@@ -213,7 +226,7 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
 				{Name: "OMPI_MCA_btl_vader_single_copy_mechanism", Value: "none"},
 			}
-		}, func(h string) string { return h + " slots=2\n" }, false),
+		}, func(h string) string { return h + " slots=2\n" }, false, "OMPI_MCA_plm_rsh_agent"),
 		Entry("Open MPI 5", "torus-openmpi5", "OpenMPI5", func(string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: "PRTE_MCA_prte_default_hostfile", Value: "/etc/mpi/hostfile"},
@@ -221,7 +234,7 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "PRTE_MCA_plm_ssh_args", Value: sshArgs},
 				{Name: "OMPI_MCA_mca_base_env_list", Value: "NCCL_DEBUG"},
 			}
-		}, func(h string) string { return h + " slots=2\n" }, false),
+		}, func(h string) string { return h + " slots=2\n" }, false, "PRTE_MCA_plm_ssh_agent"),
 		Entry("Intel MPI", "torus-intelmpi", "Intel", func(slots string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: "I_MPI_HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
@@ -229,14 +242,14 @@ var _ = Describe("MPI TrainJob", func() {
 				{Name: "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", Value: sshArgs},
 				{Name: "I_MPI_PERHOST", Value: slots},
 			}
-		}, func(h string) string { return h + ":2\n" }, true),
+		}, func(h string) string { return h + ":2\n" }, true, "I_MPI_HYDRA_BOOTSTRAP_EXEC"),
 		Entry("MPICH", "torus-mpich", "MPICH", func(string) []corev1.EnvVar {
 			return []corev1.EnvVar{
 				{Name: "HYDRA_HOST_FILE", Value: "/etc/mpi/hostfile"},
 				{Name: "HYDRA_LAUNCHER", Value: "ssh"},
 				{Name: "HYDRA_LAUNCHER_EXTRA_ARGS", Value: sshArgs},
 			}
-		}, func(h string) string { return h + ":2\n" }, true),
+		}, func(h string) string { return h + ":2\n" }, true, "HYDRA_LAUNCHER_EXEC"),
 	)
 
 	It("replaces the SSH keys when the job restarts", func() {

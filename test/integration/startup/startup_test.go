@@ -90,7 +90,7 @@ var _ = Describe("An operator started before JobSet, Kueue and Multus are instal
 		o.AddFlags(fs)
 		Expect(fs.Parse([]string{
 			"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-			"--leader-elect=false", "--install-default-runtimes=false", "--install-monitoring=false",
+			"--leader-elect=false", "--install-default-runtimes=false", "--install-monitoring=false", "--launch-image=" + framework.LaunchImage,
 			"--webhook-host=" + wh.LocalServingHost, fmt.Sprint("--webhook-port=", wh.LocalServingPort), "--webhook-cert-dir=" + wh.LocalServingCertDir,
 		})).To(Succeed())
 		mgr, err := app.NewManager(cfg, o)
