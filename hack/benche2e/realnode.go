@@ -56,9 +56,10 @@ type realContender struct {
 // image's OpenSSH, and through Torus's launch agent on the same image with
 // every OpenSSH package purged (hack/cluster's mpi-nossh).
 var torusContenders = []realContender{{
-	label:   "Torus, OpenSSH (" + localRuntime + ")",
-	runtime: localRuntime,
-	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+	label:       "Torus, OpenSSH (" + localRuntime + ")",
+	runtime:     localRuntime,
+	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchOpenSSH},
 }, {
 	label:       "Torus, launch agent (" + localRuntime + ", no OpenSSH in the image)",
 	runtime:     localRuntime,
