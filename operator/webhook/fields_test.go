@@ -304,7 +304,7 @@ func buildJobSet(t *testing.T, tj *trainer.TrainJob, rt *mpi.Runtime) *jobsetv1a
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain, LaunchImage: "registry.example/torus-operator:test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func FuzzAdmitResolveBuild(f *testing.F) {
 			}
 			return
 		}
-		js, err := children.BuildJobSet(&tj, runtime, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain})
+		js, err := children.BuildJobSet(&tj, runtime, job, children.BuildOptions{ClusterDomain: mpi.DefaultClusterDomain, LaunchImage: "registry.example/torus-operator:test"})
 		if err != nil {
 			if admitted {
 				t.Fatalf("admitted, but builds no JobSet: %v", err)
