@@ -47,7 +47,7 @@ func (o *operatorProcess) start() {
 	}
 	o.cmd = exec.Command(binary, append(election,
 		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
-		"--install-default-runtimes=false", "--install-monitoring=false", "--launch-image=" + framework.LaunchImage,
+		"--install-default-runtimes=false", "--install-monitoring=false", "--launch-image="+framework.LaunchImage,
 		"--webhook-host="+host, fmt.Sprint("--webhook-port=", port), "--webhook-cert-dir="+certDir)...)
 	kc := kubeconfig
 	if o.kubeconfig != "" {
