@@ -153,6 +153,8 @@ func leastPrivilege() {
 					"--webhook-cert-dir":          certDir,
 					// In a pod this is read from the ServiceAccount's mount.
 					"--leader-election-namespace": lpNamespace,
+					// In a pod, the operator reads its image from its pod.
+					"--launch-image": strategy.DeploymentSpecs[0].Spec.Template.Spec.Containers[0].Image,
 				})
 				return supervisor.Spec{Argv: append([]string{filepath.Join(workDir, "torus-operator")}, args...),
 					Env: []string{"KUBECONFIG=" + kubeconfig}}, nil
