@@ -378,13 +378,7 @@ var launchVolumeSize = resource.MustParse("64Mi")
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),
-		corev1.Volume{
-			Name: mpi.SSHVolume,
-			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-				Medium:    corev1.StorageMediumMemory,
-				SizeLimit: &sshVolumeSize,
-			}},
-		},
+		sshDirVolume(),
 		corev1.Volume{
 			Name:         mpi.LaunchVolume,
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &launchVolumeSize}},
@@ -426,6 +420,17 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		},
 	}
 	setInitContainer(ps, init)
+}
+
+// sshDirVolume is the in-memory emptyDir holding the pod's SSH directory.
+func sshDirVolume() corev1.Volume {
+	return corev1.Volume{
+		Name: mpi.SSHVolume,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium:    corev1.StorageMediumMemory,
+			SizeLimit: &sshVolumeSize,
+		}},
+	}
 }
 
 // sshSecretVolume is the job's SSH Secret as a role's init container reads
@@ -480,13 +485,7 @@ func setInitContainer(ps *corev1.PodSpec, init corev1.Container) {
 func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),
-		corev1.Volume{
-			Name: mpi.SSHVolume,
-			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-				Medium:    corev1.StorageMediumMemory,
-				SizeLimit: &sshVolumeSize,
-			}},
-		},
+		sshDirVolume(),
 	)
 	// The SSH directory and the user database, as the init container
 	// wrote them (SSHSetupScript).

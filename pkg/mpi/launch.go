@@ -36,21 +36,6 @@ const (
 	envLaunchPort       = "TORUS_SSH_PORT"
 )
 
-// launchFiles are the files of the job's SSH Secret an agent job's pods
-// need: the client key and known hosts everywhere (workers launch in a tree
-// too); the host key and the authorized key on the workers, whose agent
-// serves them. The launcher never gets the host key.
-var launchFiles = []struct {
-	key, file  string
-	mode       string
-	workerOnly bool
-}{
-	{SSHPrivateKey, SSHPrivateKeyFile, "0600", false},
-	{SSHKnownHosts, SSHKnownHosts, "0644", false},
-	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true},
-	{SSHHostKey, SSHHostKey, "0600", true},
-}
-
 // LaunchClient is the path of the client MPI launchers run in an agent job.
 func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 
@@ -76,11 +61,18 @@ func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
 		"--install=" + LaunchBinDir,
 		"--link",
 	}
-	for _, f := range launchFiles {
-		if f.workerOnly && !runsSSHD(role) {
+	// The files of sshFiles the agent reads: the client key and known hosts
+	// everywhere (workers launch in a tree too); the host key and the
+	// authorized key on the workers, whose agent serves them.
+	for _, f := range sshFiles {
+		if !f.agent || (f.sshd && !runsSSHD(role)) {
 			continue
 		}
-		args = append(args, fmt.Sprintf("--keyed-file=%s:%s:%s", f.key, f.file, f.mode))
+		flag := "--file"
+		if f.keyed {
+			flag = "--keyed-file"
+		}
+		args = append(args, fmt.Sprintf("%s=%s:%s:%s", flag, f.key, f.file, f.mode))
 	}
 	if !runsSSHD(role) {
 		args = append(args,

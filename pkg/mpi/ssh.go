@@ -251,17 +251,20 @@ var sshFiles = []struct {
 	// start those of other workers over ssh); the launcher never gets the
 	// host key, which would let it pose as any worker.
 	sshd bool
+	// agent: Torus's launch agent and its client read it too
+	// (LaunchSetupArgs).
+	agent bool
 }{
-	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false},
-	{sshPublicKey, sshPublicKeyFile, "0644", true, false},
-	{SSHPrivateKey, upstreamPrivateKeyFile, "0600", true, false},
-	{sshPublicKey, upstreamPublicKeyFile, "0644", true, false},
-	{SSHKnownHosts, SSHKnownHosts, "0644", true, false},
-	{SSHClientConfig, SSHClientConfig, "0600", false, false},
-	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true, true},
-	{SSHHostKey, SSHHostKey, "0600", true, true},
-	{SSHHostPublicKey, SSHHostPublicKey, "0644", true, true},
-	{SSHDaemonConfig, SSHDaemonConfig, "0600", false, true},
+	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false, true},
+	{sshPublicKey, sshPublicKeyFile, "0644", true, false, false},
+	{SSHPrivateKey, upstreamPrivateKeyFile, "0600", true, false, false},
+	{sshPublicKey, upstreamPublicKeyFile, "0644", true, false, false},
+	{SSHKnownHosts, SSHKnownHosts, "0644", true, false, true},
+	{SSHClientConfig, SSHClientConfig, "0600", false, false, false},
+	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true, true, true},
+	{SSHHostKey, SSHHostKey, "0600", true, true, true},
+	{SSHHostPublicKey, SSHHostPublicKey, "0644", true, true, false},
+	{SSHDaemonConfig, SSHDaemonConfig, "0600", false, true, false},
 }
 
 // runsSSHD reports whether pods of a role run sshd: the workers.

@@ -23,10 +23,7 @@ func realNodeDashboard(dirp *string) {
 
 		BeforeAll(func() {
 			dir = *dirp
-			queue := filepath.Join(dir, "queue.yaml")
-			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
-			out, code := kubectl(dir, "apply", "-f", queue)
-			Expect(code).To(Equal(0), out)
+			applyRealQueue(dir)
 			url = framework.StartDashboard(filepath.Join(root, "bin", "kubectl-mpi"), filepath.Join(dir, "kubeconfig"))
 			b = framework.NewBrowser(artifacts)
 			// The printed URL trades its token for this run's cookie.

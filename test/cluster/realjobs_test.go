@@ -119,10 +119,7 @@ func realNodeJobs(dirp *string) {
 
 		BeforeAll(func() {
 			dir = *dirp
-			queue := filepath.Join(dir, "queue.yaml")
-			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
-			out, code := kubectl(dir, "apply", "-f", queue)
-			Expect(code).To(Equal(0), out)
+			applyRealQueue(dir)
 
 			for _, j := range []struct{ name, runtime string }{
 				{"ompi4", "torus-openmpi-local"}, {"mpich", "torus-mpich-local"}, {"ompi5", "torus-openmpi5-local"},
@@ -142,7 +139,7 @@ func realNodeJobs(dirp *string) {
 			logs["deepspeed"] = followed(dir, "deepspeed")
 			// Started before any pod exists: logs -f waits for them, and
 			// ends by itself when the launcher does.
-			_, code = kubectlMPI(dir, "run", "follow", "--launch", "openssh", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+			_, code := kubectlMPI(dir, "run", "follow", "--launch", "openssh", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
 				"--queue", "real", "--", "mpirun", "-n", "4", "python3", "/opt/torus/pi.py", "200000")
 			Expect(code).To(Equal(0))
 			logs["follow"] = followed(dir, "follow")
@@ -472,10 +469,7 @@ func realNodeJobs(dirp *string) {
 
 		BeforeAll(func() {
 			dir = *dirp
-			queue := filepath.Join(dir, "queue.yaml")
-			Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
-			out, code := kubectl(dir, "apply", "-f", queue)
-			Expect(code).To(Equal(0), out)
+			applyRealQueue(dir)
 			for _, j := range []struct{ name, runtime, image string }{
 				{"agent-ompi4", "torus-openmpi-local", mpiImageNoSSH},
 				{"agent-mpich", "torus-mpich-local", mpiTrixieImageNoSSH},
@@ -489,7 +483,7 @@ func realNodeJobs(dirp *string) {
 			}
 			rt := assignedUIDRuntime(dir, "torus-openmpi-local")
 			args := runArgs("agent-uid", rt, noSSH(piCommand["torus-openmpi-local"])...)
-			out, code = kubectlMPI(dir, slices.Concat(args[:2], []string{"--launch", "agent", "--image", mpiImageNoSSH}, args[2:])...)
+			out, code := kubectlMPI(dir, slices.Concat(args[:2], []string{"--launch", "agent", "--image", mpiImageNoSSH}, args[2:])...)
 			Expect(code).To(Equal(0), out)
 			logs["agent-uid"] = followed(dir, "agent-uid")
 		})
@@ -519,6 +513,16 @@ func realNodeJobs(dirp *string) {
 			Expect(out).To(ContainSubstring(fmt.Sprintf("[launcher] uid=%d gid=0(root)", assignedUID)))
 		})
 	})
+}
+
+// applyRealQueue applies the real nodes' Kueue queue, "real"; a context
+// whose specs may run alone applies it itself.
+func applyRealQueue(dir string) {
+	GinkgoHelper()
+	queue := filepath.Join(dir, "queue.yaml")
+	Expect(os.WriteFile(queue, []byte(realQueue), 0o644)).To(Succeed())
+	out, code := kubectl(dir, "apply", "-f", queue)
+	Expect(code).To(Equal(0), out)
 }
 
 // The local cluster's MPI images with every OpenSSH package purged
