@@ -90,6 +90,14 @@ const (
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"
+	// AnnotationWorkersReady, on a launcher's pod, is when Torus saw every
+	// worker of the pod's run Ready (RFC 3339). The launcher starts with its
+	// workers and waits until each accepts the job's key; this mark, which
+	// the pod reads through the downward API, is what bounds that wait: a
+	// worker not yet started may refuse connections for as long as its
+	// image takes to pull, a Ready worker that still refuses them is kept
+	// from the launcher by the network.
+	AnnotationWorkersReady = Domain + "workers-ready"
 )
 
 // SchedulingGateSSHKeys holds the pods of a job Kueue admits until Torus

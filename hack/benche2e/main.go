@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,18 +54,19 @@ func main() {
 	kubeconfig := fs.String("kubeconfig", ".cluster/kubeconfig", "the local cluster's kubeconfig")
 	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
 	upstream := fs.Bool("upstream", false, "with -real-node, on upstream Trainer's MPI runtime (hack/cluster up -real-node -upstream-trainer)")
+	sections := fs.String("sections", "start,launch,training", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks)")
 	_ = fs.Parse(os.Args[1:])
 	if *upstream && !*real {
 		fmt.Fprintln(os.Stderr, "benche2e: -upstream measures real jobs: add -real-node")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *real, *upstream); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, strings.Split(*sections, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, real, upstream bool) error {
+func run(kubeconfig string, real, upstream bool, sections []string) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -96,7 +98,25 @@ func run(kubeconfig string, real, upstream bool) error {
 		if err != nil {
 			return err
 		}
-		return runReal(ctx, c, cs, ns, rcs)
+		if upstream {
+			return runReal(ctx, c, cs, ns, rcs)
+		}
+		for _, s := range sections {
+			switch s {
+			case "start":
+				err = runReal(ctx, c, cs, ns, rcs)
+			case "launch":
+				err = runLaunchAtScale(ctx, c, cs, ns)
+			case "training":
+				err = runTrainingScaling(ctx, c, cs, ns)
+			default:
+				err = fmt.Errorf("-sections: unknown section %q", s)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if err := setup(ctx, c, ns); err != nil {
 		return err

@@ -93,7 +93,7 @@ func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns s
 		if err := c.Create(ctx, js); err != nil {
 			return fmt.Errorf("creating %s: %w", js.Name, err)
 		}
-		d, err := untilAllRunning(ctx, c, ns, js.Name, start, nil)
+		d, err := untilAllRunning(ctx, c, ns, js.Name, 3, start, nil)
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 		}
 		return err
 	}
-	running, err := untilAllRunning(ctx, c, ns, name, start, ended)
+	running, err := untilAllRunning(ctx, c, ns, name, 3, start, ended)
 	if err != nil {
 		return err
 	}
@@ -195,9 +195,9 @@ func finished(ctx context.Context, c client.Client, tj *trainer.TrainJob) (bool,
 	return meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete), nil
 }
 
-// untilAllRunning polls the pods of a JobSet until it has 3 Running at
-// once (a launcher and 2 workers), or ended reports the job's end.
-func untilAllRunning(ctx context.Context, c client.Client, ns, name string, start time.Time, ended func() error) (time.Duration, error) {
+// untilAllRunning polls the pods of a JobSet until it has want Running at
+// once (a launcher and its workers), or ended reports the job's end.
+func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want int, start time.Time, ended func() error) (time.Duration, error) {
 	for {
 		if time.Since(start) > 3*time.Minute {
 			return 0, fmt.Errorf("%s's pods were not all Running within 3 minutes", name)
@@ -212,7 +212,7 @@ func untilAllRunning(ctx context.Context, c client.Client, ns, name string, star
 				n++
 			}
 		}
-		if n == 3 {
+		if n == want {
 			return time.Since(start), nil
 		}
 		if ended != nil {

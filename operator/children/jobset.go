@@ -104,7 +104,12 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 		return nil, fmt.Errorf("the job asks for Torus's launch agent (%s=%s), but the operator knows no image to deliver it from: start the operator with --launch-image, or set %s=%s",
 			api.AnnotationRemoteLaunch, api.RemoteLaunchAgent, api.AnnotationRemoteLaunch, api.RemoteLaunchOpenSSH)
 	}
-	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage}
+	// With Torus's image at hand, the launcher starts with its workers and
+	// waits in an init container from it until each accepts a connection
+	// that proves it the job's (mpi.LaunchSetupArgs, mpi.LaunchWaitArgs);
+	// without, it starts once they are Ready, as upstream's does.
+	launcherWaits := opts.LaunchImage != ""
+	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage, launcherWaits: launcherWaits}
 	// The job's topology annotation, else its runtime's.
 	for _, a := range []map[string]string{tj.Annotations, rt.Annotations} {
 		if level, ok := a[api.AnnotationTopology]; ok {
@@ -118,7 +123,15 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	if err := b.configure(node, api.RoleWorker, job.Workers); err != nil {
 		return nil, err
 	}
-	if !dependsOnNodesReady(launcher) {
+	switch {
+	case launcherWaits:
+		// A runtime written for upstream's controller starts its launcher
+		// once the workers are Ready: the wait does better, in parallel.
+		launcher.DependsOn = slices.DeleteFunc(launcher.DependsOn, func(d jobsetv1alpha2.DependsOn) bool { return d.Name == mpi.NodeJob })
+		if len(launcher.DependsOn) == 0 {
+			launcher.DependsOn = nil
+		}
+	case !dependsOnNodesReady(launcher):
 		launcher.DependsOn = append(launcher.DependsOn, jobsetv1alpha2.DependsOn{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady})
 	}
 	// JobSet starts replicated jobs in order and requires a job's
@@ -221,6 +234,9 @@ type podBuilder struct {
 	topology string
 	// launchImage delivers the launch agent (BuildOptions.LaunchImage).
 	launchImage string
+	// launcherWaits: the launcher starts with its workers and waits for
+	// them from launchImage.
+	launcherWaits bool
 }
 
 // configure sizes one replicated job and fills in its pod template.
@@ -397,6 +413,16 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir, ReadOnly: true},
 	)
 	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
+	initMounts := []corev1.VolumeMount{
+		{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+		{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
+		{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
+	}
+	if role == api.RoleLauncher {
+		// The launcher's setup waits for the workers.
+		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
+		initMounts = append(initMounts, podInfoMount())
+	}
 	if role == api.RoleWorker {
 		// A worker serves the launcher's remote commands; its ranks are
 		// the agent's children.
@@ -413,13 +439,19 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
 		// Same user as the main container, so the files are its own.
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
-			{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
-			{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
-		},
+		VolumeMounts:    initMounts,
 	}
 	setInitContainer(ps, init)
+}
+
+// podInfoVolume is the launcher's downward API volume, through which its
+// wait learns that Torus saw every worker Ready.
+func podInfoVolume() corev1.Volume {
+	return corev1.Volume{Name: mpi.PodInfoVolume, VolumeSource: mpi.PodInfoVolumeSource()}
+}
+
+func podInfoMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: mpi.PodInfoVolume, MountPath: mpi.PodInfoMountPath, ReadOnly: true}
 }
 
 // sshDirVolume is the in-memory emptyDir holding the pod's SSH directory.
@@ -479,6 +511,13 @@ func setInitContainer(ps *corev1.PodSpec, init corev1.Container) {
 	ps.InitContainers = append([]corev1.Container{init}, ps.InitContainers...)
 }
 
+// setLastInitContainer puts a Torus init container last, after the
+// runtime's own, replacing one of its name.
+func setLastInitContainer(ps *corev1.PodSpec, init corev1.Container) {
+	ps.InitContainers = slices.DeleteFunc(ps.InitContainers, func(c corev1.Container) bool { return c.Name == init.Name })
+	ps.InitContainers = append(ps.InitContainers, init)
+}
+
 // addSSH mounts the job's SSH directory and a user database that knows the
 // pod's UID: both from an in-memory emptyDir that an init container fills
 // as the pod's own user.
@@ -504,7 +543,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		Name:            mpi.SSHInitContainer,
 		Image:           ctr.Image,
 		ImagePullPolicy: ctr.ImagePullPolicy,
-		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, b.job.SSH.Port, role, b.callBack(role))},
+		Command:         []string{"/bin/sh", "-c", mpi.SSHSetupScript(b.job.SSH.Path, b.job.SSH.Port, role, b.scriptWait(role))},
 		// A failed setup says why in the pod's status (diagnosis quotes it).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
@@ -516,4 +555,31 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 		},
 	}
 	setInitContainer(ps, init)
+	if role == api.RoleLauncher && b.launcherWaits {
+		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
+		setLastInitContainer(ps, corev1.Container{
+			Name:                     mpi.WaitInitContainer,
+			Image:                    b.launchImage,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  []string{mpi.LaunchImagePath},
+			Args:                     mpi.LaunchWaitArgs(b.job.SSH, b.callBack(role)),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
+			SecurityContext:          ctr.SecurityContext.DeepCopy(),
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+				{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
+				podInfoMount(),
+			},
+		})
+	}
+}
+
+// scriptWait is the launcher's wait in SSHSetupScript: for a launcher that
+// does not wait from Torus's image.
+func (b podBuilder) scriptWait(role string) *mpi.HostsWait {
+	if role != api.RoleLauncher || b.launcherWaits {
+		return nil
+	}
+	return &mpi.HostsWait{CallBack: b.callBack(role)}
 }

@@ -463,3 +463,102 @@ func TestBuildJobSetLaunchAgent(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildJobSetStartOrder: with Torus's image at hand, the launcher
+// starts with its workers and waits for them from that image, reading
+// Torus's workers-ready mark; a runtime's own dependsOn on the workers
+// goes, any other stays. Without the image, the launcher starts once the
+// workers are Ready and its SSH setup waits for the hosts itself.
+func TestBuildJobSetStartOrder(t *testing.T) {
+	const image = "registry.example/torus/torus-operator:v1"
+	initializer := jobsetv1alpha2.DependsOn{Name: "model-initializer", Status: jobsetv1alpha2.DependencyComplete}
+	for name, tc := range map[string]struct {
+		launch      string
+		image       string
+		runtimeDeps []jobsetv1alpha2.DependsOn
+		wantDeps    []jobsetv1alpha2.DependsOn
+		// wantWait is the launcher's init container that waits from
+		// Torus's image; "" for the SSH setup's own wait.
+		wantWait string
+	}{
+		"OpenSSH with Torus's image: the wait is a container of its own": {
+			launch: api.RemoteLaunchOpenSSH, image: image, wantWait: mpi.WaitInitContainer,
+		},
+		"OpenSSH with Torus's image, a runtime made for upstream": {
+			launch: api.RemoteLaunchOpenSSH, image: image, wantWait: mpi.WaitInitContainer,
+			runtimeDeps: []jobsetv1alpha2.DependsOn{initializer, {Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
+			wantDeps:    []jobsetv1alpha2.DependsOn{initializer},
+		},
+		"the launch agent: its setup waits": {
+			launch: api.RemoteLaunchAgent, image: image, wantWait: mpi.SSHInitContainer,
+		},
+		"OpenSSH without Torus's image": {
+			launch:   api.RemoteLaunchOpenSSH,
+			wantDeps: []jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, tc.launch)
+			r := rt.Runtime()
+			for i := range r.Spec.Template.Spec.ReplicatedJobs {
+				if rj := &r.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
+					rj.DependsOn = tc.runtimeDeps
+				}
+			}
+			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
+			job, err := mpi.ResolveJob(tj, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: tc.image})
+			if err != nil {
+				t.Fatal(err)
+			}
+			launcher := replicatedJob(t, js, mpi.LauncherJob)
+			if diff := cmp.Diff(tc.wantDeps, launcher.DependsOn); diff != "" {
+				t.Errorf("launcher dependsOn (-want,+got):\n%s", diff)
+			}
+			pod := launcher.Template.Spec.Template.Spec
+			var waits []string
+			for _, c := range pod.InitContainers {
+				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }) {
+					waits = append(waits, c.Name)
+					if c.Image != image {
+						t.Errorf("%s waits from %s, want Torus's image", c.Name, c.Image)
+					}
+					if !slices.Contains(c.Args, "--workers-ready="+mpi.PodInfoMountPath+"/"+mpi.PodInfoWorkersReady) ||
+						!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+							return m.Name == mpi.PodInfoVolume && m.MountPath == mpi.PodInfoMountPath
+						}) {
+						t.Errorf("%s does not read Torus's workers-ready mark: %v %v", c.Name, c.Args, c.VolumeMounts)
+					}
+					if hostKeyOnly := slices.Contains(c.Args, "--wait-host-key-only"); hostKeyOnly != (tc.launch == api.RemoteLaunchOpenSSH) {
+						t.Errorf("%s waits for the host key alone: %t", c.Name, hostKeyOnly)
+					}
+				}
+			}
+			if tc.wantWait == "" {
+				if len(waits) > 0 {
+					t.Errorf("%v wait from Torus's image, which the operator does not have", waits)
+				}
+				script := strings.Join(pod.InitContainers[0].Command, " ")
+				if !strings.Contains(script, "getent hosts") {
+					t.Errorf("the SSH setup does not wait for the hosts to resolve:\n%s", script)
+				}
+				return
+			}
+			if diff := cmp.Diff([]string{tc.wantWait}, waits); diff != "" {
+				t.Errorf("init containers that wait (-want,+got):\n%s", diff)
+			}
+			if last := pod.InitContainers[len(pod.InitContainers)-1].Name; tc.wantWait == mpi.WaitInitContainer && last != tc.wantWait {
+				t.Errorf("the last init container is %s, want the wait", last)
+			}
+			if script := strings.Join(pod.InitContainers[0].Command, " "); strings.Contains(script, "getent") || strings.Contains(script, "sleep") {
+				t.Errorf("the SSH setup waits too:\n%s", script)
+			}
+			if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == mpi.PodInfoVolume && v.DownwardAPI != nil }) {
+				t.Errorf("the launcher has no downward API volume for the mark: %v", pod.Volumes)
+			}
+		})
+	}
+}

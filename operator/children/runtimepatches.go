@@ -114,7 +114,7 @@ func checkPatchTargets(spec *jobsetv1alpha2.JobSetSpec, p trainer.RuntimePatch) 
 			}
 		}
 		for _, c := range ps.InitContainers {
-			if !hasContainer(pod.InitContainers, c.Name) && c.Name != mpi.SSHInitContainer {
+			if !hasContainer(pod.InitContainers, c.Name) && !mpi.IsTorusInitContainer(c.Name) {
 				return fmt.Errorf("runtimePatches from %s name init container %q, which replicated job %q of the runtime does not have", p.Manager, c.Name, rp.Name)
 			}
 		}
@@ -156,7 +156,7 @@ func withoutTorusParts(spec *trainer.JobSetSpecPatch) *trainer.JobSetSpecPatch {
 		}
 		ps.Volumes = slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return mpi.IsTorusVolume(v.Name) })
 		ps.SchedulingGates = slices.DeleteFunc(ps.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return strings.HasPrefix(g.Name, api.Domain) })
-		ps.InitContainers = slices.DeleteFunc(ps.InitContainers, func(c trainer.ContainerPatch) bool { return c.Name == mpi.SSHInitContainer })
+		ps.InitContainers = slices.DeleteFunc(ps.InitContainers, func(c trainer.ContainerPatch) bool { return mpi.IsTorusInitContainer(c.Name) })
 		for _, cs := range [][]trainer.ContainerPatch{ps.Containers, ps.InitContainers} {
 			for c := range cs {
 				cs[c].VolumeMounts = slices.DeleteFunc(cs[c].VolumeMounts, func(m corev1.VolumeMount) bool { return mpi.IsTorusVolume(m.Name) })

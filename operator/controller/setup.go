@@ -180,8 +180,9 @@ func metadataCacheTransform(in any) (any, error) {
 
 // podCacheTransform keeps of a pod what the operator's status, diagnosis
 // and network check read: its identity, owners, role and index labels,
-// Multus's network-status, its containers' names, images, memory limits and
-// SSH volume mounts, its restart policy and node, and its status. Commands, environment,
+// Multus's network-status and Torus's workers-ready mark, its containers'
+// names, images, memory limits and SSH and pod-info volume mounts, its
+// restart policy and node, and its status. Commands, environment,
 // volumes and the rest of the spec go.
 func podCacheTransform(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
@@ -190,7 +191,7 @@ func podCacheTransform(in any) (any, error) {
 	}
 	out := &corev1.Pod{
 		TypeMeta:   p.TypeMeta,
-		ObjectMeta: keptMetadata(&p.ObjectMeta, mpi.MultusNetworkStatus),
+		ObjectMeta: keptMetadata(&p.ObjectMeta, mpi.MultusNetworkStatus, api.AnnotationWorkersReady),
 		Spec: corev1.PodSpec{
 			InitContainers:  containerSummaries(p.Spec.InitContainers),
 			Containers:      containerSummaries(p.Spec.Containers),
@@ -204,7 +205,7 @@ func podCacheTransform(in any) (any, error) {
 }
 
 // keptLabels are the labels the operator reads or selects by.
-var keptLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey}
+var keptLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey, mpi.LabelJobSetRestartAttempt}
 
 // keptMetadata is an object's identity, owners, deletion state, the labels
 // Torus reads and the named annotations; managedFields and everything else
@@ -244,9 +245,10 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
 		}
-		// Where the job's sshd configuration is, for the fixes that name it.
+		// Where the job's sshd configuration is, for the fixes that name
+		// it; which container waits for the workers (markWorkersReady).
 		for _, m := range c.VolumeMounts {
-			if m.Name == mpi.SSHVolume {
+			if m.Name == mpi.SSHVolume || m.Name == mpi.PodInfoVolume {
 				out[i].VolumeMounts = append(out[i].VolumeMounts, m)
 			}
 		}

@@ -369,6 +369,9 @@ func (r *TrainJobReconciler) progress(ctx context.Context, s *scope, rt *mpi.Run
 	if err := r.ungatePods(ctx, s); err != nil {
 		return 0, true, err
 	}
+	if err := r.markWorkersReady(ctx, s); err != nil {
+		return 0, true, err
+	}
 	r.syncStatus(s)
 	wait, err := r.startPhase(ctx, s)
 	if err != nil {

@@ -129,9 +129,9 @@ func validatePodSpecPatch(path *field.Path, job string, ps *trainer.PodSpecPatch
 		for i, c := range cs.patch {
 			cp := path.Child(cs.field).Index(i)
 			switch {
-			case cs.field == "initContainers" && c.Name == mpi.SSHInitContainer:
+			case cs.field == "initContainers" && mpi.IsTorusInitContainer(c.Name):
 				errs = append(errs, field.Forbidden(cp.Child("name"),
-					fmt.Sprintf("%s is Torus's init container, which lays out the job's SSH keys; patch the runtime's own init containers", c.Name)))
+					fmt.Sprintf("%s is Torus's init container, which lays out the job's SSH keys or waits for its workers; patch the runtime's own init containers", c.Name)))
 				continue
 			case !slices.ContainsFunc(cs.has, func(have corev1.Container) bool { return have.Name == c.Name }):
 				errs = append(errs, field.Invalid(cp.Child("name"), c.Name,

@@ -57,10 +57,14 @@ type Setup struct {
 	Log  io.Writer
 }
 
-// Wait is the launcher's wait for the hosts of its hostfile: first until
-// each resolves, then until each accepts the job's client key and presents
-// the job's host key. Neither gives up with an error: past its bound the
-// wait says so and mpirun starts, to fail in its own words.
+// Wait is the launcher's wait for the hosts of its hostfile: until each
+// resolves, then until each accepts a connection that proves it the job's
+// host. The launcher starts with its workers, so a host may not resolve or
+// may refuse connections for as long as its pod takes to start, image
+// pull included: the wait is unbounded until Torus has seen every worker
+// Ready (ReadyFile), and bounded by Timeout from then. Past its bound the
+// wait says so and mpirun starts, to fail in its own words (a Ready
+// worker that refuses the launcher is kept from it by the network).
 type Wait struct {
 	// Hostfile is read for host names (a line starts with the host,
 	// "host slots=N" or "host:N"); CallBack, if set, must resolve too: the
@@ -68,9 +72,23 @@ type Wait struct {
 	Hostfile, CallBack string
 	Port               int
 	// Key and KnownHosts are file names in the SSH directory.
-	Key, KnownHosts               string
-	ResolveTimeout, AcceptTimeout time.Duration
+	Key, KnownHosts string
+	// HostKeyOnly ends a host's wait once it presents the job's host key,
+	// before logging in: OpenSSH's sshd lets in only the pod's own user,
+	// whom the waiting container need not be. Otherwise the host must
+	// accept the job's client key too.
+	HostKeyOnly bool
+	// ReadyFile, if set, is empty until every worker is Ready, as Torus
+	// writes it through the downward API. Timeout counts from when it is
+	// first seen written, or from the start without it.
+	ReadyFile string
+	Timeout   time.Duration
 }
+
+// waitInterval is the pause between two attempts on a host that is not
+// there yet: one lookup or one connection each, cheap for the cluster's DNS
+// and the host, and short beside a pod's start.
+var waitInterval = 100 * time.Millisecond
 
 // Run copies the keys, installs the binary and waits, in that order.
 func (s *Setup) Run(ctx context.Context) error {
@@ -195,75 +213,98 @@ func (s *Setup) logf(format string, args ...any) {
 	}
 }
 
-// wait is the launcher's wait (Wait).
+// wait is the launcher's wait (Wait): the hosts one after another, as
+// the slowest bounds it anyway.
 func (s *Setup) wait(ctx context.Context) error {
 	w := s.Wait
 	hosts, err := hostfileHosts(w.Hostfile)
 	if err != nil {
 		return err
 	}
-	names := hosts
-	if w.CallBack != "" {
-		names = append([]string{w.CallBack}, hosts...)
-	}
-	deadline := time.Now().Add(w.ResolveTimeout)
-	said := false
-	for _, h := range names {
-		resolves := func() bool {
-			_, err := net.DefaultResolver.LookupHost(ctx, h)
-			if err != nil && !said {
-				s.logf("waiting for the job's hosts to resolve (%s)", h)
-				said = true
-			}
-			return err == nil
-		}
-		if !s.until(ctx, deadline, resolves) {
-			s.logf("%s does not resolve after %s; starting anyway", h, w.ResolveTimeout)
-			return nil
-		}
-	}
 	client, err := NewClient(filepath.Join(s.Dir, w.Key), filepath.Join(s.Dir, w.KnownHosts))
 	if err != nil {
 		return err
 	}
 	me, _ := os.Hostname()
-	deadline = time.Now().Add(w.AcceptTimeout)
-	said = false
+	b := waitBound{file: w.ReadyFile, timeout: w.Timeout, start: time.Now(), log: s.logf}
+	type target struct {
+		host string
+		// connect: the host must accept a connection too, not only
+		// resolve.
+		connect bool
+	}
+	var targets []target
+	if w.CallBack != "" {
+		targets = append(targets, target{host: w.CallBack})
+	}
 	for _, h := range hosts {
-		if short, _, _ := strings.Cut(h, "."); short == me {
-			// The launcher's own line, when it runs ranks: mpirun starts
-			// those itself, and nothing listens here.
-			continue
-		}
-		var last error
-		accepts := func() bool {
-			last = client.Handshake(h, w.Port, time.Second)
-			if last != nil && !said {
-				s.logf("waiting for the job's hosts to accept the job's key on port %d (%s)", w.Port, h)
-				said = true
+		// The launcher's own line, when it runs ranks: mpirun starts those
+		// itself, and nothing listens here.
+		short, _, _ := strings.Cut(h, ".")
+		targets = append(targets, target{host: h, connect: short != me})
+	}
+	for _, t := range targets {
+		check := func() error {
+			if _, err := net.DefaultResolver.LookupHost(ctx, t.host); err != nil {
+				return err
 			}
-			return last == nil
+			if !t.connect {
+				return nil
+			}
+			if w.HostKeyOnly {
+				return client.CheckHostKey(t.host, w.Port, time.Second)
+			}
+			return client.Handshake(t.host, w.Port, time.Second)
 		}
-		if !s.until(ctx, deadline, accepts) {
-			s.logf("%s does not accept the job's key on port %d after %s (%v); starting anyway", h, w.Port, w.AcceptTimeout, last)
-			return nil
+		// Each reason once: a host that is starting changes its answer
+		// (not found, refused, reset) a few times.
+		said := map[string]bool{}
+		for {
+			err := check()
+			if err == nil {
+				break
+			}
+			if msg := err.Error(); !said[msg] {
+				s.logf("waiting for %s: %v", t.host, err)
+				said[msg] = true
+			}
+			if b.passed() {
+				s.logf("%s still fails (%v) %s after every worker was Ready; starting anyway", t.host, err, w.Timeout)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(waitInterval):
+			}
 		}
 	}
 	return nil
 }
 
-// until calls ok every 200ms until it holds or the deadline passes.
-func (s *Setup) until(ctx context.Context, deadline time.Time, ok func() bool) bool {
-	for !ok() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
+// waitBound is Wait's bound.
+type waitBound struct {
+	file    string
+	timeout time.Duration
+	start   time.Time
+	// ready is when the file was first seen written.
+	ready time.Time
+	log   func(format string, args ...any)
+}
+
+// passed reports whether the wait has lasted past its bound.
+func (b *waitBound) passed() bool {
+	if b.file == "" {
+		return time.Since(b.start) > b.timeout
+	}
+	if b.ready.IsZero() {
+		if data, err := os.ReadFile(b.file); err != nil || len(bytes.TrimSpace(data)) == 0 {
 			return false
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+		b.ready = time.Now()
+		b.log("every worker is Ready; waiting at most %s more", b.timeout)
 	}
-	return true
+	return time.Since(b.ready) > b.timeout
 }
 
 // hostfileHosts reads the host of each line of a hostfile.
@@ -296,6 +337,38 @@ func (c *Client) Handshake(host string, port int, timeout time.Duration) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// errHostKeyChecked ends CheckHostKey's key exchange once the host's key is
+// the job's.
+var errHostKeyChecked = errors.New("the job's host key")
+
+// CheckHostKey connects to host and hangs up once it has presented the
+// job's host key, as ssh-keyscan does, without logging in.
+func (c *Client) CheckHostKey(host string, port int, timeout time.Duration) error {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return dialError(host, port, err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	config := &ssh.ClientConfig{
+		HostKeyCallback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+			if err := c.checkHostKey(hostname, remote, key); err != nil {
+				return err
+			}
+			return errHostKeyChecked
+		},
+	}
+	_, _, _, err = ssh.NewClientConn(nc, addr, config)
+	if errors.Is(err, errHostKeyChecked) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("%s port %d let the wait in without a key", host, port)
+	}
+	return fmt.Errorf("%s port %d: %w", host, port, err)
 }
 
 // ParseHostKeys reads the keys of a known_hosts file, or of an

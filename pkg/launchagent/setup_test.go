@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,29 +96,58 @@ func TestSetupInstallsTheBinaryAndItsClientName(t *testing.T) {
 	}
 }
 
-// TestSetupWaitsForTheJobsAgents runs the launcher's wait against a server
-// holding the job's keys, one holding other keys, and a port where nothing
-// listens.
-func TestSetupWaitsForTheJobsAgents(t *testing.T) {
+// TestSetupWaitsForTheJobsHosts runs the launcher's wait against a server
+// holding the job's keys, one holding other keys, a port that takes
+// connections and closes them (a pod whose agent has not started yet
+// refuses them), and one that starts serving the job's keys later.
+func TestSetupWaitsForTheJobsHosts(t *testing.T) {
 	keys := newKeys(t)
 	other := startJob(t)
 	ours, err := NewServer(keys.HostPrivate, keys.ClientPublic)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The job's host key, but another client key: OpenSSH's sshd when the
+	// waiting container is not the pod's own user.
+	strangers, err := NewServer(keys.HostPrivate, other.keys.ClientPublic)
+	if err != nil {
+		t.Fatal(err)
+	}
 	port := serve(t, func(c net.Conn) { ours.serveConn(c) })
-	// A port that takes connections and closes them, as a pod whose agent
-	// has not started yet refuses them.
+	hostKeyOnly := serve(t, func(c net.Conn) { strangers.serveConn(c) })
 	closing := serve(t, func(c net.Conn) { c.Close() })
+	var up atomic.Bool
+	later := serve(t, func(c net.Conn) {
+		if !up.Load() {
+			c.Close()
+			return
+		}
+		ours.serveConn(c)
+	})
 	for _, tc := range []struct {
-		name string
-		port int
-		// say is what the wait says; "" for nothing.
-		say string
+		name        string
+		port        int
+		hostKeyOnly bool
+		// ready, when set, is written into the workers-ready file when
+		// the wait has said what it waits for; otherwise the bound counts
+		// from the start.
+		ready bool
+		// comeUp: the host starts serving once the wait has said what it
+		// waits for.
+		comeUp bool
+		// say is what the wait says ("" for nothing); gaveUp, whether it
+		// started anyway.
+		say    string
+		gaveUp bool
 	}{
-		{"the job's agent: no wait", port, ""},
-		{"an agent with other keys: starts anyway, saying why", other.port, "does not accept the job's key"},
-		{"no agent yet: starts anyway, saying why", closing, "does not accept the job's key"},
+		{name: "the job's agent: no wait", port: port},
+		{name: "an agent with other keys: starts anyway, saying why", port: other.port, say: "not the job's host key", gaveUp: true},
+		{name: "no agent yet: starts anyway, saying why", port: closing, say: "waiting for 127.0.0.1", gaveUp: true},
+		{name: "the job's host key alone, for OpenSSH's sshd", port: hostKeyOnly, hostKeyOnly: true},
+		{name: "the job's host key with a client key refused", port: hostKeyOnly, say: "Permission denied", gaveUp: true},
+		{name: "another host key, for OpenSSH's sshd", port: other.port, hostKeyOnly: true, say: "not the job's host key", gaveUp: true},
+		{name: "no agent yet, then the job's: the wait ends when it answers", port: later, comeUp: true, say: "waiting for 127.0.0.1"},
+		{name: "no agent until every worker is Ready: the bound counts from then", port: closing, ready: true, say: "every worker is Ready", gaveUp: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -125,29 +155,62 @@ func TestSetupWaitsForTheJobsAgents(t *testing.T) {
 			if err := os.WriteFile(hostfile, []byte("127.0.0.1 slots=2\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var out strings.Builder
-			s := Setup{SecretDir: secretDir(t, keys, newKeys(t)), Dir: filepath.Join(dir, "ssh"), RunKey: "run", Log: &out,
+			out := &syncBuffer{}
+			w := &Wait{Hostfile: hostfile, Port: tc.port, Key: mpi.SSHPrivateKeyFile, KnownHosts: mpi.SSHKnownHosts,
+				HostKeyOnly: tc.hostKeyOnly, Timeout: 300 * time.Millisecond}
+			if tc.ready || tc.comeUp {
+				w.ReadyFile = filepath.Join(dir, "workers-ready")
+				if err := os.WriteFile(w.ReadyFile, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			up.Store(false)
+			s := Setup{SecretDir: secretDir(t, keys, newKeys(t)), Dir: filepath.Join(dir, "ssh"), RunKey: "run", Log: out,
 				Files: []SetupFile{
 					{Key: mpi.SSHPrivateKey, Name: mpi.SSHPrivateKeyFile, Mode: 0o600, Keyed: true},
 					{Key: mpi.SSHKnownHosts, Name: mpi.SSHKnownHosts, Mode: 0o644, Keyed: true},
 				},
-				Wait: &Wait{Hostfile: hostfile, Port: tc.port, Key: mpi.SSHPrivateKeyFile, KnownHosts: mpi.SSHKnownHosts,
-					ResolveTimeout: time.Second, AcceptTimeout: time.Second}}
-			start := time.Now()
-			if err := s.Run(context.Background()); err != nil {
+				Wait: w}
+			done := make(chan error, 1)
+			go func() { done <- s.Run(context.Background()) }()
+			var written time.Time
+			if tc.ready || tc.comeUp {
+				// The wait must hold until then, whatever its bound.
+				for !strings.Contains(out.String(), "torus: waiting for 127.0.0.1") {
+					select {
+					case err := <-done:
+						t.Fatalf("the wait ended (%v) before saying what it waits for: %q", err, out.String())
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				time.Sleep(2 * w.Timeout)
+				select {
+				case err := <-done:
+					t.Fatalf("the wait ended (%v) before the host was there or its workers Ready: %q", err, out.String())
+				default:
+				}
+				written = time.Now()
+				if tc.comeUp {
+					up.Store(true)
+				} else if err := os.WriteFile(w.ReadyFile, []byte(written.Format(time.RFC3339)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			if tc.say == "" && out.Len() > 0 {
-				t.Errorf("the wait said %q", out.String())
+			said := out.String()
+			if tc.say == "" && said != "" {
+				t.Errorf("the wait said %q", said)
 			}
-			if tc.say != "" && !strings.Contains(out.String(), "torus: waiting for the job's hosts to accept the job's key") {
-				t.Errorf("the wait did not say what it waits for: %q", out.String())
+			if !strings.Contains(said, tc.say) {
+				t.Errorf("the wait said %q, want %q", said, tc.say)
 			}
-			if !strings.Contains(out.String(), tc.say) {
-				t.Errorf("the wait said %q, want %q", out.String(), tc.say)
+			if gaveUp := strings.Contains(said, "starting anyway"); gaveUp != tc.gaveUp {
+				t.Errorf("the wait started anyway: %t, want %t: %q", gaveUp, tc.gaveUp, said)
 			}
-			if elapsed := time.Since(start); tc.say != "" && elapsed < time.Second {
-				t.Errorf("gave up after %s, before its bound", elapsed)
+			if tc.ready && time.Since(written) < w.Timeout {
+				t.Errorf("gave up %s after the workers were Ready, before its bound %s", time.Since(written), w.Timeout)
 			}
 		})
 	}

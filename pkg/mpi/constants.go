@@ -44,13 +44,30 @@ const (
 	SSHSecretVolume  = "mpi-ssh-secret"
 	SSHVolume        = "mpi-ssh"
 	SSHInitContainer = "mpi-ssh-setup"
+	// WaitInitContainer is the launcher's last init container where the
+	// image's OpenSSH launches the ranks: Torus's wait for the workers
+	// (LaunchWaitArgs), from Torus's image. Launch-agent jobs wait in
+	// SSHInitContainer.
+	WaitInitContainer = "mpi-wait-workers"
+	// PodInfoVolume is the launcher's downward API volume, holding
+	// api.AnnotationWorkersReady as PodInfoWorkersReady, mounted at
+	// PodInfoMountPath in the container that waits.
+	PodInfoVolume       = "mpi-pod-info"
+	PodInfoMountPath    = "/etc/torus-mpi/pod"
+	PodInfoWorkersReady = "workers-ready"
 )
+
+// IsTorusInitContainer reports whether an init container name is one Torus
+// gives a job's pods: runtime patches may not change it.
+func IsTorusInitContainer(name string) bool {
+	return name == SSHInitContainer || name == WaitInitContainer
+}
 
 // IsTorusVolume reports whether a pod volume name is one Torus gives a job's
 // keys and hostfile: a TrainJob's runtime patches may neither define nor
 // mount a volume of that name.
 func IsTorusVolume(name string) bool {
-	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume
+	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume || name == PodInfoVolume
 }
 
 // Keys of the per-job SSH Secret. The Secret has type kubernetes.io/ssh-auth,

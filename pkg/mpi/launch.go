@@ -45,22 +45,11 @@ func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 // too (the init container runs as the user of Torus's image, the others as
 // their image's: a copy would be unreadable to them, a link leaves the
 // kubelet's files as they are), installs the binary into LaunchBinDir
-// and, on the launcher, waits
-// until every host of the hostfile resolves and its agent accepts the
-// job's key (hostsResolveTimeout, hostsAcceptTimeout). callBack is as for
-// SSHSetupScript. The pod's run comes from EnvRestartAttempt, which the
+// and, on the launcher, waits for the workers (waitArgs). callBack is as
+// for SSHSetupScript. The pod's run comes from EnvRestartAttempt, which the
 // kubelet expands into the arguments.
 func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
-	args := []string{
-		"setup",
-		"--secret=" + SSHSecretMountPath,
-		"--dir=" + path.Join(SSHVolumeMountPath, SSHDirSubPath),
-		"--run-key=" + sshRun,
-		"--next-prefix=" + sshNextPrefix,
-		"--run=$(" + EnvRestartAttempt + ")",
-		"--install=" + LaunchBinDir,
-		"--link",
-	}
+	args := append(setupArgs(path.Join(SSHVolumeMountPath, SSHDirSubPath)), "--install="+LaunchBinDir)
 	// The files of sshFiles the agent reads: the client key and known hosts
 	// everywhere (workers launch in a tree too); the host key and the
 	// authorized key on the workers, whose agent serves them.
@@ -68,26 +57,87 @@ func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
 		if !f.agent || (f.sshd && !runsSSHD(role)) {
 			continue
 		}
-		flag := "--file"
-		if f.keyed {
-			flag = "--keyed-file"
-		}
-		args = append(args, fmt.Sprintf("%s=%s:%s:%s", flag, f.key, f.file, f.mode))
+		args = append(args, f.setupFlag())
 	}
 	if !runsSSHD(role) {
-		args = append(args,
-			"--wait-hostfile="+path.Join(SSHSecretMountPath, HostfileKey),
-			"--wait-port="+strconv.Itoa(int(s.Port)),
-			"--wait-key="+SSHPrivateKeyFile,
-			"--wait-known-hosts="+SSHKnownHosts,
-			"--resolve-timeout="+hostsResolveTimeout.String(),
-			"--accept-timeout="+hostsAcceptTimeout.String(),
-		)
-		if callBack != "" {
-			args = append(args, "--wait-callback="+callBack)
-		}
+		args = append(args, waitArgs(s, callBack)...)
 	}
 	return args
+}
+
+// LaunchWaitArgs are the arguments of torus-launch setup as the launcher's
+// WaitInitContainer where the image's OpenSSH launches the ranks: it links
+// the run's client key and known hosts into a directory of its own and
+// waits for the workers' sshd (waitArgs). sshd lets in the pod's own user
+// alone, whom this container need not be: the wait ends at the job's host
+// key, as ssh-keyscan would, and leaves logging in to mpirun.
+func LaunchWaitArgs(s SSHSettings, callBack string) []string {
+	args := setupArgs(path.Join(SSHVolumeMountPath, waitDirSubPath))
+	for _, f := range sshFiles {
+		if f.file == SSHPrivateKeyFile || f.file == SSHKnownHosts {
+			args = append(args, f.setupFlag())
+		}
+	}
+	return append(append(args, waitArgs(s, callBack)...), "--wait-host-key-only")
+}
+
+// waitDirSubPath is the directory of LaunchWaitArgs in the SSH volume.
+const waitDirSubPath = "wait"
+
+// setupArgs are torus-launch setup's arguments for linking a run's keys
+// into dir.
+func setupArgs(dir string) []string {
+	return []string{
+		"setup",
+		"--secret=" + SSHSecretMountPath,
+		"--dir=" + dir,
+		"--run-key=" + sshRun,
+		"--next-prefix=" + sshNextPrefix,
+		"--run=$(" + EnvRestartAttempt + ")",
+		"--link",
+	}
+}
+
+// waitArgs make torus-launch setup wait, on the launcher, until every host
+// of the hostfile resolves and accepts a connection on the job's port that
+// proves it the job's (callBack, if set, must resolve too). The launcher
+// starts with its workers, so the wait lasts as long as the slowest takes
+// to start, however long its image takes to pull; once Torus has seen every
+// worker Ready (PodInfoWorkersReady), a host still refusing for
+// hostsAcceptTimeout is kept from the launcher by the network, and mpirun
+// starts to say so in its own words.
+func waitArgs(s SSHSettings, callBack string) []string {
+	args := []string{
+		"--wait-hostfile=" + path.Join(SSHSecretMountPath, HostfileKey),
+		"--wait-port=" + strconv.Itoa(int(s.Port)),
+		"--wait-key=" + SSHPrivateKeyFile,
+		"--wait-known-hosts=" + SSHKnownHosts,
+		"--workers-ready=" + path.Join(PodInfoMountPath, PodInfoWorkersReady),
+		"--ready-timeout=" + hostsAcceptTimeout.String(),
+	}
+	if callBack != "" {
+		args = append(args, "--wait-callback="+callBack)
+	}
+	return args
+}
+
+// setupFlag is a file's flag of torus-launch setup.
+func (f sshFile) setupFlag() string {
+	flag := "--file"
+	if f.keyed {
+		flag = "--keyed-file"
+	}
+	return fmt.Sprintf("%s=%s:%s:%s", flag, f.key, f.file, f.mode)
+}
+
+// PodInfoVolumeSource is the launcher's downward API volume (PodInfoVolume).
+func PodInfoVolumeSource() corev1.VolumeSource {
+	return corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+		Items: []corev1.DownwardAPIVolumeFile{{
+			Path:     PodInfoWorkersReady,
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + api.AnnotationWorkersReady + "']"},
+		}},
+	}}
 }
 
 // LaunchAgentCommand is a worker's command in an agent job: the agent,

@@ -240,8 +240,8 @@ PrintMotd no
 `, s.Port, s.Path, SSHHostKey, s.Path, sshAuthorizedKeys, strict)
 }
 
-// sshFiles maps Secret keys to file names in the SSH directory and modes.
-var sshFiles = []struct {
+// sshFile is one file of the SSH directory, from a key of the Secret.
+type sshFile struct {
 	key, file string
 	mode      string
 	// keyed files come in two generations (SSHSecretData).
@@ -254,7 +254,10 @@ var sshFiles = []struct {
 	// agent: Torus's launch agent and its client read it too
 	// (LaunchSetupArgs).
 	agent bool
-}{
+}
+
+// sshFiles maps Secret keys to file names in the SSH directory and modes.
+var sshFiles = []sshFile{
 	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false, true},
 	{sshPublicKey, sshPublicKeyFile, "0644", true, false, false},
 	{SSHPrivateKey, upstreamPrivateKeyFile, "0600", true, false, false},
@@ -322,12 +325,20 @@ var SSHSetupTools = []string{"sh", "mkdir", "chmod", "cp", "id", "cat", "tail", 
 // its own time) before mpirun starts anyway and reports what it finds.
 const hostsResolveTimeout = 120 * time.Second
 
-// hostsAcceptTimeout bounds the same container's wait for the hosts'
-// sshd to accept its connections. Policy agents admit a new pod's address
-// within seconds; a refusal that outlasts this is a policy or an sshd
-// that will not let the launcher in, and mpirun's ssh then says so in its
-// own words (diagnosis explains them).
+// hostsAcceptTimeout bounds the launcher's wait for its hosts to accept
+// its connections: Torus's wait (waitArgs) from when every worker is
+// Ready, SSHSetupScript's from its start. Policy agents admit a new pod's
+// address within seconds; a refusal that outlasts this is a policy or an
+// sshd that will not let the launcher in, and mpirun's ssh then says so in
+// its own words (diagnosis explains them).
 const hostsAcceptTimeout = 30 * time.Second
+
+// HostsWait asks SSHSetupScript for the launcher's wait for its hosts.
+type HostsWait struct {
+	// CallBack is the launcher's own name, which Hydra's proxies connect
+	// back to mpiexec by; "" for launchers that give addresses.
+	CallBack string
+}
 
 // SSHSetupScript is the init container's shell script. It runs as the pod's
 // user and fills the pod's SSH volume (mounted at SSHVolumeMountPath):
@@ -340,17 +351,19 @@ const hostsAcceptTimeout = 30 * time.Second
 //     refuses for the owner; an emptyDir's root is root's and 0777. A pod
 //     of a later JobSet run than the Secret's current keys are for takes
 //     the next ones (SSHSecretData); its run comes from EnvRestartAttempt.
-//   - On the launcher, a wait until every host of the hostfile resolves
-//     (at most hostsResolveTimeout). Workers are Ready before the launcher
-//     starts, but their DNS names come from EndpointSlices that the
+//   - On the launcher, when hostsWait is set, a wait until every host of
+//     the hostfile resolves (at most hostsResolveTimeout). This is the
+//     wait of a launcher that starts once its workers are Ready, for an
+//     operator with no image of its own to wait from (LaunchWaitArgs).
+//     Workers are Ready before such a launcher starts, but their DNS names come from EndpointSlices that the
 //     controller manager writes on its own schedule, which on a busy
 //     cluster trails readiness by seconds; mpirun's ssh gives up at the
-//     first name that does not resolve. When callBack is set, the wait
+//     first name that does not resolve. When hostsWait.CallBack is set, the wait
 //     covers that name too: the launcher's own, through which Hydra's
 //     proxies on the workers connect back to mpiexec (Open MPI's daemons
 //     are given addresses instead). The launcher's record is the newest
 //     of the job's, written while this container runs, and a proxy that
-//     cannot resolve it ends the job (mpiexec exits 255). callBack is a
+//     cannot resolve it ends the job (mpiexec exits 255). CallBack is a
 //     name relative to the pod's search path, such as HostAddress's: the
 //     kubelet's /etc/hosts answers for the pod's own host name and fully
 //     qualified name without asking DNS, so those would prove nothing.
@@ -367,7 +380,7 @@ const hostsAcceptTimeout = 30 * time.Second
 //     the image has none. ssh refuses to run for a UID without one and sshd
 //     to let it in, and OpenShift runs pods with a UID from the namespace's
 //     range (GID 0) that no image knows.
-func SSHSetupScript(sshPath string, port int32, role, callBack string) string {
+func SSHSetupScript(sshPath string, port int32, role string, hostsWait *HostsWait) string {
 	var b strings.Builder
 	b.WriteString("set -eu\numask 077\n")
 	fmt.Fprintf(&b, "v=%s\nd=\"$v/%s\"\ns=%s\nmkdir -p \"$d\"\nchmod 0700 \"$d\"\n", SSHVolumeMountPath, SSHDirSubPath, SSHSecretMountPath)
@@ -395,7 +408,8 @@ func SSHSetupScript(sshPath string, port int32, role, callBack string) string {
 	for _, m := range modes {
 		fmt.Fprintf(&b, "chmod %s %s\n", m, strings.Join(byMode[m], " "))
 	}
-	if !runsSSHD(role) {
+	if hostsWait != nil && !runsSSHD(role) {
+		callBack := hostsWait.CallBack
 		// A hostfile line starts with the host: "host slots=N" or "host:N".
 		fmt.Fprintf(&b, `if command -v getent >/dev/null; then
 t=0

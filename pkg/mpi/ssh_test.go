@@ -144,7 +144,7 @@ func TestSSHConfigs(t *testing.T) {
 		}
 	}
 	for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
-		script := SSHSetupScript(s.Path, s.Port, role, "")
+		script := SSHSetupScript(s.Path, s.Port, role, &HostsWait{})
 		for file, mode := range SSHFileModes(role) {
 			found := false
 			for _, line := range strings.Split(script, "\n") {
@@ -349,7 +349,7 @@ func runSetupScript(t *testing.T, mount, sshDir, passwd, attempt, role string) {
 
 func setupScriptCommand(mount, sshDir, passwd, role, callBack string) *exec.Cmd {
 	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh", 2222, role, callBack))
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", 2222, role, &HostsWait{CallBack: callBack}))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	return cmd
@@ -459,7 +459,7 @@ func TestSSHSetupScriptWaitsForConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := strings.NewReplacer(SSHSecretMountPath, mount, SSHVolumeMountPath, filepath.Dir(sshDir), PasswdPath, passwd).
-		Replace(SSHSetupScript("/home/mpiuser/.ssh", int32(port), api.RoleLauncher, ""))
+		Replace(SSHSetupScript("/home/mpiuser/.ssh", int32(port), api.RoleLauncher, &HostsWait{}))
 	// Every name resolves: this test is about connections.
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "getent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {

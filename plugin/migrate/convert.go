@@ -296,14 +296,13 @@ func (c *converter) convertTemplate(rt kubeflow.MPIReplicaType) corev1.PodTempla
 	}
 
 	for i, v := range ps.Volumes {
-		switch v.Name {
-		case mpi.HostfileVolume, mpi.SSHSecretVolume, mpi.SSHVolume:
+		if mpi.IsTorusVolume(v.Name) {
 			c.r.warn(psp.Child("volumes").Index(i).Child("name"), "%q is a volume Torus adds to every pod and replaces yours: rename it", v.Name)
 		}
 	}
 	for i, ic := range ps.InitContainers {
-		if ic.Name == mpi.SSHInitContainer {
-			c.r.warn(psp.Child("initContainers").Index(i).Child("name"), "%q is the init container Torus adds to every pod and replaces yours: rename it", ic.Name)
+		if mpi.IsTorusInitContainer(ic.Name) {
+			c.r.warn(psp.Child("initContainers").Index(i).Child("name"), "%q is an init container Torus adds to its pods and replaces yours: rename it", ic.Name)
 		}
 	}
 	for i, m := range main.VolumeMounts {
@@ -541,12 +540,14 @@ func (c *converter) convertRunPolicy() trainer.TrainJobSpec {
 	}
 	lcp := pathSpec.Child("launcherCreationPolicy")
 	switch p := c.in.Spec.LauncherCreationPolicy; p {
-	case "":
-		c.r.note(lcp, "not set (mpi-operator's default AtStartup started the launcher with the workers): Torus starts the launcher once every worker is Ready")
-	case kubeflow.LauncherCreationPolicyWaitForWorkersReady:
-		c.r.note(lcp, "%s -> the launcher depends on the node job being Ready", p)
-	case kubeflow.LauncherCreationPolicyAtStartup:
-		c.r.warn(lcp, "%s has no equivalent: Torus starts the launcher once every worker is Ready (as WaitForWorkersReady)", p)
+	case "", kubeflow.LauncherCreationPolicyAtStartup, kubeflow.LauncherCreationPolicyWaitForWorkersReady:
+		// Either way, and without a setting: the launcher starts with the
+		// workers, and mpirun once every one accepts the job's connections.
+		what := string(p)
+		if p == "" {
+			what = "not set (mpi-operator's default AtStartup)"
+		}
+		c.r.note(lcp, "%s: Torus starts the launcher with the workers, and mpirun once every worker accepts the job's connections", what)
 	default:
 		c.r.fail(lcp, "%q is not valid: mpi-operator accepts AtStartup and WaitForWorkersReady", p)
 	}
@@ -650,7 +651,6 @@ func (c *converter) generateRuntime() *trainer.TrainingRuntime {
 								Template:     launcher,
 							},
 						},
-						DependsOn: []jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
 					},
 				},
 			}},

@@ -191,7 +191,7 @@ func TestConvertMappings(t *testing.T) {
 			},
 		},
 		{
-			name: "the launcher depends on the node job being Ready, which comes first",
+			name: "the launcher depends on no job: Torus holds mpirun until the workers answer; the node job comes first",
 			mutate: func(j *kubeflow.MPIJob) {
 				j.Spec.LauncherCreationPolicy = kubeflow.LauncherCreationPolicyWaitForWorkersReady
 			},
@@ -199,16 +199,16 @@ func TestConvertMappings(t *testing.T) {
 				jobs := r.Runtime.Spec.Template.Spec.ReplicatedJobs
 				return []any{jobs[0].Name, jobs[1].Name, jobs[1].DependsOn, jobs[1].Template.Labels}
 			},
-			want: []any{"node", "launcher", []jobsetv1alpha2.DependsOn{{Name: "node", Status: jobsetv1alpha2.DependencyReady}},
+			want: []any{"node", "launcher", []jobsetv1alpha2.DependsOn(nil),
 				map[string]string{mpi.LabelAncestor: mpi.AncestorTrainer}},
 			wantLevels: map[string]Level{"spec.launcherCreationPolicy": LevelNote},
 		},
 		{
-			name:       "AtStartup has no equivalent",
+			name:       "AtStartup is what Torus does",
 			mutate:     func(j *kubeflow.MPIJob) { j.Spec.LauncherCreationPolicy = kubeflow.LauncherCreationPolicyAtStartup },
 			got:        func(t *testing.T, r *Result) any { return len(replicatedJob(t, r, mpi.LauncherJob).DependsOn) },
-			want:       1,
-			wantLevels: map[string]Level{"spec.launcherCreationPolicy": LevelWarning},
+			want:       0,
+			wantLevels: map[string]Level{"spec.launcherCreationPolicy": LevelNote},
 		},
 		{
 			name: "pod settings stay on their replicated job",

@@ -160,7 +160,7 @@ func ensureSSHDProbe(c *corev1.Container, p fieldPath, r *reporter) {
 			PeriodSeconds:    1,
 			FailureThreshold: 120,
 		}
-		r.change(p.Child("startupProbe"), "added a TCP startup probe on sshd's port %d: the launcher starts once workers are Ready, and Ready then means sshd answers", mpi.DefaultSSHPort)
+		r.change(p.Child("startupProbe"), "added a TCP startup probe on sshd's port %d: a worker is then Ready once sshd answers, which bounds the launcher's wait for it", mpi.DefaultSSHPort)
 		return
 	}
 	for _, probe := range []struct {

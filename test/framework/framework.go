@@ -48,6 +48,10 @@ type Framework struct {
 	Writes *WriteCounter
 	// Kubeconfig is an admin kubeconfig file, with Suite's AdminKubeconfig.
 	Kubeconfig string
+	// NoLaunchImage starts the operator with no image of its own, as one
+	// run outside a pod without --launch-image: its launchers start once
+	// their workers are Ready, and wait from their own image.
+	NoLaunchImage bool
 }
 
 // RepoRoot is the repository's top directory (repo.Root).
@@ -135,7 +139,7 @@ func (f *Framework) StartManager(opts controller.Options) {
 	others, err := upstream.New(context.Background(), mgr)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	opts.Upstream = others
-	if opts.LaunchImage == "" {
+	if opts.LaunchImage == "" && !f.NoLaunchImage {
 		// As a deployed operator knows its own image.
 		opts.LaunchImage = LaunchImage
 	}

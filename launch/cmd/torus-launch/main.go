@@ -78,8 +78,9 @@ func setup(args []string) error {
 	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
 	fs.StringVar(&w.Key, "wait-key", "", "the client key's name in the SSH directory")
 	fs.StringVar(&w.KnownHosts, "wait-known-hosts", "known_hosts", "the known hosts' name in the SSH directory")
-	fs.DurationVar(&w.ResolveTimeout, "resolve-timeout", 2*time.Minute, "how long to wait for the hosts to resolve")
-	fs.DurationVar(&w.AcceptTimeout, "accept-timeout", 30*time.Second, "how long to wait for the hosts to accept the job's key")
+	fs.BoolVar(&w.HostKeyOnly, "wait-host-key-only", false, "end a host's wait at the job's host key, without logging in (OpenSSH's sshd)")
+	fs.StringVar(&w.ReadyFile, "workers-ready", "", "a file that is empty until every worker is Ready: the wait is unbounded until then")
+	fs.DurationVar(&w.Timeout, "ready-timeout", 30*time.Second, "how long to wait for the hosts once every worker is Ready (or from the start, without --workers-ready)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -140,7 +140,8 @@ var _ = Describe("MPI TrainJob", func() {
 				Expect(*rj.Template.Spec.Parallelism).To(Equal(want), rj.Name)
 				Expect(*rj.Template.Spec.CompletionMode).To(Equal(batchv1.IndexedCompletion), rj.Name)
 				if rj.Name == "launcher" {
-					Expect(rj.DependsOn).To(Equal([]jobsetv1alpha2.DependsOn{{Name: "node", Status: jobsetv1alpha2.DependencyReady}}))
+					// It starts with the workers, and waits for them.
+					Expect(rj.DependsOn).To(BeEmpty())
 				}
 			}
 			// The default runtimes launch through Torus's agent: its client
@@ -610,6 +611,78 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(s.Annotations[api.AnnotationProof]).NotTo(Or(BeEmpty(), Equal("forged")))
 			g.Expect(gates(g)).To(BeEmpty())
 		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("tells a launcher that waits for its workers when every worker of its run is Ready, and no other launcher", func() {
+		tj := wrappers.MakeTrainJob("ready", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		tj = getTrainJob(tj)
+		var js jobsetv1alpha2.JobSet
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+
+		By("the Job controller creating the launcher and two workers from their templates")
+		podOf := func(replicatedJob, name string) *corev1.Pod {
+			var template corev1.PodTemplateSpec
+			for _, rj := range js.Spec.ReplicatedJobs {
+				if rj.Name == replicatedJob {
+					template = *rj.Template.Spec.Template.DeepCopy()
+				}
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name, Labels: template.Labels},
+				Spec:       template.Spec,
+			}
+			pod.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+			pod.Labels[mpi.LabelJobSetRestartAttempt] = "0"
+			framework.ControlledBy(pod, framework.JobOf(ctx, fw.Client, tj, replicatedJob))
+			Expect(fw.Client.Create(ctx, pod)).To(Succeed())
+			return pod
+		}
+		launcher := podOf(mpi.LauncherJob, "ready-launcher-0-0-x")
+		workers := []*corev1.Pod{podOf(mpi.NodeJob, "ready-node-0-0-x"), podOf(mpi.NodeJob, "ready-node-0-1-x")}
+		setStatus := func(pod *corev1.Pod, status corev1.PodStatus) {
+			GinkgoHelper()
+			Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			pod.Status = status
+			Expect(fw.Client.Status().Update(ctx, pod)).To(Succeed())
+		}
+		var waiting string
+		for _, c := range launcher.Spec.InitContainers {
+			if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mpi.PodInfoVolume }) {
+				waiting = c.Name
+			}
+		}
+		Expect(waiting).NotTo(BeEmpty(), "no init container of the launcher reads the workers-ready mark")
+		setStatus(launcher, corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: waiting, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}},
+		}})
+		readyStatus := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		mark := func(g Gomega) string {
+			var got corev1.Pod
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(launcher), &got)).To(Succeed())
+			return got.Annotations[api.AnnotationWorkersReady]
+		}
+
+		By("one worker Ready: the launcher is not told")
+		setStatus(workers[0], readyStatus)
+		Consistently(mark, framework.ShortWindow, framework.Interval).Should(BeEmpty())
+
+		By("both workers Ready: the waiting launcher is told")
+		setStatus(workers[1], readyStatus)
+		Eventually(mark, framework.Timeout, framework.Interval).Should(Not(BeEmpty()))
+		Expect(time.Parse(time.RFC3339, mark(Default))).To(BeTemporally("~", time.Now(), time.Minute))
+
+		By("a launcher of the run whose wait has ended is left alone")
+		done := podOf(mpi.LauncherJob, "ready-launcher-0-0-y")
+		setStatus(done, corev1.PodStatus{Phase: corev1.PodRunning, InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: waiting, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}},
+		}})
+		Consistently(func(g Gomega) map[string]string {
+			var got corev1.Pod
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(done), &got)).To(Succeed())
+			return got.Annotations
+		}, framework.ShortWindow, framework.Interval).ShouldNot(HaveKey(api.AnnotationWorkersReady))
 	})
 
 	It("hands a TrainJob whose runtime is not MPI to upstream Trainer's framework, and admits it by upstream's rules", func() {

@@ -360,6 +360,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 var mpiDifferences = []string{
 	"spec.network.enableDNSHostnames",
 	"spec.network.subdomain",
+	"spec.replicatedJobs[launcher].dependsOn",
 	"spec.replicatedJobs[launcher].template.spec.completionMode",
 	"spec.replicatedJobs[launcher].template.spec.template.metadata.labels",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.containers[node].env[OMPI_MCA_btl_vader_single_copy_mechanism]",
@@ -372,6 +373,7 @@ var mpiDifferences = []string{
 	"spec.replicatedJobs[launcher].template.spec.template.spec.initContainers",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].configMap",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-hostfile].secret",
+	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-pod-info]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh-auth]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh-secret]",
 	"spec.replicatedJobs[launcher].template.spec.template.spec.volumes[mpi-ssh]",

@@ -145,8 +145,8 @@ var _ = Describe("kubectl mpi migrate", Ordered, func() {
 		node, launcher := js.Spec.ReplicatedJobs[0], js.Spec.ReplicatedJobs[1]
 		Expect(node.Name).To(Equal(mpi.NodeJob))
 		Expect(launcher.Name).To(Equal(mpi.LauncherJob))
-		// JobSet lets a replicated job depend only on those before it.
-		Expect(launcher.DependsOn).To(ConsistOf(jobsetv1alpha2.DependsOn{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}))
+		// The launcher starts with the workers, and waits for them.
+		Expect(launcher.DependsOn).To(BeEmpty())
 		Expect(*node.Template.Spec.Parallelism).To(BeEquivalentTo(2))
 
 		worker := container(node.Template.Spec.Template.Spec.Containers, mpi.TrainerContainer)
