@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -48,6 +50,8 @@ type result struct {
 }
 
 func main() {
+	// The watches' own log lines are not the benchmark's output.
+	ctrllog.SetLogger(logr.Discard())
 	// A flag set of its own: controller-runtime registers --kubeconfig on
 	// the global one.
 	fs := flag.NewFlagSet("benche2e", flag.ExitOnError)
@@ -127,13 +131,33 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 		return err
 	}
 
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	meter, err := newOperatorMeter(ctx, c, cs, kubeconfig, ns)
+	if err != nil {
+		return err
+	}
+	defer meter.cleanup(ctx, c, ns)
+	var works []string
 	fmt.Println("| scenario | creation → JobSet | creation → admitted | creation → all pods Running |")
 	fmt.Println("| --- | --- | --- | --- |")
-	for _, workers := range []int32{1, 8, 64} {
+	for _, workers := range []int32{1, 8, 64, 256} {
+		before, err := meter.read(ctx)
+		if err != nil {
+			return err
+		}
 		res, err := measure(ctx, c, w, ns, []string{fmt.Sprintf("w%d", workers)}, workers)
 		if err != nil {
 			return err
 		}
+		after, err := meter.read(ctx)
+		if err != nil {
+			return err
+		}
+		d := after.minus(before)
+		works = append(works, fmt.Sprintf("| 1 job, %d worker%s | %.0f | %.0f | %.2f s |", workers, map[bool]string{true: "", false: "s"}[workers == 1], d.reconciles, d.requests, d.cpu.Seconds()))
 		plural := "s"
 		if workers == 1 {
 			plural = ""
@@ -158,6 +182,12 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 			label = "max"
 		}
 		fmt.Printf("| 50 jobs × 4 workers created at once, %s | %.2f s | %.2f s | %.2f s |\n", label, pct(js, p).Seconds(), pct(adm, p).Seconds(), pct(runn, p).Seconds())
+	}
+	fmt.Println("\nThe operator's work for each job, from its creation until its pods are gone again (start and deletion):")
+	fmt.Println("\n| scenario | TrainJob reconciles | API requests | operator CPU |")
+	fmt.Println("| --- | --- | --- | --- |")
+	for _, l := range works {
+		fmt.Println(l)
 	}
 	return nil
 }

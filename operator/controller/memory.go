@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/pkg/diagnosis"
 )
 
 // memory is what the reconciler keeps of each TrainJob between its
@@ -41,10 +43,20 @@ type jobMemory struct {
 	// conflicts counts the reconciles in a row that found a child's name
 	// taken, for the back-off of conflictRecheck.
 	conflicts int
+	// sandbox is the last read of the kubelet's sandbox events, while
+	// the job has pods waiting for their sandbox (sandboxFailures).
+	sandbox *sandboxRead
+}
+
+// sandboxRead is when sandboxFailures last read the events, and what they
+// explained.
+type sandboxRead struct {
+	at       time.Time
+	findings []diagnosis.Finding
 }
 
 func (j *jobMemory) empty() bool {
-	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0
+	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0 && j.sandbox == nil
 }
 
 type expectation struct {
@@ -173,6 +185,24 @@ func (m *memory) statusBehind(job client.ObjectKey, resourceVersion string) bool
 		}
 	})
 	return behind
+}
+
+// lastSandboxRead returns the job's last read of sandbox events if it is
+// younger than maxAge at now.
+func (m *memory) lastSandboxRead(job client.ObjectKey, now time.Time, maxAge time.Duration) *sandboxRead {
+	var r *sandboxRead
+	m.update(job, func(j *jobMemory) {
+		if j.sandbox != nil && now.Sub(j.sandbox.at) < maxAge {
+			r = j.sandbox
+		}
+	})
+	return r
+}
+
+// readSandbox records a read of sandbox events; nil forgets the last once
+// no pod of the job waits for its sandbox.
+func (m *memory) readSandbox(job client.ObjectKey, r *sandboxRead) {
+	m.update(job, func(j *jobMemory) { j.sandbox = r })
 }
 
 // carry keeps the keys a restarted run takes until its Secret exists.

@@ -212,3 +212,32 @@ func TestConflictsBackOff(t *testing.T) {
 		t.Errorf("forget left a record")
 	}
 }
+
+// TestSandboxReads: a job's read of sandbox events serves its reconciles
+// for sandboxRecheck, and is forgotten, record and all, once no pod waits.
+func TestSandboxReads(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	pi, other := client.ObjectKey{Namespace: "ns", Name: "pi"}, client.ObjectKey{Namespace: "ns", Name: "other"}
+	var m memory
+	if m.lastSandboxRead(pi, t0, sandboxRecheck) != nil {
+		t.Fatal("a read before any was made")
+	}
+	m.readSandbox(pi, &sandboxRead{at: t0})
+	for _, tc := range []struct {
+		job  client.ObjectKey
+		at   time.Time
+		want bool
+	}{
+		{pi, t0.Add(sandboxRecheck - time.Second), true},
+		{pi, t0.Add(sandboxRecheck), false},
+		{other, t0, false},
+	} {
+		if got := m.lastSandboxRead(tc.job, tc.at, sandboxRecheck) != nil; got != tc.want {
+			t.Errorf("%s at +%s: a read to reuse %t, want %t", tc.job.Name, tc.at.Sub(t0), got, tc.want)
+		}
+	}
+	m.readSandbox(pi, nil)
+	if n := m.len(); n != 0 {
+		t.Errorf("%d records kept once no pod waits", n)
+	}
+}

@@ -16,9 +16,11 @@ import (
 // looks again: the kubelet's retries change nothing the job watches.
 const sandboxRecheck = 10 * time.Second
 
-// sandboxLookups bounds the pods whose events one reconcile reads: one
-// pod's cause explains the others', and a large job's pods all waiting
-// must not cost a request each.
+// sandboxLookups bounds the pods whose events one read covers: one pod's
+// cause explains the others', and a large job's pods all waiting must not
+// cost a request each. A job reads them at most once per sandboxRecheck:
+// each of its pods' updates brings it back, and a 256-worker job on a busy
+// cluster would otherwise read them on hundreds of reconciles.
 const sandboxLookups = 3
 
 // sandboxFailures explains the job's pods that have waited for their
@@ -29,17 +31,32 @@ func (r *TrainJobReconciler) sandboxFailures(ctx context.Context, s *scope) ([]d
 	if s.job == nil {
 		return nil, nil
 	}
-	lookups := 0
+	key := client.ObjectKeyFromObject(s.tj)
+	var waiting []*corev1.Pod
 	for i := range s.pods {
-		p := &s.pods[i]
-		if !diagnosis.AwaitsSandbox(p, s.now) {
-			continue
+		if p := &s.pods[i]; diagnosis.AwaitsSandbox(p, s.now) {
+			waiting = append(waiting, p)
 		}
-		s.recheck = minPositive(s.recheck, sandboxRecheck)
-		if lookups == sandboxLookups {
-			break
-		}
-		lookups++
+	}
+	if len(waiting) == 0 {
+		r.memory.readSandbox(key, nil)
+		return nil, nil
+	}
+	s.recheck = minPositive(s.recheck, sandboxRecheck)
+	if last := r.memory.lastSandboxRead(key, s.now, sandboxRecheck); last != nil {
+		return last.findings, nil
+	}
+	findings, err := r.readSandboxEvents(ctx, s, waiting[:min(len(waiting), sandboxLookups)])
+	if err != nil {
+		return nil, err
+	}
+	r.memory.readSandbox(key, &sandboxRead{at: s.now, findings: findings})
+	return findings, nil
+}
+
+// readSandboxEvents explains the first of pods the kubelet's events explain.
+func (r *TrainJobReconciler) readSandboxEvents(ctx context.Context, s *scope, pods []*corev1.Pod) ([]diagnosis.Finding, error) {
+	for _, p := range pods {
 		var events corev1.EventList
 		if err := r.apiReader.List(ctx, &events, client.InNamespace(p.Namespace), client.MatchingFieldsSelector{Selector: fields.SelectorFromSet(fields.Set{
 			"involvedObject.uid": string(p.UID), "reason": diagnosis.ReasonFailedCreatePodSandBox,

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// operatorWork is what the local cluster's operator process has done so
+// far: its CPU time, read from /proc through the PID file hack/cluster
+// keeps, and its TrainJob reconciles and API requests, read from its
+// metrics as a scraper allowed by RBAC reads them.
+type operatorWork struct {
+	cpu                  time.Duration
+	reconciles, requests float64
+}
+
+func (w operatorWork) minus(o operatorWork) operatorWork {
+	return operatorWork{cpu: w.cpu - o.cpu, reconciles: w.reconciles - o.reconciles, requests: w.requests - o.requests}
+}
+
+// operatorMeter reads operatorWork.
+type operatorMeter struct {
+	pid   int
+	url   string
+	token string
+	http  *http.Client
+}
+
+// newOperatorMeter finds the operator of the cluster whose directory holds
+// kubeconfig, and gets a token that may read its metrics: a ServiceAccount
+// of the benchmark's namespace bound to get /metrics.
+func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interface, kubeconfig, ns string) (*operatorMeter, error) {
+	pidFile := filepath.Join(filepath.Dir(kubeconfig), "pids", "torus-operator.pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return nil, fmt.Errorf("the operator's PID (hack/cluster keeps it): %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pidFile, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	var addr string
+	for _, a := range strings.Split(string(cmdline), "\x00") {
+		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			addr = v
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("the operator (PID %d) was started without --metrics-bind-address", pid)
+	}
+	const name = "bench-metrics"
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics"},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ns + "-metrics"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return nil, fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("a token to read the operator's metrics: %w", err)
+	}
+	return &operatorMeter{
+		pid: pid, url: "https://" + addr + "/metrics", token: tr.Status.Token,
+		// The operator's own serving certificate, on loopback.
+		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}},
+	}, nil
+}
+
+// cleanup deletes the cluster-wide objects newOperatorMeter made.
+func (m *operatorMeter) cleanup(ctx context.Context, c client.Client, ns string) {
+	_ = c.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics"}})
+	_ = c.Delete(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics"}})
+}
+
+// read takes a snapshot of the operator's work.
+func (m *operatorMeter) read(ctx context.Context) (operatorWork, error) {
+	var w operatorWork
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.pid))
+	if err != nil {
+		return w, err
+	}
+	// utime and stime, fields 14 and 15, after the command's parentheses.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	// The kernel's USER_HZ is 100 on Linux.
+	w.cpu = time.Duration(utime+stime) * 10 * time.Millisecond
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
+	if err != nil {
+		return w, err
+	}
+	req.Header.Set("Authorization", "Bearer "+m.token)
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return w, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return w, fmt.Errorf("reading the operator's metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return w, fmt.Errorf("parsing the operator's metrics: %w", err)
+	}
+	w.reconciles = sum(families["controller_runtime_reconcile_total"], "controller", "trainjob")
+	w.requests = sum(families["rest_client_requests_total"], "", "")
+	return w, nil
+}
+
+// sum adds a counter's series, those whose label has value when label is
+// set.
+func sum(f *dto.MetricFamily, label, value string) float64 {
+	if f == nil {
+		return 0
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		if label != "" {
+			match := false
+			for _, l := range m.GetLabel() {
+				match = match || (l.GetName() == label && l.GetValue() == value)
+			}
+			if !match {
+				continue
+			}
+		}
+		total += m.GetCounter().GetValue()
+	}
+	return total
+}
