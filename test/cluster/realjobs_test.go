@@ -210,7 +210,7 @@ func realNodeJobs(dirp *string) {
 			Eventually(func() string {
 				out, _ := kubectl(dir, "logs", pod, "-c", "mpi-ssh-setup")
 				return out
-			}, time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for the job's hosts to resolve (" + name + "-launcher-0-0." + name + ")"))
+			}, time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for " + name + "-launcher-0-0." + name + ": lookup "))
 			Consistently(func() string {
 				out, _ := kubectl(dir, "get", pod, "-o", `jsonpath={.status.containerStatuses[?(@.name=="node")].state}`)
 				return out
