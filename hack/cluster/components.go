@@ -456,6 +456,12 @@ func (c *cluster) startOperator(ctx context.Context) error {
 			if tag, err := csvImage(filepath.Join(root, "bundle", "manifests", "torus-operator.clusterserviceversion.yaml")); err == nil {
 				argv = append(argv, "--launch-image="+tag)
 			}
+			if !c.realNode {
+				// kwok runs no containers: no launcher can wait for its
+				// workers there, and its simulated run must start after
+				// theirs.
+				argv = append(argv, "--launcher-after-workers")
+			}
 			return supervisor.Spec{Argv: argv, Env: []string{"KUBECONFIG=" + c.kubeconfig()}}, nil
 		},
 		Ready: func(ctx context.Context, p []int) error {

@@ -80,7 +80,10 @@ type Options struct {
 	// LaunchImage is the image agent jobs' pods take Torus's launch agent
 	// from; empty: the operator's own, read from its pod.
 	LaunchImage string
-	Zap         zap.Options
+	// LauncherAfterWorkers starts launchers once their workers are Ready,
+	// rather than with them (children.BuildOptions.LauncherAfterWorkers).
+	LauncherAfterWorkers bool
+	Zap                  zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -119,6 +122,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
 	fs.StringVar(&o.LaunchImage, "launch-image", "",
 		"Image holding "+mpi.LaunchImagePath+", from which jobs using Torus's launch agent (annotation "+api.AnnotationRemoteLaunch+"="+api.RemoteLaunchAgent+") take it (default: the operator's own image, read from its pod).")
+	fs.BoolVar(&o.LauncherAfterWorkers, "launcher-after-workers", false,
+		"Start each launcher once its workers are Ready (JobSet dependsOn) rather than with them: for nodes that run no containers, such as kwok's, where no launcher can wait for its workers.")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -202,6 +207,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 		return controller.SetupControllers(mgr, controller.Options{
 			LaunchImage:              launchImage,
+			LauncherAfterWorkers:     o.LauncherAfterWorkers,
 			ProofKey:                 proofKey,
 			Upstream:                 others,
 			ClusterDomain:            o.ClusterDomain,

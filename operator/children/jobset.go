@@ -35,6 +35,11 @@ type BuildOptions struct {
 	// LaunchImage is Torus's image, holding mpi.LaunchImagePath: agent jobs'
 	// pods take the launch agent from it (mpi.SSHSettings.Agent).
 	LaunchImage string
+	// LauncherAfterWorkers starts the launcher once the workers are Ready
+	// (JobSet dependsOn), its SSH setup waiting for the hosts itself, even
+	// with a LaunchImage: for nodes that run no containers (kwok), where
+	// no launcher can wait for its workers.
+	LauncherAfterWorkers bool
 	// KueueJobSets: Kueue admits MPI jobs through its JobSet integration, so
 	// a queued TrainJob's JobSet carries the queue and starts suspended until
 	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
@@ -108,7 +113,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	// waits in an init container from it until each accepts a connection
 	// that proves it the job's (mpi.LaunchSetupArgs, mpi.LaunchWaitArgs);
 	// without, it starts once they are Ready, as upstream's does.
-	launcherWaits := opts.LaunchImage != ""
+	launcherWaits := opts.LaunchImage != "" && !opts.LauncherAfterWorkers
 	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage, launcherWaits: launcherWaits}
 	// The job's topology annotation, else its runtime's.
 	for _, a := range []map[string]string{tj.Annotations, rt.Annotations} {

@@ -475,6 +475,7 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 	for name, tc := range map[string]struct {
 		launch      string
 		image       string
+		after       bool
 		runtimeDeps []jobsetv1alpha2.DependsOn
 		wantDeps    []jobsetv1alpha2.DependsOn
 		// wantWait is the launcher's init container that waits from
@@ -496,6 +497,10 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			launch:   api.RemoteLaunchOpenSSH,
 			wantDeps: []jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
 		},
+		"OpenSSH with Torus's image, launchers after their workers (kwok)": {
+			launch: api.RemoteLaunchOpenSSH, image: image, after: true,
+			wantDeps: []jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, tc.launch)
@@ -510,7 +515,7 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: tc.image})
+			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: tc.image, LauncherAfterWorkers: tc.after})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -56,6 +56,8 @@ type Options struct {
 	// LaunchImage is the image agent jobs take Torus's launch agent from
 	// (children.BuildOptions.LaunchImage).
 	LaunchImage string
+	// LauncherAfterWorkers: children.BuildOptions.LauncherAfterWorkers.
+	LauncherAfterWorkers bool
 	// KueueTrainJobIntegration is true when Kueue's native TrainJob
 	// integration admits TrainJobs (through spec.suspend and
 	// runtimePatches). By default Kueue admits MPI jobs through its JobSet
@@ -355,7 +357,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
 		proofs:       proofs{key: opts.ProofKey},
-		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, KueueJobSets: !opts.KueueTrainJobIntegration},
+		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, LauncherAfterWorkers: opts.LauncherAfterWorkers, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

@@ -112,6 +112,8 @@ type stream struct {
 	done    atomic.Bool
 	// opened is closed once the request for the log has been answered.
 	opened chan struct{}
+	// previous reads the container's last run.
+	previous bool
 }
 
 // listPods lists the pods opts select, before Include picks among them.
@@ -294,8 +296,18 @@ func (s *streamer) maybeStart(ctx context.Context, p *corev1.Pod, first bool) *s
 	podDone := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil
 	running := cs != nil && cs.State.Running != nil
 	terminated := cs != nil && cs.State.Terminated != nil
-	if s.opts.Previous {
+	previous := s.opts.Previous
+	if previous {
 		running, terminated = cs != nil && cs.LastTerminationState.Terminated != nil, true
+	} else if !s.opts.Follow && !running && !terminated && cs != nil && cs.LastTerminationState.Terminated != nil {
+		// Waiting to run again (CrashLoopBackOff): what it printed last
+		// is what explains why, and the kubelet still holds it.
+		previous, terminated = true, true
+		reason := "waiting"
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
+			reason = cs.State.Waiting.Reason
+		}
+		fmt.Fprintf(s.opts.ErrOut, "%snot running (%s); the output of its last run follows\n", s.opts.Prefix(p), reason)
 	}
 	var restarts int32
 	if cs != nil {
@@ -329,7 +341,7 @@ func (s *streamer) maybeStart(ctx context.Context, p *corev1.Pod, first bool) *s
 	}
 	s.started[key] = true
 	sctx, cancel := context.WithCancel(ctx)
-	st := &stream{uid: p.UID, cancel: cancel, opened: make(chan struct{})}
+	st := &stream{uid: p.UID, cancel: cancel, opened: make(chan struct{}), previous: previous}
 	st.last.Store(time.Now().UnixNano())
 	st.stopped.Store(terminated || podDone || !s.opts.Follow)
 	s.active[key] = st
@@ -405,7 +417,7 @@ func (s *streamer) copy(ctx context.Context, p *corev1.Pod, st *stream) error {
 		SinceSeconds: s.opts.SinceSeconds,
 		TailLines:    s.opts.TailLines,
 		Timestamps:   s.opts.Timestamps,
-		Previous:     s.opts.Previous,
+		Previous:     st.previous,
 	})
 	rc, err := req.Stream(ctx)
 	close(st.opened)
