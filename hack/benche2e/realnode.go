@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -227,28 +226,29 @@ func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want
 // launcherPastInit reads, from the launcher's output, when the last rank
 // was past MPI_Init.
 func launcherPastInit(ctx context.Context, c client.Client, cs kubernetes.Interface, ns, name string) (time.Time, error) {
+	out, err := launcherOutput(ctx, c, cs, ns, name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return unixTime(pastInit, out, "its ranks past MPI_Init")
+}
+
+// launcherOutput is the output of a job's one launcher pod.
+func launcherOutput(ctx context.Context, c client.Client, cs kubernetes.Interface, ns, name string) ([]byte, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{
 		jobsetv1alpha2.JobSetNameKey: name, jobsetv1alpha2.ReplicatedJobNameKey: mpi.LauncherJob,
 	}); err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
 	if len(pods.Items) != 1 {
-		return time.Time{}, fmt.Errorf("%s has %d launcher pods, want 1", name, len(pods.Items))
+		return nil, fmt.Errorf("%s has %d launcher pods, want 1", name, len(pods.Items))
 	}
 	out, err := cs.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s's launcher output: %w", name, err)
+		return nil, fmt.Errorf("%s's launcher output: %w", name, err)
 	}
-	m := pastInit.FindSubmatch(out)
-	if m == nil {
-		return time.Time{}, fmt.Errorf("%s's launcher did not report its ranks past MPI_Init:\n%s", name, out)
-	}
-	secs, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return time.Unix(0, int64(secs*1e9)), nil
+	return out, nil
 }
 
 // floorJobSet is the floor: the local runtime's launcher and 2 workers as

@@ -14,10 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
-	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // scaleRuns is how many jobs each case of the launch and training
@@ -83,17 +81,8 @@ func runScaleJob(ctx context.Context, c client.Client, cs kubernetes.Interface, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{
-		jobsetv1alpha2.JobSetNameKey: name, jobsetv1alpha2.ReplicatedJobNameKey: mpi.LauncherJob,
-	}); err != nil {
+	if out, err = launcherOutput(ctx, c, cs, ns, name); err != nil {
 		return 0, created, nil, err
-	}
-	if len(pods.Items) != 1 {
-		return 0, created, nil, fmt.Errorf("%s has %d launcher pods, want 1", name, len(pods.Items))
-	}
-	if out, err = cs.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx); err != nil {
-		return 0, created, nil, fmt.Errorf("%s's launcher output: %w", name, err)
 	}
 	return running, created, out, deleteAndDrain(ctx, c, ns, tj)
 }

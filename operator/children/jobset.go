@@ -418,11 +418,7 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir, ReadOnly: true},
 	)
 	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
-	initMounts := []corev1.VolumeMount{
-		{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
-		{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
-		{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
-	}
+	initMounts := []corev1.VolumeMount{{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir}}
 	if role == api.RoleLauncher {
 		// The launcher's setup waits for the workers.
 		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
@@ -433,20 +429,30 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		// the agent's children.
 		ctr.Command, ctr.Args = mpi.LaunchAgentCommand(b.job.SSH), nil
 	}
-	init := corev1.Container{
-		Name:            mpi.SSHInitContainer,
+	init := b.torusInitContainer(mpi.SSHInitContainer, mpi.LaunchSetupArgs(b.job.SSH, role, b.callBack(role)), ctr, initMounts...)
+	setInitContainer(ps, init)
+}
+
+// torusInitContainer is an init container running torus-launch from
+// Torus's image with args, as ctr's user, with the job's Secret and the
+// SSH volume mounted, and more.
+func (b podBuilder) torusInitContainer(name string, args []string, ctr *corev1.Container, more ...corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
+		Name:            name,
 		Image:           b.launchImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{mpi.LaunchImagePath},
-		Args:            mpi.LaunchSetupArgs(b.job.SSH, role, b.callBack(role)),
+		Args:            args,
 		// A failed setup says why in the pod's status (diagnosis quotes it).
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
 		// Same user as the main container, so the files are its own.
 		SecurityContext: ctr.SecurityContext.DeepCopy(),
-		VolumeMounts:    initMounts,
+		VolumeMounts: append([]corev1.VolumeMount{
+			{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+			{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
+		}, more...),
 	}
-	setInitContainer(ps, init)
 }
 
 // podInfoVolume is the launcher's downward API volume, through which its
@@ -562,21 +568,7 @@ func (b podBuilder) addSSH(ps *corev1.PodSpec, ctr *corev1.Container, role strin
 	setInitContainer(ps, init)
 	if role == api.RoleLauncher && b.launcherWaits {
 		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
-		setLastInitContainer(ps, corev1.Container{
-			Name:                     mpi.WaitInitContainer,
-			Image:                    b.launchImage,
-			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  []string{mpi.LaunchImagePath},
-			Args:                     mpi.LaunchWaitArgs(b.job.SSH, b.callBack(role)),
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			Env:                      []corev1.EnvVar{b.restartAttemptEnv()},
-			SecurityContext:          ctr.SecurityContext.DeepCopy(),
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
-				{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
-				podInfoMount(),
-			},
-		})
+		setLastInitContainer(ps, b.torusInitContainer(mpi.WaitInitContainer, mpi.LaunchWaitArgs(b.job.SSH, b.callBack(role)), ctr, podInfoMount()))
 	}
 }
 

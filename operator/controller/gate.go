@@ -64,14 +64,19 @@ func (r *TrainJobReconciler) ungate(ctx context.Context, p *corev1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("encoding the patch that ungates pod %s: %w", p.Name, err)
 	}
+	return r.patchPod(ctx, p, types.StrategicMergePatchType, patch, "ungating")
+}
+
+// patchPod sends a patch that names the pod's UID: a pod gone, or replaced
+// meanwhile under the same name (a UID that does not match is refused as
+// Invalid), is left to the next reconcile, which reads it.
+func (r *TrainJobReconciler) patchPod(ctx context.Context, p *corev1.Pod, pt types.PatchType, patch []byte, doing string) error {
 	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
-	switch err := r.client.Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch)); {
+	switch err := r.client.Patch(ctx, target, client.RawPatch(pt, patch)); {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
-		// Gone, or replaced by a pod the next reconcile reads (a UID that
-		// does not match is refused as Invalid).
 		return nil
 	case err != nil:
-		return fmt.Errorf("ungating pod %s: %w", p.Name, err)
+		return fmt.Errorf("%s pod %s: %w", doing, p.Name, err)
 	}
 	return nil
 }

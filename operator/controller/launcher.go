@@ -8,11 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -86,13 +83,5 @@ func (r *TrainJobReconciler) mark(ctx context.Context, p *corev1.Pod, now time.T
 	if err != nil {
 		return fmt.Errorf("encoding the patch that marks pod %s: %w", p.Name, err)
 	}
-	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
-	switch err := r.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); {
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err), apierrors.IsInvalid(err):
-		// Gone, or replaced by a pod the next reconcile reads.
-		return nil
-	case err != nil:
-		return fmt.Errorf("marking pod %s: %w", p.Name, err)
-	}
-	return nil
+	return r.patchPod(ctx, p, types.MergePatchType, patch, "marking")
 }
