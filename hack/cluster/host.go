@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 // What the real nodes leave on the host, and how it is undone. Each node
@@ -23,6 +29,10 @@ import (
 // delete them under each other. Under /run, so a reboot, which ends both
 // the nodes and their bridge, ends the claim too.
 const hostClaim = "/run/torus-real-node"
+
+// nodeExitGrace is how long the nodes' processes have to exit once their
+// PID namespace has ended.
+const nodeExitGrace = 30 * time.Second
 
 // nodeTraces is what the nodes leave on the host, kept in node.json for
 // down.
@@ -126,9 +136,7 @@ func releaseHost() error {
 			errs = append(errs, fmt.Errorf("deleting bridge %s: %w: %s", bridgeName, err, out))
 		}
 	}
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupPrefix + "*")
-	more, _ := filepath.Glob("/sys/fs/cgroup/" + cgroupPrefix + "*")
-	for _, r := range append(roots, more...) {
+	for _, r := range nodeCgroups() {
 		if err := removeCgroup(r); err != nil {
 			errs = append(errs, err)
 		}
@@ -164,6 +172,9 @@ func (c *cluster) cleanRealNode() error {
 		}
 		return os.Remove(record)
 	}
+	if err := awaitNodeProcessesGone(); err != nil {
+		return err
+	}
 	if t != nil {
 		var errs []error
 		for s, v := range t.Sysctls {
@@ -189,6 +200,60 @@ func (c *cluster) cleanRealNode() error {
 		return nil
 	}
 	return os.Remove(record)
+}
+
+// nodeCgroups are the nodes' cgroup roots in every hierarchy.
+func nodeCgroups() []string {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupPrefix + "*")
+	more, _ := filepath.Glob("/sys/fs/cgroup/" + cgroupPrefix + "*")
+	return append(roots, more...)
+}
+
+// nodeProcesses are the PIDs in the nodes' cgroups, with their command
+// lines.
+func nodeProcesses() map[int]string {
+	procs := map[int]string{}
+	for _, root := range nodeCgroups() {
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+					procs[pid] = strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
+			return nil
+		})
+	}
+	return procs
+}
+
+// awaitNodeProcessesGone waits until the nodes' cgroups hold no process.
+// The end of a node's first process kills the rest of its PID namespace,
+// but they exit on their own time (a container freeing gigabytes takes a
+// while on a loaded machine), and a cgroup cannot be removed before they
+// have. Those still there after the grace are the node's own, by their
+// cgroup: they are killed by PID.
+func awaitNodeProcessesGone() error {
+	empty := func(context.Context) error {
+		if left := nodeProcesses(); len(left) > 0 {
+			return fmt.Errorf("processes left in the nodes' cgroups: %v", left)
+		}
+		return nil
+	}
+	if supervisor.Poll(context.Background(), nodeExitGrace, empty) == nil {
+		return nil
+	}
+	for pid := range nodeProcesses() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := supervisor.Poll(context.Background(), 10*time.Second, empty); err != nil {
+		return fmt.Errorf("the real nodes' processes outlived them and SIGKILL: %w", err)
+	}
+	return nil
 }
 
 // removeCgroup removes a cgroup directory tree, children first (cgroup

@@ -51,8 +51,9 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 	var dir string
 
 	BeforeAll(func() {
-		dir, _ = realNodeDir()
-		DeferCleanup(func() { clusterCmd(dir, "down") })
+		var before hostState
+		dir, before = realNodeDir()
+		DeferCleanup(func() { downLeavesNoTrace(dir, before) })
 		out, code := clusterCmd(dir, "up", "-operator", operator, "-real-node", "-openshift")
 		Expect(code).To(Equal(0), "cluster up -real-node -openshift failed:\n%s", out)
 		out, code = kubectl(dir, "create", "namespace", "team-a")

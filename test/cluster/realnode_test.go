@@ -90,13 +90,30 @@ func kubectlMPI(dir string, args ...string) (string, int) {
 }
 
 // realNodeDir skips without root, and otherwise gives a cluster directory
-// and the machine's state before a real node runs from it.
+// and the machine's state before a real node runs from it. It fails when a
+// real node's bridge or claim is already on the machine: a baseline with
+// them would blame the next down for what an earlier one left.
 func realNodeDir() (string, hostState) {
 	GinkgoHelper()
 	if os.Geteuid() != 0 {
 		framework.SkipRootTier("the real node needs root")
 	}
+	claim, err := os.ReadFile("/run/torus-real-node")
+	Expect(err).To(MatchError(os.ErrNotExist), "a real node's claim is on the machine (%q): an earlier cluster's down did not clean up", strings.TrimSpace(string(claim)))
+	_, err = os.Stat("/sys/class/net/torus0")
+	Expect(err).To(MatchError(os.ErrNotExist), "a real node's bridge torus0 is on the machine: an earlier cluster's down did not clean up")
 	return filepath.Join(GinkgoT().TempDir(), "cluster"), snapshotHost()
+}
+
+// downLeavesNoTrace stops the cluster in dir and fails, with down's own
+// words, unless it cleaned up after its real nodes and left the machine as
+// it was before they ran.
+func downLeavesNoTrace(dir string, before hostState) {
+	GinkgoHelper()
+	out, code := clusterCmd(dir, "down")
+	Expect(code).To(Equal(0), out)
+	Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
+	expectNoTrace(before)
 }
 
 // expectNoTrace fails unless the machine is as before the real node ran.
@@ -237,10 +254,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	realNodeDashboard(&dir)
 
 	It("leaves no trace on the machine after down", func() {
-		out, code := clusterCmd(dir, "down")
-		Expect(code).To(Equal(0), out)
-		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))
-		expectNoTrace(before)
+		downLeavesNoTrace(dir, before)
 		ps, err := exec.Command("ps", "-eo", "args").Output()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(ps)).NotTo(ContainSubstring(filepath.Join(dir, "node-")), "a process of a node outlived down")
