@@ -36,11 +36,13 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/hack/upstreamtrainer"
+	"github.com/torus-mpi/torus/operator/metacreate"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/samples"
@@ -450,10 +452,17 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		// its TrainJobs are created directly, as in a contender's run.
 		cfg := cp.ca.AdminConfig(proxy.URL)
 		cfg.QPS, cfg.Burst, cfg.UserAgent = -1, 0, "torus-bench-floor"
-		pc, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		httpClient, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			return err
 		}
+		plain, err := client.New(cfg, client.Options{Scheme: scheme.New(), HTTPClient: httpClient})
+		if err != nil {
+			return err
+		}
+		// Its creates are answered as the operator's are: with the new
+		// object's metadata only.
+		pc := metacreate.Wrap(plain, cfg, httpClient)
 		rt, err := samples.Runtime(runtimeName)
 		if err != nil {
 			return err

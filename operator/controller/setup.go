@@ -34,6 +34,7 @@ import (
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/operator/fairqueue"
+	"github.com/torus-mpi/torus/operator/metacreate"
 	"github.com/torus-mpi/torus/operator/startup"
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
@@ -349,7 +350,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	r := &TrainJobReconciler{
-		client:       mgr.GetClient(),
+		client:       metacreate.Wrap(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		apiReader:    mgr.GetAPIReader(),
 		recorder:     mgr.GetEventRecorder("torus-operator"),
 		clock:        opts.Clock,
