@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"time"
 
@@ -70,12 +71,14 @@ var torusContenders = []realContender{{
 // realTimes are one contender's measures, a job each.
 type realTimes struct {
 	running, pastInit, complete []time.Duration
+	phases                      []phaseClock
 }
 
 // runReal alternates, realRuns times, a job of the floor and one of each
 // contender on the real nodes, each alone on them: the floor is the same
 // pods as a plain JobSet (floorJobSet), timed from creation until all its
-// pods run; a contender's 2-worker Open MPI job is timed until its
+// pods run, once as they are and once with an init container each; a
+// contender's 2-worker Open MPI job is timed until its
 // launcher and workers run together, until every rank is past MPI_Init
 // (initProbe), and until it is Complete. Pods are polled every 50 ms,
 // which one job's few objects make cheap.
@@ -84,21 +87,29 @@ func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns s
 	if err := c.Get(ctx, client.ObjectKey{Name: localRuntime}, &local); err != nil {
 		return fmt.Errorf("reading %s, which hack/cluster -real-node installs: %w", localRuntime, err)
 	}
-	var floor realTimes
+	var floor, floorInit realTimes
 	contenders := make([]realTimes, len(rcs))
 	for i := range realRuns {
-		js := floorJobSet(ns, fmt.Sprintf("floor-%02d", i), &local)
-		start := time.Now()
-		if err := c.Create(ctx, js); err != nil {
-			return fmt.Errorf("creating %s: %w", js.Name, err)
-		}
-		d, err := untilAllRunning(ctx, c, ns, js.Name, 3, start, nil)
-		if err != nil {
-			return err
-		}
-		floor.running = append(floor.running, d)
-		if err := deleteAndDrain(ctx, c, ns, js); err != nil {
-			return err
+		for _, f := range []struct {
+			name  string
+			init  bool
+			times *realTimes
+		}{{"floor", false, &floor}, {"floor-init", true, &floorInit}} {
+			js := floorJobSet(ns, fmt.Sprintf("%s-%02d", f.name, i), &local, f.init)
+			start := time.Now()
+			if err := c.Create(ctx, js); err != nil {
+				return fmt.Errorf("creating %s: %w", js.Name, err)
+			}
+			pc := phaseClock{}
+			d, err := untilAllRunning(ctx, c, ns, js.Name, 3, start, nil, pc)
+			if err != nil {
+				return err
+			}
+			f.times.running = append(f.times.running, d)
+			f.times.phases = append(f.times.phases, pc)
+			if err := deleteAndDrain(ctx, c, ns, js); err != nil {
+				return err
+			}
 		}
 
 		for j, rc := range rcs {
@@ -106,10 +117,12 @@ func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns s
 				return err
 			}
 		}
+		fmt.Fprintf(os.Stderr, "benche2e: start, round %d of %d done\n", i+1, realRuns)
 	}
 	fmt.Printf("| %d jobs each, 2 workers × 2 ranks, alternating | creation → all pods Running, p50 | p95 | creation → every rank past MPI_Init, p50 | p95 | creation → Complete, p50 | p95 |\n", realRuns)
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
 	fmt.Printf("| floor: the same pods as a plain JobSet | %.2f s | %.2f s | | | | |\n", pct(floor.running, 50).Seconds(), pct(floor.running, 95).Seconds())
+	fmt.Printf("| the floor with one init container per pod | %.2f s | %.2f s | | | | |\n", pct(floorInit.running, 50).Seconds(), pct(floorInit.running, 95).Seconds())
 	for j, rc := range rcs {
 		t := contenders[j]
 		fmt.Printf("| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s |\n", rc.label,
@@ -123,6 +136,14 @@ func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns s
 		fmt.Printf("- %s: all pods Running %.2f×, every rank past MPI_Init %.2f×.\n", rc.label,
 			pct(contenders[j].running, 50).Seconds()/base, pct(contenders[j].pastInit, 50).Seconds()/base)
 	}
+	fmt.Printf("- the floor with one init container per pod: all pods Running %.2f×.\n", pct(floorInit.running, 50).Seconds()/base)
+	labels := []string{"floor", "floor, one init container per pod"}
+	clocks := [][]phaseClock{floor.phases, floorInit.phases}
+	for j, rc := range rcs {
+		labels = append(labels, rc.label)
+		clocks = append(clocks, contenders[j].phases)
+	}
+	printPhases(labels, clocks)
 	return nil
 }
 
@@ -154,7 +175,8 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 		}
 		return err
 	}
-	running, err := untilAllRunning(ctx, c, ns, name, 3, start, ended)
+	pc := phaseClock{}
+	running, err := untilAllRunning(ctx, c, ns, name, 3, start, ended, pc)
 	if err != nil {
 		return err
 	}
@@ -178,6 +200,8 @@ func runContenderJob(ctx context.Context, c client.Client, cs kubernetes.Interfa
 	}
 	t.running = append(t.running, running)
 	t.pastInit = append(t.pastInit, at.Sub(start))
+	pc.see("every rank past MPI_Init", at.Sub(start))
+	t.phases = append(t.phases, pc)
 	t.complete = append(t.complete, complete)
 	return deleteAndDrain(ctx, c, ns, tj)
 }
@@ -195,15 +219,25 @@ func finished(ctx context.Context, c client.Client, tj *trainer.TrainJob) (bool,
 }
 
 // untilAllRunning polls the pods of a JobSet until it has want Running at
-// once (a launcher and its workers), or ended reports the job's end.
-func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want int, start time.Time, ended func() error) (time.Duration, error) {
+// once (a launcher and its workers), or ended reports the job's end; pc,
+// when given, notes the steps of the start on the way.
+func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want int, start time.Time, ended func() error, pc phaseClock) (time.Duration, error) {
 	for {
 		if time.Since(start) > 3*time.Minute {
 			return 0, fmt.Errorf("%s's pods were not all Running within 3 minutes", name)
 		}
 		var pods corev1.PodList
+		at := time.Since(start)
+		if pc != nil {
+			if err := pc.observeJobSet(ctx, c, ns, name, at); err != nil {
+				return 0, err
+			}
+		}
 		if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}); err != nil {
 			return 0, err
+		}
+		if pc != nil {
+			pc.observe(pods.Items, at)
 		}
 		n := 0
 		for _, p := range pods.Items {
@@ -254,8 +288,10 @@ func launcherOutput(ctx context.Context, c client.Client, cs kubernetes.Interfac
 // floorJobSet is the floor: the local runtime's launcher and 2 workers as
 // a plain JobSet, created at once, with no start order, no SSH setup and
 // no probes, each container sleeping; same image, placement and node as
-// the contenders' pods.
-func floorJobSet(ns, name string, rt *trainer.ClusterTrainingRuntime) *jobsetv1alpha2.JobSet {
+// the contenders' pods. With init, each pod first runs one init container
+// that does nothing (true, from the same image): the least a pod that
+// prepares anything before its main container costs the kubelet.
+func floorJobSet(ns, name string, rt *trainer.ClusterTrainingRuntime, init bool) *jobsetv1alpha2.JobSet {
 	js := &jobsetv1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       *rt.Spec.Template.Spec.DeepCopy(),
@@ -275,6 +311,12 @@ func floorJobSet(ns, name string, rt *trainer.ClusterTrainingRuntime) *jobsetv1a
 			ctr := &ps.Containers[j]
 			ctr.Command, ctr.Args = []string{"sleep", "600"}, nil
 			ctr.StartupProbe, ctr.ReadinessProbe, ctr.LivenessProbe = nil, nil, nil
+		}
+		if init {
+			ps.InitContainers = []corev1.Container{{
+				Name: "init", Image: ps.Containers[0].Image, ImagePullPolicy: ps.Containers[0].ImagePullPolicy,
+				Command: []string{"true"}, SecurityContext: ps.Containers[0].SecurityContext.DeepCopy(),
+			}}
 		}
 	}
 	return js

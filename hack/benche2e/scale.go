@@ -65,7 +65,7 @@ func runScaleJob(ctx context.Context, c client.Client, cs kubernetes.Interface, 
 		}
 		return err
 	}
-	if running, err = untilAllRunning(ctx, c, ns, name, int(j.workers)+1, created, ended); err != nil {
+	if running, err = untilAllRunning(ctx, c, ns, name, int(j.workers)+1, created, ended, nil); err != nil {
 		return 0, created, nil, err
 	}
 	for {
