@@ -157,7 +157,7 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 			return err
 		}
 		d := after.minus(before)
-		works = append(works, fmt.Sprintf("| 1 job, %d worker%s | %.0f | %.0f | %.2f s |", workers, map[bool]string{true: "", false: "s"}[workers == 1], d.reconciles, d.requests, d.cpu.Seconds()))
+		works = append(works, fmt.Sprintf("| 1 job, %d worker%s | %.0f | %.0f (%s) | %.2f s |", workers, map[bool]string{true: "", false: "s"}[workers == 1], d.reconciles, d.requests, d.methods(), d.cpu.Seconds()))
 		plural := "s"
 		if workers == 1 {
 			plural = ""
@@ -184,7 +184,7 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 		fmt.Printf("| 50 jobs × 4 workers created at once, %s | %.2f s | %.2f s | %.2f s |\n", label, pct(js, p).Seconds(), pct(adm, p).Seconds(), pct(runn, p).Seconds())
 	}
 	fmt.Println("\nThe operator's work for each job, from its creation until its pods are gone again (start and deletion):")
-	fmt.Println("\n| scenario | TrainJob reconciles | API requests | operator CPU |")
+	fmt.Println("\n| scenario | TrainJob reconciles | API requests (by method) | operator CPU |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, l := range works {
 		fmt.Println(l)

@@ -46,6 +46,9 @@ type jobMemory struct {
 	// sandbox is the last read of the kubelet's sandbox events, while
 	// the job has pods waiting for their sandbox (sandboxFailures).
 	sandbox *sandboxRead
+	// progressAt is when a status patch that only counted progress was
+	// last sent, for progressInterval after it (writeStatus).
+	progressAt time.Time
 }
 
 // sandboxRead is when sandboxFailures last read the events, and what they
@@ -56,7 +59,7 @@ type sandboxRead struct {
 }
 
 func (j *jobMemory) empty() bool {
-	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0 && j.sandbox == nil
+	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0 && j.sandbox == nil && j.progressAt.IsZero()
 }
 
 type expectation struct {
@@ -185,6 +188,28 @@ func (m *memory) statusBehind(job client.ObjectKey, resourceVersion string) bool
 		}
 	})
 	return behind
+}
+
+// progressWait is how long a status patch that only counts progress must
+// wait at now, and forgets a progress write older than interval.
+func (m *memory) progressWait(job client.ObjectKey, now time.Time, interval time.Duration) time.Duration {
+	var wait time.Duration
+	m.update(job, func(j *jobMemory) {
+		if j.progressAt.IsZero() {
+			return
+		}
+		if since := now.Sub(j.progressAt); since < interval {
+			wait = interval - since
+			return
+		}
+		j.progressAt = time.Time{}
+	})
+	return wait
+}
+
+// wroteProgress records a status patch that only counted progress.
+func (m *memory) wroteProgress(job client.ObjectKey, now time.Time) {
+	m.update(job, func(j *jobMemory) { j.progressAt = now })
 }
 
 // lastSandboxRead returns the job's last read of sandbox events if it is

@@ -241,3 +241,31 @@ func TestSandboxReads(t *testing.T) {
 		t.Errorf("%d records kept once no pod waits", n)
 	}
 }
+
+// A job's progress-only status patches are spaced by the interval, and the
+// record of the last goes once the interval has passed.
+func TestProgressWrites(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	pi, other := client.ObjectKey{Namespace: "ns", Name: "pi"}, client.ObjectKey{Namespace: "ns", Name: "other"}
+	var m memory
+	if w := m.progressWait(pi, t0, progressInterval); w != 0 {
+		t.Fatalf("a wait of %s before any progress was written", w)
+	}
+	m.wroteProgress(pi, t0)
+	for _, tc := range []struct {
+		job  client.ObjectKey
+		at   time.Time
+		want time.Duration
+	}{
+		{pi, t0.Add(300 * time.Millisecond), 700 * time.Millisecond},
+		{other, t0.Add(300 * time.Millisecond), 0},
+		{pi, t0.Add(progressInterval), 0},
+	} {
+		if got := m.progressWait(tc.job, tc.at, progressInterval); got != tc.want {
+			t.Errorf("%s at +%s: wait %s, want %s", tc.job.Name, tc.at.Sub(t0), got, tc.want)
+		}
+	}
+	if n := m.len(); n != 0 {
+		t.Errorf("%d records kept once the interval passed", n)
+	}
+}

@@ -3,8 +3,10 @@ package controller
 import (
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -66,6 +68,44 @@ func TestOrderConditionsShowsWhatHolds(t *testing.T) {
 			orderConditions(tc.in)
 			if got := tc.in[len(tc.in)-1].Type; got != tc.last {
 				t.Errorf("last condition %s, want %s (%v)", got, tc.last, tc.in)
+			}
+		})
+	}
+}
+
+// Only a change of conditions' messages and of the replicated jobs'
+// counts is progress; any other change of the status is written at once.
+func TestProgressOnly(t *testing.T) {
+	base := func() *trainer.TrainJobStatus {
+		return &trainer.TrainJobStatus{
+			Conditions: []metav1.Condition{{Type: trainjob.ConditionRunning, Status: metav1.ConditionFalse, Reason: trainjob.ReasonPending, Message: "3/256 workers ready; launcher waits for all workers"}},
+			JobsStatus: []trainer.JobStatus{{Name: mpi.NodeJob, Ready: ptr.To[int32](3)}},
+		}
+	}
+	cases := map[string]struct {
+		change func(*trainer.TrainJobStatus)
+		want   bool
+	}{
+		"more workers ready": {func(s *trainer.TrainJobStatus) {
+			s.Conditions[0].Message = "4/256 workers ready; launcher waits for all workers"
+			s.JobsStatus[0].Ready = ptr.To[int32](4)
+		}, true},
+		"another reason": {func(s *trainer.TrainJobStatus) {
+			s.Conditions[0].Status, s.Conditions[0].Reason = metav1.ConditionTrue, trainjob.ReasonRunning
+		}, false},
+		"a condition more": {func(s *trainer.TrainJobStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "Completed"})
+		}, false},
+		"a replicated job more": {func(s *trainer.TrainJobStatus) {
+			s.JobsStatus = append(s.JobsStatus, trainer.JobStatus{Name: mpi.LauncherJob})
+		}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := base()
+			tc.change(b)
+			if got := progressOnly(base(), b); got != tc.want {
+				t.Errorf("progress only: %t, want %t", got, tc.want)
 			}
 		})
 	}

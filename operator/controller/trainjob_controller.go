@@ -196,7 +196,8 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	s := &scope{tj: tj.DeepCopy(), now: r.clock.Now()}
 	requeue, err := r.reconcile(ctx, s, rt, rtErr)
-	if statusErr := r.writeStatus(ctx, &tj, s); statusErr != nil {
+	wait, statusErr := r.writeStatus(ctx, &tj, s)
+	if statusErr != nil {
 		err = errors.Join(err, statusErr)
 	} else {
 		for _, e := range s.events {
@@ -212,6 +213,9 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	if s.recheck > 0 {
 		requeue = minPositive(requeue, s.recheck)
+	}
+	if wait > 0 {
+		requeue = minPositive(requeue, wait)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -609,19 +613,68 @@ func stoppedByTorus(tj *trainer.TrainJob) bool {
 		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady || c.Reason == trainjob.ReasonSchedulingTimeout)
 }
 
-// writeStatus sends one status patch, only when the status changed.
-func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) error {
+// progressInterval spaces the status patches of a job that only count its
+// progress (workers ready, the JobSet's counts): a 256-worker job's start
+// changes them with every pod, and each patch is a write, and a watch event
+// for every TrainJob watcher. A change of condition, reason or anything
+// else is written at once.
+const progressInterval = time.Second
+
+// writeStatus sends one status patch, only when the status changed; one
+// that only counts progress waits until progressInterval has passed since
+// the job's last such patch, and reports that wait (the reconcile comes
+// back then).
+func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) (time.Duration, error) {
 	orderConditions(s.tj.Status.Conditions)
 	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
-		return nil
+		return 0, nil
+	}
+	key := client.ObjectKeyFromObject(orig)
+	progress := len(s.events) == 0 && progressOnly(&orig.Status, &s.tj.Status)
+	if progress {
+		if wait := r.memory.progressWait(key, s.now, progressInterval); wait > 0 {
+			return wait, nil
+		}
 	}
 	err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig))
 	if err == nil && s.tj.ResourceVersion != orig.ResourceVersion {
-		r.memory.wroteStatus(client.ObjectKeyFromObject(orig), orig.ResourceVersion)
+		r.memory.wroteStatus(key, orig.ResourceVersion)
+		if progress {
+			r.memory.wroteProgress(key, s.now)
+		}
 	}
 	// A job deleted meanwhile has no status left to write.
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("updating TrainJob status: %w", err)
+		return 0, fmt.Errorf("updating TrainJob status: %w", err)
 	}
-	return nil
+	return 0, nil
+}
+
+// progressOnly reports whether two statuses differ only in what counts
+// progress: conditions' messages (same types, statuses and reasons) and
+// the replicated jobs' counts.
+func progressOnly(a, b *trainer.TrainJobStatus) bool {
+	if len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	ac, bc := a.DeepCopy(), b.DeepCopy()
+	for _, st := range []*trainer.TrainJobStatus{ac, bc} {
+		for i := range st.Conditions {
+			st.Conditions[i].Message = ""
+		}
+		st.JobsStatus = nil
+	}
+	if !equality.Semantic.DeepEqual(ac, bc) {
+		return false
+	}
+	// The same jobs, counted differently.
+	if len(a.JobsStatus) != len(b.JobsStatus) {
+		return false
+	}
+	for i := range a.JobsStatus {
+		if a.JobsStatus[i].Name != b.JobsStatus[i].Name {
+			return false
+		}
+	}
+	return true
 }
