@@ -110,8 +110,8 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 			api.AnnotationRemoteLaunch, api.RemoteLaunchAgent, api.AnnotationRemoteLaunch, api.RemoteLaunchOpenSSH)
 	}
 	// With Torus's image at hand, the launcher starts with its workers and
-	// waits in an init container from it until each accepts a connection
-	// that proves it the job's (mpi.LaunchSetupArgs, mpi.LaunchWaitArgs);
+	// waits, with the binary from it, until each accepts a connection that
+	// proves it the job's (mpi.LaunchWaitCommand, mpi.LaunchWaitArgs);
 	// without, it starts once they are Ready, as upstream's does.
 	launcherWaits := opts.LaunchImage != "" && !opts.LauncherAfterWorkers
 	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage, launcherWaits: launcherWaits}
@@ -392,9 +392,9 @@ var launchVolumeSize = resource.MustParse("64Mi")
 
 // addLaunchAgent gives a pod Torus's remote launch in place of OpenSSH: an
 // init container from Torus's image links the run's keys into the SSH
-// directory and installs the agent's binary (and, on the launcher, waits
-// for every worker's agent); workers run the agent; every container gets
-// the client's settings. Nothing of the user's image is run but MPI and
+// directory and installs the agent's binary; workers run the agent; the
+// launcher waits for every worker's agent before its command; every
+// container gets the client's settings. Nothing of the user's image is run but MPI and
 // the program.
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
@@ -419,18 +419,29 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 	)
 	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
 	initMounts := []corev1.VolumeMount{{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir}}
-	if role == api.RoleLauncher {
-		// The launcher's setup waits for the workers.
-		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
-		initMounts = append(initMounts, podInfoMount())
-	}
-	if role == api.RoleWorker {
+	setup := mpi.LaunchSetupArgs(b.job.SSH, role)
+	switch {
+	case role == api.RoleWorker:
 		// A worker serves the launcher's remote commands; its ranks are
 		// the agent's children.
 		ctr.Command, ctr.Args = mpi.LaunchAgentCommand(b.job.SSH), nil
+	case len(ctr.Command) > 0:
+		// The launcher waits for its workers in its own container, then
+		// runs its command in the wait's place; one that starts after
+		// them needs no mark of their readiness.
+		ctr.Command = mpi.LaunchWaitCommand(b.job.SSH, b.callBack(role), !b.launcherWaits, ctr.Command)
+		if b.launcherWaits {
+			ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
+			ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, podInfoMount())
+		}
+	default:
+		// The image's entrypoint runs, which Torus cannot wrap: the
+		// setup waits before it ends.
+		setup = mpi.LauncherSetupWaitArgs(b.job.SSH, b.callBack(role))
+		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
+		initMounts = append(initMounts, podInfoMount())
 	}
-	init := b.torusInitContainer(mpi.SSHInitContainer, mpi.LaunchSetupArgs(b.job.SSH, role, b.callBack(role)), ctr, initMounts...)
-	setInitContainer(ps, init)
+	setInitContainer(ps, b.torusInitContainer(mpi.SSHInitContainer, setup, ctr, initMounts...))
 }
 
 // torusInitContainer is an init container running torus-launch from

@@ -436,7 +436,9 @@ func TestBuildJobSetLaunchAgent(t *testing.T) {
 				if init.Image != image || init.Command[0] != mpi.LaunchImagePath || init.Args[0] != "setup" {
 					t.Errorf("%s's init container runs %s %v from %s, want torus-launch setup from Torus's image", role, init.Command, init.Args, init.Image)
 				}
-				if waits := slices.ContainsFunc(init.Args, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }); waits != (role == mpi.LauncherJob) {
+				// The launcher waits in its own container, ahead of its
+				// command (TestBuildJobSetStartOrder).
+				if waits := slices.ContainsFunc(init.Args, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }); waits {
 					t.Errorf("%s's init container waits for the hosts: %v", role, waits)
 				}
 				ctr := pod.Containers[0]
@@ -478,9 +480,11 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 		after       bool
 		runtimeDeps []jobsetv1alpha2.DependsOn
 		wantDeps    []jobsetv1alpha2.DependsOn
-		// wantWait is the launcher's init container that waits from
-		// Torus's image; "" for the SSH setup's own wait.
+		// wantWait is the launcher's container that waits from Torus's
+		// image; "" for the SSH setup's own wait.
 		wantWait string
+		// entrypoint: the launcher has no command, only its image's.
+		entrypoint bool
 	}{
 		"OpenSSH with Torus's image: the wait is a container of its own": {
 			launch: api.RemoteLaunchOpenSSH, image: image, wantWait: mpi.WaitInitContainer,
@@ -490,8 +494,15 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			runtimeDeps: []jobsetv1alpha2.DependsOn{initializer, {Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
 			wantDeps:    []jobsetv1alpha2.DependsOn{initializer},
 		},
-		"the launch agent: its setup waits": {
-			launch: api.RemoteLaunchAgent, image: image, wantWait: mpi.SSHInitContainer,
+		"the launch agent: the launcher's own container waits, then runs its command": {
+			launch: api.RemoteLaunchAgent, image: image, wantWait: mpi.TrainerContainer,
+		},
+		"the launch agent, a launcher running its image's entrypoint: its setup waits": {
+			launch: api.RemoteLaunchAgent, image: image, wantWait: mpi.SSHInitContainer, entrypoint: true,
+		},
+		"the launch agent, launchers after their workers (kwok): the wait reads no mark": {
+			launch: api.RemoteLaunchAgent, image: image, after: true, wantWait: mpi.TrainerContainer,
+			wantDeps: []jobsetv1alpha2.DependsOn{{Name: mpi.NodeJob, Status: jobsetv1alpha2.DependencyReady}},
 		},
 		"OpenSSH without Torus's image": {
 			launch:   api.RemoteLaunchOpenSSH,
@@ -508,6 +519,9 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			for i := range r.Spec.Template.Spec.ReplicatedJobs {
 				if rj := &r.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
 					rj.DependsOn = tc.runtimeDeps
+					if tc.entrypoint {
+						rj.Template.Spec.Template.Spec.Containers[0].Command = nil
+					}
 				}
 			}
 			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
@@ -525,19 +539,29 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			}
 			pod := launcher.Template.Spec.Template.Spec
 			var waits []string
-			for _, c := range pod.InitContainers {
-				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }) {
+			for _, c := range append(slices.Clone(pod.InitContainers), pod.Containers...) {
+				// The main container's wait is its command's; an init
+				// container's, its arguments.
+				argv := append(slices.Clone(c.Command), c.Args...)
+				if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--wait-hostfile=") }) {
 					waits = append(waits, c.Name)
-					if c.Image != image {
-						t.Errorf("%s waits from %s, want Torus's image", c.Name, c.Image)
+					if c.Image != image && !strings.HasPrefix(argv[0], mpi.LaunchBinDir+"/") {
+						t.Errorf("%s waits with %s from %s, want Torus's binary", c.Name, argv[0], c.Image)
 					}
-					if !slices.Contains(c.Args, "--workers-ready="+mpi.PodInfoMountPath+"/"+mpi.PodInfoWorkersReady) ||
-						!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					if c.Name == mpi.TrainerContainer {
+						// The wait, then the command as the runtime has it.
+						if i := slices.Index(argv, "--"); i < 0 || argv[1] != "wait" || !slices.Equal(argv[i+1:], []string{"mpirun", "/home/mpiuser/pi"}) {
+							t.Errorf("the launcher runs %v, want torus-launch wait ... -- mpirun /home/mpiuser/pi", argv)
+						}
+					}
+					readsMark := slices.Contains(argv, "--workers-ready="+mpi.PodInfoMountPath+"/"+mpi.PodInfoWorkersReady) &&
+						slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 							return m.Name == mpi.PodInfoVolume && m.MountPath == mpi.PodInfoMountPath
-						}) {
-						t.Errorf("%s does not read Torus's workers-ready mark: %v %v", c.Name, c.Args, c.VolumeMounts)
+						})
+					if readsMark == tc.after {
+						t.Errorf("%s reads Torus's workers-ready mark: %t, want %t: %v %v", c.Name, readsMark, !tc.after, argv, c.VolumeMounts)
 					}
-					if hostKeyOnly := slices.Contains(c.Args, "--wait-host-key-only"); hostKeyOnly != (tc.launch == api.RemoteLaunchOpenSSH) {
+					if hostKeyOnly := slices.Contains(argv, "--wait-host-key-only"); hostKeyOnly != (tc.launch == api.RemoteLaunchOpenSSH) {
 						t.Errorf("%s waits for the host key alone: %t", c.Name, hostKeyOnly)
 					}
 				}
@@ -561,8 +585,8 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 			if script := strings.Join(pod.InitContainers[0].Command, " "); strings.Contains(script, "getent") || strings.Contains(script, "sleep") {
 				t.Errorf("the SSH setup waits too:\n%s", script)
 			}
-			if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == mpi.PodInfoVolume && v.DownwardAPI != nil }) {
-				t.Errorf("the launcher has no downward API volume for the mark: %v", pod.Volumes)
+			if hasMark := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == mpi.PodInfoVolume && v.DownwardAPI != nil }); hasMark == tc.after {
+				t.Errorf("the launcher has a downward API volume for the mark: %t, want %t: %v", hasMark, !tc.after, pod.Volumes)
 			}
 		})
 	}

@@ -58,16 +58,25 @@ func (r *TrainJobReconciler) markWorkersReady(ctx context.Context, s *scope) err
 }
 
 // waitsForWorkers reports whether a launcher's wait for its workers runs:
-// the init container that mounts the pod-info volume is running.
+// the container that mounts the pod-info volume is running. An init
+// container's wait ends with it; the wait ahead of the launcher's command
+// (mpi.LaunchWaitCommand) cannot be seen to end, so such a launcher is
+// marked while it runs: one write per run.
 func waitsForWorkers(p *corev1.Pod) bool {
-	for _, c := range p.Spec.InitContainers {
-		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mpi.PodInfoVolume }) {
-			continue
-		}
-		for _, st := range p.Status.InitContainerStatuses {
-			if st.Name == c.Name {
-				return st.State.Running != nil
+	for _, set := range []struct {
+		specs    []corev1.Container
+		statuses []corev1.ContainerStatus
+	}{{p.Spec.InitContainers, p.Status.InitContainerStatuses}, {p.Spec.Containers, p.Status.ContainerStatuses}} {
+		for _, c := range set.specs {
+			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mpi.PodInfoVolume }) {
+				continue
 			}
+			for _, st := range set.statuses {
+				if st.Name == c.Name {
+					return st.State.Running != nil
+				}
+			}
+			return false
 		}
 	}
 	return false

@@ -83,6 +83,11 @@ type Wait struct {
 	// first seen written, or from the start without it.
 	ReadyFile string
 	Timeout   time.Duration
+	// Quiet keeps the wait's reasons to itself until it has lasted this
+	// long: waiting in the launcher's own container, ahead of the
+	// program, a wait that ends as its workers start adds nothing to the
+	// program's output. Giving up is always said.
+	Quiet time.Duration
 }
 
 // waitInterval is the pause between two attempts on a host that is not
@@ -101,7 +106,7 @@ func (s *Setup) Run(ctx context.Context) error {
 		}
 	}
 	if s.Wait != nil {
-		return s.wait(ctx)
+		return s.Wait.Run(ctx, s.Dir, s.Log)
 	}
 	return nil
 }
@@ -207,26 +212,32 @@ func install(dir string) error {
 	return nil
 }
 
-func (s *Setup) logf(format string, args ...any) {
-	if s.Log != nil {
-		fmt.Fprintf(s.Log, "torus: "+format+"\n", args...)
-	}
-}
-
-// wait is the launcher's wait (Wait): the hosts one after another, as
-// the slowest bounds it anyway.
-func (s *Setup) wait(ctx context.Context) error {
-	w := s.Wait
+// Run is the launcher's wait (Wait), with the client key and known hosts
+// in the SSH directory dir, saying what it waits for on log: the hosts
+// one after another, as the slowest bounds it anyway.
+func (w *Wait) Run(ctx context.Context, dir string, log io.Writer) error {
 	hosts, err := hostfileHosts(w.Hostfile)
 	if err != nil {
 		return err
 	}
-	client, err := NewClient(filepath.Join(s.Dir, w.Key), filepath.Join(s.Dir, w.KnownHosts))
+	client, err := NewClient(filepath.Join(dir, w.Key), filepath.Join(dir, w.KnownHosts))
 	if err != nil {
 		return err
 	}
 	me, _ := os.Hostname()
-	b := waitBound{file: w.ReadyFile, timeout: w.Timeout, start: time.Now(), log: s.logf}
+	start := time.Now()
+	say := func(format string, args ...any) {
+		if log != nil {
+			fmt.Fprintf(log, "torus: "+format+"\n", args...)
+		}
+	}
+	// quiet drops what is said before the wait has lasted w.Quiet.
+	quiet := func(format string, args ...any) {
+		if time.Since(start) >= w.Quiet {
+			say(format, args...)
+		}
+	}
+	b := waitBound{file: w.ReadyFile, timeout: w.Timeout, start: start, log: quiet}
 	type target struct {
 		host string
 		// connect: the host must accept a connection too, not only
@@ -264,12 +275,12 @@ func (s *Setup) wait(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			if msg := err.Error(); !said[msg] {
-				s.logf("waiting for %s: %v", t.host, err)
+			if msg := err.Error(); !said[msg] && time.Since(start) >= w.Quiet {
+				say("waiting for %s: %v", t.host, err)
 				said[msg] = true
 			}
 			if b.passed() {
-				s.logf("%s still fails (%v) %s after every worker was Ready; starting anyway", t.host, err, w.Timeout)
+				say("%s still fails (%v) %s after every worker was Ready; starting anyway", t.host, err, w.Timeout)
 				return nil
 			}
 			select {

@@ -3,7 +3,10 @@ package mpi
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -44,11 +47,10 @@ func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 // directory from the Secret's volume, which the other containers mount
 // too (the init container runs as the user of Torus's image, the others as
 // their image's: a copy would be unreadable to them, a link leaves the
-// kubelet's files as they are), installs the binary into LaunchBinDir
-// and, on the launcher, waits for the workers (waitArgs). callBack is as
-// for SSHSetupScript. The pod's run comes from EnvRestartAttempt, which the
-// kubelet expands into the arguments.
-func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
+// kubelet's files as they are), and installs the binary into LaunchBinDir.
+// The pod's run comes from EnvRestartAttempt, which the kubelet expands
+// into the arguments.
+func LaunchSetupArgs(s SSHSettings, role string) []string {
 	args := append(setupArgs(path.Join(SSHVolumeMountPath, SSHDirSubPath)), "--install="+LaunchBinDir)
 	// The files of sshFiles the agent reads: the client key and known hosts
 	// everywhere (workers launch in a tree too); the host key and the
@@ -59,11 +61,42 @@ func LaunchSetupArgs(s SSHSettings, role, callBack string) []string {
 		}
 		args = append(args, f.setupFlag())
 	}
-	if !runsSSHD(role) {
-		args = append(args, waitArgs(s, callBack)...)
-	}
 	return args
 }
+
+// LauncherSetupWaitArgs are LaunchSetupArgs for a launcher whose command
+// Torus cannot wrap (LaunchWaitCommand): its container runs its image's
+// entrypoint, so the setup waits for the workers (waitArgs) before it
+// ends. callBack is as for SSHSetupScript.
+func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
+	return append(LaunchSetupArgs(s, api.RoleLauncher), waitArgs(s, callBack)...)
+}
+
+// LaunchWaitCommand is an agent job's launcher command: torus-launch wait
+// for the workers (waitArgs), then command in its place. Waiting in the
+// launcher's own container rather than in an init container takes one
+// container's exit off the path to mpirun: the kubelet learns of an init
+// container's exit at its next relist of the pod's containers, up to a
+// second later. The wait's reasons are held back for launcherWaitQuiet, so
+// a launcher whose workers start with it logs only its program.
+//
+// afterReady is for a launcher created once its workers were Ready (JobSet
+// dependsOn): its wait is bounded from its start, and reads no mark.
+func LaunchWaitCommand(s SSHSettings, callBack string, afterReady bool, command []string) []string {
+	args := append([]string{path.Join(LaunchBinDir, LaunchBinary), "wait",
+		"--dir=" + s.Path,
+		"--quiet-for=" + launcherWaitQuiet.String(),
+	}, waitArgs(s, callBack)...)
+	if afterReady {
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, workersReadyFlag) })
+	}
+	return append(append(args, "--"), command...)
+}
+
+// launcherWaitQuiet is how long the launcher's own wait keeps its reasons
+// to itself: about what two nodes need to start a pod with an init
+// container; past it, a slow worker is worth a line.
+const launcherWaitQuiet = 5 * time.Second
 
 // LaunchWaitArgs are the arguments of torus-launch setup as the launcher's
 // WaitInitContainer where the image's OpenSSH launches the ranks: it links
@@ -80,6 +113,9 @@ func LaunchWaitArgs(s SSHSettings, callBack string) []string {
 	}
 	return append(append(args, waitArgs(s, callBack)...), "--wait-host-key-only")
 }
+
+// workersReadyFlag names the file holding Torus's workers-ready mark.
+const workersReadyFlag = "--workers-ready="
 
 // waitDirSubPath is the directory of LaunchWaitArgs in the SSH volume.
 const waitDirSubPath = "wait"
@@ -112,7 +148,7 @@ func waitArgs(s SSHSettings, callBack string) []string {
 		"--wait-port=" + strconv.Itoa(int(s.Port)),
 		"--wait-key=" + SSHPrivateKeyFile,
 		"--wait-known-hosts=" + SSHKnownHosts,
-		"--workers-ready=" + path.Join(PodInfoMountPath, PodInfoWorkersReady),
+		workersReadyFlag + path.Join(PodInfoMountPath, PodInfoWorkersReady),
 		"--ready-timeout=" + hostsAcceptTimeout.String(),
 	}
 	if callBack != "" {

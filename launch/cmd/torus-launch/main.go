@@ -1,7 +1,9 @@
 // Command torus-launch is Torus's remote launch for MPI jobs, in place of
 // OpenSSH: one static binary that Torus's image delivers into a job's pods.
 //
-//	torus-launch setup [flags]   first in every pod: the job's keys, the binary installed, the launcher's wait
+//	torus-launch setup [flags]   first in every pod: the job's keys, the binary installed
+//	torus-launch wait [flags] -- command...
+//	                             on the launcher: waits for every worker's agent, then runs command in its place
 //	torus-launch agent [flags]   on each worker: serves the launcher's and the daemons' remote commands
 //	torus-ssh [ssh options] host command...
 //	                             the ssh MPI launchers run (the same binary under its client name)
@@ -18,6 +20,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -35,18 +38,20 @@ func main() {
 		os.Exit(sshMain(os.Args[1:]))
 	}
 	if len(os.Args) < 2 {
-		fail("usage: torus-launch setup|agent|ssh [flags]")
+		fail("usage: torus-launch setup|wait|agent|ssh [flags]")
 	}
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "setup":
 		err = setup(args)
+	case "wait":
+		err = waitThenExec(args)
 	case "agent":
 		err = agent(args)
 	case "ssh":
 		os.Exit(sshMain(args))
 	default:
-		err = fmt.Errorf("unknown command %q: use setup, agent or ssh", cmd)
+		err = fmt.Errorf("unknown command %q: use setup, wait, agent or ssh", cmd)
 	}
 	if err != nil {
 		fail(err.Error())
@@ -73,14 +78,7 @@ func setup(args []string) error {
 	fs.StringSliceVar(&keyed, "keyed-file", nil, "KEY:NAME:MODE, a file to copy from the Secret in this run's generation")
 	fs.StringVar(&s.InstallDir, "install", "", "a directory to install this binary into")
 	fs.BoolVar(&s.Link, "link", false, "link the files to the Secret's rather than copy them (other containers mount the Secret too)")
-	fs.StringVar(&w.Hostfile, "wait-hostfile", "", "on the launcher: wait for the hosts of this hostfile")
-	fs.StringVar(&w.CallBack, "wait-callback", "", "a name to wait for besides, the launcher's own")
-	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
-	fs.StringVar(&w.Key, "wait-key", "", "the client key's name in the SSH directory")
-	fs.StringVar(&w.KnownHosts, "wait-known-hosts", "known_hosts", "the known hosts' name in the SSH directory")
-	fs.BoolVar(&w.HostKeyOnly, "wait-host-key-only", false, "end a host's wait at the job's host key, without logging in (OpenSSH's sshd)")
-	fs.StringVar(&w.ReadyFile, "workers-ready", "", "a file that is empty until every worker is Ready: the wait is unbounded until then")
-	fs.DurationVar(&w.Timeout, "ready-timeout", 30*time.Second, "how long to wait for the hosts once every worker is Ready (or from the start, without --workers-ready)")
+	waitFlags(fs, &w)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,6 +111,52 @@ func setup(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return s.Run(ctx)
+}
+
+// waitFlags are the flags of the launcher's wait, in setup and wait.
+func waitFlags(fs *pflag.FlagSet, w *launchagent.Wait) {
+	fs.StringVar(&w.Hostfile, "wait-hostfile", "", "on the launcher: wait for the hosts of this hostfile")
+	fs.StringVar(&w.CallBack, "wait-callback", "", "a name to wait for besides, the launcher's own")
+	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
+	fs.StringVar(&w.Key, "wait-key", "", "the client key's name in the SSH directory")
+	fs.StringVar(&w.KnownHosts, "wait-known-hosts", "known_hosts", "the known hosts' name in the SSH directory")
+	fs.BoolVar(&w.HostKeyOnly, "wait-host-key-only", false, "end a host's wait at the job's host key, without logging in (OpenSSH's sshd)")
+	fs.StringVar(&w.ReadyFile, "workers-ready", "", "a file that is empty until every worker is Ready: the wait is unbounded until then")
+	fs.DurationVar(&w.Timeout, "ready-timeout", 30*time.Second, "how long to wait for the hosts once every worker is Ready (or from the start, without --workers-ready)")
+}
+
+// waitThenExec waits for the launcher's hosts, then replaces itself with
+// the command after "--": the launcher's program keeps the container's
+// process, its signals and its exit code.
+func waitThenExec(args []string) error {
+	fs := pflag.NewFlagSet("wait", pflag.ContinueOnError)
+	fs.SetInterspersed(false)
+	var w launchagent.Wait
+	dir := fs.String("dir", "", "the SSH directory holding the client key and known hosts")
+	waitFlags(fs, &w)
+	fs.DurationVar(&w.Quiet, "quiet-for", 0, "say nothing of what the wait waits for until it has lasted this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	command := fs.Args()
+	if *dir == "" || w.Hostfile == "" || len(command) == 0 {
+		return errors.New("usage: torus-launch wait --dir=DIR --wait-hostfile=FILE [flags] -- command [args...]")
+	}
+	// Found before the wait: a command that is not there fails at once.
+	prog, err := exec.LookPath(command[0])
+	if err != nil {
+		return fmt.Errorf("the launcher's command: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err = w.Run(ctx, *dir, os.Stderr)
+	stop()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Exec(prog, command, os.Environ()); err != nil {
+		return fmt.Errorf("running %s: %w", prog, err)
+	}
+	return nil
 }
 
 func parseFile(spec string) (launchagent.SetupFile, error) {

@@ -647,16 +647,27 @@ var _ = Describe("MPI TrainJob", func() {
 			pod.Status = status
 			Expect(fw.Client.Status().Update(ctx, pod)).To(Succeed())
 		}
+		// The runtime's launcher waits ahead of its command, in its own
+		// container; a launcher without a command, in an init container.
 		var waiting string
-		for _, c := range launcher.Spec.InitContainers {
+		var initWaits bool
+		for _, c := range append(slices.Clone(launcher.Spec.InitContainers), launcher.Spec.Containers...) {
 			if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == mpi.PodInfoVolume }) {
 				waiting = c.Name
+				initWaits = slices.ContainsFunc(launcher.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name })
 			}
 		}
-		Expect(waiting).NotTo(BeEmpty(), "no init container of the launcher reads the workers-ready mark")
-		setStatus(launcher, corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: waiting, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}},
-		}})
+		Expect(waiting).NotTo(BeEmpty(), "no container of the launcher reads the workers-ready mark")
+		waitIs := func(phase corev1.PodPhase, state corev1.ContainerState) corev1.PodStatus {
+			st := corev1.PodStatus{Phase: phase}
+			if initWaits {
+				st.InitContainerStatuses = []corev1.ContainerStatus{{Name: waiting, State: state}}
+			} else {
+				st.ContainerStatuses = []corev1.ContainerStatus{{Name: waiting, State: state}}
+			}
+			return st
+		}
+		setStatus(launcher, waitIs(corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}))
 		readyStatus := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 		mark := func(g Gomega) string {
 			var got corev1.Pod
@@ -673,11 +684,9 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(mark, framework.Timeout, framework.Interval).Should(Not(BeEmpty()))
 		Expect(time.Parse(time.RFC3339, mark(Default))).To(BeTemporally("~", time.Now(), time.Minute))
 
-		By("a launcher of the run whose wait has ended is left alone")
+		By("a launcher of the run whose waiting container has ended is left alone")
 		done := podOf(mpi.LauncherJob, "ready-launcher-0-0-y")
-		setStatus(done, corev1.PodStatus{Phase: corev1.PodRunning, InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: waiting, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}},
-		}})
+		setStatus(done, waitIs(corev1.PodRunning, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}))
 		Consistently(func(g Gomega) map[string]string {
 			var got corev1.Pod
 			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(done), &got)).To(Succeed())

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torus-mpi/torus/pkg/mpi"
+)
+
+// runAsMain makes the test binary torus-launch itself when a test runs it
+// with this variable set.
+const runAsMain = "TORUS_LAUNCH_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// torusLaunch is a command running torus-launch with args.
+func torusLaunch(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), runAsMain+"=1")
+	return cmd
+}
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestWaitThenRunsTheCommand: the launcher's wait ends once every host's
+// agent proves it the job's, then the command runs in its place, with its
+// own output and exit code; a wait that gives up says why even when quiet,
+// and a command that is not there fails before any wait.
+func TestWaitThenRunsTheCommand(t *testing.T) {
+	keys, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	agent := torusLaunch(t, "agent", "--listen=127.0.0.1:0",
+		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
+		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
+	stderr, err := agent.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the agent said %q: %v", line, err)
+	}
+	_, addr, _ := strings.Cut(strings.TrimSpace(line), "listening on ")
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("the agent said %q", line)
+	}
+	// A port nothing listens on: a worker whose agent has not started.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+
+	writeFile(t, dir, "id", keys.ClientPrivate)
+	writeFile(t, dir, "known_hosts", keys.HostPublic)
+	hostfile := writeFile(t, dir, "hostfile", []byte("127.0.0.1 slots=2\n"))
+	for _, tc := range []struct {
+		name    string
+		port    string
+		quiet   string
+		command []string
+		// wantOut and wantCode are the command's; wantErr, what the wait
+		// says, and notErr what it must not.
+		wantOut, wantErr, notErr string
+		wantCode                 int
+	}{
+		{name: "the job's agent answers: the command runs with its output and exit code", port: port, quiet: "0s",
+			command: []string{"/bin/sh", "-c", `echo "ran $0 with $TORUS_TEST"; exit 3`, "mpirun"}, wantOut: "ran mpirun with kept\n", wantCode: 3},
+		{name: "a command found in PATH", port: port, quiet: "0s",
+			command: []string{"sh", "-c", "echo found"}, wantOut: "found\n"},
+		{name: "no agent: the wait gives up, saying so though quiet, and the command runs", port: closed, quiet: "1h",
+			command: []string{"/bin/sh", "-c", "echo ran"}, wantOut: "ran\n", wantErr: "starting anyway", notErr: "torus: waiting for"},
+		{name: "no agent, not quiet: the wait says what it waits for", port: closed, quiet: "0s",
+			command: []string{"/bin/sh", "-c", "echo ran"}, wantOut: "ran\n", wantErr: "torus: waiting for 127.0.0.1: connect to host 127.0.0.1 port " + closed},
+		{name: "a command that is not there fails at once", port: closed, quiet: "0s",
+			command: []string{"no-such-launcher"}, wantCode: 1, wantErr: `torus-launch: the launcher's command: exec: "no-such-launcher": executable file not found in $PATH`, notErr: "waiting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := torusLaunch(t, append([]string{"wait", "--dir=" + dir, "--wait-hostfile=" + hostfile, "--wait-port=" + tc.port,
+				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=300ms", "--quiet-for=" + tc.quiet, "--"}, tc.command...)...)
+			cmd.Env = append(cmd.Env, "TORUS_TEST=kept")
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || out.String() != tc.wantOut {
+				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out.String(), tc.wantCode, tc.wantOut, errOut.String())
+			}
+			if tc.wantErr == "" && errOut.Len() > 0 {
+				t.Errorf("stderr %q, want nothing", errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Errorf("stderr %q, want %q", errOut.String(), tc.wantErr)
+			}
+			if tc.notErr != "" && strings.Contains(errOut.String(), tc.notErr) {
+				t.Errorf("stderr %q says %q", errOut.String(), tc.notErr)
+			}
+		})
+	}
+}
