@@ -196,10 +196,14 @@ bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 2
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e
-bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running on a fresh local cluster's kwok nodes, for jobs of 1 to 256 workers and 50 jobs at once, and the operator's reconciles, API requests and CPU for each job.
+bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running on a fresh local cluster's kwok nodes, for jobs of 1 to 256 workers and 50 jobs at once, and the controller's reconciles, API requests and CPU for each job: Torus through Kueue, Torus unqueued, then upstream Trainer's controller and MPI runtime unqueued on a fresh cluster.
+	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig && status=0 || status=$$?; \
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig && $(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -queue=false && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -upstream-trainer
+	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -upstream && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real

@@ -1,14 +1,19 @@
 // Command benche2e measures, on the local cluster (make cluster-up), how
 // long MPI jobs take from TrainJob creation until Kueue admitted them and
-// until every pod (launcher and workers) runs: one job of 1, 8 and 64
-// workers, then 50 jobs of 4 workers submitted at once. With -real-node,
+// until every pod (launcher and workers) runs: one job of 1, 8, 64 and 256
+// workers, then 50 jobs of 4 workers submitted at once, and the work the
+// controller did for each. With -upstream, the same jobs on upstream
+// Trainer's published MPI runtime, with upstream's controller (hack/cluster
+// -upstream-trainer), and with neither Torus nor upstream queued
+// (-queue=false): Kueue's JobSet integration admits upstream's JobSets
+// only with a label upstream does not give them. With -real-node,
 // real jobs on the cluster's real nodes instead, each beside the floor of
 // the same pods as a plain JobSet (realnode.go); with -upstream too, the
 // same jobs on upstream Trainer's published MPI runtime, on a cluster
 // where upstream's controller runs instead of Torus (hack/cluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-real-node [-upstream]]
+//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-upstream | -queue=false] [-real-node [-upstream]]
 package main
 
 import (
@@ -38,7 +43,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -57,20 +61,31 @@ func main() {
 	fs := flag.NewFlagSet("benche2e", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cluster/kubeconfig", "the local cluster's kubeconfig")
 	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
-	upstream := fs.Bool("upstream", false, "with -real-node, on upstream Trainer's MPI runtime (hack/cluster up -real-node -upstream-trainer)")
+	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (hack/cluster up -upstream-trainer, with -real-node for real jobs)")
+	queue := fs.Bool("queue", true, "without -real-node, submit Torus's jobs through a Kueue queue")
 	sections := fs.String("sections", "start,launch,training", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks)")
 	_ = fs.Parse(os.Args[1:])
-	if *upstream && !*real {
-		fmt.Fprintln(os.Stderr, "benche2e: -upstream measures real jobs: add -real-node")
-		os.Exit(2)
+	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
+	if *upstream {
+		k = kwokContender{runtime: upstreamRuntime, upstream: true}
 	}
-	if err := run(*kubeconfig, *real, *upstream, strings.Split(*sections, ",")); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, real, upstream bool, sections []string) error {
+// kwokContender is what the kwok benchmark submits: Torus's jobs, queued
+// or not, or upstream's.
+type kwokContender struct {
+	runtime  string
+	queue    bool
+	upstream bool
+	// label names the contender in the tables.
+	label string
+}
+
+func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -122,8 +137,13 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 		}
 		return nil
 	}
-	if err := setup(ctx, c, ns); err != nil {
+	if err := setup(ctx, c, ns, &k); err != nil {
 		return err
+	}
+	if k.upstream {
+		defer func() {
+			_ = c.Delete(ctx, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: upstreamRuntime}})
+		}()
 	}
 	defer func() { _ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) }()
 	w, err := newWatcher(ctx, cfg, ns)
@@ -135,12 +155,17 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 	if err != nil {
 		return err
 	}
-	meter, err := newOperatorMeter(ctx, c, cs, kubeconfig, ns)
+	meter, err := newOperatorMeter(ctx, c, cs, kubeconfig, ns, k.upstream)
 	if err != nil {
 		return err
 	}
 	defer meter.cleanup(ctx, c, ns)
 	var works []string
+	queued := "not queued"
+	if k.queue {
+		queued = "through Kueue"
+	}
+	fmt.Printf("%s, %s:\n\n", k.label, queued)
 	fmt.Println("| scenario | creation → JobSet | creation → admitted | creation → all pods Running |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, workers := range []int32{1, 8, 64, 256} {
@@ -148,7 +173,7 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := measure(ctx, c, w, ns, []string{fmt.Sprintf("w%d", workers)}, workers)
+		res, err := measure(ctx, c, w, ns, k, []string{fmt.Sprintf("w%d", workers)}, workers)
 		if err != nil {
 			return err
 		}
@@ -168,7 +193,7 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("c%02d", i)
 	}
-	res, err := measure(ctx, c, w, ns, names, 4)
+	res, err := measure(ctx, c, w, ns, k, names, 4)
 	if err != nil {
 		return err
 	}
@@ -183,7 +208,7 @@ func run(kubeconfig string, real, upstream bool, sections []string) error {
 		}
 		fmt.Printf("| 50 jobs × 4 workers created at once, %s | %.2f s | %.2f s | %.2f s |\n", label, pct(js, p).Seconds(), pct(adm, p).Seconds(), pct(runn, p).Seconds())
 	}
-	fmt.Println("\nThe operator's work for each job, from its creation until its pods are gone again (start and deletion):")
+	fmt.Printf("\nThe work of %s's TrainJob controller for each job, from its creation until its pods are gone again (start and deletion):\n", k.label)
 	fmt.Println("\n| scenario | TrainJob reconciles | API requests (by method) | operator CPU |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, l := range works {
@@ -202,7 +227,7 @@ func pct(d []time.Duration, p int) time.Duration {
 // setup makes a namespace, a queue with room for everything measured, and
 // a runtime whose launcher runs for an hour, so that "all pods Running" is
 // a state that lasts.
-func setup(ctx context.Context, c client.Client, ns string) error {
+func setup(ctx context.Context, c client.Client, ns string, k *kwokContender) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
@@ -232,7 +257,17 @@ func setup(ctx context.Context, c client.Client, ns string) error {
 	if err != nil {
 		return err
 	}
-	rt.Name = "bench-openmpi"
+	if k.upstream {
+		up, version, err := upstreamMPIRuntime()
+		if err != nil {
+			return err
+		}
+		// The launcher is not a node, so the job's shape is Torus's.
+		up.Spec.MLPolicy.MPI.RunLauncherAsNode = ptr.To(false)
+		rt = up
+		k.label = "upstream Trainer " + version + " (deepspeed-distributed)"
+	}
+	rt.ObjectMeta = metav1.ObjectMeta{Name: k.runtime}
 	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
 		pod := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template
 		pod.Annotations = map[string]string{"torus-mpi.io/kwok-run-duration": "1h"}
@@ -244,19 +279,22 @@ func setup(ctx context.Context, c client.Client, ns string) error {
 // pods Running, from watches (polling 50 jobs would load the API server it
 // measures, and queue behind the client's own rate limiter), then deletes
 // them.
-func measure(ctx context.Context, c client.Client, w *watcher, ns string, names []string, workers int32) ([]result, error) {
+func measure(ctx context.Context, c client.Client, w *watcher, ns string, k kwokContender, names []string, workers int32) ([]result, error) {
 	w.expect(names, workers+1)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(names))
 	for _, n := range names {
 		tj := &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
+			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns},
 			Spec: trainer.TrainJobSpec{
-				RuntimeRef: trainer.RuntimeRef{Name: "bench-openmpi"},
+				RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
 				Trainer: &trainer.Trainer{NumNodes: ptr.To(workers), ResourcesPerNode: &corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
 				}},
 			},
+		}
+		if k.queue {
+			tj.Labels = map[string]string{mpi.KueueQueueLabel: "bench"}
 		}
 		wg.Add(1)
 		go func() {
@@ -386,7 +424,8 @@ func (w *watcher) record(name string, set func(*result, time.Duration)) {
 }
 
 func (w *watcher) pod(p *corev1.Pod) {
-	name := p.Labels[api.LabelJobName]
+	// Torus's and upstream's JobSets alike are named for their TrainJob.
+	name := p.Labels[jobsetv1alpha2.JobSetNameKey]
 	w.mu.Lock()
 	if run := w.running[name]; run != nil && p.Status.Phase == corev1.PodRunning {
 		run[p.Name] = true

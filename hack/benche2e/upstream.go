@@ -38,28 +38,16 @@ const upstreamRuntime = "upstream-mpi-local"
 // host key checking) that this image does not; the job's mpirun passes
 // the same options, after upstream's own ConnectionAttempts.
 func upstreamContender(ctx context.Context, c client.Client) (realContender, error) {
-	root, err := repo.Root()
+	rt, version, err := upstreamMPIRuntime()
 	if err != nil {
 		return realContender{}, err
-	}
-	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "controllers"))
-	if err != nil {
-		return realContender{}, err
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "manifests", "base", "runtimes", "deepspeed_distributed.yaml"))
-	if err != nil {
-		return realContender{}, err
-	}
-	var rt trainer.ClusterTrainingRuntime
-	if err := yaml.Unmarshal(data, &rt); err != nil {
-		return realContender{}, fmt.Errorf("upstream's deepspeed-distributed runtime: %w", err)
 	}
 	var local trainer.ClusterTrainingRuntime
 	if err := c.Get(ctx, client.ObjectKey{Name: localRuntime}, &local); err != nil {
 		return realContender{}, fmt.Errorf("reading %s, which hack/cluster -real-node installs: %w", localRuntime, err)
 	}
-	if len(local.Spec.Template.Spec.ReplicatedJobs) == 0 || rt.Spec.MLPolicy == nil || rt.Spec.MLPolicy.MPI == nil {
-		return realContender{}, fmt.Errorf("%s or upstream's deepspeed-distributed runtime is not an MPI runtime with replicated jobs", localRuntime)
+	if len(local.Spec.Template.Spec.ReplicatedJobs) == 0 {
+		return realContender{}, fmt.Errorf("%s has no replicated jobs", localRuntime)
 	}
 	like := local.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
 	rt.ObjectMeta = metav1.ObjectMeta{Name: upstreamRuntime}
@@ -72,10 +60,9 @@ func upstreamContender(ctx context.Context, c client.Client) (realContender, err
 			pod.Containers[j].ImagePullPolicy = corev1.PullNever
 		}
 	}
-	if err := c.Create(ctx, &rt); err != nil {
+	if err := c.Create(ctx, rt); err != nil {
 		return realContender{}, fmt.Errorf("creating %s: %w", upstreamRuntime, err)
 	}
-	version := filepath.Base(dir)[strings.LastIndex(filepath.Base(dir), "@")+1:]
 	return realContender{
 		label:   fmt.Sprintf("upstream Trainer %s (deepspeed-distributed, images aside)", version),
 		runtime: upstreamRuntime,
@@ -83,4 +70,30 @@ func upstreamContender(ctx context.Context, c client.Client) (realContender, err
 			"--mca", "plm_rsh_args", "-o ConnectionAttempts=10 -p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
 			"-n", "4", "python3", "-c", initProbe},
 	}, nil
+}
+
+// upstreamMPIRuntime reads upstream's published MPI runtime
+// (deepspeed-distributed) from the module the cluster's
+// trainer-controller-manager is built from, and that module's version.
+func upstreamMPIRuntime() (*trainer.ClusterTrainingRuntime, string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := repo.ModuleDir(upstreamtrainer.Module, filepath.Join(root, "hack", "testbin", "controllers"))
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "manifests", "base", "runtimes", "deepspeed_distributed.yaml"))
+	if err != nil {
+		return nil, "", err
+	}
+	var rt trainer.ClusterTrainingRuntime
+	if err := yaml.Unmarshal(data, &rt); err != nil {
+		return nil, "", fmt.Errorf("upstream's deepspeed-distributed runtime: %w", err)
+	}
+	if rt.Spec.MLPolicy == nil || rt.Spec.MLPolicy.MPI == nil {
+		return nil, "", fmt.Errorf("upstream's deepspeed-distributed runtime is not an MPI runtime")
+	}
+	return &rt, filepath.Base(dir)[strings.LastIndex(filepath.Base(dir), "@")+1:], nil
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // operatorWork is what the local cluster's operator process has done so
@@ -71,33 +72,33 @@ type operatorMeter struct {
 	url   string
 	token string
 	http  *http.Client
+	// controller is the TrainJob controller's name in the reconcile
+	// metrics.
+	controller string
 }
 
-// newOperatorMeter finds the operator of the cluster whose directory holds
-// kubeconfig, and gets a token that may read its metrics: a ServiceAccount
-// of the benchmark's namespace bound to get /metrics.
-func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interface, kubeconfig, ns string) (*operatorMeter, error) {
-	pidFile := filepath.Join(filepath.Dir(kubeconfig), "pids", "torus-operator.pid")
+// newOperatorMeter finds the TrainJob controller of the cluster whose
+// directory holds kubeconfig, Torus's operator or upstream's
+// trainer-controller-manager, and gets a token that may read its metrics:
+// a ServiceAccount of the benchmark's namespace bound to get /metrics.
+func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interface, kubeconfig, ns string, upstream bool) (*operatorMeter, error) {
+	dir := filepath.Dir(kubeconfig)
+	component, controller := "torus-operator", "trainjob"
+	if upstream {
+		component, controller = "trainer-controller-manager", "trainjob_controller"
+	}
+	pidFile := filepath.Join(dir, "pids", component+".pid")
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
-		return nil, fmt.Errorf("the operator's PID (hack/cluster keeps it): %w", err)
+		return nil, fmt.Errorf("the PID of %s (hack/cluster keeps it): %w", component, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pidFile, err)
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	addr, err := metricsAddress(pid, dir, upstream)
 	if err != nil {
 		return nil, err
-	}
-	var addr string
-	for _, a := range strings.Split(string(cmdline), "\x00") {
-		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
-			addr = v
-		}
-	}
-	if addr == "" {
-		return nil, fmt.Errorf("the operator (PID %d) was started without --metrics-bind-address", pid)
 	}
 	const name = "bench-metrics"
 	objs := []client.Object{
@@ -120,10 +121,42 @@ func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interf
 		return nil, fmt.Errorf("a token to read the operator's metrics: %w", err)
 	}
 	return &operatorMeter{
-		pid: pid, url: "https://" + addr + "/metrics", token: tr.Status.Token,
+		pid: pid, url: "https://" + addr + "/metrics", token: tr.Status.Token, controller: controller,
 		// The operator's own serving certificate, on loopback.
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}},
 	}, nil
+}
+
+// metricsAddress is where the controller of PID serves its metrics: the
+// operator's --metrics-bind-address, or the metrics bindAddress of the
+// configuration hack/cluster wrote for upstream's.
+func metricsAddress(pid int, dir string, upstream bool) (string, error) {
+	if upstream {
+		path := filepath.Join(dir, "config", "upstream-trainer.yaml")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		var cfg struct {
+			Metrics struct {
+				BindAddress string `json:"bindAddress"`
+			} `json:"metrics"`
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil || cfg.Metrics.BindAddress == "" {
+			return "", fmt.Errorf("%s names no metrics address (%v)", path, err)
+		}
+		return cfg.Metrics.BindAddress, nil
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, a := range strings.Split(string(cmdline), "\x00") {
+		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the operator (PID %d) was started without --metrics-bind-address", pid)
 }
 
 // cleanup deletes the cluster-wide objects newOperatorMeter made.
@@ -164,7 +197,7 @@ func (m *operatorMeter) read(ctx context.Context) (operatorWork, error) {
 	if err != nil {
 		return w, fmt.Errorf("parsing the operator's metrics: %w", err)
 	}
-	w.reconciles = sum(families["controller_runtime_reconcile_total"], "controller", "trainjob")
+	w.reconciles = sum(families["controller_runtime_reconcile_total"], "controller", m.controller)
 	w.requests = sum(families["rest_client_requests_total"], "", "")
 	w.byMethod = map[string]float64{}
 	if f := families["rest_client_requests_total"]; f != nil {
