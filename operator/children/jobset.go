@@ -394,8 +394,8 @@ var launchVolumeSize = resource.MustParse("64Mi")
 // init container from Torus's image links the run's keys into the SSH
 // directory and installs the agent's binary; workers run the agent; the
 // launcher waits for every worker's agent before its command; every
-// container gets the client's settings. Nothing of the user's image is run but MPI and
-// the program.
+// container gets the client's settings. Nothing of the user's image is
+// run but MPI and the program.
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),

@@ -206,15 +206,17 @@ func realNodeJobs(dirp *string) {
 			out, _ = kubectl(dir, "get", "endpointslices", "-l", "kubernetes.io/service-name="+name, "-o", "jsonpath={.items[*].endpoints[*].hostname}")
 			Expect(out).NotTo(ContainSubstring(name+"-launcher-0-0"), "the launcher's record was published before the controller manager was held: this spec proves nothing")
 
-			By("the launcher's init container waits for the launcher's own name, and mpiexec has not started")
+			By("the launcher waits in its own container, ahead of mpiexec, for the launcher's own name")
+			// The wait says why once it has lasted 5 s; until it ends, the
+			// container's process is the wait, which then becomes mpiexec.
 			Eventually(func() string {
-				out, _ := kubectl(dir, "logs", pod, "-c", "mpi-ssh-setup")
+				out, _ := kubectl(dir, "logs", pod, "-c", "node")
 				return out
 			}, time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for " + name + "-launcher-0-0." + name + ": lookup "))
 			Consistently(func() string {
-				out, _ := kubectl(dir, "get", pod, "-o", `jsonpath={.status.containerStatuses[?(@.name=="node")].state}`)
+				out, _ := kubectl(dir, "exec", pod, "-c", "node", "--", "cat", "/proc/1/cmdline")
 				return out
-			}, 3*time.Second, 500*time.Millisecond).ShouldNot(ContainSubstring("running"))
+			}, 3*time.Second, 500*time.Millisecond).Should(HavePrefix("/opt/torus-mpi/bin/torus-launch\x00wait\x00"), "mpiexec started before the launcher's name resolved")
 
 			By("once the controller manager resumes, the record appears and the job completes")
 			resume()
