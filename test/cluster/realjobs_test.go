@@ -732,6 +732,11 @@ func jobReportIn(dir, ns, name string, followed *background) string {
 		out, _ := kubectl(dir, "logs", "-n", ns, pod, "--all-containers", "--prefix", "--tail", "30")
 		fmt.Fprintf(&b, "--- the last lines of %s\n%s\n", pod, out)
 	}
+	// A component that has died (the operator, a kubelet) says why in its
+	// own last lines, which hack/cluster status prints.
+	if out, code := clusterCmd(dir, "status"); code != 0 {
+		fmt.Fprintf(&b, "--- the cluster's components\n%s\n", out)
+	}
 	if followed != nil {
 		select {
 		case <-followed.done:
