@@ -3,9 +3,7 @@ package mpi
 import (
 	"fmt"
 	"path"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,7 +67,7 @@ func LaunchSetupArgs(s SSHSettings, role string) []string {
 // entrypoint, so the setup waits for the workers (waitArgs) before it
 // ends. callBack is as for SSHSetupScript.
 func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
-	return append(LaunchSetupArgs(s, api.RoleLauncher), waitArgs(s, callBack)...)
+	return append(LaunchSetupArgs(s, api.RoleLauncher), waitArgs(s, callBack, true)...)
 }
 
 // LaunchWaitCommand is an agent job's launcher command: torus-launch wait
@@ -86,10 +84,7 @@ func LaunchWaitCommand(s SSHSettings, callBack string, afterReady bool, command 
 	args := append([]string{path.Join(LaunchBinDir, LaunchBinary), "wait",
 		"--dir=" + s.Path,
 		"--quiet-for=" + launcherWaitQuiet.String(),
-	}, waitArgs(s, callBack)...)
-	if afterReady {
-		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, workersReadyFlag) })
-	}
+	}, waitArgs(s, callBack, !afterReady)...)
 	return append(append(args, "--"), command...)
 }
 
@@ -111,11 +106,8 @@ func LaunchWaitArgs(s SSHSettings, callBack string) []string {
 			args = append(args, f.setupFlag())
 		}
 	}
-	return append(append(args, waitArgs(s, callBack)...), "--wait-host-key-only")
+	return append(append(args, waitArgs(s, callBack, true)...), "--wait-host-key-only")
 }
-
-// workersReadyFlag names the file holding Torus's workers-ready mark.
-const workersReadyFlag = "--workers-ready="
 
 // waitDirSubPath is the directory of LaunchWaitArgs in the SSH volume.
 const waitDirSubPath = "wait"
@@ -142,14 +134,19 @@ func setupArgs(dir string) []string {
 // worker Ready (PodInfoWorkersReady), a host still refusing for
 // hostsAcceptTimeout is kept from the launcher by the network, and mpirun
 // starts to say so in its own words.
-func waitArgs(s SSHSettings, callBack string) []string {
+//
+// readsMark is false for a launcher created once its workers were Ready:
+// its bound counts from its start.
+func waitArgs(s SSHSettings, callBack string, readsMark bool) []string {
 	args := []string{
 		"--wait-hostfile=" + path.Join(SSHSecretMountPath, HostfileKey),
 		"--wait-port=" + strconv.Itoa(int(s.Port)),
 		"--wait-key=" + SSHPrivateKeyFile,
 		"--wait-known-hosts=" + SSHKnownHosts,
-		workersReadyFlag + path.Join(PodInfoMountPath, PodInfoWorkersReady),
 		"--ready-timeout=" + hostsAcceptTimeout.String(),
+	}
+	if readsMark {
+		args = append(args, "--workers-ready="+path.Join(PodInfoMountPath, PodInfoWorkersReady))
 	}
 	if callBack != "" {
 		args = append(args, "--wait-callback="+callBack)
