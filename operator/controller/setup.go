@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -404,7 +405,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		// every key Secret event twice.
 		Owns(&corev1.Secret{}, builder.WithPredicates(r.expectedCreate(childSecret))).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainJob)).
+		Watches(&corev1.Pod{}, podEvents(podEventsDelay)).
 		// A pod counts once its Job is in the cache: the Job's creation
 		// brings the job back in case its pods' events came first.
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToTrainJob), builder.WithPredicates(predicate.Funcs{
@@ -467,6 +468,42 @@ func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// podEventsDelay is how long a change of a job's pod waits before the job
+// is reconciled: the changes of every pod of a job starting or ending
+// within it are one reconcile, where each was one, with every pod of the
+// job read from the cache each time. A person reading the job's status,
+// or a failure it reports, waits no longer than that.
+const podEventsDelay = 200 * time.Millisecond
+
+// podEvents enqueues the TrainJob of a pod (podToTrainJob) delay after the
+// pod changed, but at once for a pod created behind Torus's scheduling
+// gate, which waits for Torus alone to start.
+func podEvents(delay time.Duration) handler.Funcs {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration) {
+		for _, r := range podToTrainJob(ctx, o) {
+			q.AddAfter(r, after)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			after := delay
+			if p, ok := e.Object.(*corev1.Pod); ok && hasGate(p, api.SchedulingGateSSHKeys) {
+				after = 0
+			}
+			enqueue(ctx, e.Object, q, after)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q, delay)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q, delay)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q, delay)
+		},
+	}
 }
 
 // jobToTrainJob maps a JobSet's Job to the TrainJob of the same name as
