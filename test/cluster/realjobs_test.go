@@ -803,13 +803,19 @@ type background struct {
 }
 
 // inBackground starts a command; it is killed after 4 minutes, longer
-// than any job of the tier may take.
+// than any job of the tier may take, or when the node that started it is
+// cleaned up (a logs -f whose job never ends, after a failure, or a
+// focused run), so that none outlives the suite.
 func inBackground(name string, args ...string) *background {
 	b := &background{done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	DeferCleanup(func() {
+		cancel()
+		<-b.done
+	})
 	go func() {
 		defer GinkgoRecover()
 		defer close(b.done)
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = root
@@ -818,9 +824,12 @@ func inBackground(name string, args ...string) *background {
 		b.out = string(out)
 		var exit *exec.ExitError
 		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			b.code = -1
+			b.out += "\n(killed after 4 minutes)"
 		case ctx.Err() != nil:
 			b.code = -1
-			b.out += fmt.Sprintf("\n(killed after 4 minutes: %v)", ctx.Err())
+			b.out += "\n(killed: the spec that started it has ended)"
 		case errors.As(err, &exit):
 			b.code = exit.ExitCode()
 		case err != nil:
