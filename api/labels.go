@@ -41,6 +41,14 @@ const (
 	// ssh, as upstream's and mpi-operator's images expect). Unset is
 	// RemoteLaunchOpenSSH.
 	AnnotationRemoteLaunch = Domain + "remote-launch"
+	// AnnotationLaunchAgentPath, on a runtime or a TrainJob of the launch
+	// agent (RemoteLaunchAgent), is where the job's image holds
+	// torus-launch, of the operator's release: the pods then run it from
+	// there and start with no init container. On a runtime it holds for
+	// the runtime's own image, not for a job that sets its own
+	// (spec.trainer.image). Unset, an init container from Torus's image
+	// brings the binary into each pod.
+	AnnotationLaunchAgentPath = Domain + "launch-agent-path"
 	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
 	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
 	// to run before it fails with reason SchedulingTimeout, releasing what

@@ -54,7 +54,8 @@ type realContender struct {
 
 // torusContenders run the jobs on Torus's Open MPI runtime: through the
 // image's OpenSSH, and through Torus's launch agent on the same image with
-// every OpenSSH package purged (hack/cluster's mpi-nossh).
+// every OpenSSH package purged (hack/cluster's mpi-nossh), brought by an
+// init container or run from that image, which holds it too.
 var torusContenders = []realContender{{
 	label:       "Torus, OpenSSH (" + localRuntime + ")",
 	runtime:     localRuntime,
@@ -66,6 +67,15 @@ var torusContenders = []realContender{{
 	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
 	image:       "registry.torus.local/mpi-nossh:1",
 	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent},
+}, {
+	label:   "Torus, launch agent from the image (" + localRuntime + ", no OpenSSH, torus-launch in the image)",
+	runtime: localRuntime,
+	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+	image:   "registry.torus.local/mpi-nossh:1",
+	annotations: map[string]string{
+		api.AnnotationRemoteLaunch:    api.RemoteLaunchAgent,
+		api.AnnotationLaunchAgentPath: "/usr/local/bin/torus-launch",
+	},
 }}
 
 // realTimes are one contender's measures, a job each.

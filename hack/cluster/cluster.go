@@ -44,6 +44,9 @@ type cluster struct {
 	// -operator binary, imported only when it can be (static).
 	operatorImage        string
 	operatorImageDefault bool
+	// launchBinary is torus-launch built from this tree (launchAgent),
+	// once per run.
+	launchBinary string
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.

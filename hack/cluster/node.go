@@ -77,6 +77,10 @@ const (
 	// jobs using Torus's launch agent.
 	mpiImageNoSSH       = "registry.torus.local/mpi-nossh:1"
 	mpiTrixieImageNoSSH = "registry.torus.local/mpi-trixie-nossh:1"
+	// mpiImageAgentPath is where mpiImageNoSSH also holds torus-launch,
+	// built from this tree: a job annotated with it
+	// (api.AnnotationLaunchAgentPath) runs the agent from there.
+	mpiImageAgentPath = "/usr/local/bin/torus-launch"
 	// realNodeLabel marks the real nodes, for pods that must run there
 	// (images only their stores have).
 	realNodeLabel = "torus-mpi.io/real-node"

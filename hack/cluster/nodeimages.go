@@ -45,11 +45,21 @@ func (c *cluster) nodeArchives(ctx context.Context) ([]string, error) {
 			archives = append(archives, a)
 		}
 	}
-	for _, img := range []struct{ suite, tag string }{
-		{"bookworm", mpiImage}, {"trixie", mpiTrixieImage},
-		{"bookworm-nossh", mpiImageNoSSH}, {"trixie-nossh", mpiTrixieImageNoSSH},
+	launch, err := c.launchAgent()
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range []struct {
+		suite, tag string
+		files      []images.File
+	}{
+		{"bookworm", mpiImage, nil}, {"trixie", mpiTrixieImage, nil},
+		// The agent's image also holds the agent, for jobs that run it
+		// from there (api.AnnotationLaunchAgentPath).
+		{"bookworm-nossh", mpiImageNoSSH, []images.File{{Path: mpiImageAgentPath, Source: launch, Mode: 0o755}}},
+		{"trixie-nossh", mpiTrixieImageNoSSH, nil},
 	} {
-		a, err := c.mpiImageArchive(ctx, img.suite, img.tag)
+		a, err := c.mpiImageArchive(ctx, img.suite, img.tag, img.files...)
 		if err != nil {
 			return nil, fmt.Errorf("the MPI image %s: %w", img.tag, err)
 		}
@@ -103,12 +113,9 @@ func (c *cluster) operatorImageArchive() (string, error) {
 		return "", err
 	}
 	// The launch agent beside the operator, as the release image holds it.
-	launch := filepath.Join(c.dir, "images", mpi.LaunchBinary)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", launch, "./launch/cmd/torus-launch")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building launch/cmd/torus-launch: %w: %s", err, out)
+	launch, err := c.launchAgent()
+	if err != nil {
+		return "", err
 	}
 	launchBin, err := os.ReadFile(launch)
 	if err != nil {
@@ -140,6 +147,29 @@ func (c *cluster) operatorImageArchive() (string, error) {
 		_ = os.Remove(o)
 	}
 	return archive, os.Rename(tmp, archive)
+}
+
+// launchAgent builds torus-launch from this tree, static, once per run.
+func (c *cluster) launchAgent() (string, error) {
+	if c.launchBinary != "" {
+		return c.launchBinary, nil
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(c.dir, "images"), 0o755); err != nil {
+		return "", err
+	}
+	launch := filepath.Join(c.dir, "images", mpi.LaunchBinary)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", launch, "./launch/cmd/torus-launch")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building launch/cmd/torus-launch: %w: %s", err, out)
+	}
+	c.launchBinary = launch
+	return launch, nil
 }
 
 // checkStatic refuses a binary that needs a dynamic loader: the image
@@ -193,7 +223,7 @@ func imageCache() (string, error) {
 // mpiImageArchive returns an MPI image as a docker archive, built from
 // the root filesystem hack/images/mpi/build.sh makes of a Debian suite;
 // both are cached outside the clone, keyed by what they are built from.
-func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string) (string, error) {
+func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string, files ...images.File) (string, error) {
 	root, err := repo.Root()
 	if err != nil {
 		return "", err
@@ -205,13 +235,31 @@ func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string) (strin
 		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
 	}
 	rootfs := strings.TrimSpace(string(out))
-	img := images.Image{Tag: tag, Layers: []string{rootfs}, User: "1000:1000",
+	img := images.Image{Tag: tag, Layers: []string{rootfs}, Files: files, User: "1000:1000",
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}
-	// Keyed by the root filesystem's recipe and by this configuration.
-	cfg := sha256.Sum256([]byte(fmt.Sprint(img.Tag, img.User, img.Env)))
-	archive := strings.Replace(strings.TrimSuffix(rootfs, ".tar"), "mpi-rootfs-", "mpi-image-", 1) + "-" + hex.EncodeToString(cfg[:4]) + ".tar"
+	// Keyed by the root filesystem's recipe, by this configuration and by
+	// the files on top.
+	h := sha256.New()
+	fmt.Fprint(h, img.Tag, img.User, img.Env)
+	for _, f := range files {
+		data, err := os.ReadFile(f.Source)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprint(h, f.Path, f.Mode)
+		h.Write(data)
+	}
+	prefix := strings.Replace(strings.TrimSuffix(rootfs, ".tar"), "mpi-rootfs-", "mpi-image-", 1) + "-"
+	archive := prefix + hex.EncodeToString(h.Sum(nil)[:4]) + ".tar"
 	if _, err := os.Stat(archive); err == nil {
 		return archive, nil
+	}
+	// Files on top change with the tree: the archives of earlier ones go.
+	if len(files) > 0 {
+		old, _ := filepath.Glob(prefix + "*.tar")
+		for _, o := range old {
+			_ = os.Remove(o)
+		}
 	}
 	start := time.Now()
 	tmp := fmt.Sprintf("%s.%d.tmp", archive, os.Getpid())

@@ -392,10 +392,11 @@ var launchVolumeSize = resource.MustParse("64Mi")
 
 // addLaunchAgent gives a pod Torus's remote launch in place of OpenSSH: an
 // init container from Torus's image links the run's keys into the SSH
-// directory and installs the agent's binary; workers run the agent; the
-// launcher waits for every worker's agent before its command; every
-// container gets the client's settings. Nothing of the user's image is
-// run but MPI and the program.
+// directory and installs the agent's binary, or, where the job's image
+// holds the binary (SSHSettings.AgentBinary), the container does so
+// itself; workers run the agent; the launcher waits for every worker's
+// agent before its command; every container gets the client's settings.
+// Nothing of the user's image is run but MPI and the program.
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),
@@ -411,13 +412,37 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 			mounts = append(mounts, m)
 		}
 	}
+	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
+	// A container whose image holds the binary sets itself up (the
+	// worker's agent, a launcher's command Torus wraps): no init container.
+	if b.job.SSH.AgentBinary != "" && (role == api.RoleWorker || len(ctr.Command) > 0) {
+		ctr.VolumeMounts = append(mounts,
+			// The whole volume: the setup makes the SSH directory in it.
+			corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath},
+			corev1.VolumeMount{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
+			corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
+		)
+		ctr.Env = mpi.UpsertEnv(ctr.Env, b.restartAttemptEnv())
+		if role == api.RoleWorker {
+			ctr.Command, ctr.Args = mpi.LaunchFromImageCommand(b.job.SSH, role, mpi.LaunchAgentCommand(b.job.SSH)), nil
+		} else {
+			b.launcherWaitsInContainer(ps, ctr)
+			ctr.Command = mpi.LaunchFromImageCommand(b.job.SSH, role, ctr.Command)
+		}
+		return
+	}
 	ctr.VolumeMounts = append(mounts,
 		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: b.job.SSH.Path, SubPath: mpi.SSHDirSubPath},
 		// What the SSH directory's links point to: the role's keys.
 		corev1.VolumeMount{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
 		corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir, ReadOnly: true},
 	)
-	ctr.Env = mpi.UpsertEnv(ctr.Env, mpi.LaunchEnv(b.job.Implementation, b.job.SSH)...)
+	if b.job.SSH.AgentBinary != "" {
+		// A launcher running its image's entrypoint, in a job whose
+		// other containers set themselves up: the client's settings
+		// name the volume's directory (SSHSettings.AgentDir).
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: mpi.SSHVolumeMountPath, ReadOnly: true})
+	}
 	initMounts := []corev1.VolumeMount{{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir}}
 	setup := mpi.LaunchSetupArgs(b.job.SSH, role)
 	switch {
@@ -426,14 +451,7 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		// the agent's children.
 		ctr.Command, ctr.Args = mpi.LaunchAgentCommand(b.job.SSH), nil
 	case len(ctr.Command) > 0:
-		// The launcher waits for its workers in its own container, then
-		// runs its command in the wait's place; one that starts after
-		// them needs no mark of their readiness.
-		ctr.Command = mpi.LaunchWaitCommand(b.job.SSH, b.callBack(role), !b.launcherWaits, ctr.Command)
-		if b.launcherWaits {
-			ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
-			ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, podInfoMount())
-		}
+		b.launcherWaitsInContainer(ps, ctr)
 	default:
 		// The image's entrypoint runs, which Torus cannot wrap: the
 		// setup waits before it ends.
@@ -442,6 +460,17 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		initMounts = append(initMounts, podInfoMount())
 	}
 	setInitContainer(ps, b.torusInitContainer(mpi.SSHInitContainer, setup, ctr, initMounts...))
+}
+
+// launcherWaitsInContainer has the launcher wait for its workers in its
+// own container, then run its command in the wait's place; one that
+// starts after them needs no mark of their readiness.
+func (b podBuilder) launcherWaitsInContainer(ps *corev1.PodSpec, ctr *corev1.Container) {
+	ctr.Command = mpi.LaunchWaitCommand(b.job.SSH, b.callBack(api.RoleLauncher), !b.launcherWaits, ctr.Command)
+	if b.launcherWaits {
+		ps.Volumes = mpi.UpsertVolume(ps.Volumes, podInfoVolume())
+		ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, podInfoMount())
+	}
 }
 
 // torusInitContainer is an init container running torus-launch from

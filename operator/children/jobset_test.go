@@ -591,3 +591,121 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildJobSetAgentFromImage(t *testing.T) {
+	const (
+		bin       = "/usr/local/bin/torus-launch"
+		launchImg = "registry.example/torus/torus-operator:v1"
+	)
+	for name, tc := range map[string]struct {
+		runtimeAnnotation, jobAnnotation bool
+		jobImage                         string
+		entrypoint                       bool
+		// wantInit: the roles whose pods keep the setup's init container.
+		wantInit []string
+	}{
+		"the runtime's image holds the binary: no init container": {
+			runtimeAnnotation: true,
+		},
+		"a job with its own image, the runtime's annotation: the init container brings the binary": {
+			runtimeAnnotation: true, jobImage: "registry.example/mine:1",
+			wantInit: []string{api.RoleLauncher, api.RoleWorker},
+		},
+		"a job with its own image and the annotation: no init container": {
+			jobAnnotation: true, jobImage: "registry.example/mine:1",
+		},
+		"a launcher running its image's entrypoint keeps its setup container": {
+			runtimeAnnotation: true, entrypoint: true,
+			wantInit: []string{api.RoleLauncher},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rtw := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent)
+			if tc.runtimeAnnotation {
+				rtw = rtw.Annotation(api.AnnotationLaunchAgentPath, bin)
+			}
+			r := rtw.Runtime()
+			if tc.entrypoint {
+				for i := range r.Spec.Template.Spec.ReplicatedJobs {
+					if rj := &r.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
+						rj.Template.Spec.Template.Spec.Containers[0].Command = nil
+					}
+				}
+			}
+			tjw := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2)
+			if tc.jobImage != "" {
+				tjw = tjw.Image(tc.jobImage)
+			}
+			if tc.jobAnnotation {
+				tjw = tjw.Annotation(api.AnnotationLaunchAgentPath, bin)
+			}
+			tj := tjw.Obj()
+			job, err := mpi.ResolveJob(tj, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: launchImg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
+				rjName := mpi.LauncherJob
+				if role == api.RoleWorker {
+					rjName = mpi.NodeJob
+				}
+				pod := replicatedJob(t, js, rjName).Template.Spec.Template.Spec
+				ctr := pod.Containers[0]
+				hasInit := slices.ContainsFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == mpi.SSHInitContainer })
+				if want := slices.Contains(tc.wantInit, role); hasInit != want {
+					t.Fatalf("%s: setup init container %t, want %t", role, hasInit, want)
+				}
+				// The client's key is where the container finds it, by
+				// one mount or the other.
+				key := ""
+				for _, e := range ctr.Env {
+					if e.Name == "TORUS_SSH_KEY" {
+						key = e.Value
+					}
+				}
+				if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == mpi.SSHVolume && strings.HasPrefix(key, m.MountPath+"/")
+				}) {
+					t.Errorf("%s: TORUS_SSH_KEY=%s is on no mount of the SSH volume: %v", role, key, ctr.VolumeMounts)
+				}
+				if hasInit {
+					if len(ctr.Command) > 0 && ctr.Command[0] == bin {
+						t.Errorf("%s runs %s, which its image may lack", role, bin)
+					}
+					continue
+				}
+				argv := append(slices.Clone(ctr.Command), ctr.Args...)
+				sep := slices.Index(argv, "--")
+				if argv[0] != bin || argv[1] != "setup" || sep < 0 {
+					t.Fatalf("%s runs %v, want %s setup ... -- ...", role, argv, bin)
+				}
+				if !slices.Contains(argv[:sep], "--install="+mpi.LaunchBinDir) || !slices.Contains(argv[:sep], "--dir="+mpi.SSHVolumeMountPath+"/"+mpi.SSHDirSubPath) {
+					t.Errorf("%s: the setup does not install the binary and fill the volume's SSH directory: %v", role, argv[:sep])
+				}
+				next := argv[sep+1:]
+				wantNext := []string{mpi.LaunchBinDir + "/" + mpi.LaunchBinary, "agent"}
+				if role == api.RoleLauncher {
+					wantNext = []string{mpi.LaunchBinDir + "/" + mpi.LaunchBinary, "wait"}
+					if i := slices.Index(next, "--"); i < 0 || !slices.Equal(next[i+1:], []string{"mpirun", "/home/mpiuser/pi"}) {
+						t.Errorf("the launcher runs %v after the setup, want the wait, then mpirun /home/mpiuser/pi", next)
+					}
+				}
+				if !slices.Equal(next[:2], wantNext) {
+					t.Errorf("%s runs %v after the setup, want %v ...", role, next, wantNext)
+				}
+				if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == mpi.EnvRestartAttempt && e.ValueFrom != nil }) {
+					t.Errorf("%s: no %s for the setup's run: %v", role, mpi.EnvRestartAttempt, ctr.Env)
+				}
+				if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == mpi.LaunchVolume && m.MountPath == mpi.LaunchBinDir && !m.ReadOnly
+				}) {
+					t.Errorf("%s: the setup cannot install into %s: %v", role, mpi.LaunchBinDir, ctr.VolumeMounts)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,16 @@ func parseRemoteLaunch(v string) (bool, error) {
 		api.AnnotationRemoteLaunch, v, api.RemoteLaunchAgent, api.RemoteLaunchOpenSSH)
 }
 
+// parseLaunchAgentPath reads api.AnnotationLaunchAgentPath: an absolute
+// path to a file named LaunchBinary, which the pods run as it is.
+func parseLaunchAgentPath(v string) (string, error) {
+	if !path.IsAbs(v) || path.Clean(v) != v || path.Base(v) != LaunchBinary || !sshPathPattern.MatchString(v) {
+		return "", fmt.Errorf("annotation %s=%q: set it to the absolute path of %s in the job's image, such as /usr/local/bin/%s, or remove it to have an init container bring the binary from Torus's image",
+			api.AnnotationLaunchAgentPath, v, LaunchBinary, LaunchBinary)
+	}
+	return v, nil
+}
+
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
@@ -62,6 +73,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseSchedulingTimeout(v)
 		case api.AnnotationRemoteLaunch:
 			_, err = parseRemoteLaunch(v)
+		case api.AnnotationLaunchAgentPath:
+			_, err = parseLaunchAgentPath(v)
 		case api.AnnotationSSHKeyAlgorithm:
 			if _, perr := ParseKeyAlgorithm(v); perr != nil {
 				err = fmt.Errorf("annotation %s: %w", k, perr)

@@ -16,8 +16,11 @@ func TestCheckAnnotations(t *testing.T) {
 		"good values": {annotations: map[string]string{
 			api.AnnotationSSHPort: "2222", api.AnnotationSchedulingTimeout: "10m", api.AnnotationSSHKeyAlgorithm: "ecdsa-p384",
 			api.AnnotationTopology: "cloud.provider.com/topology-rack", api.AnnotationKeepSSHKeys: "true", api.AnnotationNetworkProfile: "ib-sriov",
-			api.AnnotationRemoteLaunch: "agent",
+			api.AnnotationRemoteLaunch: "agent", api.AnnotationLaunchAgentPath: "/usr/local/bin/torus-launch",
 		}},
+		"the agent's path: not relative":               {annotations: map[string]string{api.AnnotationLaunchAgentPath: "bin/torus-launch"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
+		"the agent's path: another binary's name":      {annotations: map[string]string{api.AnnotationLaunchAgentPath: "/usr/bin/sshd"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
+		"the agent's path: not clean":                  {annotations: map[string]string{api.AnnotationLaunchAgentPath: "/usr/../bin/torus-launch"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
 		"others' annotations are not Torus's to check": {annotations: map[string]string{"example.com/port": "x"}},
 		"bad values, each named": {
 			annotations: map[string]string{

@@ -123,6 +123,17 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		}
 		job.SSH.Agent = agent
 	}
+	// The runtime speaks for its own image only: a job that sets another
+	// needs the annotation itself.
+	ownImage := tj.Spec.Trainer != nil && tj.Spec.Trainer.Image != nil && *tj.Spec.Trainer.Image != ""
+	if v, ok := tj.Annotations[api.AnnotationLaunchAgentPath]; ok {
+		job.SSH.AgentBinary, err = parseLaunchAgentPath(v)
+	} else if v, ok := rt.Annotations[api.AnnotationLaunchAgentPath]; ok && !ownImage {
+		job.SSH.AgentBinary, err = parseLaunchAgentPath(v)
+	}
+	if err != nil {
+		return nil, err
+	}
 	if v, ok := firstAnnotation(api.AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
 		d, err := parseSchedulingTimeout(v)
 		if err != nil {

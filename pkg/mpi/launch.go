@@ -62,6 +62,17 @@ func LaunchSetupArgs(s SSHSettings, role string) []string {
 	return args
 }
 
+// LaunchFromImageCommand is the command of an agent job's container whose
+// image holds torus-launch (SSHSettings.AgentBinary): the image's binary
+// does the setup of LaunchSetupArgs in the container itself, then command
+// (LaunchAgentCommand, LaunchWaitCommand) runs in its place. The pod needs
+// no init container, whose exit the kubelet learns of only at its next
+// relist of the pod's containers, up to a second later.
+func LaunchFromImageCommand(s SSHSettings, role string, command []string) []string {
+	args := append([]string{s.AgentBinary}, LaunchSetupArgs(s, role)...)
+	return append(append(args, "--"), command...)
+}
+
 // LauncherSetupWaitArgs are LaunchSetupArgs for a launcher whose command
 // Torus cannot wrap (LaunchWaitCommand): its container runs its image's
 // entrypoint, so the setup waits for the workers (waitArgs) before it
@@ -82,7 +93,7 @@ func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
 // dependsOn): its wait is bounded from its start, and reads no mark.
 func LaunchWaitCommand(s SSHSettings, callBack string, afterReady bool, command []string) []string {
 	args := append([]string{path.Join(LaunchBinDir, LaunchBinary), "wait",
-		"--dir=" + s.Path,
+		"--dir=" + s.AgentDir(),
 		"--quiet-for=" + launcherWaitQuiet.String(),
 	}, waitArgs(s, callBack, !afterReady)...)
 	return append(append(args, "--"), command...)
@@ -180,8 +191,8 @@ func LaunchAgentCommand(s SSHSettings) []string {
 	return []string{
 		path.Join(LaunchBinDir, LaunchBinary), "agent",
 		"--listen=:" + strconv.Itoa(int(s.Port)),
-		"--host-key=" + path.Join(s.Path, SSHHostKey),
-		"--authorized-keys=" + path.Join(s.Path, sshAuthorizedKeys),
+		"--host-key=" + path.Join(s.AgentDir(), SSHHostKey),
+		"--authorized-keys=" + path.Join(s.AgentDir(), sshAuthorizedKeys),
 	}
 }
 
@@ -191,8 +202,8 @@ func LaunchAgentCommand(s SSHSettings) []string {
 func LaunchEnv(impl Implementation, s SSHSettings) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: impl.of().agentEnv, Value: LaunchClient()},
-		{Name: envLaunchKey, Value: path.Join(s.Path, SSHPrivateKeyFile)},
-		{Name: envLaunchKnownHosts, Value: path.Join(s.Path, SSHKnownHosts)},
+		{Name: envLaunchKey, Value: path.Join(s.AgentDir(), SSHPrivateKeyFile)},
+		{Name: envLaunchKnownHosts, Value: path.Join(s.AgentDir(), SSHKnownHosts)},
 		{Name: envLaunchPort, Value: strconv.Itoa(int(s.Port))},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,22 @@ type SSHSettings struct {
 	// Agent: the launcher starts MPI's daemons through Torus's launch
 	// agent (api.AnnotationRemoteLaunch), not the image's OpenSSH.
 	Agent bool `json:",omitempty"`
+	// AgentBinary is where the job's image holds torus-launch
+	// (api.AnnotationLaunchAgentPath): an agent job's containers set
+	// themselves up with it, and need no init container. Empty: the init
+	// container brings it from Torus's image.
+	AgentBinary string `json:",omitempty"`
+}
+
+// AgentDir is the SSH directory of an agent job's containers: the
+// runtime's, mounted from the pod's SSH volume, where an init container
+// fills it; the volume's own, where the container fills it itself
+// (AgentBinary), as only the directory's maker may set its mode.
+func (s SSHSettings) AgentDir() string {
+	if s.AgentBinary != "" {
+		return path.Join(SSHVolumeMountPath, SSHDirSubPath)
+	}
+	return s.Path
 }
 
 // SSHSecretData is the content of a job's SSH Secret: the keys and the

@@ -27,6 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/api"
 )
 
 // realQueue is a Kueue queue for the real node's jobs: every job of this
@@ -488,6 +490,10 @@ func realNodeJobs(dirp *string) {
 			out, code := kubectlMPI(dir, slices.Concat(args[:2], []string{"--launch", "agent", "--image", mpiImageNoSSH}, args[2:])...)
 			Expect(code).To(Equal(0), out)
 			logs["agent-uid"] = followed(dir, "agent-uid")
+			// The runtime's own image holds the agent: the job sets none.
+			out, code = kubectlMPI(dir, withResources(runArgs("agent-image", agentInImageRuntime(dir), noSSH(piCommand["torus-openmpi-local"])...))...)
+			Expect(code).To(Equal(0), out)
+			logs["agent-image"] = followed(dir, "agent-image")
 		})
 
 		DescribeTable("runs a job to Complete with no OpenSSH in its image: the agent on the workers, its client in mpirun's place, keys checked both ways",
@@ -506,6 +512,21 @@ func realNodeJobs(dirp *string) {
 			Entry("MPICH 4.2 (Debian trixie without OpenSSH, Hydra)", "agent-mpich"),
 			Entry("Open MPI 5 (Debian trixie without OpenSSH, PRRTE)", "agent-ompi5"),
 		)
+
+		It("runs the agent from the job's image where its runtime says the image holds it: no pod has an init container", func() {
+			completed(dir, nil, "agent-image", logs["agent-image"])
+			out, code := logs["agent-image"].wait()
+			Expect(code).To(Equal(0), out)
+			Expect(out).NotTo(ContainSubstring("OpenSSH is in the image"))
+			Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
+			Expect(out).To(MatchRegexp(`\[worker-0\] torus-launch agent: listening on \[::\]:2222`))
+			out, code = kubectl(dir, "get", "jobset", "agent-image", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.initContainers[*].name}")
+			Expect(code).To(Equal(0), out)
+			Expect(out).To(BeEmpty(), "the job's pods have init containers")
+			out, code = kubectl(dir, "get", "jobset", "agent-image", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.containers[0].command[0]}")
+			Expect(code).To(Equal(0), out)
+			Expect(strings.Fields(out)).To(HaveEach(agentInImagePath))
+		})
 
 		It("runs a job under a UID the image has no account for, as restricted-v2 assigns one: the agent needs none", func() {
 			completed(dir, nil, "agent-uid", logs["agent-uid"])
@@ -528,11 +549,41 @@ func applyRealQueue(dir string) {
 }
 
 // The local cluster's MPI images with every OpenSSH package purged
-// (hack/images/mpi/build.sh SUITE-nossh).
+// (hack/images/mpi/build.sh SUITE-nossh); the first also holds
+// torus-launch at agentInImagePath.
 const (
 	mpiImageNoSSH       = "registry.torus.local/mpi-nossh:1"
 	mpiTrixieImageNoSSH = "registry.torus.local/mpi-trixie-nossh:1"
+	agentInImagePath    = "/usr/local/bin/torus-launch"
 )
+
+// agentInImageRuntime applies the TrainingRuntime agent-in-image: the
+// local Open MPI runtime on mpiImageNoSSH, annotated with where that
+// image holds the agent, and returns its name for run --runtime.
+func agentInImageRuntime(dir string) string {
+	GinkgoHelper()
+	rt := localRuntime(dir, "torus-openmpi-local")
+	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+		ps := &rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
+		for j := range ps.Containers {
+			ps.Containers[j].Image = mpiImageNoSSH
+		}
+	}
+	annotations := map[string]string{}
+	for k, v := range rt.Annotations {
+		if strings.HasPrefix(k, api.Domain) {
+			annotations[k] = v
+		}
+	}
+	annotations[api.AnnotationRemoteLaunch] = api.RemoteLaunchAgent
+	annotations[api.AnnotationLaunchAgentPath] = agentInImagePath
+	apply(dir, &trainer.TrainingRuntime{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-in-image", Namespace: "default", Labels: rt.Labels, Annotations: annotations},
+		Spec:       rt.Spec,
+	})
+	return "TrainingRuntime/agent-in-image"
+}
 
 // noSSHImage is, for each local runtime, its image without OpenSSH.
 var noSSHImage = map[string]string{

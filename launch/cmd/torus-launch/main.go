@@ -109,8 +109,32 @@ func setup(args []string) error {
 		s.Wait = &w
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	return s.Run(ctx)
+	err := s.Run(ctx)
+	stop()
+	if err != nil || fs.NArg() == 0 {
+		return err
+	}
+	// A container whose image holds this binary sets itself up, then runs
+	// the command after "--" in this process's place. It is looked up
+	// after the setup, which may have installed it.
+	if err := execCommand(fs.Args()); err != nil {
+		return fmt.Errorf("the command after the setup: %w", err)
+	}
+	return nil
+}
+
+// execCommand replaces this process with command, found in PATH unless
+// it names a path: the container's program keeps its process, its
+// signals and its exit code.
+func execCommand(command []string) error {
+	prog, err := exec.LookPath(command[0])
+	if err != nil {
+		return err
+	}
+	if err := syscall.Exec(prog, command, os.Environ()); err != nil {
+		return fmt.Errorf("running %s: %w", prog, err)
+	}
+	return nil
 }
 
 // waitFlags are the flags of the launcher's wait, in setup and wait.
@@ -143,20 +167,16 @@ func waitThenExec(args []string) error {
 		return errors.New("usage: torus-launch wait --dir=DIR --wait-hostfile=FILE [flags] -- command [args...]")
 	}
 	// Found before the wait: a command that is not there fails at once.
-	prog, err := exec.LookPath(command[0])
-	if err != nil {
+	if _, err := exec.LookPath(command[0]); err != nil {
 		return fmt.Errorf("the launcher's command: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err = w.Run(ctx, *dir, os.Stderr)
+	err := w.Run(ctx, *dir, os.Stderr)
 	stop()
 	if err != nil {
 		return err
 	}
-	if err := syscall.Exec(prog, command, os.Environ()); err != nil {
-		return fmt.Errorf("running %s: %w", prog, err)
-	}
-	return nil
+	return execCommand(command)
 }
 
 func parseFile(spec string) (launchagent.SetupFile, error) {

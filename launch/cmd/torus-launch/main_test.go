@@ -140,3 +140,58 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupThenRunsTheCommand: a container whose image holds torus-launch
+// sets itself up (keys linked, binary installed), then runs the command
+// after "--" in its place, with its output and exit code; a setup that
+// fails runs nothing.
+func TestSetupThenRunsTheCommand(t *testing.T) {
+	secret, dir, bin := t.TempDir(), filepath.Join(t.TempDir(), "ssh"), t.TempDir()
+	writeFile(t, secret, "id", []byte("key"))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := filepath.Join(bin, filepath.Base(self))
+	check := `test "$(readlink ` + filepath.Join(dir, "id") + `)" = ` + filepath.Join(secret, "id") + ` && test -x ` + installed + ` && echo "set up, then $0"; exit 4`
+	for _, tc := range []struct {
+		name    string
+		run     string
+		command []string
+		// wantOut, wantCode: the command's; wantErr, the setup's.
+		wantOut, wantErr string
+		wantCode         int
+	}{
+		{name: "the setup, then the command in its place", run: "0",
+			command: []string{"sh", "-c", check, "agent"}, wantOut: "set up, then agent\n", wantCode: 4},
+		{name: "a failed setup runs nothing", run: "",
+			command: []string{"sh", "-c", "echo ran"}, wantCode: 1, wantErr: "torus-launch: reading the keys' run"},
+		{name: "a command that is not there, after the setup", run: "0",
+			command: []string{"no-such-agent"}, wantCode: 1, wantErr: `torus-launch: the command after the setup: exec: "no-such-agent": executable file not found in $PATH`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(filepath.Join(secret, "run"))
+			if tc.run != "" {
+				writeFile(t, secret, "run", []byte(tc.run))
+			}
+			cmd := torusLaunch(t, append([]string{"setup", "--secret=" + secret, "--dir=" + dir, "--run-key=run", "--run=0",
+				"--keyed-file=id:id:0600", "--link", "--install=" + bin, "--"}, tc.command...)...)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || out.String() != tc.wantOut {
+				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out.String(), tc.wantCode, tc.wantOut, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.wantErr) || (tc.wantErr == "" && errOut.Len() > 0) {
+				t.Errorf("stderr %q, want %q", errOut.String(), tc.wantErr)
+			}
+		})
+	}
+}
