@@ -23,6 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 // operatorWork is what the local cluster's operator process has done so
@@ -88,14 +90,14 @@ func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interf
 		component, controller = "trainer-controller-manager", "trainjob_controller"
 	}
 	pidFile := filepath.Join(dir, "pids", component+".pid")
-	data, err := os.ReadFile(pidFile)
+	rec, err := supervisor.ReadPIDFile(pidFile)
 	if err != nil {
 		return nil, fmt.Errorf("the PID of %s (hack/cluster keeps it): %w", component, err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pidFile, err)
+	if !rec.Alive() {
+		return nil, fmt.Errorf("%s (pid %d, %s) is not running", component, rec.PID, pidFile)
 	}
+	pid := rec.PID
 	addr, err := metricsAddress(pid, dir, upstream)
 	if err != nil {
 		return nil, err

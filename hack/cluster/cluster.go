@@ -260,13 +260,13 @@ func (c *cluster) status() error {
 	running := c.running()
 	var dead []string
 	for _, name := range c.expected() {
-		pid, started := pids[name]
+		r, started := pids[name]
 		switch _, alive := running[name]; {
 		case alive:
-			fmt.Printf("%-24s running, pid %d\n", name, pid)
+			fmt.Printf("%-24s running, pid %d\n", name, r.PID)
 		case started:
 			dead = append(dead, name)
-			fmt.Printf("%-24s DEAD (pid %d exited); last lines of %s:\n%s\n", name, pid, c.logFile(name), supervisor.Tail(c.logFile(name), 10))
+			fmt.Printf("%-24s DEAD (pid %d exited); last lines of %s:\n%s\n", name, r.PID, c.logFile(name), supervisor.Tail(c.logFile(name), 10))
 		default:
 			dead = append(dead, name)
 			fmt.Printf("%-24s not started\n", name)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,25 +28,21 @@ func (c *cluster) run(ctx context.Context, comp supervisor.Component) (*supervis
 // running lists the components whose PID file names a live process.
 func (c *cluster) running() map[string]int {
 	out := map[string]int{}
-	for name, pid := range c.pids() {
-		if supervisor.Alive(pid) {
-			out[name] = pid
+	for name, r := range c.pids() {
+		if r.Alive() {
+			out[name] = r.PID
 		}
 	}
 	return out
 }
 
 // pids reads every PID file, of live and dead components alike.
-func (c *cluster) pids() map[string]int {
-	out := map[string]int{}
+func (c *cluster) pids() map[string]supervisor.PIDRecord {
+	out := map[string]supervisor.PIDRecord{}
 	files, _ := filepath.Glob(filepath.Join(c.dir, "pids", "*.pid"))
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-			out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		if r, err := supervisor.ReadPIDFile(f); err == nil {
+			out[strings.TrimSuffix(filepath.Base(f), ".pid")] = r
 		}
 	}
 	return out
@@ -71,24 +66,26 @@ func (c *cluster) stopAll() {
 		order = append(order, perNode...)
 	}
 	for _, name := range order {
-		pid, ok := pids[name]
+		r, ok := pids[name]
 		if !ok {
 			continue
 		}
 		delete(pids, name)
-		if supervisor.Alive(pid) {
-			supervisor.StopPID(pid)
-			c.logf("stopped %-24s pid %d", name, pid)
-		}
-		_ = os.Remove(filepath.Join(c.dir, "pids", name+".pid"))
+		c.stop(name, r)
 	}
-	for name, pid := range pids {
-		if supervisor.Alive(pid) {
-			supervisor.StopPID(pid)
-			c.logf("stopped %-24s pid %d", name, pid)
-		}
-		_ = os.Remove(filepath.Join(c.dir, "pids", name+".pid"))
+	for name, r := range pids {
+		c.stop(name, r)
 	}
+}
+
+// stop stops a component's process group by its PID, if that PID is
+// still the component's, and forgets it.
+func (c *cluster) stop(name string, r supervisor.PIDRecord) {
+	if r.Alive() {
+		supervisor.StopPID(r.PID)
+		c.logf("stopped %-24s pid %d", name, r.PID)
+	}
+	_ = os.Remove(filepath.Join(c.dir, "pids", name+".pid"))
 }
 
 // waitFor polls check until it succeeds or the timeout passes, failing at
@@ -99,7 +96,7 @@ func (c *cluster) waitFor(ctx context.Context, name string, timeout time.Duratio
 		if err == nil {
 			return nil
 		}
-		if pid, ok := c.pids()[name]; ok && !supervisor.Alive(pid) {
+		if r, ok := c.pids()[name]; ok && !r.Alive() {
 			return supervisor.Fatal(fmt.Errorf("%s exited; last lines of %s:\n%s", name, c.logFile(name), supervisor.Tail(c.logFile(name), 15)))
 		}
 		return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -100,7 +99,7 @@ func (s *Supervisor) Run(ctx context.Context, c Component) (*Process, []int, err
 		pidFile := ""
 		if s.PIDDir != "" {
 			pidFile = filepath.Join(s.PIDDir, c.Name+".pid")
-			if err := os.WriteFile(pidFile, []byte(strconv.Itoa(p.PID())), 0o644); err != nil {
+			if err := WritePIDFile(pidFile, p.PID()); err != nil {
 				p.Stop()
 				return nil, nil, fmt.Errorf("%s: %w", c.Name, err)
 			}

@@ -14,6 +14,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
+
+	"github.com/torus-mpi/torus/hack/supervisor"
 )
 
 // run runs a command to completion and returns its combined output and
@@ -55,11 +57,9 @@ func readPIDs(dir string) map[string]int {
 	Expect(err).NotTo(HaveOccurred())
 	out := map[string]int{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		r, err := supervisor.ReadPIDFile(f)
 		Expect(err).NotTo(HaveOccurred())
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		Expect(err).NotTo(HaveOccurred())
-		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = r.PID
 	}
 	return out
 }

@@ -64,7 +64,7 @@ func (o *clusterOperator) start() {
 	p, err := supervisor.Start(supervisor.Spec{Name: "torus-operator", Argv: o.argv, Log: o.logFile(), Detach: true,
 		Env: []string{"KUBECONFIG=" + filepath.Join(o.dir, "kubeconfig")}})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(o.pidFile(), []byte(fmt.Sprint(p.PID())), 0o644)).To(Succeed())
+	Expect(supervisor.WritePIDFile(o.pidFile(), p.PID())).To(Succeed())
 	probe := ""
 	for _, a := range o.argv {
 		if v, ok := strings.CutPrefix(a, "--health-probe-bind-address="); ok {
