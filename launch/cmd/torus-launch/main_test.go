@@ -40,6 +40,22 @@ func torusLaunch(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// runTorusLaunch runs cmd to its end: its output, its errors and its exit
+// code.
+func runTorusLaunch(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
 func writeFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
@@ -115,27 +131,18 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 			cmd := torusLaunch(t, append([]string{"wait", "--dir=" + dir, "--wait-hostfile=" + hostfile, "--wait-port=" + tc.port,
 				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=300ms", "--quiet-for=" + tc.quiet, "--"}, tc.command...)...)
 			cmd.Env = append(cmd.Env, "TORUS_TEST=kept")
-			var out, errOut bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
+			out, errOut, code := runTorusLaunch(t, cmd)
+			if code != tc.wantCode || out != tc.wantOut {
+				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out, tc.wantCode, tc.wantOut, errOut)
 			}
-			if code != tc.wantCode || out.String() != tc.wantOut {
-				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out.String(), tc.wantCode, tc.wantOut, errOut.String())
+			if tc.wantErr == "" && errOut != "" {
+				t.Errorf("stderr %q, want nothing", errOut)
 			}
-			if tc.wantErr == "" && errOut.Len() > 0 {
-				t.Errorf("stderr %q, want nothing", errOut.String())
+			if !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("stderr %q, want %q", errOut, tc.wantErr)
 			}
-			if !strings.Contains(errOut.String(), tc.wantErr) {
-				t.Errorf("stderr %q, want %q", errOut.String(), tc.wantErr)
-			}
-			if tc.notErr != "" && strings.Contains(errOut.String(), tc.notErr) {
-				t.Errorf("stderr %q says %q", errOut.String(), tc.notErr)
+			if tc.notErr != "" && strings.Contains(errOut, tc.notErr) {
+				t.Errorf("stderr %q says %q", errOut, tc.notErr)
 			}
 		})
 	}
@@ -176,21 +183,12 @@ func TestSetupThenRunsTheCommand(t *testing.T) {
 			}
 			cmd := torusLaunch(t, append([]string{"setup", "--secret=" + secret, "--dir=" + dir, "--run-key=run", "--run=0",
 				"--keyed-file=id:id:0600", "--link", "--install=" + bin, "--"}, tc.command...)...)
-			var out, errOut bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errOut
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
+			out, errOut, code := runTorusLaunch(t, cmd)
+			if code != tc.wantCode || out != tc.wantOut {
+				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out, tc.wantCode, tc.wantOut, errOut)
 			}
-			if code != tc.wantCode || out.String() != tc.wantOut {
-				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out.String(), tc.wantCode, tc.wantOut, errOut.String())
-			}
-			if !strings.Contains(errOut.String(), tc.wantErr) || (tc.wantErr == "" && errOut.Len() > 0) {
-				t.Errorf("stderr %q, want %q", errOut.String(), tc.wantErr)
+			if !strings.Contains(errOut, tc.wantErr) || (tc.wantErr == "" && errOut != "") {
+				t.Errorf("stderr %q, want %q", errOut, tc.wantErr)
 			}
 		})
 	}
