@@ -51,25 +51,19 @@ func brokenOperator() string {
 	return broken
 }
 
-func readPIDs(dir string) map[string]int {
+// readPIDs reads a cluster's PID files: each component's process, which
+// is alive only while that PID is still the one it started as.
+func readPIDs(dir string) map[string]supervisor.PIDRecord {
 	GinkgoHelper()
 	files, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
 	Expect(err).NotTo(HaveOccurred())
-	out := map[string]int{}
+	out := map[string]supervisor.PIDRecord{}
 	for _, f := range files {
 		r, err := supervisor.ReadPIDFile(f)
 		Expect(err).NotTo(HaveOccurred())
-		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = r.PID
+		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = r
 	}
 	return out
-}
-
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')'):]), ") Z ")
 }
 
 func ephemeralRange() (int, int) {
@@ -93,8 +87,8 @@ var _ = Describe("hack/cluster", Ordered, func() {
 			// Read before down, which removes the PID files.
 			pids := readPIDs(dir)
 			clusterCmd(dir, "down")
-			for name, pid := range pids {
-				Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived cluster down", name, pid)
+			for name, r := range pids {
+				Expect(r.Alive()).To(BeFalse(), "%s (pid %d) outlived cluster down", name, r.PID)
 			}
 		})
 	})
@@ -134,10 +128,11 @@ var _ = Describe("hack/cluster", Ordered, func() {
 	})
 
 	It("names a component that died, with the end of its log, in status", func() {
-		pid := readPIDs(dir)["torus-operator"]
+		op := readPIDs(dir)["torus-operator"]
+		pid := op.PID
 		Expect(pid).NotTo(BeZero())
 		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
-		Eventually(func() bool { return alive(pid) }, 10*time.Second).Should(BeFalse())
+		Eventually(op.Alive, 10*time.Second).Should(BeFalse())
 
 		out, code := clusterCmd(dir, "status")
 		Expect(code).NotTo(Equal(0), "status passed with the operator dead")
@@ -150,8 +145,8 @@ var _ = Describe("hack/cluster", Ordered, func() {
 		pids := readPIDs(dir)
 		out, code := clusterCmd(dir, "down")
 		Expect(code).To(Equal(0), out)
-		for name, pid := range pids {
-			Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived cluster down", name, pid)
+		for name, r := range pids {
+			Expect(r.Alive()).To(BeFalse(), "%s (pid %d) outlived cluster down", name, r.PID)
 		}
 
 		By("an operator that exits at once, as one whose metrics port is taken does")
@@ -165,7 +160,7 @@ var _ = Describe("hack/cluster", Ordered, func() {
 		for _, m := range started {
 			pid, err := strconv.Atoi(m[2])
 			Expect(err).NotTo(HaveOccurred())
-			Expect(alive(pid)).To(BeFalse(), "%s (pid %d) left running after a failed cluster up", m[1], pid)
+			Expect(supervisor.Alive(pid)).To(BeFalse(), "%s (pid %d) left running after a failed cluster up", m[1], pid)
 		}
 	})
 })

@@ -195,7 +195,7 @@ func realNodeJobs(dirp *string) {
 			var pod string
 			Eventually(created, 3*time.Minute).Should(Receive(&pod))
 			Expect(pod).To(HavePrefix("pod/"))
-			kcm := readPIDs(dir)["kube-controller-manager"]
+			kcm := readPIDs(dir)["kube-controller-manager"].PID
 			Expect(syscall.Kill(kcm, syscall.SIGSTOP)).To(Succeed())
 			held := true
 			resume := func() {

@@ -267,11 +267,11 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		By("killing every process it recorded, as the end of a session does: down never runs")
 		pids := readPIDs(killed)
 		Expect(pids).To(HaveKey("kubelet-1"))
-		for _, pid := range pids {
-			Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		for _, r := range pids {
+			Expect(syscall.Kill(r.PID, syscall.SIGKILL)).To(Succeed())
 		}
-		for name, pid := range pids {
-			Eventually(func() bool { return alive(pid) }, 10*time.Second).Should(BeFalse(), "%s (pid %d) survived SIGKILL", name, pid)
+		for name, r := range pids {
+			Eventually(r.Alive, 10*time.Second).Should(BeFalse(), "%s (pid %d) survived SIGKILL", name, r.PID)
 		}
 		// The kubelet, containerd, its shims and the containers are not
 		// among the recorded PIDs: they end with the node's PID namespace.
