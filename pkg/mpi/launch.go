@@ -41,7 +41,8 @@ const (
 func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 
 // LaunchSetupArgs are the arguments of torus-launch setup, the init
-// container of an agent job's pods: it links the run's keys into the SSH
+// container of an agent job's pods (or the start of each container's
+// command, LaunchFromImageCommand): it links the run's keys into the SSH
 // directory from the Secret's volume, which the other containers mount
 // too (the init container runs as the user of Torus's image, the others as
 // their image's: a copy would be unreadable to them, a link leaves the
