@@ -57,7 +57,7 @@ type crdSources struct {
 	trainer, jobset, torus string // directories of *.yaml
 }
 
-func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources) (_ *controlPlane, err error) {
+func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources, pin placement) (_ *controlPlane, err error) {
 	cp := &controlPlane{dir: dir}
 	for _, d := range []string{"pki", "etcd", "logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -85,7 +85,7 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 			if err := os.RemoveAll(data); err != nil {
 				return supervisor.Spec{}, err
 			}
-			return supervisor.Spec{Argv: controlplane.EtcdArgs(filepath.Join(testbin, "etcd"), "bench", data, p[0], p[1])}, nil
+			return supervisor.Spec{Argv: pin.controlPlane(controlplane.EtcdArgs(filepath.Join(testbin, "etcd"), "bench", data, p[0], p[1]))}, nil
 		},
 		Ready: func(ctx context.Context, p []int) error {
 			return supervisor.HTTPGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/health", p[0]), nil, "")
@@ -99,7 +99,7 @@ func startControlPlane(ctx context.Context, dir, testbin string, crds crdSources
 		Name: "kube-apiserver", Ports: 1,
 		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
 			argv, err := controlplane.APIServerArgs(filepath.Join(testbin, "kube-apiserver"), cp.ca, etcdPorts[0], p[0], "")
-			return supervisor.Spec{Argv: argv}, err
+			return supervisor.Spec{Argv: pin.controlPlane(argv)}, err
 		},
 		Ready: func(ctx context.Context, p []int) error {
 			return supervisor.HTTPGet(ctx, fmt.Sprintf("https://127.0.0.1:%d/readyz", p[0]), cp.ca.CertPool(), "")
@@ -215,8 +215,8 @@ func (cp *controlPlane) fetchProfile(ctx context.Context, query, out string) err
 
 // startBare starts a fresh control plane with the counting proxy in front
 // of it, and a metadata client of it; stop ends both.
-func startBare(ctx context.Context, dir, testbin string, crds crdSources) (cp *controlPlane, proxy *countingProxy, mc metadata.Interface, stop func(), err error) {
-	if cp, err = startControlPlane(ctx, dir, testbin, crds); err != nil {
+func startBare(ctx context.Context, dir, testbin string, crds crdSources, pin placement) (cp *controlPlane, proxy *countingProxy, mc metadata.Interface, stop func(), err error) {
+	if cp, err = startControlPlane(ctx, dir, testbin, crds, pin); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	if proxy, err = startProxy(cp); err != nil {

@@ -72,7 +72,7 @@ func runDashboard(ctx context.Context, o options, existing []int, samples int) e
 	}
 	m := describeMachine()
 	logf("%s; load average %s", m.CPU, m.LoadStart)
-	cp, _, _, stop, err := startBare(ctx, dir, o.testbin, crds)
+	cp, _, _, stop, err := startBare(ctx, dir, o.testbin, crds, o.placement)
 	if err != nil {
 		return err
 	}

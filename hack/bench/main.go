@@ -66,6 +66,7 @@ type options struct {
 	pprofSecs   int
 	torusFlags  []string
 	runs        int
+	placement   placement
 }
 
 func main() {
@@ -79,6 +80,7 @@ func main() {
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest wait for one batch")
 	fs.IntVar(&o.runs, "runs", 3, "runs of every contender at each N, interleaved; ratios are reported as the median with every run's value")
+	fs.BoolVar(&o.placement.split, "split-cores", false, "etcd and kube-apiserver on CPU 0, the controller and the benchmark on CPU 1, as on a cluster whose control plane has machines of its own")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")
 	testbin := ".testbin/bin"
 	if dir := os.Getenv("TESTBIN"); dir != "" {
@@ -99,6 +101,9 @@ func main() {
 	dashboardJobs := fs.String("dashboard-jobs", "10,1000", "with -dashboard: numbers of jobs already in the namespace, comma-separated, ascending")
 	samples := fs.Int("samples", 20, "with -dashboard: changes measured at each size")
 	_ = fs.Parse(os.Args[1:])
+	if err := o.placement.pinSelf(); err != nil {
+		fatal(err)
+	}
 	if *dashboard {
 		var sizes []int
 		for _, s := range strings.Split(*dashboardJobs, ",") {
@@ -438,7 +443,7 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		return err
 	}
 	logf("%s N=%d run %d: starting etcd and kube-apiserver", c.Name, n, r.Run)
-	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds)
+	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds, o.placement)
 	if err != nil {
 		return err
 	}

@@ -234,6 +234,9 @@ func (rep *report) markdown(quick bool) string {
 	p("**Workload:** N MPI TrainJobs of %d workers on the OpenMPI ClusterTrainingRuntime `%s` "+
 		"(samples/runtimes), created by %d concurrent goroutines with no client rate limit; each contender alone "+
 		"on a fresh etcd and kube-apiserver.\n\n", rep.opts.workers, runtimeName, rep.opts.concurrency)
+	if rep.opts.placement.split {
+		p("**Cores split:** etcd and kube-apiserver ran on CPU %d; the controller and the benchmark (its creators and counting proxy) on CPU %d.\n\n", controlPlaneCPU, othersCPU)
+	}
 	if len(rep.opts.torusFlags) > 0 {
 		p("**Not Torus's defaults:** every Torus run here had the extra flags `%s`.\n\n", strings.Join(rep.opts.torusFlags, " "))
 	}

@@ -72,7 +72,7 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 	}
 	m := describeMachine()
 	logf("%s; load average %s", m.CPU, m.LoadStart)
-	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds)
+	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds, o.placement)
 	if err != nil {
 		return err
 	}
