@@ -132,7 +132,7 @@ test-wire: testbin ## Real Open MPI and MPICH ranks over real sshd between netwo
 	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -timeout 15m ./test/wire/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/wire)
 
 .PHONY: node-deps
-node-deps: ## What the real nodes run: Debian's containerd, runc, CNI plugins, iptables and ipset (root), and the kubelet, CoreDNS, kube-router, Multus and Whereabouts from pinned modules.
+node-deps: ## What the real nodes run: Debian's runc, CNI plugins, iptables and ipset (root), and the kubelet, containerd, CoreDNS, kube-router, Multus and Whereabouts from pinned modules.
 	hack/node/install.sh
 	hack/testbin/build.sh node
 

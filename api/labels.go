@@ -49,6 +49,11 @@ const (
 	// (spec.trainer.image). Unset, an init container from Torus's image
 	// brings the binary into each pod.
 	AnnotationLaunchAgentPath = Domain + "launch-agent-path"
+	// AnnotationLaunchAgentDelivery, on a runtime or a TrainJob of the
+	// launch agent whose image does not hold torus-launch, chooses how the
+	// binary reaches its pods, over the operator's --launch-agent-delivery:
+	// LaunchAgentByInitContainer or LaunchAgentByImageVolume.
+	AnnotationLaunchAgentDelivery = Domain + "launch-agent-delivery"
 	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
 	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
 	// to run before it fails with reason SchedulingTimeout, releasing what
@@ -119,6 +124,21 @@ const SchedulingGateSSHKeys = Domain + "ssh-keys"
 const (
 	RemoteLaunchAgent   = "agent"
 	RemoteLaunchOpenSSH = "openssh"
+)
+
+// Values of AnnotationLaunchAgentDelivery.
+const (
+	// LaunchAgentByInitContainer: an init container copies torus-launch
+	// from Torus's image into each pod. Any node runs it; the pod's
+	// containers start one relist of the kubelet after the init container
+	// ends.
+	LaunchAgentByInitContainer = "init-container"
+	// LaunchAgentByImageVolume: Torus's image is mounted into each pod as
+	// an image volume, and each container sets itself up from it, with no
+	// init container. The nodes' runtime must mount image volumes
+	// (Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or
+	// later).
+	LaunchAgentByImageVolume = "image-volume"
 )
 
 // NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks

@@ -55,7 +55,8 @@ type realContender struct {
 // torusContenders run the jobs on Torus's Open MPI runtime: through the
 // image's OpenSSH, and through Torus's launch agent on the same image with
 // every OpenSSH package purged (hack/cluster's mpi-nossh), brought by an
-// init container or run from that image, which holds it too.
+// init container, run from that image, which holds it too, or run from
+// Torus's image mounted as an image volume.
 var torusContenders = []realContender{{
 	label:       "Torus, OpenSSH (" + localRuntime + ")",
 	runtime:     localRuntime,
@@ -75,6 +76,15 @@ var torusContenders = []realContender{{
 	annotations: map[string]string{
 		api.AnnotationRemoteLaunch:    api.RemoteLaunchAgent,
 		api.AnnotationLaunchAgentPath: "/usr/local/bin/torus-launch",
+	},
+}, {
+	label:   "Torus, launch agent from Torus's image as an image volume (" + localRuntime + ", no OpenSSH)",
+	runtime: localRuntime,
+	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+	image:   "registry.torus.local/mpi-nossh:1",
+	annotations: map[string]string{
+		api.AnnotationRemoteLaunch:        api.RemoteLaunchAgent,
+		api.AnnotationLaunchAgentDelivery: api.LaunchAgentByImageVolume,
 	},
 }}
 

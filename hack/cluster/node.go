@@ -156,15 +156,15 @@ func (c *cluster) nodeCheck(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the real nodes need root (containerd, runc, namespaces, mounts, cgroups)")
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "unshare", "nsenter", "ip", "iptables", "ipset"} {
+	for _, b := range []string{"runc", "unshare", "nsenter", "ip", "iptables", "ipset"} {
 		if _, err := exec.LookPath(b); err != nil {
-			return fmt.Errorf("%s is missing: run make node-deps (Debian's containerd, runc, containernetworking-plugins)", b)
+			return fmt.Errorf("%s is missing: run make node-deps (Debian's runc, containernetworking-plugins, iptables, ipset)", b)
 		}
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return errors.New("/usr/lib/cni/bridge is missing: run make node-deps")
 	}
-	for _, b := range []string{"kubelet", "kube-router", "multus", "whereabouts"} {
+	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "kube-router", "multus", "whereabouts"} {
 		if _, err := os.Stat(c.bin(b)); err != nil {
 			return fmt.Errorf("%s is missing: run make node-deps", c.bin(b))
 		}
@@ -248,7 +248,7 @@ func (c *cluster) startRealNodes(ctx context.Context) error {
 		g.Go(func() error {
 			for _, a := range archives {
 				start := time.Now()
-				if out, err := exec.CommandContext(gctx, "ctr", "--address", c.nodeDir(n, "containerd.sock"), "-n", "k8s.io",
+				if out, err := exec.CommandContext(gctx, c.bin("ctr"), "--address", c.nodeDir(n, "containerd.sock"), "-n", "k8s.io",
 					"images", "import", a).CombinedOutput(); err != nil {
 					return fmt.Errorf("importing %s into %s: %w: %s", a, n.name(), err, out)
 				}
@@ -452,6 +452,9 @@ state = %q
   address = %q
 [metrics]
   address = ""
+# Its socket would be the host's /var/run/nri, shared by every node.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
   # Root here lacks CAP_SYS_RESOURCE: without this every sandbox fails
@@ -496,12 +499,14 @@ state = %q
 	// node, rather than leaving a kubelet behind that would remove the
 	// next node's pod cgroups as orphans. SIGTERM still stops it gently:
 	// unshare blocks it, and sh forwards it to containerd.
-	script := "set -e\n" + mounts.String() + fmt.Sprintf(`containerd --config %s &
+	// The pinned containerd finds its shim beside itself, ahead of any
+	// the host has on its PATH.
+	script := "set -e\n" + mounts.String() + fmt.Sprintf(`PATH=%s:$PATH %s --config %s &
 pid=$!
 trap 'kill -TERM $pid' TERM INT
 wait $pid || true
 wait $pid || true
-`, cfgFile)
+`, c.testbin, c.bin("containerd"), cfgFile)
 	p, _, err := c.run(ctx, supervisor.Component{
 		Name: n.component("containerd"), Timeout: 60 * time.Second,
 		Command: func(context.Context, []int) (supervisor.Spec, error) {
@@ -509,7 +514,7 @@ wait $pid || true
 				"--kill-child", "/bin/sh", "-c", script}}, nil
 		},
 		Ready: func(ctx context.Context, _ []int) error {
-			out, err := exec.CommandContext(ctx, "ctr", "--address", c.nodeDir(n, "containerd.sock"), "version").CombinedOutput()
+			out, err := exec.CommandContext(ctx, c.bin("ctr"), "--address", c.nodeDir(n, "containerd.sock"), "version").CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("ctr version: %w: %s", err, out)
 			}

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the local cluster's real nodes run, from Debian's packages,
-# at least the versions measured: containerd, runc and the CNI plugins, and
-# iptables and ipset for the network policy agent (kube-router). The kubelet is
-# built from pinned modules (hack/testbin/build.sh node). Root only; a
-# no-op when the pinned versions are installed already.
+# at least the versions measured: runc and the CNI plugins, and iptables and
+# ipset for the network policy agent (kube-router). The kubelet and
+# containerd are built from pinned modules (hack/testbin/build.sh node).
+# Root only; a no-op when the pinned versions are installed already.
 set -euo pipefail
 
 # Minimum versions, as measured: Debian keeps only a suite's newest point
 # release, so an exact pin would break at its next security update.
 packages=(
-  containerd=1.6.20~ds1-1+deb12u3
   runc=1.1.5+ds1-1+deb12u1
   containernetworking-plugins=1.1.1+ds1-3+b5
   iptables=1.8.9-2
@@ -40,7 +39,7 @@ for p in "${packages[@]}"; do
   fi
 done
 if (( ${#missing[@]} == 0 )); then
-  echo "node: containerd, runc, CNI plugins, iptables and ipset up to date"
+  echo "node: runc, CNI plugins, iptables and ipset up to date"
   exit 0
 fi
 if (( EUID != 0 )); then
@@ -62,8 +61,3 @@ for p in "${packages[@]}"; do
     exit 1
   fi
 done
-# Where systemd runs, the package's own containerd service is not ours:
-# the real node runs its own, with its own paths.
-if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-  systemctl disable --now containerd.service >/dev/null 2>&1 || true
-fi

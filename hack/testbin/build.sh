@@ -9,7 +9,7 @@
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
 #   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (hack/cluster -openshift)
-#   hack/testbin/build.sh node         # kubelet, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes
+#   hack/testbin/build.sh node         # kubelet, containerd, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes
 #
 # With TESTBIN_DOWNLOAD_ONLY set, it only downloads the modules the builds
 # need (hack/prefetch.sh).
@@ -97,7 +97,7 @@ expand() { # groups of components
       # cold) and only test/olm needs it.
       olm) echo olm-operator catalog-operator opm catalog-server ;;
       openshift) echo openshift-scc ;;
-      node) echo kubelet coredns kube-router multus whereabouts ;;
+      node) echo kubelet containerd containerd-shim-runc-v2 ctr coredns kube-router multus whereabouts ;;
       *) echo "$c" ;;
     esac
   done
@@ -185,6 +185,12 @@ for component in $components; do
       build catalog-server olm ./catalog-server \
         "$(modversion olm github.com/operator-framework/operator-registry)-$(sha256sum "$here/olm/catalog-server/main.go" | cut -c1-12)" "" \
         "netgo osusergo containers_image_openpgp" ;;
+    containerd|containerd-shim-runc-v2|ctr)
+      # The real nodes' container runtime, its runc shim and its client,
+      # with the version they report (the kubelet shows the runtime's).
+      v=$(modversion containerd github.com/containerd/containerd/v2)
+      build "$component" containerd "github.com/containerd/containerd/v2/cmd/$component" "$v" \
+        "-X github.com/containerd/containerd/v2/version.Version=$v" ;;
     coredns)
       # Ours: CoreDNS with the plugins the local cluster uses.
       build coredns coredns . \

@@ -83,7 +83,10 @@ type Options struct {
 	// LauncherAfterWorkers starts launchers once their workers are Ready,
 	// rather than with them (children.BuildOptions.LauncherAfterWorkers).
 	LauncherAfterWorkers bool
-	Zap                  zap.Options
+	// LaunchAgentDelivery is how torus-launch reaches agent jobs' pods
+	// (children.BuildOptions.LaunchAgentDelivery).
+	LaunchAgentDelivery string
+	Zap                 zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -124,6 +127,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Image holding "+mpi.LaunchImagePath+", from which jobs using Torus's launch agent (annotation "+api.AnnotationRemoteLaunch+"="+api.RemoteLaunchAgent+") take it (default: the operator's own image, read from its pod).")
 	fs.BoolVar(&o.LauncherAfterWorkers, "launcher-after-workers", false,
 		"Start each launcher once its workers are Ready (JobSet dependsOn) rather than with them: for nodes that run no containers, such as kwok's, where no launcher can wait for its workers.")
+	fs.StringVar(&o.LaunchAgentDelivery, "launch-agent-delivery", api.LaunchAgentByInitContainer,
+		"How "+mpi.LaunchBinary+" reaches the pods of agent jobs whose image does not hold it (annotation "+api.AnnotationLaunchAgentDelivery+" chooses per runtime or job): "+
+			api.LaunchAgentByInitContainer+" (an init container copies it from --launch-image; any node) or "+
+			api.LaunchAgentByImageVolume+" (--launch-image mounted as an image volume, so pods start with no init container; every node's runtime must mount image volumes: Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or later).")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -167,6 +174,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
 		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
 	}
+	if o.LaunchAgentDelivery != api.LaunchAgentByInitContainer && o.LaunchAgentDelivery != api.LaunchAgentByImageVolume {
+		return nil, fmt.Errorf("--launch-agent-delivery=%q: set it to %s or %s", o.LaunchAgentDelivery, api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume)
+	}
 	keyAlgorithm, err := mpi.ParseKeyAlgorithm(o.SSHKeyAlgorithm)
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-key-algorithm: %w", err)
@@ -208,6 +218,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return controller.SetupControllers(mgr, controller.Options{
 			LaunchImage:              launchImage,
 			LauncherAfterWorkers:     o.LauncherAfterWorkers,
+			LaunchAgentDelivery:      o.LaunchAgentDelivery,
 			ProofKey:                 proofKey,
 			Upstream:                 others,
 			ClusterDomain:            o.ClusterDomain,

@@ -4,6 +4,7 @@
 package children
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,6 +41,11 @@ type BuildOptions struct {
 	// with a LaunchImage: for nodes that run no containers (kwok), where
 	// no launcher can wait for its workers.
 	LauncherAfterWorkers bool
+	// LaunchAgentDelivery is how torus-launch reaches the pods of agent
+	// jobs whose image does not hold it and which choose nothing
+	// themselves (api.AnnotationLaunchAgentDelivery); ""
+	// is api.LaunchAgentByInitContainer.
+	LaunchAgentDelivery string
 	// KueueJobSets: Kueue admits MPI jobs through its JobSet integration, so
 	// a queued TrainJob's JobSet carries the queue and starts suspended until
 	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
@@ -109,6 +115,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 		return nil, fmt.Errorf("the job asks for Torus's launch agent (%s=%s), but the operator knows no image to deliver it from: start the operator with --launch-image, or set %s=%s",
 			api.AnnotationRemoteLaunch, api.RemoteLaunchAgent, api.AnnotationRemoteLaunch, api.RemoteLaunchOpenSSH)
 	}
+	job = agentDelivered(job, opts)
 	// With Torus's image at hand, the launcher starts with its workers and
 	// waits, with the binary from it, until each accepts a connection that
 	// proves it the job's (mpi.LaunchWaitCommand, mpi.LaunchWaitArgs);
@@ -180,6 +187,29 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	}
 	js.Annotations[api.AnnotationJob] = started
 	return js, nil
+}
+
+// agentDelivered is job with the way torus-launch reaches an agent job's
+// pods settled, as the job's record keeps it: an image that holds the
+// binary runs its own; otherwise the job's, its runtime's or the
+// operator's choice (BuildOptions.LaunchAgentDelivery). By image volume,
+// the binary is the volume's, and the containers set themselves up with
+// it as from an image that holds it.
+func agentDelivered(job *mpi.Job, opts BuildOptions) *mpi.Job {
+	if !job.SSH.Agent {
+		return job
+	}
+	j := *job
+	switch {
+	case j.SSH.AgentBinary != "":
+		j.SSH.AgentDelivery = ""
+	case cmp.Or(j.SSH.AgentDelivery, opts.LaunchAgentDelivery) == api.LaunchAgentByImageVolume:
+		j.SSH.AgentDelivery = api.LaunchAgentByImageVolume
+		j.SSH.AgentBinary = mpi.LaunchImageVolumeBinary
+	default:
+		j.SSH.AgentDelivery = api.LaunchAgentByInitContainer
+	}
+	return &j
 }
 
 // gateOnKeys holds a pod until Torus has made its run's keys
@@ -393,8 +423,8 @@ var launchVolumeSize = resource.MustParse("64Mi")
 // addLaunchAgent gives a pod Torus's remote launch in place of OpenSSH: an
 // init container from Torus's image links the run's keys into the SSH
 // directory and installs the agent's binary, or, where the job's image
-// holds the binary (SSHSettings.AgentBinary), the container does so
-// itself; workers run the agent; the launcher waits for every worker's
+// holds the binary or Torus's image is mounted as an image volume
+// (SSHSettings.AgentBinary), the container does so itself; workers run the agent; the launcher waits for every worker's
 // agent before its command; every container gets the client's settings.
 // Nothing of the user's image is run but MPI and the program.
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
@@ -422,6 +452,15 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 			corev1.VolumeMount{Name: mpi.SSHSecretVolume, MountPath: mpi.SSHSecretMountPath, ReadOnly: true},
 			corev1.VolumeMount{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir},
 		)
+		if b.job.SSH.AgentDelivery == api.LaunchAgentByImageVolume {
+			ps.Volumes = mpi.UpsertVolume(ps.Volumes, corev1.Volume{
+				Name: mpi.LaunchImageVolume,
+				VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+					Reference: b.launchImage, PullPolicy: corev1.PullIfNotPresent,
+				}},
+			})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: mpi.LaunchImageVolume, MountPath: mpi.LaunchImageMountPath, ReadOnly: true})
+		}
 		ctr.Env = mpi.UpsertEnv(ctr.Env, b.restartAttemptEnv())
 		if role == api.RoleWorker {
 			ctr.Command, ctr.Args = mpi.LaunchFromImageCommand(b.job.SSH, role, mpi.LaunchAgentCommand(b.job.SSH)), nil

@@ -601,8 +601,14 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 		runtimeAnnotation, jobAnnotation bool
 		jobImage                         string
 		entrypoint                       bool
+		// The delivery the runtime, the job and the operator choose
+		// (api.AnnotationLaunchAgentDelivery).
+		runtimeDelivery, jobDelivery, operatorDelivery string
 		// wantInit: the roles whose pods keep the setup's init container.
 		wantInit []string
+		// fromVolume: the containers run the binary from Torus's image,
+		// mounted as an image volume.
+		fromVolume bool
 	}{
 		"the runtime's image holds the binary: no init container": {
 			runtimeAnnotation: true,
@@ -618,11 +624,31 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 			runtimeAnnotation: true, entrypoint: true,
 			wantInit: []string{api.RoleLauncher},
 		},
+		"the runtime asks for Torus's image as an image volume: no init container": {
+			runtimeDelivery: api.LaunchAgentByImageVolume, fromVolume: true,
+		},
+		"the operator's default is the image volume": {
+			operatorDelivery: api.LaunchAgentByImageVolume, fromVolume: true,
+		},
+		"a job asking for the init container over the operator's image volume": {
+			jobDelivery: api.LaunchAgentByInitContainer, operatorDelivery: api.LaunchAgentByImageVolume,
+			wantInit: []string{api.RoleLauncher, api.RoleWorker},
+		},
+		"an image that holds the binary is not given the volume": {
+			runtimeAnnotation: true, runtimeDelivery: api.LaunchAgentByImageVolume,
+		},
+		"a launcher running its image's entrypoint keeps its setup container beside the volume's workers": {
+			runtimeDelivery: api.LaunchAgentByImageVolume, entrypoint: true, fromVolume: true,
+			wantInit: []string{api.RoleLauncher},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rtw := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent)
 			if tc.runtimeAnnotation {
 				rtw = rtw.Annotation(api.AnnotationLaunchAgentPath, bin)
+			}
+			if tc.runtimeDelivery != "" {
+				rtw = rtw.Annotation(api.AnnotationLaunchAgentDelivery, tc.runtimeDelivery)
 			}
 			r := rtw.Runtime()
 			if tc.entrypoint {
@@ -639,14 +665,29 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 			if tc.jobAnnotation {
 				tjw = tjw.Annotation(api.AnnotationLaunchAgentPath, bin)
 			}
+			if tc.jobDelivery != "" {
+				tjw = tjw.Annotation(api.AnnotationLaunchAgentDelivery, tc.jobDelivery)
+			}
 			tj := tjw.Obj()
 			job, err := mpi.ResolveJob(tj, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: launchImg})
+			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: launchImg, LaunchAgentDelivery: tc.operatorDelivery})
 			if err != nil {
 				t.Fatal(err)
+			}
+			wantBin := bin
+			if tc.fromVolume {
+				wantBin = mpi.LaunchImageVolumeBinary
+			}
+			// The job's record keeps how the binary reached its pods.
+			started, ok := mpi.DecodeJob(js.Annotations[api.AnnotationJob])
+			if !ok {
+				t.Fatalf("no job record on the JobSet: %v", js.Annotations)
+			}
+			if tc.fromVolume && (started.SSH.AgentDelivery != api.LaunchAgentByImageVolume || started.SSH.AgentBinary != wantBin) {
+				t.Errorf("the record says delivery %q, binary %q; want %q, %q", started.SSH.AgentDelivery, started.SSH.AgentBinary, api.LaunchAgentByImageVolume, wantBin)
 			}
 			for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
 				rjName := mpi.LauncherJob
@@ -658,6 +699,18 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 				hasInit := slices.ContainsFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == mpi.SSHInitContainer })
 				if want := slices.Contains(tc.wantInit, role); hasInit != want {
 					t.Fatalf("%s: setup init container %t, want %t", role, hasInit, want)
+				}
+				volume := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == mpi.LaunchImageVolume })
+				mounted := slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == mpi.LaunchImageVolume && m.MountPath == mpi.LaunchImageMountPath && m.ReadOnly
+				})
+				if wantVolume := tc.fromVolume && !hasInit; (volume >= 0) != wantVolume || mounted != wantVolume {
+					t.Fatalf("%s: image volume %t, mounted read-only at %s %t; want %t: %v", role, volume >= 0, mpi.LaunchImageMountPath, mounted, wantVolume, pod.Volumes)
+				}
+				if volume >= 0 {
+					if img := pod.Volumes[volume].Image; img == nil || img.Reference != launchImg || img.PullPolicy != corev1.PullIfNotPresent {
+						t.Errorf("%s: the volume %+v is not Torus's image %s, pulled if not present", role, pod.Volumes[volume].VolumeSource, launchImg)
+					}
 				}
 				// The client's key is where the container finds it, by
 				// one mount or the other.
@@ -673,15 +726,15 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 					t.Errorf("%s: TORUS_SSH_KEY=%s is on no mount of the SSH volume: %v", role, key, ctr.VolumeMounts)
 				}
 				if hasInit {
-					if len(ctr.Command) > 0 && ctr.Command[0] == bin {
-						t.Errorf("%s runs %s, which its image may lack", role, bin)
+					if len(ctr.Command) > 0 && ctr.Command[0] == wantBin {
+						t.Errorf("%s runs %s, which it may lack", role, wantBin)
 					}
 					continue
 				}
 				argv := append(slices.Clone(ctr.Command), ctr.Args...)
 				sep := slices.Index(argv, "--")
-				if argv[0] != bin || argv[1] != "setup" || sep < 0 {
-					t.Fatalf("%s runs %v, want %s setup ... -- ...", role, argv, bin)
+				if argv[0] != wantBin || argv[1] != "setup" || sep < 0 {
+					t.Fatalf("%s runs %v, want %s setup ... -- ...", role, argv, wantBin)
 				}
 				if !slices.Contains(argv[:sep], "--install="+mpi.LaunchBinDir) || !slices.Contains(argv[:sep], "--dir="+mpi.SSHVolumeMountPath+"/"+mpi.SSHDirSubPath) {
 					t.Errorf("%s: the setup does not install the binary and fill the volume's SSH directory: %v", role, argv[:sep])

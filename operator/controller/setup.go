@@ -60,6 +60,8 @@ type Options struct {
 	LaunchImage string
 	// LauncherAfterWorkers: children.BuildOptions.LauncherAfterWorkers.
 	LauncherAfterWorkers bool
+	// LaunchAgentDelivery: children.BuildOptions.LaunchAgentDelivery.
+	LaunchAgentDelivery string
 	// KueueTrainJobIntegration is true when Kueue's native TrainJob
 	// integration admits TrainJobs (through spec.suspend and
 	// runtimePatches). By default Kueue admits MPI jobs through its JobSet
@@ -359,7 +361,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
 		proofs:       proofs{key: opts.ProofKey},
-		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, LauncherAfterWorkers: opts.LauncherAfterWorkers, KueueJobSets: !opts.KueueTrainJobIntegration},
+		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, LauncherAfterWorkers: opts.LauncherAfterWorkers, LaunchAgentDelivery: opts.LaunchAgentDelivery, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

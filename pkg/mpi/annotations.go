@@ -44,6 +44,16 @@ func parseLaunchAgentPath(v string) (string, error) {
 	return v, nil
 }
 
+// parseLaunchAgentDelivery reads api.AnnotationLaunchAgentDelivery.
+func parseLaunchAgentDelivery(v string) (string, error) {
+	switch v {
+	case api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume:
+		return v, nil
+	}
+	return "", fmt.Errorf("annotation %s=%q: set it to %q (an init container copies %s from Torus's image: any node) or %q (Torus's image mounted as an image volume: no init container; nodes with containerd 2.1 or CRI-O 1.31 or later)",
+		api.AnnotationLaunchAgentDelivery, v, api.LaunchAgentByInitContainer, LaunchBinary, api.LaunchAgentByImageVolume)
+}
+
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
@@ -75,6 +85,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseRemoteLaunch(v)
 		case api.AnnotationLaunchAgentPath:
 			_, err = parseLaunchAgentPath(v)
+		case api.AnnotationLaunchAgentDelivery:
+			_, err = parseLaunchAgentDelivery(v)
 		case api.AnnotationSSHKeyAlgorithm:
 			if _, perr := ParseKeyAlgorithm(v); perr != nil {
 				err = fmt.Errorf("annotation %s: %w", k, perr)

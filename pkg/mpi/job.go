@@ -134,6 +134,11 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if v, ok := firstAnnotation(api.AnnotationLaunchAgentDelivery, tj.Annotations, rt.Annotations); ok {
+		if job.SSH.AgentDelivery, err = parseLaunchAgentDelivery(v); err != nil {
+			return nil, err
+		}
+	}
 	if v, ok := firstAnnotation(api.AnnotationSchedulingTimeout, tj.Annotations, rt.Annotations); ok {
 		d, err := parseSchedulingTimeout(v)
 		if err != nil {

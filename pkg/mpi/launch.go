@@ -24,6 +24,12 @@ const (
 	LaunchBinary = "torus-launch"
 	// LaunchImagePath is the binary's path in Torus's image.
 	LaunchImagePath = "/" + LaunchBinary
+	// LaunchImageVolume is Torus's image mounted as an image volume
+	// (api.LaunchAgentByImageVolume), at LaunchImageMountPath in each
+	// container, which runs LaunchImageVolumeBinary.
+	LaunchImageVolume       = "mpi-launch-image"
+	LaunchImageMountPath    = "/opt/torus-mpi/image"
+	LaunchImageVolumeBinary = LaunchImageMountPath + LaunchImagePath
 	// launchClient is the client's name beside it (launchagent.SSHClientName).
 	launchClient = "torus-ssh"
 )

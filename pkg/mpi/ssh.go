@@ -127,6 +127,11 @@ type SSHSettings struct {
 	// themselves up with it, and need no init container. Empty: the init
 	// container brings it from Torus's image.
 	AgentBinary string `json:",omitempty"`
+	// AgentDelivery is how torus-launch reaches the pods of an image that
+	// does not hold it (api.AnnotationLaunchAgentDelivery): the job's or
+	// its runtime's choice, "" leaving it to the operator. Delivered by
+	// image volume, AgentBinary is the volume's (LaunchImageVolumeBinary).
+	AgentDelivery string `json:",omitempty"`
 }
 
 // AgentDir is the SSH directory of an agent job's containers: the

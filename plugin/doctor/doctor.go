@@ -81,6 +81,9 @@ func (d *doctor) Run(ctx context.Context) []result {
 	}
 	out = append(out, d.apis()...)
 	out = append(out, d.operator(ctx), d.webhooks(ctx), d.runtimes(ctx))
+	if r, ok := d.imageVolumes(ctx); ok {
+		out = append(out, r)
+	}
 	out = append(out, d.permissions(ctx))
 	out = append(out, d.queues(ctx))
 	out = append(out, d.networkProfiles(ctx))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // realQueue is a Kueue queue for the real node's jobs: every job of this
@@ -494,6 +496,11 @@ func realNodeJobs(dirp *string) {
 			out, code = kubectlMPI(dir, withResources(runArgs("agent-image", agentInImageRuntime(dir), noSSH(piCommand["torus-openmpi-local"])...))...)
 			Expect(code).To(Equal(0), out)
 			logs["agent-image"] = followed(dir, "agent-image")
+			// Torus's image mounted as an image volume brings the agent.
+			rt = agentRuntime(dir, "agent-image-volume", map[string]string{api.AnnotationLaunchAgentDelivery: api.LaunchAgentByImageVolume})
+			out, code = kubectlMPI(dir, withResources(runArgs("agent-volume", rt, noSSH(piCommand["torus-openmpi-local"])...))...)
+			Expect(code).To(Equal(0), out)
+			logs["agent-volume"] = followed(dir, "agent-volume")
 		})
 
 		DescribeTable("runs a job to Complete with no OpenSSH in its image: the agent on the workers, its client in mpirun's place, keys checked both ways",
@@ -513,19 +520,55 @@ func realNodeJobs(dirp *string) {
 			Entry("Open MPI 5 (Debian trixie without OpenSSH, PRRTE)", "agent-ompi5"),
 		)
 
-		It("runs the agent from the job's image where its runtime says the image holds it: no pod has an init container", func() {
-			completed(dir, nil, "agent-image", logs["agent-image"])
-			out, code := logs["agent-image"].wait()
+		// withoutInitContainer checks that a job completed with pods that had
+		// no init container, each container starting with binary.
+		withoutInitContainer := func(name, binary string) {
+			GinkgoHelper()
+			completed(dir, nil, name, logs[name])
+			out, code := logs[name].wait()
 			Expect(code).To(Equal(0), out)
 			Expect(out).NotTo(ContainSubstring("OpenSSH is in the image"))
 			Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
 			Expect(out).To(MatchRegexp(`\[worker-0\] torus-launch agent: listening on \[::\]:2222`))
-			out, code = kubectl(dir, "get", "jobset", "agent-image", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.initContainers[*].name}")
+			out, code = kubectl(dir, "get", "jobset", name, "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.initContainers[*].name}")
 			Expect(code).To(Equal(0), out)
 			Expect(out).To(BeEmpty(), "the job's pods have init containers")
-			out, code = kubectl(dir, "get", "jobset", "agent-image", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.containers[0].command[0]}")
+			out, code = kubectl(dir, "get", "jobset", name, "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.containers[0].command[0]}")
 			Expect(code).To(Equal(0), out)
-			Expect(strings.Fields(out)).To(HaveEach(agentInImagePath))
+			Expect(strings.Fields(out)).To(HaveLen(2))
+			Expect(strings.Fields(out)).To(HaveEach(binary))
+		}
+
+		It("runs the agent from the job's image where its runtime says the image holds it: no pod has an init container", func() {
+			withoutInitContainer("agent-image", agentInImagePath)
+		})
+
+		It("runs the agent from Torus's image mounted as an image volume where its runtime asks: no pod has an init container", func() {
+			withoutInitContainer("agent-volume", mpi.LaunchImageVolumeBinary)
+			By("the volume is Torus's image, the one the init containers of other jobs come from")
+			out, code := kubectl(dir, "get", "jobset", "agent-volume", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.volumes[?(@.name==\""+mpi.LaunchImageVolume+"\")].image.reference}")
+			Expect(code).To(Equal(0), out)
+			init, code := kubectl(dir, "get", "jobset", "agent-ompi4", "-o", "jsonpath={.spec.replicatedJobs[0].template.spec.template.spec.initContainers[0].image}")
+			Expect(code).To(Equal(0), init)
+			Expect(init).NotTo(BeEmpty())
+			Expect(strings.Fields(out)).To(Equal([]string{init, init}))
+
+			By("kubectl mpi doctor names the nodes that do not mount image volumes: kwok's, not the real ones")
+			out, _ = kubectlMPI(dir, "doctor", "-n", "default", "-o", "json")
+			var results []struct{ Check, Status, Message string }
+			Expect(json.Unmarshal([]byte(out), &results)).To(Succeed(), out)
+			i := slices.IndexFunc(results, func(r struct{ Check, Status, Message string }) bool { return r.Check == "Image volumes" })
+			Expect(i).NotTo(BeNumerically("<", 0), out)
+			Expect(results[i].Message).To(ContainSubstring("TrainingRuntime agent-image-volume"))
+			Expect(results[i].Message).NotTo(ContainSubstring("real-node"), "a real node, on containerd 2.2, is said not to mount image volumes")
+			nodes, code := kubectl(dir, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")
+			Expect(code).To(Equal(0), nodes)
+			for _, n := range strings.Fields(nodes) {
+				if !strings.HasPrefix(n, "real-node") {
+					Expect(results[i].Message).To(ContainSubstring(n), "kwok's node %s is not named", n)
+				}
+			}
+			Expect(results[i].Message).To(ContainSubstring("(kubelet kwok-"))
 		})
 
 		It("runs a job under a UID the image has no account for, as restricted-v2 assigns one: the agent needs none", func() {
@@ -557,10 +600,17 @@ const (
 	agentInImagePath    = "/usr/local/bin/torus-launch"
 )
 
-// agentInImageRuntime applies the TrainingRuntime agent-in-image: the
-// local Open MPI runtime on mpiImageNoSSH, annotated with where that
-// image holds the agent, and returns its name for run --runtime.
+// agentInImageRuntime applies the TrainingRuntime agent-in-image:
+// agentRuntime annotated with where mpiImageNoSSH holds the agent.
 func agentInImageRuntime(dir string) string {
+	GinkgoHelper()
+	return agentRuntime(dir, "agent-in-image", map[string]string{api.AnnotationLaunchAgentPath: agentInImagePath})
+}
+
+// agentRuntime applies the TrainingRuntime name: the local Open MPI
+// runtime on mpiImageNoSSH, with the launch agent and the annotations
+// more, and returns its name for run --runtime.
+func agentRuntime(dir, name string, more map[string]string) string {
 	GinkgoHelper()
 	rt := localRuntime(dir, "torus-openmpi-local")
 	for i := range rt.Spec.Template.Spec.ReplicatedJobs {
@@ -576,13 +626,13 @@ func agentInImageRuntime(dir string) string {
 		}
 	}
 	annotations[api.AnnotationRemoteLaunch] = api.RemoteLaunchAgent
-	annotations[api.AnnotationLaunchAgentPath] = agentInImagePath
+	maps.Copy(annotations, more)
 	apply(dir, &trainer.TrainingRuntime{
 		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
-		ObjectMeta: metav1.ObjectMeta{Name: "agent-in-image", Namespace: "default", Labels: rt.Labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: rt.Labels, Annotations: annotations},
 		Spec:       rt.Spec,
 	})
-	return "TrainingRuntime/agent-in-image"
+	return "TrainingRuntime/" + name
 }
 
 // noSSHImage is, for each local runtime, its image without OpenSSH.
