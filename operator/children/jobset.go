@@ -424,9 +424,10 @@ var launchVolumeSize = resource.MustParse("64Mi")
 // init container from Torus's image links the run's keys into the SSH
 // directory and installs the agent's binary, or, where the job's image
 // holds the binary or Torus's image is mounted as an image volume
-// (SSHSettings.AgentBinary), the container does so itself; workers run the agent; the launcher waits for every worker's
-// agent before its command; every container gets the client's settings.
-// Nothing of the user's image is run but MPI and the program.
+// (SSHSettings.AgentBinary), the container does so itself; workers run
+// the agent; the launcher waits for every worker's agent before its
+// command; every container gets the client's settings. Nothing of the
+// user's image is run but MPI and the program.
 func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),
