@@ -149,10 +149,12 @@ func (o *logsOptions) Run(ctx context.Context) error {
 		err  error
 	}
 	listed := make(chan listing, 1)
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Not canceled when the job cannot be read: client-go logs a list
+	// canceled while its answer is read as an error line of its own, on
+	// the standard error a script reads. The list ends on its own, or
+	// with ctx, into the buffered channel.
 	go func() {
-		pods, err := listPods(lctx, o.kube, opts)
+		pods, err := listPods(ctx, o.kube, opts)
 		listed <- listing{pods, err}
 	}()
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
