@@ -31,7 +31,7 @@ func (p placement) pinSelf() error {
 		return nil
 	}
 	if runtime.NumCPU() < 2 {
-		return fmt.Errorf("-split-cores needs 2 CPUs, this machine has %d", runtime.NumCPU())
+		return fmt.Errorf("-split-cores needs at least 2 CPUs, and %d is available: run without it", runtime.NumCPU())
 	}
 	var set unix.CPUSet
 	set.Set(othersCPU)

@@ -68,25 +68,23 @@ var torusContenders = []realContender{{
 	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
 	image:       "registry.torus.local/mpi-nossh:1",
 	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent},
-}, {
-	label:   "Torus, launch agent from the image (" + localRuntime + ", no OpenSSH, torus-launch in the image)",
-	runtime: localRuntime,
-	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
-	image:   "registry.torus.local/mpi-nossh:1",
-	annotations: map[string]string{
-		api.AnnotationRemoteLaunch:    api.RemoteLaunchAgent,
-		api.AnnotationLaunchAgentPath: "/usr/local/bin/torus-launch",
-	},
-}, {
-	label:   "Torus, launch agent from Torus's image as an image volume (" + localRuntime + ", no OpenSSH)",
-	runtime: localRuntime,
-	command: []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
-	image:   "registry.torus.local/mpi-nossh:1",
-	annotations: map[string]string{
-		api.AnnotationRemoteLaunch:        api.RemoteLaunchAgent,
-		api.AnnotationLaunchAgentDelivery: api.LaunchAgentByImageVolume,
-	},
-}}
+}, agentContender("Torus, launch agent from the image ("+localRuntime+", no OpenSSH, torus-launch in the image)",
+	api.AnnotationLaunchAgentPath, "/usr/local/bin/torus-launch"),
+	agentContender("Torus, launch agent from Torus's image as an image volume ("+localRuntime+", no OpenSSH)",
+		api.AnnotationLaunchAgentDelivery, api.LaunchAgentByImageVolume),
+}
+
+// agentContender is a job of the launch agent on mpi-nossh with one more
+// annotation: how the agent reaches its pods.
+func agentContender(label, annotation, value string) realContender {
+	return realContender{
+		label:       label,
+		runtime:     localRuntime,
+		command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
+		image:       "registry.torus.local/mpi-nossh:1",
+		annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent, annotation: value},
+	}
+}
 
 // realTimes are one contender's measures, a job each.
 type realTimes struct {
