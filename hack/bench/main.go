@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +80,7 @@ func main() {
 	big := fs.Int("big-workers", int(mpi.DefaultMaxNodes), "workers of the single large TrainJob (default: the operator's default --max-nodes); 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest wait for one batch")
-	fs.IntVar(&o.runs, "runs", 3, "runs of every contender at each N, interleaved; ratios are reported as the median with every run's value")
+	fs.IntVar(&o.runs, "runs", 3, "runs of every contender at each N, interleaved, every other run in reverse order; ratios are reported as the median with every run's value")
 	fs.BoolVar(&o.placement.split, "split-cores", false, "etcd and kube-apiserver on CPU 0, the controller and the benchmark on CPU 1, as on a cluster whose control plane has machines of its own")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")
 	testbin := ".testbin/bin"
@@ -199,6 +200,18 @@ func main() {
 	}
 }
 
+// runOrder is the order the contenders run in a round: as given in odd
+// rounds and reversed in even ones, so that neither is always the one that
+// runs first on a machine whose speed drifts.
+func runOrder(cs []contender, run int) []contender {
+	if run%2 == 1 {
+		return cs
+	}
+	out := slices.Clone(cs)
+	slices.Reverse(out)
+	return out
+}
+
 func isFlagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
@@ -284,7 +297,7 @@ func run(ctx context.Context, o options, quick bool) (err error) {
 	// machine's load hits them alike.
 	for _, n := range o.sizes {
 		for run := 1; run <= o.runs; run++ {
-			for _, c := range o.contenders {
+			for _, c := range runOrder(o.contenders, run) {
 				if !c.runsAt(n, o.sizes) {
 					continue
 				}

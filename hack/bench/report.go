@@ -224,7 +224,7 @@ func (rep *report) markdown(quick bool) string {
 	}
 	p(". Every figure below is from that one invocation")
 	if rep.opts.runs > 1 {
-		p(": %d runs of each contender at each N, the contenders of a run one after the other", rep.opts.runs)
+		p(": %d runs of each contender at each N, the contenders of a run one after the other, every other run in reverse order", rep.opts.runs)
 	}
 	p(".\n\n")
 	p("**Invocation:** `go run ./hack/bench %s`.\n\n", strings.Join(os.Args[1:], " "))
@@ -486,7 +486,7 @@ func (rep *report) goals(p func(string, ...any)) {
 	}
 	p("\n## Goals at N=%d\n\n", n)
 	if rep.opts.runs > 1 {
-		p("Each ratio is the median of the runs' ratios, each run's contenders measured one after the other.\n\n")
+		p("Each ratio is the median of the runs' ratios, each run's contenders measured one after the other (every other run in reverse order).\n\n")
 	}
 	p("| goal | measured | met |\n| --- | --- | --- |\n")
 	if xs := rep.ratios("torus", "upstream", n, func(t, u *result) float64 { return u.Total.Seconds() / t.Total.Seconds() }); len(xs) > 0 {

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestRunsAt(t *testing.T) {
 	sizes := []int{100, 500, 1000, 10000}
@@ -82,5 +85,31 @@ func TestMakesConfigMap(t *testing.T) {
 		if got := tt.c.makesConfigMap(); got != tt.want {
 			t.Errorf("%+v.makesConfigMap() = %v, want %v", tt.c, got, tt.want)
 		}
+	}
+}
+
+func TestRunOrder(t *testing.T) {
+	cs := []contender{{Name: "floor2"}, {Name: "torus"}, {Name: "upstream"}}
+	tests := []struct {
+		run  int
+		want []string
+	}{
+		{1, []string{"floor2", "torus", "upstream"}},
+		{2, []string{"upstream", "torus", "floor2"}},
+		{3, []string{"floor2", "torus", "upstream"}},
+		{4, []string{"upstream", "torus", "floor2"}},
+	}
+	for _, tt := range tests {
+		got := runOrder(cs, tt.run)
+		names := make([]string, len(got))
+		for i, c := range got {
+			names[i] = c.Name
+		}
+		if !slices.Equal(names, tt.want) {
+			t.Errorf("run %d: order %v, want %v", tt.run, names, tt.want)
+		}
+	}
+	if cs[0].Name != "floor2" {
+		t.Errorf("runOrder changed its argument: %v", cs)
 	}
 }
