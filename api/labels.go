@@ -52,7 +52,8 @@ const (
 	// AnnotationLaunchAgentDelivery, on a runtime or a TrainJob of the
 	// launch agent whose image does not hold torus-launch, chooses how the
 	// binary reaches its pods, over the operator's --launch-agent-delivery:
-	// LaunchAgentByInitContainer or LaunchAgentByImageVolume.
+	// LaunchAgentByInitContainer, LaunchAgentByImageVolume or
+	// LaunchAgentAuto.
 	AnnotationLaunchAgentDelivery = Domain + "launch-agent-delivery"
 	// AnnotationSchedulingTimeout, on a runtime or a TrainJob, is how long
 	// (a Go duration, e.g. "10m") a started job may wait for all its ranks
@@ -139,6 +140,12 @@ const (
 	// (Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or
 	// later).
 	LaunchAgentByImageVolume = "image-volume"
+	// LaunchAgentAuto: LaunchAgentByImageVolume where every node the job's
+	// pods may run on mounts image volumes and no OpenShift
+	// SecurityContextConstraints decide the pods' volumes (its default
+	// ones do not admit image volumes), LaunchAgentByInitContainer
+	// elsewhere. It is settled when the job's JobSet is made.
+	LaunchAgentAuto = "auto"
 )
 
 // NetworkPolicyRestricted is the value of AnnotationNetworkPolicy that asks

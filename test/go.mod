@@ -48,7 +48,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.23.0 // indirect
 	github.com/containernetworking/cni v1.2.0-rc1 // indirect
 	github.com/coreos/go-oidc/v3 v3.20.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
@@ -126,6 +125,7 @@ require (
 )
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/torus-mpi/torus v0.0.0-00010101000000-000000000000
 	github.com/torus-mpi/torus/hack v0.0.0-00010101000000-000000000000
 )

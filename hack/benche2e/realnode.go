@@ -56,20 +56,18 @@ type realContender struct {
 // image's OpenSSH, and through Torus's launch agent on the same image with
 // every OpenSSH package purged (hack/cluster's mpi-nossh), brought by an
 // init container, run from that image, which holds it too, or run from
-// Torus's image mounted as an image volume.
+// Torus's image mounted as an image volume (what the operator's default,
+// auto, settles on where the nodes mount image volumes, as the real nodes
+// do).
 var torusContenders = []realContender{{
 	label:       "Torus, OpenSSH (" + localRuntime + ")",
 	runtime:     localRuntime,
 	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
 	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchOpenSSH},
-}, {
-	label:       "Torus, launch agent (" + localRuntime + ", no OpenSSH in the image)",
-	runtime:     localRuntime,
-	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
-	image:       "registry.torus.local/mpi-nossh:1",
-	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent},
-}, agentContender("Torus, launch agent from the image ("+localRuntime+", no OpenSSH, torus-launch in the image)",
-	api.AnnotationLaunchAgentPath, "/usr/local/bin/torus-launch"),
+}, agentContender("Torus, launch agent by init container ("+localRuntime+", no OpenSSH in the image)",
+	api.AnnotationLaunchAgentDelivery, api.LaunchAgentByInitContainer),
+	agentContender("Torus, launch agent from the image ("+localRuntime+", no OpenSSH, torus-launch in the image)",
+		api.AnnotationLaunchAgentPath, "/usr/local/bin/torus-launch"),
 	agentContender("Torus, launch agent from Torus's image as an image volume ("+localRuntime+", no OpenSSH)",
 		api.AnnotationLaunchAgentDelivery, api.LaunchAgentByImageVolume),
 }

@@ -127,10 +127,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Image holding "+mpi.LaunchImagePath+", from which jobs using Torus's launch agent (annotation "+api.AnnotationRemoteLaunch+"="+api.RemoteLaunchAgent+") take it (default: the operator's own image, read from its pod).")
 	fs.BoolVar(&o.LauncherAfterWorkers, "launcher-after-workers", false,
 		"Start each launcher once its workers are Ready (JobSet dependsOn) rather than with them: for nodes that run no containers, such as kwok's, where no launcher can wait for its workers.")
-	fs.StringVar(&o.LaunchAgentDelivery, "launch-agent-delivery", api.LaunchAgentByInitContainer,
+	fs.StringVar(&o.LaunchAgentDelivery, "launch-agent-delivery", api.LaunchAgentAuto,
 		"How "+mpi.LaunchBinary+" reaches the pods of agent jobs whose image does not hold it (annotation "+api.AnnotationLaunchAgentDelivery+" chooses per runtime or job): "+
-			api.LaunchAgentByInitContainer+" (an init container copies it from --launch-image; any node) or "+
-			api.LaunchAgentByImageVolume+" (--launch-image mounted as an image volume, so pods start with no init container; every node's runtime must mount image volumes: Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or later).")
+			api.LaunchAgentByInitContainer+" (an init container copies it from --launch-image; any node), "+
+			api.LaunchAgentByImageVolume+" (--launch-image mounted as an image volume, so pods start with no init container; every node's runtime must mount image volumes: Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or later) or "+
+			api.LaunchAgentAuto+" (the image volume where every node a job's pods may run on mounts one and the cluster has no OpenShift SCCs, the init container elsewhere; settled when the job's JobSet is made).")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -174,8 +175,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
 		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
 	}
-	if o.LaunchAgentDelivery != api.LaunchAgentByInitContainer && o.LaunchAgentDelivery != api.LaunchAgentByImageVolume {
-		return nil, fmt.Errorf("--launch-agent-delivery=%q: set it to %s or %s", o.LaunchAgentDelivery, api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume)
+	switch o.LaunchAgentDelivery {
+	case api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume, api.LaunchAgentAuto:
+	default:
+		return nil, fmt.Errorf("--launch-agent-delivery=%q: set it to %s, %s or %s", o.LaunchAgentDelivery, api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume, api.LaunchAgentAuto)
 	}
 	keyAlgorithm, err := mpi.ParseKeyAlgorithm(o.SSHKeyAlgorithm)
 	if err != nil {

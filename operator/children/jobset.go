@@ -18,6 +18,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/imagevolume"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -46,6 +47,14 @@ type BuildOptions struct {
 	// themselves (api.AnnotationLaunchAgentDelivery); ""
 	// is api.LaunchAgentByInitContainer.
 	LaunchAgentDelivery string
+	// Nodes lists the cluster's nodes, for api.LaunchAgentAuto: called
+	// only for a job whose delivery it settles. Nil, or no node: auto
+	// settles on the init container.
+	Nodes func() []corev1.Node
+	// SCCs: the cluster has OpenShift's SecurityContextConstraints, whose
+	// admission decides which volumes a pod may have; auto settles on the
+	// init container there.
+	SCCs bool
 	// KueueJobSets: Kueue admits MPI jobs through its JobSet integration, so
 	// a queued TrainJob's JobSet carries the queue and starts suspended until
 	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
@@ -69,7 +78,7 @@ func (o BuildOptions) Queued(tj *trainer.TrainJob) bool {
 // BuildJobSet renders the JobSet of an MPI TrainJob from its runtime's
 // template: a launcher and a node replicated job sized and configured for
 // the job, with the hostfile, SSH material and MPI environment wired in.
-// It is a pure function of its inputs.
+// It is a pure function of its inputs, opts.Nodes's answer among them.
 func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts BuildOptions) (*jobsetv1alpha2.JobSet, error) {
 	tmpl := rt.Spec.Template
 	// The runtime's template as the job's runtimePatches change it, then
@@ -115,7 +124,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 		return nil, fmt.Errorf("the job asks for Torus's launch agent (%s=%s), but the operator knows no image to deliver it from: start the operator with --launch-image, or set %s=%s",
 			api.AnnotationRemoteLaunch, api.RemoteLaunchAgent, api.AnnotationRemoteLaunch, api.RemoteLaunchOpenSSH)
 	}
-	job = agentDelivered(job, opts)
+	job = agentDelivered(job, opts, &launcher.Template.Spec.Template.Spec, &node.Template.Spec.Template.Spec)
 	// With Torus's image at hand, the launcher starts with its workers and
 	// waits, with the binary from it, until each accepts a connection that
 	// proves it the job's (mpi.LaunchWaitCommand, mpi.LaunchWaitArgs);
@@ -192,22 +201,35 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 // agentDelivered is job with the way torus-launch reaches an agent job's
 // pods settled, as the job's record keeps it: an image that holds the
 // binary runs its own; otherwise the job's, its runtime's or the
-// operator's choice (BuildOptions.LaunchAgentDelivery). By image volume,
-// the binary is the volume's, and the containers set themselves up with
-// it as from an image that holds it.
-func agentDelivered(job *mpi.Job, opts BuildOptions) *mpi.Job {
+// operator's choice (BuildOptions.LaunchAgentDelivery), auto settled by
+// where the pods of specs may run. By image volume, the binary is the
+// volume's, and the containers set themselves up with it as from an image
+// that holds it.
+func agentDelivered(job *mpi.Job, opts BuildOptions, specs ...*corev1.PodSpec) *mpi.Job {
 	if !job.SSH.Agent {
 		return job
 	}
 	j := *job
 	switch {
+	case j.SSH.AgentDelivery == api.LaunchAgentByImageVolume && j.SSH.AgentBinary == mpi.LaunchImageVolumeBinary:
+		// Settled before: a started job's record.
+		return &j
 	case j.SSH.AgentBinary != "":
 		j.SSH.AgentDelivery = ""
-	case cmp.Or(j.SSH.AgentDelivery, opts.LaunchAgentDelivery) == api.LaunchAgentByImageVolume:
-		j.SSH.AgentDelivery = api.LaunchAgentByImageVolume
+		return &j
+	}
+	delivery := cmp.Or(j.SSH.AgentDelivery, opts.LaunchAgentDelivery, api.LaunchAgentByInitContainer)
+	if delivery == api.LaunchAgentAuto {
+		delivery = api.LaunchAgentByInitContainer
+		// Where SCCs decide a pod's volumes, the default ones refuse an
+		// image volume.
+		if !opts.SCCs && opts.Nodes != nil && imagevolume.MountedWherever(opts.Nodes(), specs...) {
+			delivery = api.LaunchAgentByImageVolume
+		}
+	}
+	j.SSH.AgentDelivery = delivery
+	if delivery == api.LaunchAgentByImageVolume {
 		j.SSH.AgentBinary = mpi.LaunchImageVolumeBinary
-	default:
-		j.SSH.AgentDelivery = api.LaunchAgentByInitContainer
 	}
 	return &j
 }

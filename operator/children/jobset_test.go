@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -592,6 +593,90 @@ func TestBuildJobSetStartOrder(t *testing.T) {
 	}
 }
 
+// mountingNode mounts image volumes; olderNode does not.
+var (
+	mountingNode = corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "new-0", Labels: map[string]string{"pool": "new"}},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.36.2", ContainerRuntimeVersion: "containerd://2.2.1"}},
+	}
+	olderNode = corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "old-0", Labels: map[string]string{"pool": "old"}},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.34.1", ContainerRuntimeVersion: "containerd://1.7.27"}},
+	}
+)
+
+// Where every node mounts image volumes, auto makes the JobSet that asking
+// for the image volume makes.
+func TestBuildJobSetAutoIsTheImageVolume(t *testing.T) {
+	r := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent).Runtime()
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
+	job, err := mpi.ResolveJob(tj, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(delivery string) *jobsetv1alpha2.JobSet {
+		t.Helper()
+		js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: "registry.example/torus:v1", LaunchAgentDelivery: delivery,
+			Nodes: func() []corev1.Node { return []corev1.Node{mountingNode} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	if diff := cmp.Diff(build(api.LaunchAgentByImageVolume), build(api.LaunchAgentAuto)); diff != "" {
+		t.Errorf("auto differs from the image volume (-image-volume +auto):\n%s", diff)
+	}
+}
+
+// A job keeps, from its record, the delivery auto settled on when its
+// JobSet was made, whatever the nodes become.
+func TestBuildJobSetAutoDeliveryKeptByTheRecord(t *testing.T) {
+	r := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent).Runtime()
+	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
+	job, err := mpi.ResolveJob(tj, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	volumes := func(js *jobsetv1alpha2.JobSet) int {
+		n := 0
+		for _, rj := range js.Spec.ReplicatedJobs {
+			n += len(slices.DeleteFunc(slices.Clone(rj.Template.Spec.Template.Spec.Volumes), func(v corev1.Volume) bool { return v.Name != mpi.LaunchImageVolume }))
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name              string
+		first, afterwards []corev1.Node
+		want              int
+	}{
+		{"the image volume, after an older node joined", []corev1.Node{mountingNode}, []corev1.Node{mountingNode, olderNode}, 2},
+		{"the init container, after the older node left", []corev1.Node{mountingNode, olderNode}, []corev1.Node{mountingNode}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := children.BuildOptions{LaunchImage: "registry.example/torus:v1", LaunchAgentDelivery: api.LaunchAgentAuto, Nodes: func() []corev1.Node { return tc.first }}
+			first, err := children.BuildJobSet(tj, r, job, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started, ok := mpi.DecodeJob(first.Annotations[api.AnnotationJob])
+			if !ok {
+				t.Fatal("no job record on the JobSet")
+			}
+			opts.Nodes = func() []corev1.Node { return tc.afterwards }
+			again, err := children.BuildJobSet(tj, r, started, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := volumes(first); got != tc.want {
+				t.Fatalf("the first JobSet has %d image volumes, want %d", got, tc.want)
+			}
+			if diff := cmp.Diff(first.Spec, again.Spec); diff != "" {
+				t.Errorf("the JobSet built from the job's record differs (-first +again):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestBuildJobSetAgentFromImage(t *testing.T) {
 	const (
 		bin       = "/usr/local/bin/torus-launch"
@@ -609,6 +694,11 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 		// fromVolume: the containers run the binary from Torus's image,
 		// mounted as an image volume.
 		fromVolume bool
+		// For an auto delivery: the nodes (nil: none listed), whether
+		// the cluster has SCCs, and the runtime's node selector.
+		nodes        []corev1.Node
+		sccs         bool
+		nodeSelector map[string]string
 	}{
 		"the runtime's image holds the binary: no init container": {
 			runtimeAnnotation: true,
@@ -641,6 +731,30 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 			runtimeDelivery: api.LaunchAgentByImageVolume, entrypoint: true, fromVolume: true,
 			wantInit: []string{api.RoleLauncher},
 		},
+		"auto, where every node mounts image volumes: the volume": {
+			operatorDelivery: api.LaunchAgentAuto, nodes: []corev1.Node{mountingNode}, fromVolume: true,
+		},
+		"auto, where a node the pods may run on does not: the init container": {
+			operatorDelivery: api.LaunchAgentAuto, nodes: []corev1.Node{mountingNode, olderNode},
+			wantInit: []string{api.RoleLauncher, api.RoleWorker},
+		},
+		"auto, the runtime's node selector keeping the pods on nodes that mount them: the volume": {
+			operatorDelivery: api.LaunchAgentAuto, nodes: []corev1.Node{mountingNode, olderNode}, nodeSelector: mountingNode.Labels, fromVolume: true,
+		},
+		"auto, where OpenShift's SCCs decide the pods' volumes: the init container": {
+			operatorDelivery: api.LaunchAgentAuto, nodes: []corev1.Node{mountingNode}, sccs: true,
+			wantInit: []string{api.RoleLauncher, api.RoleWorker},
+		},
+		"auto, with no node known: the init container": {
+			operatorDelivery: api.LaunchAgentAuto,
+			wantInit:         []string{api.RoleLauncher, api.RoleWorker},
+		},
+		"a runtime asking for auto over the operator's init container": {
+			runtimeDelivery: api.LaunchAgentAuto, operatorDelivery: api.LaunchAgentByInitContainer, nodes: []corev1.Node{mountingNode}, fromVolume: true,
+		},
+		"auto, where the image holds the binary: nothing to deliver": {
+			runtimeAnnotation: true, operatorDelivery: api.LaunchAgentAuto, nodes: []corev1.Node{mountingNode},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rtw := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent)
@@ -651,6 +765,11 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 				rtw = rtw.Annotation(api.AnnotationLaunchAgentDelivery, tc.runtimeDelivery)
 			}
 			r := rtw.Runtime()
+			if tc.nodeSelector != nil {
+				for i := range r.Spec.Template.Spec.ReplicatedJobs {
+					r.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.NodeSelector = tc.nodeSelector
+				}
+			}
 			if tc.entrypoint {
 				for i := range r.Spec.Template.Spec.ReplicatedJobs {
 					if rj := &r.Spec.Template.Spec.ReplicatedJobs[i]; rj.Name == mpi.LauncherJob {
@@ -673,7 +792,11 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: launchImg, LaunchAgentDelivery: tc.operatorDelivery})
+			opts := children.BuildOptions{LaunchImage: launchImg, LaunchAgentDelivery: tc.operatorDelivery, SCCs: tc.sccs}
+			if tc.nodes != nil {
+				opts.Nodes = func() []corev1.Node { return tc.nodes }
+			}
+			js, err := children.BuildJobSet(tj, r, job, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -688,6 +811,9 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 			}
 			if tc.fromVolume && (started.SSH.AgentDelivery != api.LaunchAgentByImageVolume || started.SSH.AgentBinary != wantBin) {
 				t.Errorf("the record says delivery %q, binary %q; want %q, %q", started.SSH.AgentDelivery, started.SSH.AgentBinary, api.LaunchAgentByImageVolume, wantBin)
+			}
+			if started.SSH.AgentDelivery == api.LaunchAgentAuto {
+				t.Errorf("the record keeps %q, not the delivery it settled on", api.LaunchAgentAuto)
 			}
 			for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
 				rjName := mpi.LauncherJob

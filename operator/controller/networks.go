@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
@@ -98,6 +99,20 @@ func (r *TrainJobReconciler) nadGetter(ctx context.Context) mpi.NADGetter {
 			return nil, err
 		}
 		return &nad, nil
+	}
+}
+
+// nodeLister lists the cached nodes for the JobSet's build
+// (children.BuildOptions.Nodes); an error lists none, which settles an
+// auto delivery on the init container that any node runs.
+func (r *TrainJobReconciler) nodeLister(ctx context.Context) func() []corev1.Node {
+	return func() []corev1.Node {
+		var nodes corev1.NodeList
+		if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil { // read only
+			ctrl.LoggerFrom(ctx).Error(err, "Listing nodes; the launch agent comes by init container")
+			return nil
+		}
+		return nodes.Items
 	}
 }
 

@@ -106,9 +106,10 @@ type Options struct {
 // is a small, fixed amount each, whatever their data, annotations or
 // containers hold, so no tenant grows the memory of the operator that every
 // namespace's admission depends on by writing large objects. The same goes
-// for Nodes, of which only the allocatable resources are read. ConfigMaps,
-// which Torus does not make but upstream's MPI and Flux plugins watch, are
-// held to the same label rather than cached cluster-wide.
+// for Nodes, of which only their placement, resources and versions are
+// read. ConfigMaps, which Torus does not make but upstream's MPI and Flux
+// plugins watch, are held to the same label rather than cached
+// cluster-wide.
 func CacheOptions() cache.Options {
 	owned, err := labels.NewRequirement(api.LabelJobName, selection.Exists, nil)
 	if err != nil {
@@ -276,9 +277,12 @@ func tcpProbe(p *corev1.Probe) *corev1.Probe {
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: p.TCPSocket.Port}}}
 }
 
-// nodeCacheTransform keeps of a Node its identity, labels and allocatable
-// resources: the network check asks whether some node offers a profile's
-// device resource. A Node's image list and conditions are most of its size.
+// nodeCacheTransform keeps of a Node its identity, labels, taints,
+// allocatable resources and kubelet and runtime versions: the network
+// check asks whether some node offers a profile's device resource, and an
+// auto delivery of the launch agent whether the nodes a job's pods may run
+// on mount image volumes. A Node's image list and conditions are most of
+// its size.
 func nodeCacheTransform(in any) (any, error) {
 	n, ok := in.(*corev1.Node)
 	if !ok {
@@ -288,7 +292,10 @@ func nodeCacheTransform(in any) (any, error) {
 		TypeMeta: n.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
 			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp, Labels: n.Labels},
-		Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints},
+		Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable, NodeInfo: corev1.NodeSystemInfo{
+			KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
+		}},
 	}, nil
 }
 
@@ -367,6 +374,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	}
 	kueueServed, err := startup.Served(mgr.GetRESTMapper(), kueue.SchemeGroupVersion.WithKind("Workload").GroupKind(), kueue.SchemeGroupVersion.Version)
 	if err != nil {
+		return err
+	}
+	if r.build.SCCs, err = startup.Served(mgr.GetRESTMapper(), startup.SCCKind); err != nil {
 		return err
 	}
 	nadServed, err := startup.Served(mgr.GetRESTMapper(), nadv1.SchemeGroupVersion.WithKind("NetworkAttachmentDefinition").GroupKind(), nadv1.SchemeGroupVersion.Version)

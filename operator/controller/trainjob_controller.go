@@ -442,7 +442,9 @@ func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi
 // childrenPhase builds the job's JobSet and makes or updates its children;
 // stop when the job cannot be built or a child conflicts.
 func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope, rt *mpi.Runtime) (stop bool, err error) {
-	desired, err := children.BuildJobSet(s.tj, rt, s.job, r.build)
+	build := r.build
+	build.Nodes = r.nodeLister(ctx)
+	desired, err := children.BuildJobSet(s.tj, rt, s.job, build)
 	if err != nil {
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
 		return true, nil

@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -31,11 +30,6 @@ import (
 
 // FieldManager owns the fields the operator writes in default runtimes.
 const FieldManager = "torus-operator-runtimes"
-
-// sccKind is OpenShift's SecurityContextConstraints: where it exists, the
-// admission of every pod assigns a UID (restricted-v2: one from the
-// namespace's range), which a fixed runAsUser would contradict.
-var sccKind = schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"}
 
 // UserMode says which UID the default runtimes fix.
 type UserMode string
@@ -115,7 +109,7 @@ func (i *Installer) runAsUser() (*int64, error) {
 	case UserImage:
 		return &uid, nil
 	case UserAuto, "":
-		scc, err := startup.Served(i.Mapper, sccKind)
+		scc, err := startup.Served(i.Mapper, startup.SCCKind)
 		if err != nil || scc {
 			return nil, err
 		}

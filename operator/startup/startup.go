@@ -71,6 +71,11 @@ type permanent struct{ err error }
 
 func (p permanent) Error() string { return p.err.Error() }
 
+// SCCKind is OpenShift's SecurityContextConstraints. Where it is served,
+// their admission decides every pod's user and volumes: restricted-v2
+// assigns a UID from the namespace's range, and admits no image volume.
+var SCCKind = schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"}
+
 // Served reports whether the API server serves a kind (at one of versions,
 // or any). Torus adapts to what the cluster has: Kueue, Multus, OpenShift's
 // SCCs, console and the Prometheus Operator.

@@ -47,11 +47,11 @@ func parseLaunchAgentPath(v string) (string, error) {
 // parseLaunchAgentDelivery reads api.AnnotationLaunchAgentDelivery.
 func parseLaunchAgentDelivery(v string) (string, error) {
 	switch v {
-	case api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume:
+	case api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume, api.LaunchAgentAuto:
 		return v, nil
 	}
-	return "", fmt.Errorf("annotation %s=%q: set it to %q (an init container copies %s from Torus's image: any node) or %q (Torus's image mounted as an image volume: no init container; nodes with containerd 2.1 or CRI-O 1.31 or later)",
-		api.AnnotationLaunchAgentDelivery, v, api.LaunchAgentByInitContainer, LaunchBinary, api.LaunchAgentByImageVolume)
+	return "", fmt.Errorf("annotation %s=%q: set it to %q (an init container copies %s from Torus's image: any node), %q (Torus's image mounted as an image volume: no init container; nodes with containerd 2.1 or CRI-O 1.31 or later) or %q (the image volume where the job's nodes mount one)",
+		api.AnnotationLaunchAgentDelivery, v, api.LaunchAgentByInitContainer, LaunchBinary, api.LaunchAgentByImageVolume, api.LaunchAgentAuto)
 }
 
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.

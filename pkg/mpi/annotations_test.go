@@ -20,6 +20,7 @@ func TestCheckAnnotations(t *testing.T) {
 			api.AnnotationLaunchAgentDelivery: "image-volume",
 		}},
 		"the agent's delivery: the other way":          {annotations: map[string]string{api.AnnotationLaunchAgentDelivery: "init-container"}},
+		"the agent's delivery: as the nodes allow":     {annotations: map[string]string{api.AnnotationLaunchAgentDelivery: "auto"}},
 		"the agent's delivery: not a way Torus knows":  {annotations: map[string]string{api.AnnotationLaunchAgentDelivery: "hostPath"}, wantBad: []string{api.AnnotationLaunchAgentDelivery}},
 		"the agent's path: not relative":               {annotations: map[string]string{api.AnnotationLaunchAgentPath: "bin/torus-launch"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
 		"the agent's path: another binary's name":      {annotations: map[string]string{api.AnnotationLaunchAgentPath: "/usr/bin/sshd"}, wantBad: []string{api.AnnotationLaunchAgentPath}},

@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -104,29 +103,5 @@ func TestDoctor(t *testing.T) {
 		Fix:     "check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"}
 	if diff := cmp.Diff(wantStale, d.operator(context.Background())); diff != "" {
 		t.Errorf("stale lease (-want,+got):\n%s", diff)
-	}
-}
-
-func TestImageVolumeSupport(t *testing.T) {
-	for name, tc := range map[string]struct {
-		kubelet, runtime string
-		want             string // a part of the reason; "" where supported
-	}{
-		"containerd 2.2 on 1.36":        {kubelet: "v1.36.2", runtime: "containerd://v2.2.1"},
-		"containerd 2.1 on 1.35":        {kubelet: "v1.35.0", runtime: "containerd://2.1.0"},
-		"CRI-O 1.31 on 1.35":            {kubelet: "v1.35.1", runtime: "cri-o://1.31.2"},
-		"containerd 1.7":                {kubelet: "v1.35.0", runtime: "containerd://1.7.27", want: "image volumes need 2.1.0"},
-		"CRI-O 1.30":                    {kubelet: "v1.35.0", runtime: "cri-o://1.30.4", want: "image volumes need 1.31.0"},
-		"a kubelet before 1.35":         {kubelet: "v1.34.3", runtime: "containerd://2.2.0", want: "kubelet v1.34.3"},
-		"kwok's nodes, which run none":  {kubelet: "kwok-v0.7.0", runtime: "kwok-v0.7.0", want: "kubelet kwok-v0.7.0"},
-		"a runtime Torus does not know": {kubelet: "v1.36.0", runtime: "docker://28.2.2", want: "not known to mount image volumes"},
-		"nothing reported":              {want: "kubelet unknown"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := imageVolumeSupport(corev1.NodeSystemInfo{KubeletVersion: tc.kubelet, ContainerRuntimeVersion: tc.runtime})
-			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
-				t.Errorf("got %q, want a reason containing %q", got, tc.want)
-			}
-		})
 	}
 }

@@ -8,21 +8,10 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
-)
-
-// imageVolumeRuntimes are the first releases of each container runtime
-// that mount image volumes, and the kubelet's first with them on by
-// default.
-var (
-	imageVolumeRuntimes = map[string]*version.Version{
-		"containerd": version.MustParseGeneric("2.1.0"),
-		"cri-o":      version.MustParseGeneric("1.31.0"),
-	}
-	imageVolumeKubelet = version.MustParseGeneric("1.35.0")
+	"github.com/torus-mpi/torus/pkg/imagevolume"
 )
 
 // imageVolumes checks, where a runtime the user can run asks for Torus's
@@ -46,7 +35,7 @@ func (d *doctor) imageVolumes(ctx context.Context) (result, bool) {
 	byReason := map[string][]string{}
 	without := 0
 	for _, n := range nodes.Items {
-		if why := imageVolumeSupport(n.Status.NodeInfo); why != "" {
+		if why := imagevolume.Unsupported(n.Status.NodeInfo); why != "" {
 			byReason[why] = append(byReason[why], n.Name)
 			without++
 		}
@@ -92,32 +81,4 @@ func (d *doctor) imageVolumeRuntimes(ctx context.Context) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// imageVolumeSupport says why a node does not mount image volumes, from
-// the versions its kubelet reports; "" where it does.
-func imageVolumeSupport(info corev1.NodeSystemInfo) string {
-	v, err := version.ParseGeneric(info.KubeletVersion)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("kubelet %s, not a Kubernetes release", orUnknown(info.KubeletVersion))
-	case v.LessThan(imageVolumeKubelet):
-		return fmt.Sprintf("kubelet %s: before 1.35 image volumes are off unless the ImageVolume feature gate is on", info.KubeletVersion)
-	}
-	name, ver, ok := strings.Cut(info.ContainerRuntimeVersion, "://")
-	first, known := imageVolumeRuntimes[name]
-	if !ok || !known {
-		return fmt.Sprintf("runtime %s, not known to mount image volumes", orUnknown(info.ContainerRuntimeVersion))
-	}
-	if v, err := version.ParseGeneric(ver); err != nil || v.LessThan(first) {
-		return fmt.Sprintf("%s %s: image volumes need %s", name, ver, first)
-	}
-	return ""
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }

@@ -501,6 +501,12 @@ func realNodeJobs(dirp *string) {
 			out, code = kubectlMPI(dir, withResources(runArgs("agent-volume", rt, noSSH(piCommand["torus-openmpi-local"])...))...)
 			Expect(code).To(Equal(0), out)
 			logs["agent-volume"] = followed(dir, "agent-volume")
+			// An init container brings it, though the nodes mount image
+			// volumes.
+			rt = agentRuntime(dir, "agent-init-container", map[string]string{api.AnnotationLaunchAgentDelivery: api.LaunchAgentByInitContainer})
+			out, code = kubectlMPI(dir, withResources(runArgs("agent-init", rt, noSSH(piCommand["torus-openmpi-local"])...))...)
+			Expect(code).To(Equal(0), out)
+			logs["agent-init"] = followed(dir, "agent-init")
 		})
 
 		DescribeTable("runs a job to Complete with no OpenSSH in its image: the agent on the workers, its client in mpirun's place, keys checked both ways",
@@ -543,12 +549,29 @@ func realNodeJobs(dirp *string) {
 			withoutInitContainer("agent-image", agentInImagePath)
 		})
 
+		It("runs the agent from Torus's image mounted as an image volume by default, the nodes mounting one: no pod has an init container", func() {
+			withoutInitContainer("agent-ompi4", mpi.LaunchImageVolumeBinary)
+		})
+
+		It("brings the agent by init container where its runtime asks, though the nodes mount image volumes", func() {
+			completed(dir, nil, "agent-init", logs["agent-init"])
+			out, code := logs["agent-init"].wait()
+			Expect(code).To(Equal(0), out)
+			Expect(out).To(MatchRegexp(`\[launcher\] ` + piResult))
+			out, code = kubectl(dir, "get", "jobset", "agent-init", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.initContainers[*].name}")
+			Expect(code).To(Equal(0), out)
+			Expect(strings.Fields(out)).To(ContainElement(mpi.SSHInitContainer))
+			out, code = kubectl(dir, "get", "jobset", "agent-init", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.volumes[*].name}")
+			Expect(code).To(Equal(0), out)
+			Expect(strings.Fields(out)).NotTo(ContainElement(mpi.LaunchImageVolume))
+		})
+
 		It("runs the agent from Torus's image mounted as an image volume where its runtime asks: no pod has an init container", func() {
 			withoutInitContainer("agent-volume", mpi.LaunchImageVolumeBinary)
-			By("the volume is Torus's image, the one the init containers of other jobs come from")
+			By("the volume is Torus's image, the one the init container of a job that asks for it comes from")
 			out, code := kubectl(dir, "get", "jobset", "agent-volume", "-o", "jsonpath={.spec.replicatedJobs[*].template.spec.template.spec.volumes[?(@.name==\""+mpi.LaunchImageVolume+"\")].image.reference}")
 			Expect(code).To(Equal(0), out)
-			init, code := kubectl(dir, "get", "jobset", "agent-ompi4", "-o", "jsonpath={.spec.replicatedJobs[0].template.spec.template.spec.initContainers[0].image}")
+			init, code := kubectl(dir, "get", "jobset", "agent-init", "-o", "jsonpath={.spec.replicatedJobs[0].template.spec.template.spec.initContainers[0].image}")
 			Expect(code).To(Equal(0), init)
 			Expect(init).NotTo(BeEmpty())
 			Expect(strings.Fields(out)).To(Equal([]string{init, init}))
