@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"time"
@@ -54,33 +55,36 @@ type realContender struct {
 
 // torusContenders run the jobs on Torus's Open MPI runtime: through the
 // image's OpenSSH, and through Torus's launch agent on the same image with
-// every OpenSSH package purged (hack/cluster's mpi-nossh), brought by an
-// init container, run from that image, which holds it too, or run from
-// Torus's image mounted as an image volume (what the operator's default,
-// auto, settles on where the nodes mount image volumes, as the real nodes
-// do).
+// every OpenSSH package purged (hack/cluster's mpi-nossh): at the
+// operator's defaults (auto: the image volume where the nodes mount one, as
+// the real nodes do), brought by an init container, run from that image,
+// which holds it too, or run from Torus's image mounted as an image volume.
 var torusContenders = []realContender{{
 	label:       "Torus, OpenSSH (" + localRuntime + ")",
 	runtime:     localRuntime,
 	command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
 	annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchOpenSSH},
-}, agentContender("Torus, launch agent by init container ("+localRuntime+", no OpenSSH in the image)",
-	api.AnnotationLaunchAgentDelivery, api.LaunchAgentByInitContainer),
+},
+	agentContender("Torus, launch agent at the operator's defaults ("+localRuntime+", no OpenSSH in the image)", nil),
+	agentContender("Torus, launch agent by init container ("+localRuntime+", no OpenSSH in the image)",
+		map[string]string{api.AnnotationLaunchAgentDelivery: api.LaunchAgentByInitContainer}),
 	agentContender("Torus, launch agent from the image ("+localRuntime+", no OpenSSH, torus-launch in the image)",
-		api.AnnotationLaunchAgentPath, "/usr/local/bin/torus-launch"),
+		map[string]string{api.AnnotationLaunchAgentPath: "/usr/local/bin/torus-launch"}),
 	agentContender("Torus, launch agent from Torus's image as an image volume ("+localRuntime+", no OpenSSH)",
-		api.AnnotationLaunchAgentDelivery, api.LaunchAgentByImageVolume),
+		map[string]string{api.AnnotationLaunchAgentDelivery: api.LaunchAgentByImageVolume}),
 }
 
-// agentContender is a job of the launch agent on mpi-nossh with one more
-// annotation: how the agent reaches its pods.
-func agentContender(label, annotation, value string) realContender {
+// agentContender is a job of the launch agent on mpi-nossh with the
+// annotations that say how the agent reaches its pods.
+func agentContender(label string, delivery map[string]string) realContender {
+	annotations := map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent}
+	maps.Copy(annotations, delivery)
 	return realContender{
 		label:       label,
 		runtime:     localRuntime,
 		command:     []string{"mpirun", "-n", "4", "python3", "-c", initProbe},
 		image:       "registry.torus.local/mpi-nossh:1",
-		annotations: map[string]string{api.AnnotationRemoteLaunch: api.RemoteLaunchAgent, annotation: value},
+		annotations: annotations,
 	}
 }
 
