@@ -605,18 +605,28 @@ var (
 	}
 )
 
-// Where every node mounts image volumes, auto makes the JobSet that asking
-// for the image volume makes.
-func TestBuildJobSetAutoIsTheImageVolume(t *testing.T) {
+// agentLaunchImage is Torus's image in the launch agent's tests.
+const agentLaunchImage = "registry.example/torus:v1"
+
+// agentJob is a 2-worker Open MPI job of the launch agent, resolved.
+func agentJob(t *testing.T) (*trainer.TrainJob, *mpi.Runtime, *mpi.Job) {
+	t.Helper()
 	r := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent).Runtime()
 	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
 	job, err := mpi.ResolveJob(tj, r)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tj, r, job
+}
+
+// Where every node mounts image volumes, auto makes the JobSet that asking
+// for the image volume makes.
+func TestBuildJobSetAutoIsTheImageVolume(t *testing.T) {
+	tj, r, job := agentJob(t)
 	build := func(delivery string) *jobsetv1alpha2.JobSet {
 		t.Helper()
-		js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: "registry.example/torus:v1", LaunchAgentDelivery: delivery,
+		js, err := children.BuildJobSet(tj, r, job, children.BuildOptions{LaunchImage: agentLaunchImage, LaunchAgentDelivery: delivery,
 			Nodes: func() []corev1.Node { return []corev1.Node{mountingNode} }})
 		if err != nil {
 			t.Fatal(err)
@@ -631,12 +641,7 @@ func TestBuildJobSetAutoIsTheImageVolume(t *testing.T) {
 // A job keeps, from its record, the delivery auto settled on when its
 // JobSet was made, whatever the nodes become.
 func TestBuildJobSetAutoDeliveryKeptByTheRecord(t *testing.T) {
-	r := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Annotation(api.AnnotationRemoteLaunch, api.RemoteLaunchAgent).Runtime()
-	tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).Obj()
-	job, err := mpi.ResolveJob(tj, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tj, r, job := agentJob(t)
 	volumes := func(js *jobsetv1alpha2.JobSet) int {
 		n := 0
 		for _, rj := range js.Spec.ReplicatedJobs {
@@ -653,7 +658,7 @@ func TestBuildJobSetAutoDeliveryKeptByTheRecord(t *testing.T) {
 		{"the init container, after the older node left", []corev1.Node{mountingNode, olderNode}, []corev1.Node{mountingNode}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := children.BuildOptions{LaunchImage: "registry.example/torus:v1", LaunchAgentDelivery: api.LaunchAgentAuto, Nodes: func() []corev1.Node { return tc.first }}
+			opts := children.BuildOptions{LaunchImage: agentLaunchImage, LaunchAgentDelivery: api.LaunchAgentAuto, Nodes: func() []corev1.Node { return tc.first }}
 			first, err := children.BuildJobSet(tj, r, job, opts)
 			if err != nil {
 				t.Fatal(err)

@@ -107,13 +107,21 @@ func (r *TrainJobReconciler) nadGetter(ctx context.Context) mpi.NADGetter {
 // auto delivery on the init container that any node runs.
 func (r *TrainJobReconciler) nodeLister(ctx context.Context) func() []corev1.Node {
 	return func() []corev1.Node {
-		var nodes corev1.NodeList
-		if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil { // read only
+		nodes, err := r.cachedNodes(ctx)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing nodes; the launch agent comes by init container")
-			return nil
 		}
-		return nodes.Items
+		return nodes
 	}
+}
+
+// cachedNodes are the cache's nodes, shared with it: read only.
+func (r *TrainJobReconciler) cachedNodes(ctx context.Context) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return nodes.Items, nil
 }
 
 // nodeProblems checks that some node offers each device resource the plan
@@ -122,11 +130,11 @@ func (r *TrainJobReconciler) nodeProblems(ctx context.Context, plan *mpi.Network
 	if len(plan.Resources()) == 0 {
 		return nil, nil
 	}
-	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil { // read only
-		return nil, fmt.Errorf("listing nodes: %w", err)
+	nodes, err := r.cachedNodes(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return mpi.NodeProblems(plan, nodes.Items), nil
+	return mpi.NodeProblems(plan, nodes), nil
 }
 
 // checkAttachments compares what Multus reports on each running rank pod
