@@ -88,8 +88,17 @@ func (c *cluster) claimHost() error {
 		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.dir) {
 			return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
 		}
+		// The nodes its record names, read before cleaning up ends it.
+		nodes := prev.realNodeList()
 		if err := prev.cleanRealNode(); err != nil {
 			return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)
+		}
+		// Their disks go too, as down would have removed them: each holds
+		// a containerd image store of gigabytes. The logs stay.
+		for _, n := range nodes {
+			if err := os.RemoveAll(prev.nodeDir(n)); err != nil {
+				return fmt.Errorf("removing the files of %s, left by the cluster in %s: %w", n.name(), owner, err)
+			}
 		}
 		c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
 	}

@@ -234,13 +234,16 @@ func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string, files 
 	if err != nil {
 		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
 	}
-	rootfs := strings.TrimSpace(string(out))
-	img := images.Image{Tag: tag, Layers: []string{rootfs}, Files: files, User: "1000:1000",
+	layers := strings.Fields(string(out))
+	if len(layers) == 0 {
+		return "", fmt.Errorf("hack/images/mpi/build.sh %s named no layer", suite)
+	}
+	img := images.Image{Tag: tag, Layers: layers, Files: files, User: "1000:1000",
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}
-	// Keyed by the root filesystem's recipe, by this configuration and by
-	// the files on top.
+	// Keyed by the layers' recipes (their names), by this configuration
+	// and by the files on top.
 	h := sha256.New()
-	fmt.Fprint(h, img.Tag, img.User, img.Env)
+	fmt.Fprint(h, img.Tag, img.User, img.Env, layers)
 	for _, f := range files {
 		data, err := os.ReadFile(f.Source)
 		if err != nil {
@@ -249,7 +252,11 @@ func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string, files 
 		fmt.Fprint(h, f.Path, f.Mode)
 		h.Write(data)
 	}
-	prefix := strings.Replace(strings.TrimSuffix(rootfs, ".tar"), "mpi-rootfs-", "mpi-image-", 1) + "-"
+	// Named for the suite and the key of its top layer's recipe
+	// (mpi-rootfs-SUITE-KEY.tar or mpi-layer-SUITE-KEY.tar).
+	top := strings.TrimSuffix(filepath.Base(layers[len(layers)-1]), ".tar")
+	key := top[strings.LastIndex(top, "-")+1:]
+	prefix := filepath.Join(filepath.Dir(layers[0]), "mpi-image-"+suite+"-"+key) + "-"
 	archive := prefix + hex.EncodeToString(h.Sum(nil)[:4]) + ".tar"
 	if _, err := os.Stat(archive); err == nil {
 		return archive, nil

@@ -296,6 +296,11 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		Expect(code).NotTo(Equal(0), "cluster up reported a cluster without its operator as up:\n%s", out)
 		Expect(out).To(ContainSubstring("torus-operator exited during start-up"))
 		expectNoTrace(before)
+		for _, n := range []string{"node-0", "node-1"} {
+			_, err := os.Stat(filepath.Join(killed, n))
+			Expect(err).To(MatchError(os.ErrNotExist), "the killed cluster's %s, its image store, outlived the clean-up", n)
+		}
+		Expect(filepath.Join(killed, "logs", "kubelet-1.log")).To(BeAnExistingFile(), "the killed cluster's logs went with its nodes")
 		out, code = clusterCmd(killed, "down")
 		Expect(code).To(Equal(0), out)
 		Expect(out).NotTo(ContainSubstring("cleaning up after the real node"))

@@ -17,7 +17,9 @@
 #             the suite's image with every OpenSSH package purged: an image
 #             holding MPI and the programs alone, as jobs using Torus's
 #             launch agent need (Debian's MPI packages depend on an ssh
-#             client, so the purge forces past that dependency)
+#             client, so the purge forces past that dependency). Built as
+#             a layer over the suite's root filesystem, so a node's image
+#             store holds that filesystem once for both images
 #
 # MPICH comes from trixie: bookworm's MPICH 4.0.2 hangs in MPI_Finalize in
 # about one run of three between two pods (its UCX's tcp transport spins in
@@ -25,7 +27,8 @@
 #
 # Cached outside the clone, keyed by the recipe below (suite, packages,
 # hooks, mirror) and the programs, so a second cluster start does not
-# rebuild it. Prints the tarball's path.
+# rebuild it. Prints the image's layers' tarballs, bottom first, a line
+# each.
 #
 #   hack/images/mpi/build.sh bookworm|trixie [cache dir]
 set -euo pipefail
@@ -34,20 +37,29 @@ suite=${1:?usage: build.sh bookworm|trixie[-nossh] [cache dir]}
 cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
 
 if [[ $suite == *-nossh ]]; then
-  base=$("$0" "${suite%-nossh}" "$cache")
-  out=${base/mpi-rootfs-${suite%-nossh}-/mpi-rootfs-$suite-}
+  base_suite=${suite%-nossh}
+  base=$("$0" "$base_suite" "$cache")
+  key=${base##*/mpi-rootfs-$base_suite-}
+  out=$cache/mpi-layer-$suite-$key
   if [[ -s $out ]]; then
-    echo "$out"
+    printf '%s\n' "$base" "$out"
     exit 0
   fi
-  exec 9>"$cache/.mpi-rootfs-$suite.lock"
+  exec 9>"$cache/.mpi-layer-$suite.lock"
   flock 9
   if [[ ! -s $out ]]; then
     start=$SECONDS
-    root=$(mktemp -d "$cache/.mpi-rootfs-$suite.XXXXXX")
+    work=$(mktemp -d "$cache/.mpi-layer-$suite.XXXXXX")
+    root=$work/root
     tmp=$out.$$.tmp
-    trap 'rm -rf "$root" "$tmp"' EXIT
+    trap 'rm -rf "$work" "$tmp"' EXIT
+    mkdir "$root"
     tar -xf "$base" -C "$root"
+    # Every entry with what a change shows in (mtime, size, mode, owner,
+    # link target), sorted by path: the listings before and after the
+    # purge tell what the layer holds.
+    listing() { (cd "$root" && find . -mindepth 1 -printf '%p\t%T@ %s %m %U %G %l\n') | LC_ALL=C sort; }
+    listing >"$work/before"
     # dpkg purges without apt: no package lists are needed, none are fetched.
     ssh_packages=$(chroot "$root" dpkg-query -W -f '${db:Status-Status} ${Package}\n' 'openssh-*' | awk '$1 == "installed" {print $2}')
     if ! log=$(chroot "$root" dpkg --purge --force-depends $ssh_packages 2>&1); then
@@ -55,12 +67,32 @@ if [[ $suite == *-nossh ]]; then
       exit 1
     fi
     rm -rf "$root/home/mpiuser/.sshd_config" "$root/etc/ssh"
-    tar --numeric-owner -cf "$tmp" -C "$root" .
+    listing >"$work/after"
+    export LC_ALL=C
+    # What is new or changed goes in as it is now; what is gone, as a
+    # whiteout (.wh.NAME) of the topmost path gone; each with its parent
+    # directories, as they are now, so the layer restores none of their
+    # owners or modes to a default.
+    cut -f1 "$work/before" >"$work/before.paths"
+    cut -f1 "$work/after" >"$work/after.paths"
+    comm -13 "$work/before" "$work/after" | cut -f1 >"$work/entries"
+    comm -23 "$work/before.paths" "$work/after.paths" |
+      awk '{ gone[$0] = 1; order[NR] = $0 }
+           END { for (i = 1; i <= NR; i++) { p = q = order[i]; top = 1
+                   while (sub(/\/[^\/]*$/, "", q)) if (q in gone) { top = 0; break }
+                   if (top) print p } }' >"$work/gone"
+    while IFS= read -r p; do
+      wh="$(dirname "$p")/.wh.$(basename "$p")"
+      : >"$root/$wh"
+      echo "$wh" >>"$work/entries"
+    done <"$work/gone"
+    awk '{ print; q = $0; while (sub(/\/[^\/]*$/, "", q) && q != ".") print q }' "$work/entries" | sort -u >"$work/layer"
+    tar --numeric-owner --no-recursion -cf "$tmp" -C "$root" -T "$work/layer"
     mv "$tmp" "$out"
-    find "$cache" -maxdepth 1 -name "mpi-rootfs-$suite-*.tar" ! -name "$(basename "$out")" -delete
-    echo "mpi image: $suite (purged: $(echo $ssh_packages)) in $((SECONDS - start))s: $out" >&2
+    find "$cache" -maxdepth 1 \( -name "mpi-layer-$suite-*.tar" -o -name "mpi-rootfs-$suite-*.tar" \) ! -name "$(basename "$out")" -delete
+    echo "mpi image: $suite (purged: $(echo $ssh_packages); $(wc -l <"$work/gone") paths gone) in $((SECONDS - start))s: $out" >&2
   fi
-  echo "$out"
+  printf '%s\n' "$base" "$out"
   exit 0
 fi
 
