@@ -14,7 +14,9 @@
 //
 // Each contender runs alone on a fresh etcd and kube-apiserver (Trainer,
 // JobSet and Torus CRDs; no JobSet controller, no admission webhooks), three
-// times at each N, so that each ratio comes with its spread.
+// times at each N, so that each ratio comes with its spread. With -paired,
+// two contenders stand ready at once and take turns creating the batch in
+// chunks, so that the machine's drift between minutes falls on both.
 //
 //	go run ./hack/bench                 # N = 100, 500, 1000, 10000, 3 runs; writes bench/results.md
 //	go run ./hack/bench -quick          # N = 100 only, defaults only, 1 run; prints, writes nothing
@@ -67,7 +69,10 @@ type options struct {
 	pprofSecs   int
 	torusFlags  []string
 	runs        int
-	placement   placement
+	// chunk, when above 0, runs two contenders side by side in chunks of
+	// this many jobs (measurePaired).
+	chunk     int
+	placement placement
 }
 
 func main() {
@@ -81,6 +86,7 @@ func main() {
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "longest wait for one batch")
 	fs.IntVar(&o.runs, "runs", 3, "runs of every contender at each N, interleaved, every other run in reverse order; ratios are reported as the median with every run's value")
+	fs.IntVar(&o.chunk, "paired", 0, "with two contenders: both stand ready at once and take turns creating chunks of this many TrainJobs (A B, B A, ...), so that a drift of the machine's speed falls on both alike; 0 runs each contender's whole batch in turn")
 	fs.BoolVar(&o.placement.split, "split-cores", false, "etcd and kube-apiserver on CPU 0, the controller and the benchmark on CPU 1, as on a cluster whose control plane has machines of its own")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "goroutines creating TrainJobs (and, for the floor, their objects)")
 	testbin := ".testbin/bin"
@@ -193,6 +199,9 @@ func main() {
 			}
 		}
 	}
+	if o.chunk < 0 || o.chunk > 0 && len(o.contenders) != 2 {
+		fatal(fmt.Errorf("-paired takes a chunk size above 0 and exactly two -contenders"))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o, *quick); err != nil {
@@ -292,26 +301,38 @@ func run(ctx context.Context, o options, quick bool) (err error) {
 	for _, n := range o.sizes {
 		smallest = min(smallest, n)
 	}
+	// keep records a run's results; a long invocation keeps what it
+	// measured so far.
+	keep := func(rs ...*result) error {
+		for _, r := range rs {
+			rep.results = append(rep.results, r)
+			logf("%s", r.summary())
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if o.out != "" && o.runs > 1 {
+			return rep.write(o.out, quick, true)
+		}
+		return nil
+	}
 	// N outermost, then the run: every contender's run at one N is close
 	// in time to the others' of the same round, so a change of the
 	// machine's load hits them alike.
 	for _, n := range o.sizes {
 		for run := 1; run <= o.runs; run++ {
+			if o.chunk > 0 {
+				if err := keep(measurePaired(ctx, o, bins, crds, runOrder(o.contenders, run), n, run)...); err != nil {
+					return err
+				}
+				continue
+			}
 			for _, c := range runOrder(o.contenders, run) {
 				if !c.runsAt(n, o.sizes) {
 					continue
 				}
-				r := measureOne(ctx, o, bins, crds, c, n, run, n == largest, n == smallest)
-				rep.results = append(rep.results, r)
-				logf("%s", r.summary())
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				// A long invocation keeps what it measured so far.
-				if o.out != "" && o.runs > 1 {
-					if err := rep.write(o.out, quick, true); err != nil {
-						return err
-					}
+				if err := keep(measureOne(ctx, o, bins, crds, c, n, run, n == largest, n == smallest)); err != nil {
+					return err
 				}
 			}
 		}
@@ -451,67 +472,12 @@ func measureOne(ctx context.Context, o options, bins binaries, crds crdSources, 
 }
 
 func measure(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n int, largest, smallest bool, r *result) error {
-	dir := filepath.Join(o.work, fmt.Sprintf("%s-%d-%d", c.Name, n, r.Run))
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
-		return err
-	}
-	logf("%s N=%d run %d: starting etcd and kube-apiserver", c.Name, n, r.Run)
-	cp, proxy, mc, stop, err := startBare(ctx, dir, o.testbin, crds, o.placement)
+	st, err := setUp(ctx, o, bins, crds, c, n, r.Run)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	bench := &creator{c: cp.client, concurrency: o.concurrency}
-
-	var ctrl *running
-	if c.Kind == kindFloor {
-		// The floor writes the objects through the proxy, so its requests
-		// take the same path as a contender's and are counted the same way;
-		// its TrainJobs are created directly, as in a contender's run.
-		cfg := cp.ca.AdminConfig(proxy.URL)
-		cfg.QPS, cfg.Burst, cfg.UserAgent = -1, 0, "torus-bench-floor"
-		httpClient, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return err
-		}
-		plain, err := client.New(cfg, client.Options{Scheme: scheme.New(), HTTPClient: httpClient})
-		if err != nil {
-			return err
-		}
-		// Its creates are answered as the operator's are: with the new
-		// object's metadata only.
-		pc := metacreate.Wrap(plain, cfg, httpClient)
-		rt, err := samples.Runtime(runtimeName)
-		if err != nil {
-			return err
-		}
-		bench.children, bench.floor = pc, &mpi.Runtime{
-			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
-		}
-		bench.hostfileConfigMap = c.makesConfigMap()
-	} else {
-		pprof := o.pprofDir != "" && c.Kind == kindTorus && largest && r.Run == 1
-		logf("%s N=%d: starting the controller", c.Name, n)
-		if ctrl, err = startContender(ctx, c, bins, cp, proxy, dir, pprof, o.torusFlags); err != nil {
-			return err
-		}
-		defer ctrl.stop()
-		// One job end to end proves the controller has its caches and
-		// its lease before the clock starts.
-		warm := newTracker(nsWarmup, 1, c.makesConfigMap())
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		if err := warm.start(wctx, mc); err != nil {
-			return err
-		}
-		if err := (&creator{c: cp.client, concurrency: 1}).one(ctx, warm, "warmup", o.workers); err != nil {
-			return err
-		}
-		if err := warm.wait(ctx, 2*time.Minute); err != nil {
-			return fmt.Errorf("warm-up job: %w (log: %s)", err, ctrl.proc.Log)
-		}
-		proxy.quiet(ctx, quietWindow, 30*time.Second)
-	}
+	defer st.stop()
+	cp, proxy, mc, bench, ctrl := st.cp, st.proxy, st.mc, st.bench, st.ctrl
 
 	t := newTracker(nsBench, n, c.makesConfigMap())
 	tctx, cancel := context.WithCancel(ctx)
@@ -593,11 +559,11 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 	}
 	if c.Name == "torus" && largest {
 		logf("%s N=%d: kubectl mpi list -A against kubectl get trainjobs -A", c.Name, n)
-		if r.Listing, err = measureListing(ctx, cp, bins, dir); err != nil {
+		if r.Listing, err = measureListing(ctx, cp, bins, st.dir); err != nil {
 			r.ListingErr = err.Error()
 		}
 		logf("%s N=%d: kubectl mpi describe and wait on one job", c.Name, n)
-		if r.Jobs, err = measureJobCommands(ctx, cp, bins, dir, names[0]); err != nil {
+		if r.Jobs, err = measureJobCommands(ctx, cp, bins, st.dir, names[0]); err != nil {
 			r.JobsErr = err.Error()
 		}
 	}
@@ -607,6 +573,94 @@ func measure(ctx context.Context, o options, bins binaries, crds crdSources, c c
 		}
 	}
 	return nil
+}
+
+// stand is one contender ready to measure: its own etcd and API server
+// and, unless it is a floor, its controller with its caches warm.
+type stand struct {
+	dir   string
+	cp    *controlPlane
+	proxy *countingProxy
+	mc    metadata.Interface
+	bench *creator
+	ctrl  *running
+	stops []func()
+}
+
+func (st *stand) stop() {
+	for _, s := range slices.Backward(st.stops) {
+		s()
+	}
+}
+
+// setUp starts what contender c runs on, and c.
+func setUp(ctx context.Context, o options, bins binaries, crds crdSources, c contender, n, run int) (_ *stand, err error) {
+	st := &stand{dir: filepath.Join(o.work, fmt.Sprintf("%s-%d-%d", c.Name, n, run))}
+	defer func() {
+		if err != nil {
+			st.stop()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(st.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	logf("%s N=%d run %d: starting etcd and kube-apiserver", c.Name, n, run)
+	cp, proxy, mc, stop, err := startBare(ctx, st.dir, o.testbin, crds, o.placement)
+	if err != nil {
+		return nil, err
+	}
+	st.stops = append(st.stops, stop)
+	st.cp, st.proxy, st.mc = cp, proxy, mc
+	st.bench = &creator{c: cp.client, concurrency: o.concurrency}
+	if c.Kind == kindFloor {
+		// The floor writes the objects through the proxy, so its requests
+		// take the same path as a contender's and are counted the same way;
+		// its TrainJobs are created directly, as in a contender's run.
+		cfg := cp.ca.AdminConfig(proxy.URL)
+		cfg.QPS, cfg.Burst, cfg.UserAgent = -1, 0, "torus-bench-floor"
+		httpClient, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		plain, err := client.New(cfg, client.Options{Scheme: scheme.New(), HTTPClient: httpClient})
+		if err != nil {
+			return nil, err
+		}
+		// Its creates are answered as the operator's are: with the new
+		// object's metadata only.
+		pc := metacreate.Wrap(plain, cfg, httpClient)
+		rt, err := samples.Runtime(runtimeName)
+		if err != nil {
+			return nil, err
+		}
+		st.bench.children, st.bench.floor = pc, &mpi.Runtime{
+			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
+		}
+		st.bench.hostfileConfigMap = c.makesConfigMap()
+		return st, nil
+	}
+	pprof := o.pprofDir != "" && c.Kind == kindTorus && n == slices.Max(o.sizes) && run == 1 && o.chunk == 0
+	logf("%s N=%d: starting the controller", c.Name, n)
+	if st.ctrl, err = startContender(ctx, c, bins, cp, proxy, st.dir, pprof, o.torusFlags); err != nil {
+		return nil, err
+	}
+	st.stops = append(st.stops, st.ctrl.stop)
+	// One job end to end proves the controller has its caches and its
+	// lease before the clock starts.
+	warm := newTracker(nsWarmup, 1, c.makesConfigMap())
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := warm.start(wctx, mc); err != nil {
+		return nil, err
+	}
+	if err := (&creator{c: cp.client, concurrency: 1}).one(ctx, warm, "warmup", o.workers); err != nil {
+		return nil, err
+	}
+	if err := warm.wait(ctx, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("warm-up job: %w (log: %s)", err, st.ctrl.proc.Log)
+	}
+	proxy.quiet(ctx, quietWindow, 30*time.Second)
+	return st, nil
 }
 
 // measureBig times one TrainJob of o.bigWorkers workers to its JobSet.

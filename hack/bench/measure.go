@@ -55,6 +55,8 @@ type tracker struct {
 	jobs     map[string]*jobTimes
 	complete int
 	allDone  chan struct{}
+	// reached are closed when complete reaches their count (waitFor).
+	reached map[int]chan struct{}
 }
 
 func newTracker(ns string, want int, configMaps bool) *tracker {
@@ -166,6 +168,10 @@ func (t *tracker) saw(gvr schema.GroupVersionResource, m *metav1.PartialObjectMe
 		if t.complete == t.want {
 			close(t.allDone)
 		}
+		if ch, ok := t.reached[t.complete]; ok {
+			close(ch)
+			delete(t.reached, t.complete)
+		}
 	}
 }
 
@@ -192,6 +198,47 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitFor blocks until count jobs are complete or timeout passes.
+func (t *tracker) waitFor(ctx context.Context, count int, timeout time.Duration) error {
+	t.mu.Lock()
+	if t.complete >= count {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.reached == nil {
+		t.reached = map[int]chan struct{}{}
+	}
+	ch, ok := t.reached[count]
+	if !ok {
+		ch = make(chan struct{})
+		t.reached[count] = ch
+	}
+	t.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(timeout):
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return fmt.Errorf("%d of %d jobs complete after %s", t.complete, count, timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lastOf is when the last object of the named jobs appeared.
+func (t *tracker) lastOf(names []string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for _, n := range names {
+		if jt := t.jobs[n]; jt != nil && jt.done().After(last) {
+			last = jt.done()
+		}
+	}
+	return last
 }
 
 // latencies are the per-job times from the create request to the last of

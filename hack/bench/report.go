@@ -223,7 +223,10 @@ func (rep *report) markdown(quick bool) string {
 		p(" in quick mode")
 	}
 	p(". Every figure below is from that one invocation")
-	if rep.opts.runs > 1 {
+	switch {
+	case rep.opts.chunk > 0:
+		p(": %d runs of the two contenders at each N, side by side on their own control planes, taking turns creating chunks of %d TrainJobs (each chunk in the other order than the last, every other run starting with the other); a contender's time is the sum of its chunks'", rep.opts.runs, rep.opts.chunk)
+	case rep.opts.runs > 1:
 		p(": %d runs of each contender at each N, the contenders of a run one after the other, every other run in reverse order", rep.opts.runs)
 	}
 	p(".\n\n")
@@ -232,8 +235,8 @@ func (rep *report) markdown(quick bool) string {
 		m.CPU, m.Memory, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
 	p("the machine is shared, so each run's load average is listed with it.\n\n")
 	p("**Workload:** N MPI TrainJobs of %d workers on the OpenMPI ClusterTrainingRuntime `%s` "+
-		"(samples/runtimes), created by %d concurrent goroutines with no client rate limit; each contender alone "+
-		"on a fresh etcd and kube-apiserver.\n\n", rep.opts.workers, runtimeName, rep.opts.concurrency)
+		"(samples/runtimes), created by %d concurrent goroutines with no client rate limit; each contender on a fresh "+
+		"etcd and kube-apiserver of its own.\n\n", rep.opts.workers, runtimeName, rep.opts.concurrency)
 	if rep.opts.placement.split {
 		p("**Cores split:** etcd and kube-apiserver ran on CPU %d; the controller and the benchmark (its creators and counting proxy) on CPU %d.\n\n", controlPlaneCPU, othersCPU)
 	}
@@ -485,7 +488,10 @@ func (rep *report) goals(p func(string, ...any)) {
 		return "**no**"
 	}
 	p("\n## Goals at N=%d\n\n", n)
-	if rep.opts.runs > 1 {
+	switch {
+	case rep.opts.chunk > 0:
+		p("Each ratio is the median of the runs' ratios, each run's contenders measured side by side in chunks of %d jobs taken in turn.\n\n", rep.opts.chunk)
+	case rep.opts.runs > 1:
 		p("Each ratio is the median of the runs' ratios, each run's contenders measured one after the other (every other run in reverse order).\n\n")
 	}
 	p("| goal | measured | met |\n| --- | --- | --- |\n")
