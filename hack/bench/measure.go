@@ -54,13 +54,12 @@ type tracker struct {
 	mu       sync.Mutex
 	jobs     map[string]*jobTimes
 	complete int
-	allDone  chan struct{}
 	// reached are closed when complete reaches their count (waitFor).
 	reached map[int]chan struct{}
 }
 
 func newTracker(ns string, want int, configMaps bool) *tracker {
-	return &tracker{ns: ns, want: want, configMaps: configMaps, jobs: map[string]*jobTimes{}, allDone: make(chan struct{})}
+	return &tracker{ns: ns, want: want, configMaps: configMaps, jobs: map[string]*jobTimes{}, reached: map[int]chan struct{}{}}
 }
 
 // hasAll reports whether every object the contender makes for a job
@@ -165,9 +164,6 @@ func (t *tracker) saw(gvr schema.GroupVersionResource, m *metav1.PartialObjectMe
 	}
 	if !was && t.hasAll(jt) {
 		t.complete++
-		if t.complete == t.want {
-			close(t.allDone)
-		}
 		if ch, ok := t.reached[t.complete]; ok {
 			close(ch)
 			delete(t.reached, t.complete)
@@ -188,16 +184,7 @@ func (t *tracker) created(job string, at time.Time) {
 
 // wait blocks until every job is complete or timeout passes.
 func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
-	select {
-	case <-t.allDone:
-		return nil
-	case <-time.After(timeout):
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return fmt.Errorf("%d of %d jobs complete after %s", t.complete, t.want, timeout)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return t.waitFor(ctx, t.want, timeout)
 }
 
 // waitFor blocks until count jobs are complete or timeout passes.
@@ -206,9 +193,6 @@ func (t *tracker) waitFor(ctx context.Context, count int, timeout time.Duration)
 	if t.complete >= count {
 		t.mu.Unlock()
 		return nil
-	}
-	if t.reached == nil {
-		t.reached = map[int]chan struct{}{}
 	}
 	ch, ok := t.reached[count]
 	if !ok {
