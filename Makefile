@@ -112,7 +112,7 @@ prefetch: ## Start in the background what later targets need: downloads (helper 
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server).
-	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/...
+	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/... ./test/framework/
 
 .PHONY: test-integration
 test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller, and OpenShift's SCC admission code judges pods.

@@ -35,19 +35,22 @@ import (
 // TrainJobWebhook defaults and validates TrainJobs that use MPI runtimes.
 // TrainJobs of other runtimes pass through untouched.
 type TrainJobWebhook struct {
-	client client.Reader
+	// runtimes reads ClusterTrainingRuntimes and TrainingRuntimes
+	// (cacheFirst); client reads the rest from the API server.
+	runtimes client.Reader
+	client   client.Reader
 	// maxNodes is the largest numNodes the operator runs (--max-nodes).
 	maxNodes int32
 }
 
-// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.torus-mpi.io,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.torus-mpi.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=mtrainjob.torus-mpi.io,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.torus-mpi.io,admissionReviewVersions=v1,timeoutSeconds=10
 
 // Default labels MPI TrainJobs with their implementation, so that clients
 // find MPI jobs with a label selector, and records who created each
 // (api.AnnotationCreatedBy).
 func (w *TrainJobWebhook) Default(ctx context.Context, tj *trainer.TrainJob) error {
-	rt, err := trainjob.GetRuntime(ctx, w.client, tj)
+	rt, err := trainjob.GetRuntime(ctx, w.runtimes, tj)
 	if err != nil || !rt.IsMPI() {
 		// Validation reports a missing runtime; other runtimes are not ours.
 		return nil
@@ -131,7 +134,7 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob, er
 	if m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy); m != mpi.TrainerManagedBy {
 		return nil, nil
 	}
-	rt, err := trainjob.GetRuntime(ctx, w.client, tj)
+	rt, err := trainjob.GetRuntime(ctx, w.runtimes, tj)
 	if err != nil {
 		if refErr := (*trainjob.RuntimeRefError)(nil); errors.As(err, &refErr) {
 			return nil, invalid(tj, field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), tj.Spec.RuntimeRef.Name, err.Error())})
@@ -280,18 +283,16 @@ func SetupWebhooks(mgr ctrl.Manager, maxNodes int32, upstream map[string]http.Ha
 	if maxNodes == 0 {
 		maxNodes = mpi.DefaultMaxNodes
 	}
-	// Read runtimes from the API server, not the cache: a runtime created
-	// just before its TrainJob (one kubectl apply) may not be cached yet.
-	reader := mgr.GetAPIReader()
+	runtimes := cacheFirst{cache: mgr.GetCache(), api: mgr.GetAPIReader()}
 	s := mgr.GetScheme()
-	tjw := &TrainJobWebhook{client: reader, maxNodes: maxNodes}
+	tjw := &TrainJobWebhook{runtimes: runtimes, client: mgr.GetAPIReader(), maxNodes: maxNodes}
 	hooks := []struct {
 		path  string
 		torus *admission.Webhook
 		mpi   func(context.Context, admission.Request) (bool, error)
 	}{
-		{"/mutate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithDefaulter[*trainer.TrainJob](s, tjw), trainJobIsMPI(reader)},
-		{"/validate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithValidator[*trainer.TrainJob](s, tjw), trainJobIsMPI(reader)},
+		{"/mutate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithDefaulter[*trainer.TrainJob](s, tjw), trainJobIsMPI(runtimes)},
+		{"/validate-trainer-kubeflow-org-v1alpha1-trainjob", admission.WithValidator[*trainer.TrainJob](s, tjw), trainJobIsMPI(runtimes)},
 		{"/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime", admission.WithValidator[*trainer.ClusterTrainingRuntime](s, ClusterTrainingRuntimeWebhook{}), runtimeIsMPI},
 		{"/validate-trainer-kubeflow-org-v1alpha1-trainingruntime", admission.WithValidator[*trainer.TrainingRuntime](s, TrainingRuntimeWebhook{}), runtimeIsMPI},
 	}
@@ -310,4 +311,26 @@ func SetupWebhooks(mgr ctrl.Manager, maxNodes int32, upstream map[string]http.Ha
 		mgr.GetWebhookServer().Register(h.path, &admission.Webhook{Handler: r})
 	}
 	return nil
+}
+
+// cacheFirst reads an object from the manager's cache, and from the API
+// server when the cache cannot give it: a runtime created just before its
+// TrainJob (one kubectl apply) may not be cached yet, and the cache is not
+// started when the webhooks first serve. Each webhook reads a TrainJob's
+// runtime twice; from the cache, admission does no request of its own, so
+// its latency does not add up the control plane's under load, and the API
+// server and etcd serve no reads for it.
+type cacheFirst struct {
+	cache, api client.Reader
+}
+
+func (r cacheFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.cache.Get(ctx, key, obj, opts...); err == nil {
+		return nil
+	}
+	return r.api.Get(ctx, key, obj, opts...)
+}
+
+func (r cacheFirst) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.api.List(ctx, list, opts...)
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
@@ -52,10 +53,21 @@ var _ = BeforeSuite(func() {
 	installRuntimes()
 })
 
+// clusterLogs marks where the cluster's component logs stood when the
+// running spec began.
+var clusterLogs *framework.ClusterLogs
+
+var _ = BeforeEach(func() {
+	clusterLogs = framework.MarkClusterLogs(filepath.Dir(clusterKubeconfig()))
+})
+
 // A failed spec reports every TrainJob of the cluster that has not
 // completed: its description (the failing rank, its cause, the end of its
 // own output) and its ranks' last log lines, before the spec's clean-up
-// deletes them.
+// deletes them; a job already being deleted, an earlier spec's, gets a
+// line. Then what the control plane logged while the spec ran: its
+// warnings, errors and slow requests, for the failures no job shows, such
+// as a request the API server refused.
 var _ = JustAfterEach(func() {
 	if !CurrentSpecReport().Failed() {
 		return
@@ -63,16 +75,30 @@ var _ = JustAfterEach(func() {
 	var jobs trainer.TrainJobList
 	if err := k8sClient.List(ctx, &jobs); err != nil {
 		AddReportEntry("TrainJobs", "listing them: "+err.Error())
-		return
 	}
-	var b strings.Builder
+	var b, deleting strings.Builder
 	for _, tj := range jobs.Items {
 		if trainjob.StateOf(&tj).Phase == trainjob.PhaseComplete {
+			continue
+		}
+		if tj.DeletionTimestamp != nil {
+			fmt.Fprintf(&deleting, "%s/%s: being deleted since %s\n", tj.Namespace, tj.Name, tj.DeletionTimestamp.UTC().Format(time.TimeOnly))
 			continue
 		}
 		d := mpiCmd("-n", tj.Namespace, "describe", tj.Name)
 		l := mpiCmd("-n", tj.Namespace, "logs", tj.Name, "--tail", "20")
 		fmt.Fprintf(&b, "--- %s/%s\n%s%s--- its ranks' last lines\n%s%s\n", tj.Namespace, tj.Name, d.Stdout, d.Stderr, l.Stdout, l.Stderr)
 	}
-	AddReportEntry("TrainJobs that did not complete", b.String())
+	if deleting.Len() > 0 {
+		AddReportEntry("TrainJobs being deleted", deleting.String())
+	}
+	if b.Len() > 0 {
+		AddReportEntry("TrainJobs that did not complete", b.String())
+	}
+	notable := clusterLogs.Notable()
+	for _, c := range framework.ComponentLogNames() {
+		if lines, ok := notable[c]; ok {
+			AddReportEntry(c+": warnings, errors and slow requests during the spec", lines)
+		}
+	}
 })

@@ -20,6 +20,7 @@ import (
 	"github.com/torus-mpi/torus/api"
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -316,6 +317,20 @@ var _ = Describe("Admission", Ordered, func() {
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Expect(fw.Client.Delete(ctx, rt)).To(Succeed())
 		Expect(fw.Client.Patch(ctx, tj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
+	})
+
+	// One kubectl apply of a runtime and its job: the webhooks read
+	// runtimes from the operator's cache, and from the API server when
+	// the cache has not caught up (TestCacheFirst).
+	It("admits and labels a TrainJob created right after its runtime", func() {
+		for i := range 10 {
+			rt := wrappers.MakeMPIRuntime(fmt.Sprintf("wh-fresh-%d", i), trainer.MPIImplementationOpenMPI).Obj()
+			Expect(fw.Client.Create(ctx, rt)).To(Succeed())
+			DeferCleanup(func() { Expect(fw.Client.Delete(ctx, rt)).To(Succeed()) })
+			tj := wrappers.MakeTrainJob(fmt.Sprintf("fresh-%d", i), ns.Name).RuntimeRef(rt.Name).Obj()
+			Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+			Expect(tj.Labels).To(HaveKeyWithValue(api.LabelImplementation, string(mpi.OpenMPI)))
+		}
 	})
 })
 
