@@ -60,7 +60,7 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 		}
 		for _, i := range order {
 			st, t, r := stands[i], trackers[i], rs[i]
-			ctrlBefore, apiBefore := usageOf(st.ctrl), usageOfProc(st.cp.api)
+			ctrlBefore, apiBefore, reqBefore := usageOf(st.ctrl), usageOfProc(st.cp.api), st.proxy.snapshot()
 			start, err := st.bench.run(ctx, t, names, o.workers)
 			if err != nil {
 				return fail(err)
@@ -75,7 +75,10 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 			r.Usage = ctrlAfter
 			r.CPU += ctrlAfter.CPU - ctrlBefore.CPU
 			r.APICPU += apiAfter.CPU - apiBefore.CPU
-			logf("%s N=%d run %d chunk %d: %d jobs in %.2fs, API-server CPU %.1fs", r.Contender.Name, n, run, k+1, len(names), took.Seconds(), apiAfter.CPU-apiBefore.CPU)
+			reqs := st.proxy.snapshot().sub(reqBefore)
+			logf("%s N=%d run %d chunk %d: %d jobs in %.2fs, API-server CPU %.1fs, controller CPU %.1fs, %.2f writes and %.2f reads a job",
+				r.Contender.Name, n, run, k+1, len(names), took.Seconds(), apiAfter.CPU-apiBefore.CPU, ctrlAfter.CPU-ctrlBefore.CPU,
+				float64(reqs.total(func(w write) bool { return !w.lease() }))/float64(len(names)), float64(reqs.Reads)/float64(len(names)))
 		}
 	}
 	for i, r := range rs {
