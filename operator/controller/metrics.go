@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -52,16 +53,32 @@ func NewMetrics() *Metrics {
 	}
 }
 
-// Register adds the metrics to controller-runtime's registry. It is called
-// once per process.
+// Register adds the metrics to controller-runtime's registry, in place of
+// those of an earlier start-up attempt of this process (register).
 func (m *Metrics) Register() error {
 	for _, c := range []prometheus.Collector{m.Created, m.Running, m.Succeeded, m.Failed, m.TimeToAdmission,
 		m.TimeToRunning, m.Duration, m.KeyRotations, m.ReconcileErrors} {
-		if err := metrics.Registry.Register(c); err != nil {
+		if err := register(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// register adds c to controller-runtime's registry, replacing a collector
+// of the same metrics. The operator builds its manager again when the API
+// server fails a start-up request, and the attempt that failed may have
+// registered its own metrics already: they belong to a manager that never
+// starts (the job counts read its cache), so the new attempt's take their
+// place rather than failing the start.
+func register(c prometheus.Collector) error {
+	err := metrics.Registry.Register(c)
+	var dup prometheus.AlreadyRegisteredError
+	if !errors.As(err, &dup) {
+		return err
+	}
+	metrics.Registry.Unregister(dup.ExistingCollector)
+	return metrics.Registry.Register(c)
 }
 
 // succeeded records a job that completed at now.

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -348,7 +347,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		if err := opts.Metrics.Register(); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
-		if err := metrics.Registry.Register(newJobsCollector(mgr.GetCache())); err != nil {
+		if err := register(newJobsCollector(mgr.GetCache())); err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
