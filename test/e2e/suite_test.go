@@ -95,10 +95,5 @@ var _ = JustAfterEach(func() {
 	if b.Len() > 0 {
 		AddReportEntry("TrainJobs that did not complete", b.String())
 	}
-	notable := clusterLogs.Notable()
-	for _, c := range framework.ComponentLogNames() {
-		if lines, ok := notable[c]; ok {
-			AddReportEntry(c+": warnings, errors and slow requests during the spec", lines)
-		}
-	}
+	clusterLogs.Report()
 })

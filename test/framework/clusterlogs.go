@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/onsi/ginkgo/v2"
 )
 
 // componentLogs are the local cluster's component logs a failed spec
@@ -72,6 +74,17 @@ func (l *ClusterLogs) Notable() map[string]string {
 	return out
 }
 
+// Report adds to the running spec's report, component by component in
+// componentLogs' order, what Notable finds.
+func (l *ClusterLogs) Report() {
+	notable := l.Notable()
+	for _, c := range componentLogs {
+		if lines, ok := notable[c]; ok {
+			ginkgo.AddReportEntry(c+": warnings, errors and slow requests during the spec", lines)
+		}
+	}
+}
+
 func (l *ClusterLogs) notableLines(component string) ([]string, error) {
 	f, err := os.Open(l.path(component))
 	if os.IsNotExist(err) {
@@ -106,7 +119,3 @@ func (l *ClusterLogs) notableLines(component string) ([]string, error) {
 	}
 	return lines, nil
 }
-
-// ComponentLogNames are the components ClusterLogs reports on, in the
-// order a report lists them.
-func ComponentLogNames() []string { return slices.Clone(componentLogs) }
