@@ -99,8 +99,8 @@ func main() {
 	fs.StringVar(&o.work, "work", "", "work directory: logs, certificates, etcd data (default: a temporary directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (its logs) afterwards")
 	fs.BoolVar(&o.build, "build", true, "build etcd, kube-apiserver and upstream's trainer-controller-manager (hack/testbin/build.sh) and the operator first")
-	fs.StringVar(&o.pprofDir, "pprof", "", "directory for Torus's CPU, heap and allocation profiles at the largest N (enables --pprof-bind-address)")
-	fs.IntVar(&o.pprofSecs, "pprof-seconds", 30, "length of the CPU profiles, from the start of the batch")
+	fs.StringVar(&o.pprofDir, "pprof", "", "directory for Torus's CPU, heap and allocation profiles at the largest N (enables --pprof-bind-address); with -paired, CPU profiles of each chunk's API server and Torus")
+	fs.IntVar(&o.pprofSecs, "pprof-seconds", 30, "length of the CPU profiles, from the start of the batch (or chunk)")
 	torusFlags := fs.String("torus-flags", "", "extra operator flags, space-separated, for experiments (results then are not its defaults)")
 	tenants := fs.Bool("tenants", false, "instead: what one tenant's objects cost the operator (a flood of labelled ConfigMaps and Secrets, one job's pods at each -pods); writes tenants.md beside -out")
 	podSizes := fs.String("pods", "1000,4000,16384", "with -tenants: numbers of pods of one job, comma-separated")
@@ -639,7 +639,7 @@ func setUp(ctx context.Context, o options, bins binaries, crds crdSources, c con
 		st.bench.hostfileConfigMap = c.makesConfigMap()
 		return st, nil
 	}
-	pprof := o.pprofDir != "" && c.Kind == kindTorus && n == slices.Max(o.sizes) && run == 1 && o.chunk == 0
+	pprof := o.pprofDir != "" && c.Kind == kindTorus && n == slices.Max(o.sizes) && (run == 1 || o.chunk > 0)
 	logf("%s N=%d: starting the controller", c.Name, n)
 	if st.ctrl, err = startContender(ctx, c, bins, cp, proxy, st.dir, pprof, o.torusFlags); err != nil {
 		return nil, err

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -60,7 +65,11 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 		}
 		for _, i := range order {
 			st, t, r := stands[i], trackers[i], rs[i]
+			other := stands[1-i]
 			ctrlBefore, apiBefore, reqBefore := usageOf(st.ctrl), usageOfProc(st.cp.api), st.proxy.snapshot()
+			etcdBefore, otherBefore, otherCtrlBefore := usageOfProc(st.cp.etcd).CPU, other.cp.cpu(), usageOf(other.ctrl).CPU
+			idleBefore := []float64{idleSeconds(controlPlaneCPU), idleSeconds(othersCPU)}
+			profiles := chunkProfiles(ctx, o, st, fmt.Sprintf("%s-run%d-chunk%d", r.Contender.Name, run, k+1))
 			start, err := st.bench.run(ctx, t, names, o.workers)
 			if err != nil {
 				return fail(err)
@@ -71,14 +80,21 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 			took := t.lastOf(names).Sub(start)
 			r.Total += took
 			st.proxy.quiet(ctx, quietWindow, time.Minute)
+			if err := profiles(); err != nil {
+				return fail(err)
+			}
 			ctrlAfter, apiAfter := usageOf(st.ctrl), usageOfProc(st.cp.api)
+			etcdCPU, otherCPU, otherCtrl := usageOfProc(st.cp.etcd).CPU-etcdBefore, other.cp.cpu()-otherBefore, usageOf(other.ctrl).CPU-otherCtrlBefore
+			idle := []float64{idleSeconds(controlPlaneCPU) - idleBefore[0], idleSeconds(othersCPU) - idleBefore[1]}
 			r.Usage = ctrlAfter
 			r.CPU += ctrlAfter.CPU - ctrlBefore.CPU
 			r.APICPU += apiAfter.CPU - apiBefore.CPU
 			reqs := st.proxy.snapshot().sub(reqBefore)
-			logf("%s N=%d run %d chunk %d: %d jobs in %.2fs, API-server CPU %.1fs, controller CPU %.1fs, %.2f writes and %.2f reads a job",
+			logf("%s N=%d run %d chunk %d: %d jobs in %.2fs, API-server CPU %.1fs, controller CPU %.1fs, %.2f writes and %.2f reads a job; "+
+				"etcd CPU %.1fs; the other's control plane %.1fs, its controller %.1fs; CPUs idle %.1fs and %.1fs (over the chunk and its quiet window)",
 				r.Contender.Name, n, run, k+1, len(names), took.Seconds(), apiAfter.CPU-apiBefore.CPU, ctrlAfter.CPU-ctrlBefore.CPU,
-				float64(reqs.total(func(w write) bool { return !w.lease() }))/float64(len(names)), float64(reqs.Reads)/float64(len(names)))
+				float64(reqs.total(func(w write) bool { return !w.lease() }))/float64(len(names)), float64(reqs.Reads)/float64(len(names)),
+				etcdCPU, otherCPU, otherCtrl, idle[0], idle[1])
 		}
 	}
 	for i, r := range rs {
@@ -88,4 +104,64 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 		r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	}
 	return rs
+}
+
+// chunkProfiles starts CPU profiles of a chunk's API server and, when it
+// serves them, its controller, for o.pprofSecs from the chunk's start, if
+// -pprof names a directory; the function it returns waits for them. Where
+// the API server's time goes in the two contenders' chunks is what tells
+// their costs apart.
+func chunkProfiles(ctx context.Context, o options, st *stand, name string) func() error {
+	if o.pprofDir == "" {
+		return func() error { return nil }
+	}
+	query := fmt.Sprintf("?seconds=%d", o.pprofSecs)
+	done := make(chan error, 2)
+	n := 1
+	go func() {
+		done <- st.cp.fetchProfile(ctx, query, filepath.Join(o.pprofDir, "apiserver-"+name+".pprof"))
+	}()
+	if st.ctrl != nil && st.ctrl.pprof != "" {
+		n++
+		go func() {
+			done <- fetchProfile(ctx, st.ctrl.pprof, "profile", query, filepath.Join(o.pprofDir, "controller-"+name+".pprof"))
+		}()
+	}
+	return func() error {
+		var errs []error
+		for range n {
+			errs = append(errs, <-done)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// cpu is the CPU seconds its etcd and API server have taken: a control
+// plane that waits its turn should take next to none.
+func (cp *controlPlane) cpu() float64 {
+	return usageOfProc(cp.api).CPU + usageOfProc(cp.etcd).CPU
+}
+
+// idleSeconds is how long CPU cpu has been idle (idle and iowait in
+// /proc/stat), or 0 if that cannot be read. Over a chunk with
+// -split-cores, it tells a control plane that was short of CPU from one
+// that waited on something else.
+func idleSeconds(cpu int) float64 {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[0] != fmt.Sprintf("cpu%d", cpu) {
+			continue
+		}
+		idle, err1 := strconv.ParseInt(f[4], 10, 64)
+		iowait, err2 := strconv.ParseInt(f[5], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0
+		}
+		return float64(idle+iowait) / clockTicks
+	}
+	return 0
 }
