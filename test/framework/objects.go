@@ -22,7 +22,16 @@ import (
 // ServiceAccount (no controller-manager runs to make it).
 func (f *Framework) NewNamespace(ctx ginkgo.SpecContext, prefix string) *corev1.Namespace {
 	ginkgo.GinkgoHelper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	return f.NewLabelledNamespace(ctx, prefix, nil)
+}
+
+// NewLabelledNamespace is NewNamespace with labels from its creation on.
+// Admission reads a namespace's labels (PodSecurity's enforce level) from
+// its informer's cache, which may not yet hold a label added by a later
+// update, so a label the test depends on is set in the create.
+func (f *Framework) NewLabelledNamespace(ctx ginkgo.SpecContext, prefix string, labels map[string]string) *corev1.Namespace {
+	ginkgo.GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels}}
 	gomega.Expect(f.Client.Create(ctx, ns)).To(gomega.Succeed())
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}}
 	gomega.Expect(f.Client.Create(ctx, sa)).To(gomega.Succeed())

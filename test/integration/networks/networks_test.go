@@ -126,9 +126,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 	)
 
 	It("says which Pod Security level and SCC a profile's capabilities need, and PodSecurity refuses its pods under restricted", func(sctx SpecContext) {
-		ns := fw.NewNamespace(sctx, "pss")
-		ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
+		ns := fw.NewLabelledNamespace(sctx, "pss", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 		tj := wrappers.MakeTrainJob("locked", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Annotation(api.AnnotationNetworkProfile, "ib").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet

@@ -69,13 +69,7 @@ var _ = Describe("Pods of the default runtimes", func() {
 // at the restricted Pod Security level.
 func restrictedNamespace(sctx SpecContext) *corev1.Namespace {
 	GinkgoHelper()
-	ns := fw.NewNamespace(sctx, "pss")
-	if ns.Labels == nil {
-		ns.Labels = map[string]string{}
-	}
-	ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-	Expect(fw.Client.Update(sctx, ns)).To(Succeed())
-	return ns
+	return fw.NewLabelledNamespace(sctx, "pss", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 }
 
 // The operator's own pod, as each kustomize overlay and the OLM bundle
