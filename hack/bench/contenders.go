@@ -36,6 +36,12 @@ type contender struct {
 	// work any controller making Torus's objects can cost, so that Torus
 	// against it is the price of being a controller (its watches).
 	TwoObjects bool
+	// Behind, for a floor, has its objects created by this many workers
+	// taking the TrainJobs from a queue as they are created, as a
+	// controller's workers do, rather than by each creator right after its
+	// TrainJob: the arrival of a controller's requests without its
+	// watches.
+	Behind int
 	// OnRequest contenders run only when -contenders names them.
 	OnRequest bool
 	// LargestOnly runs the contender at the largest N alone (of those up
@@ -81,6 +87,8 @@ const (
 var allContenders = []contender{
 	{Name: "floor", Label: "floor (direct client, no controller)", Kind: kindFloor},
 	{Name: "floor2", Label: "two-object floor (Torus's objects, direct client)", Kind: kindFloor, TwoObjects: true, OnRequest: true},
+	// Torus's 10 concurrent reconciles, with no watch.
+	{Name: "floor2-behind", Label: "two-object floor, objects made by 10 workers behind the TrainJobs", Kind: kindFloor, TwoObjects: true, Behind: 10, OnRequest: true},
 	{Name: "torus", Label: "Torus, defaults (QPS 500/1000)", Kind: kindTorus, Steady: true},
 	{Name: "upstream", Label: "upstream v2.3.0, defaults (QPS 50/100)", Kind: kindUpstream, Steady: true},
 	{Name: "upstream-qps500", Label: "upstream v2.3.0, QPS 500/1000", Kind: kindUpstream, QPS: 500, Burst: 1000, MaxN: 1000},

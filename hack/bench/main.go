@@ -80,7 +80,7 @@ func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")
 	sizes := fs.String("n", "100,500,1000,10000", "numbers of TrainJobs, comma-separated")
-	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all but floor2): floor,floor2,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
+	names := fs.String("contenders", "", "contenders to run, comma-separated (default: all but floor2 and floor2-behind): floor,floor2,floor2-behind,torus,upstream,upstream-qps500,torus-qps50,torus-no-event-watch")
 	w := fs.Int("workers", 8, "workers (numNodes) per TrainJob")
 	big := fs.Int("big-workers", int(mpi.DefaultMaxNodes), "workers of the single large TrainJob (default: the operator's default --max-nodes); 0 skips it")
 	fs.DurationVar(&o.steady, "steady", time.Minute, "window over which writes at rest are counted")
@@ -637,6 +637,7 @@ func setUp(ctx context.Context, o options, bins binaries, crds crdSources, c con
 			Kind: trainer.ClusterTrainingRuntimeKind, Name: rt.Name, Annotations: rt.Annotations, Spec: rt.Spec,
 		}
 		st.bench.hostfileConfigMap = c.makesConfigMap()
+		st.bench.behind = c.Behind
 		return st, nil
 	}
 	pprof := o.pprofDir != "" && c.Kind == kindTorus && n == slices.Max(o.sizes) && (run == 1 || o.chunk > 0)

@@ -285,19 +285,37 @@ type creator struct {
 	children client.Client
 	// hostfileConfigMap: the floor creates the hostfile ConfigMap too.
 	hostfileConfigMap bool
+	// behind, when above 0, is how many workers create the floor's
+	// objects from a queue of created TrainJobs (contender.Behind).
+	behind int
 }
 
 func (cr *creator) run(ctx context.Context, t *tracker, names []string, workers int32) (time.Time, error) {
 	start := time.Now()
 	work := make(chan string)
-	errs := make(chan error, len(names))
-	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(names))
+	var wg, behind sync.WaitGroup
+	var queue chan *trainer.TrainJob
+	if cr.floor != nil && cr.behind > 0 {
+		queue = make(chan *trainer.TrainJob, len(names))
+		for range cr.behind {
+			behind.Add(1)
+			go func() {
+				defer behind.Done()
+				for tj := range queue {
+					if err := cr.makeObjects(ctx, tj); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+	}
 	for range cr.concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for name := range work {
-				if err := cr.one(ctx, t, name, workers); err != nil {
+				if err := cr.oneTo(ctx, t, name, workers, queue); err != nil {
 					errs <- err
 				}
 			}
@@ -308,6 +326,10 @@ func (cr *creator) run(ctx context.Context, t *tracker, names []string, workers 
 	}
 	close(work)
 	wg.Wait()
+	if queue != nil {
+		close(queue)
+		behind.Wait()
+	}
 	close(errs)
 	if err, ok := <-errs; ok {
 		return start, err
@@ -316,14 +338,30 @@ func (cr *creator) run(ctx context.Context, t *tracker, names []string, workers 
 }
 
 func (cr *creator) one(ctx context.Context, t *tracker, name string, workers int32) error {
+	return cr.oneTo(ctx, t, name, workers, nil)
+}
+
+// oneTo creates a TrainJob and, for the floor, its objects, or hands it
+// to queue for the workers behind to make them.
+func (cr *creator) oneTo(ctx context.Context, t *tracker, name string, workers int32, queue chan<- *trainer.TrainJob) error {
 	tj := newTrainJob(t.ns, name, workers)
 	t.created(name, time.Now())
 	if err := cr.c.Create(ctx, tj); err != nil {
 		return fmt.Errorf("creating TrainJob %s: %w", name, err)
 	}
-	if cr.floor == nil {
+	switch {
+	case cr.floor == nil:
+		return nil
+	case queue != nil:
+		queue <- tj
 		return nil
 	}
+	return cr.makeObjects(ctx, tj)
+}
+
+// makeObjects creates the floor's objects of a created TrainJob.
+func (cr *creator) makeObjects(ctx context.Context, tj *trainer.TrainJob) error {
+	name := tj.Name
 	job, err := mpi.ResolveJob(tj, cr.floor)
 	if err != nil {
 		return err
