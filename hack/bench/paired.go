@@ -66,9 +66,7 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 		for _, i := range order {
 			st, t, r := stands[i], trackers[i], rs[i]
 			other := stands[1-i]
-			ctrlBefore, apiBefore, reqBefore := usageOf(st.ctrl), usageOfProc(st.cp.api), st.proxy.snapshot()
-			etcdBefore, otherBefore, otherCtrlBefore := usageOfProc(st.cp.etcd).CPU, other.cp.cpu(), usageOf(other.ctrl).CPU
-			idleBefore := []float64{idleSeconds(controlPlaneCPU), idleSeconds(othersCPU)}
+			before, reqBefore := cpuOf(st, other), st.proxy.snapshot()
 			profiles := chunkProfiles(ctx, o, st, fmt.Sprintf("%s-run%d-chunk%d", r.Contender.Name, run, k+1))
 			start, err := st.bench.run(ctx, t, names, o.workers)
 			if err != nil {
@@ -83,18 +81,16 @@ func measurePaired(ctx context.Context, o options, bins binaries, crds crdSource
 			if err := profiles(); err != nil {
 				return fail(err)
 			}
-			ctrlAfter, apiAfter := usageOf(st.ctrl), usageOfProc(st.cp.api)
-			etcdCPU, otherCPU, otherCtrl := usageOfProc(st.cp.etcd).CPU-etcdBefore, other.cp.cpu()-otherBefore, usageOf(other.ctrl).CPU-otherCtrlBefore
-			idle := []float64{idleSeconds(controlPlaneCPU) - idleBefore[0], idleSeconds(othersCPU) - idleBefore[1]}
-			r.Usage = ctrlAfter
-			r.CPU += ctrlAfter.CPU - ctrlBefore.CPU
-			r.APICPU += apiAfter.CPU - apiBefore.CPU
+			used := cpuOf(st, other).sub(before)
+			r.Usage = usageOf(st.ctrl)
+			r.CPU += used.ctrl
+			r.APICPU += used.api
 			reqs := st.proxy.snapshot().sub(reqBefore)
 			logf("%s N=%d run %d chunk %d: %d jobs in %.2fs, API-server CPU %.1fs, controller CPU %.1fs, %.2f writes and %.2f reads a job; "+
 				"etcd CPU %.1fs; the other's control plane %.1fs, its controller %.1fs; CPUs idle %.1fs and %.1fs (over the chunk and its quiet window)",
-				r.Contender.Name, n, run, k+1, len(names), took.Seconds(), apiAfter.CPU-apiBefore.CPU, ctrlAfter.CPU-ctrlBefore.CPU,
+				r.Contender.Name, n, run, k+1, len(names), took.Seconds(), used.api, used.ctrl,
 				float64(reqs.total(func(w write) bool { return !w.lease() }))/float64(len(names)), float64(reqs.Reads)/float64(len(names)),
-				etcdCPU, otherCPU, otherCtrl, idle[0], idle[1])
+				used.etcd, used.otherPlane, used.otherCtrl, used.idle[controlPlaneCPU], used.idle[othersCPU])
 		}
 	}
 	for i, r := range rs {
@@ -136,32 +132,58 @@ func chunkProfiles(ctx context.Context, o options, st *stand, name string) func(
 	}
 }
 
-// cpu is the CPU seconds its etcd and API server have taken: a control
-// plane that waits its turn should take next to none.
-func (cp *controlPlane) cpu() float64 {
-	return usageOfProc(cp.api).CPU + usageOfProc(cp.etcd).CPU
+// chunkCPU is the CPU seconds a chunk's contender and the one waiting its
+// turn have taken, and how long each core was idle: a waiting control
+// plane should take next to none, and a control plane short of CPU leaves
+// its core no idle time.
+type chunkCPU struct {
+	api, etcd, ctrl       float64
+	otherPlane, otherCtrl float64
+	idle                  [2]float64 // controlPlaneCPU, othersCPU
 }
 
-// idleSeconds is how long CPU cpu has been idle (idle and iowait in
-// /proc/stat), or 0 if that cannot be read. Over a chunk with
-// -split-cores, it tells a control plane that was short of CPU from one
-// that waited on something else.
-func idleSeconds(cpu int) float64 {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
+func cpuOf(st, other *stand) chunkCPU {
+	c := chunkCPU{
+		api:        usageOfProc(st.cp.api).CPU,
+		etcd:       usageOfProc(st.cp.etcd).CPU,
+		ctrl:       usageOf(st.ctrl).CPU,
+		otherPlane: usageOfProc(other.cp.api).CPU + usageOfProc(other.cp.etcd).CPU,
+		otherCtrl:  usageOf(other.ctrl).CPU,
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	if stat, err := os.ReadFile("/proc/stat"); err == nil {
+		c.idle = idleSeconds(string(stat))
+	}
+	return c
+}
+
+func (c chunkCPU) sub(b chunkCPU) chunkCPU {
+	return chunkCPU{
+		api: c.api - b.api, etcd: c.etcd - b.etcd, ctrl: c.ctrl - b.ctrl,
+		otherPlane: c.otherPlane - b.otherPlane, otherCtrl: c.otherCtrl - b.otherCtrl,
+		idle: [2]float64{c.idle[0] - b.idle[0], c.idle[1] - b.idle[1]},
+	}
+}
+
+// idleSeconds reads from /proc/stat how long CPUs 0 and 1 have been idle
+// (its idle and iowait columns); a CPU whose line is missing or malformed
+// reads 0.
+func idleSeconds(stat string) [2]float64 {
+	var idle [2]float64
+	for _, line := range strings.Split(stat, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 6 || f[0] != fmt.Sprintf("cpu%d", cpu) {
+		if len(f) < 6 {
 			continue
 		}
-		idle, err1 := strconv.ParseInt(f[4], 10, 64)
-		iowait, err2 := strconv.ParseInt(f[5], 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0
+		cpu, ok := strings.CutPrefix(f[0], "cpu")
+		n, err := strconv.Atoi(cpu)
+		if !ok || err != nil || n < 0 || n >= len(idle) {
+			continue
 		}
-		return float64(idle+iowait) / clockTicks
+		i, err1 := strconv.ParseInt(f[4], 10, 64)
+		w, err2 := strconv.ParseInt(f[5], 10, 64)
+		if err1 == nil && err2 == nil {
+			idle[n] = float64(i+w) / clockTicks
+		}
 	}
-	return 0
+	return idle
 }
