@@ -90,19 +90,43 @@ func kubectlMPI(dir string, args ...string) (string, int) {
 }
 
 // realNodeDir skips without root, and otherwise gives a cluster directory
-// and the machine's state before a real node runs from it. It fails when a
-// real node's bridge or claim is already on the machine: a baseline with
-// them would blame the next down for what an earlier one left.
+// and the machine's state before a real node runs from it. A claim left by
+// a cluster whose processes are all gone (a run killed before its down) is
+// cleaned up first with that cluster's down, as up would. It fails when a
+// real node's bridge or claim is still on the machine: a baseline with them
+// would blame the next down for what an earlier one left.
 func realNodeDir() (string, hostState) {
 	GinkgoHelper()
 	if os.Geteuid() != 0 {
 		framework.SkipRootTier("the real node needs root")
 	}
+	downAbandonedClaim()
 	claim, err := os.ReadFile("/run/torus-real-node")
 	Expect(err).To(MatchError(os.ErrNotExist), "a real node's claim is on the machine (%q): an earlier cluster's down did not clean up", strings.TrimSpace(string(claim)))
 	_, err = os.Stat("/sys/class/net/torus0")
 	Expect(err).To(MatchError(os.ErrNotExist), "a real node's bridge torus0 is on the machine: an earlier cluster's down did not clean up")
 	return filepath.Join(GinkgoT().TempDir(), "cluster"), snapshotHost()
+}
+
+// downAbandonedClaim runs down on the cluster holding the machine's real
+// node claim when none of that cluster's processes runs. A claim whose
+// cluster still runs is left alone: realNodeDir then fails, naming it.
+func downAbandonedClaim() {
+	GinkgoHelper()
+	claim, err := os.ReadFile("/run/torus-real-node")
+	if err != nil {
+		return
+	}
+	owner := strings.TrimSpace(string(claim))
+	if owner == "" {
+		return
+	}
+	if out, _ := clusterCmd(owner, "status"); strings.Contains(out, "running, pid") {
+		return
+	}
+	out, code := clusterCmd(owner, "down")
+	Expect(code).To(Equal(0), "down of the cluster in %s, whose processes were killed before it ran:\n%s", owner, out)
+	GinkgoWriter.Printf("cleaned up the real node left by the cluster in %s, whose processes were gone\n", owner)
 }
 
 // downLeavesNoTrace stops the cluster in dir and fails, with down's own
