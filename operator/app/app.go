@@ -105,7 +105,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.QPS, "kube-api-qps", 500, "Sustained requests per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
-	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 10, "TrainJobs reconciled in parallel.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "TrainJobs reconciled in parallel.")
 	fs.Int32Var(&o.MaxNodes, "max-nodes", mpi.DefaultMaxNodes, fmt.Sprintf(
 		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in its Secret).", mpi.AbsoluteMaxNodes))
 	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
