@@ -87,7 +87,8 @@ const (
 var allContenders = []contender{
 	{Name: "floor", Label: "floor (direct client, no controller)", Kind: kindFloor},
 	{Name: "floor2", Label: "two-object floor (Torus's objects, direct client)", Kind: kindFloor, TwoObjects: true, OnRequest: true},
-	// Torus's 10 concurrent reconciles, with no watch.
+	// The objects made as a controller's reconciles make them, behind
+	// their TrainJobs, with no watch.
 	{Name: "floor2-behind", Label: "two-object floor, objects made by 10 workers behind the TrainJobs", Kind: kindFloor, TwoObjects: true, Behind: 10, OnRequest: true},
 	{Name: "torus", Label: "Torus, defaults (QPS 500/1000)", Kind: kindTorus, Steady: true},
 	{Name: "upstream", Label: "upstream v2.3.0, defaults (QPS 50/100)", Kind: kindUpstream, Steady: true},
