@@ -60,9 +60,7 @@ func (c *cluster) readTraces() (*nodeTraces, error) {
 
 // claimHost makes this cluster the one with real nodes on the host. A claim held
 // by a cluster that still runs is refused, with how to stop it; one whose
-// processes are all gone (killed with the session that started them, so
-// down never ran) is cleaned up first, from that cluster's own record of
-// the machine's state before it.
+// processes are all gone is cleaned up first (reclaimHost).
 func (c *cluster) claimHost() error {
 	for attempt := 0; ; attempt++ {
 		f, err := os.OpenFile(hostClaim, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -73,35 +71,48 @@ func (c *cluster) claimHost() error {
 		if !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("claiming the machine for the real nodes: %w", err)
 		}
-		owner, err := claimOwner()
-		if err != nil {
-			return err
-		}
-		if attempt > 1 || owner == "" {
+		if attempt > 1 {
+			owner, _ := claimOwner()
 			return fmt.Errorf("%s holds %q: remove it once no real node runs on the host", hostClaim, owner)
 		}
-		prev := &cluster{dir: owner}
-		// Its recorded PIDs are dead; the node's namespace dies with them
-		// (unshare --kill-child). Command lines naming its directory are
-		// looked for too, for a node whose processes outlived them (one
-		// started before --kill-child was used).
-		if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.dir) {
-			return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
+		if err := c.reclaimHost(); err != nil {
+			return err
 		}
-		// The nodes its record names, read before cleaning up ends it.
-		nodes := prev.realNodeList()
-		if err := prev.cleanRealNode(); err != nil {
-			return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)
-		}
-		// Their disks go too, as down would have removed them: each holds
-		// a containerd image store of gigabytes. The logs stay.
-		for _, n := range nodes {
-			if err := os.RemoveAll(prev.nodeDir(n)); err != nil {
-				return fmt.Errorf("removing the files of %s, left by the cluster in %s: %w", n.name(), owner, err)
-			}
-		}
-		c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
 	}
+}
+
+// reclaimHost cleans up after the real nodes of the cluster holding the
+// machine's claim when that cluster's processes are all gone (killed with
+// the session that started them, so down never ran), from that cluster's
+// own record of the machine's state before it. No claim: nothing to do. A
+// claim held by a cluster that still runs is refused, with how to stop it.
+func (c *cluster) reclaimHost() error {
+	owner, err := claimOwner()
+	if err != nil || owner == "" {
+		return err
+	}
+	prev := &cluster{dir: owner}
+	// Its recorded PIDs are dead; the node's namespace dies with them
+	// (unshare --kill-child). Command lines naming its directory are
+	// looked for too, for a node whose processes outlived them (one
+	// started before --kill-child was used).
+	if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.dir) {
+		return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
+	}
+	// The nodes its record names, read before cleaning up ends it.
+	nodes := prev.realNodeList()
+	if err := prev.cleanRealNode(); err != nil {
+		return fmt.Errorf("cleaning up the real node that the cluster in %s left when its processes were killed: %w", owner, err)
+	}
+	// Their disks go too, as down would have removed them: each holds
+	// a containerd image store of gigabytes. The logs stay.
+	for _, n := range nodes {
+		if err := os.RemoveAll(prev.nodeDir(n)); err != nil {
+			return fmt.Errorf("removing the files of %s, left by the cluster in %s: %w", n.name(), owner, err)
+		}
+	}
+	c.logf("cleaned up the real node left by %s, whose processes had been killed", owner)
+	return nil
 }
 
 // nodeProcessRuns reports whether a process's command line names a real

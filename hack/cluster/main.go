@@ -41,7 +41,7 @@ func main() {
 	fs.StringVar(&out, "o", "", "image: the archive to write")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|node-check|image")
+		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|reclaim|node-check|image")
 		fs.PrintDefaults()
 	}
 	if len(os.Args) < 2 {
@@ -89,6 +89,10 @@ func main() {
 		c.down()
 	case "status":
 		err = c.status()
+	case "reclaim":
+		// What up does first: clean up after real nodes whose cluster was
+		// killed before its down, or say which cluster still runs them.
+		err = c.reclaimHost()
 	case "node-check":
 		err = c.nodeCheck(ctx)
 	case "image":

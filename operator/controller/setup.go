@@ -48,7 +48,7 @@ const runtimeRefKey = "spec.runtimeRef"
 
 // DefaultMaxConcurrentReconciles is as many TrainJobs as a burst of
 // submissions brings at once, so that a busy API server has their creates
-// in flight together rather than ten at a time behind them: at 10,000
+// in flight together rather than a few at a time behind them: at 10,000
 // TrainJobs from 32 creators it cost the API server the same CPU per job
 // as the same objects created with no controller (bench/README.md).
 const DefaultMaxConcurrentReconciles = 32

@@ -92,7 +92,7 @@ func kubectlMPI(dir string, args ...string) (string, int) {
 // realNodeDir skips without root, and otherwise gives a cluster directory
 // and the machine's state before a real node runs from it. A claim left by
 // a cluster whose processes are all gone (a run killed before its down) is
-// cleaned up first with that cluster's down, as up would. It fails when a
+// cleaned up first, as up would. It fails when a
 // real node's bridge or claim is still on the machine: a baseline with them
 // would blame the next down for what an earlier one left.
 func realNodeDir() (string, hostState) {
@@ -100,7 +100,7 @@ func realNodeDir() (string, hostState) {
 	if os.Geteuid() != 0 {
 		framework.SkipRootTier("the real node needs root")
 	}
-	downAbandonedClaim()
+	reclaimAbandonedClaim()
 	claim, err := os.ReadFile("/run/torus-real-node")
 	Expect(err).To(MatchError(os.ErrNotExist), "a real node's claim is on the machine (%q): an earlier cluster's down did not clean up", strings.TrimSpace(string(claim)))
 	_, err = os.Stat("/sys/class/net/torus0")
@@ -108,25 +108,15 @@ func realNodeDir() (string, hostState) {
 	return filepath.Join(GinkgoT().TempDir(), "cluster"), snapshotHost()
 }
 
-// downAbandonedClaim runs down on the cluster holding the machine's real
-// node claim when none of that cluster's processes runs. A claim whose
-// cluster still runs is left alone: realNodeDir then fails, naming it.
-func downAbandonedClaim() {
+// reclaimAbandonedClaim cleans up, as up would, after real nodes whose
+// cluster was killed before its down. A claim whose cluster still runs is
+// left alone: realNodeDir then fails, naming it.
+func reclaimAbandonedClaim() {
 	GinkgoHelper()
-	claim, err := os.ReadFile("/run/torus-real-node")
-	if err != nil {
-		return
+	out, code := run(clusterBin, "reclaim")
+	if code != 0 {
+		GinkgoWriter.Printf("the machine's real node claim stays: %s", out)
 	}
-	owner := strings.TrimSpace(string(claim))
-	if owner == "" {
-		return
-	}
-	if out, _ := clusterCmd(owner, "status"); strings.Contains(out, "running, pid") {
-		return
-	}
-	out, code := clusterCmd(owner, "down")
-	Expect(code).To(Equal(0), "down of the cluster in %s, whose processes were killed before it ran:\n%s", owner, out)
-	GinkgoWriter.Printf("cleaned up the real node left by the cluster in %s, whose processes were gone\n", owner)
 }
 
 // downLeavesNoTrace stops the cluster in dir and fails, with down's own
