@@ -94,6 +94,12 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 .PHONY: test
 test: prefetch lint verify-generate testbin test-unit verify-krew verify-rules test-integration test-chaos test-wire test-cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), krew manifest, Prometheus rules, integration, chaos, wire and the suites on local clusters.
 
+.PHONY: test-stress
+STRESS_TARGETS ?= test-integration
+STRESS_RUNS ?= 5
+test-stress: ## Run STRESS_TARGETS (default test-integration; e.g. "test-e2e test-cluster", or test) STRESS_RUNS times in a row (default 5) while a CPU burner, a parallel go build and a syncing disk writer occupy the machine; stops at the first failure (hack/stress.sh).
+	hack/stress.sh -runs $(STRESS_RUNS) $(STRESS_TARGETS)
+
 .PHONY: test-cluster-suites
 test-cluster-suites: ## The suites on local clusters: make test-e2e (kwok nodes) beside make test-cluster, then make test-olm (a real node each, one at a time); each suite's output is printed when it ends.
 	$(MAKE) --no-print-directory -j2 --output-sync=target CLUSTER_SUITES=1 test-e2e test-cluster test-olm

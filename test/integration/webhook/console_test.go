@@ -45,7 +45,7 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	})
 
 	It("offers a TrainJob sample per default runtime, each admitted as it is, and the plugin's archives", func(sctx SpecContext) {
-		serve(mapper, schema.GroupKind{Group: "console.openshift.io", Kind: "ConsoleYAMLSample"},
+		serve(mapper,
 			servedCRD("console.openshift.io", "ConsoleYAMLSample", "consoleyamlsamples", apiextensionsv1.ClusterScoped),
 			servedCRD("console.openshift.io", "ConsoleCLIDownload", "consoleclidownloads", apiextensionsv1.ClusterScoped))
 		Expect(installer().Runnable().Start(ctx)).To(Succeed())
@@ -106,8 +106,10 @@ func servedCRD(group, kind, plural string, scope apiextensionsv1.ResourceScope) 
 	}
 }
 
-// serve installs CRDs for the spec and waits until mapper sees gk.
-func serve(mapper *restmapper.DeferredDiscoveryRESTMapper, gk schema.GroupKind, crds ...*apiextensionsv1.CustomResourceDefinition) {
+// serve installs CRDs for the spec and returns once every one of them is
+// Established and mapper maps every kind they serve: the installers make a
+// single attempt, so each kind they write must be served before they start.
+func serve(mapper *restmapper.DeferredDiscoveryRESTMapper, crds ...*apiextensionsv1.CustomResourceDefinition) {
 	GinkgoHelper()
 	s := k8sruntime.NewScheme()
 	Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
@@ -117,9 +119,21 @@ func serve(mapper *restmapper.DeferredDiscoveryRESTMapper, gk schema.GroupKind, 
 		Expect(c.Create(ctx, crd)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, crd))).To(Succeed()) })
 	}
-	Eventually(func() error {
+	for _, crd := range crds {
+		Eventually(func(g Gomega) {
+			var got apiextensionsv1.CustomResourceDefinition
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
+			g.Expect(got.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", apiextensionsv1.Established),
+				HaveField("Status", apiextensionsv1.ConditionTrue))), "CRD %s is not established", crd.Name)
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+	}
+	Eventually(func(g Gomega) {
 		mapper.Reset()
-		_, err := mapper.RESTMapping(gk, "v1")
-		return err
+		for _, crd := range crds {
+			gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+			_, err := mapper.RESTMapping(gk, crd.Spec.Versions[0].Name)
+			g.Expect(err).NotTo(HaveOccurred(), "discovery does not serve %s yet", gk)
+		}
 	}, framework.Timeout, framework.Interval).Should(Succeed())
 }

@@ -44,7 +44,7 @@ var _ = Describe("ServiceMonitor and alerts", Ordered, func() {
 	})
 
 	It("scrapes the operator's metrics Service and loads its alerts, in the operator's namespace", func() {
-		serve(mapper, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"},
+		serve(mapper,
 			servedCRD("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", apiextensionsv1.NamespaceScoped),
 			servedCRD("monitoring.coreos.com", "PrometheusRule", "prometheusrules", apiextensionsv1.NamespaceScoped))
 		Expect(installer().Runnable().Start(ctx)).To(Succeed())

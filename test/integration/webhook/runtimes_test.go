@@ -8,8 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
@@ -19,7 +17,6 @@ import (
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
-	"github.com/torus-mpi/torus/test/framework"
 )
 
 // The default runtimes, as the operator installs them at start: through
@@ -100,29 +97,8 @@ var _ = Describe("Default runtimes", Ordered, func() {
 	})
 
 	It("fixes no UID once the cluster serves OpenShift's SecurityContextConstraints", func() {
-		crd := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: "securitycontextconstraints.security.openshift.io"},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: "security.openshift.io", Scope: apiextensionsv1.ClusterScoped,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "securitycontextconstraints", Singular: "securitycontextconstraints",
-					Kind: "SecurityContextConstraints", ListKind: "SecurityContextConstraintsList"},
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-			},
-		}
-		s := k8sruntime.NewScheme()
-		Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
-		c, err := client.New(fw.Config, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(c.Create(ctx, crd)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, crd))).To(Succeed()) })
 		deleteAll()
-		Eventually(func() error {
-			mapper.Reset()
-			_, err := mapper.RESTMapping(schema.GroupKind{Group: "security.openshift.io", Kind: "SecurityContextConstraints"})
-			return err
-		}, framework.Timeout, framework.Interval).Should(Succeed())
+		serve(mapper, servedCRD("security.openshift.io", "SecurityContextConstraints", "securitycontextconstraints", apiextensionsv1.ClusterScoped))
 		Expect(installer(runtimes.UserAuto).Install(ctx)).To(Succeed())
 		for _, name := range samples.RuntimeNames() {
 			Expect(podUIDs(get(name))).To(HaveEach(BeNil()), "%s leaves the UID to restricted-v2", name)
