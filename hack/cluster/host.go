@@ -140,6 +140,11 @@ func claimOwner() (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
 // releaseHost deletes the bridge (and with it the routes through it), the
 // host ends of the nodes' veths should their namespaces outlive them, and
 // the nodes' cgroups, then the claim.
@@ -147,7 +152,9 @@ func releaseHost() error {
 	var errs []error
 	veths, _ := filepath.Glob(filepath.Join("/sys/class/net", vethPrefix+"*"))
 	for _, v := range veths {
-		if out, err := exec.Command("ip", "link", "delete", filepath.Base(v)).CombinedOutput(); err != nil {
+		// The kernel removes a veth whose peer's namespace goes, which may
+		// happen between the listing and the delete: gone is deleted.
+		if out, err := exec.Command("ip", "link", "delete", filepath.Base(v)).CombinedOutput(); err != nil && linkExists(filepath.Base(v)) {
 			errs = append(errs, fmt.Errorf("deleting %s: %w: %s", filepath.Base(v), err, out))
 		}
 	}

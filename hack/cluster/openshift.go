@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/hack/supervisor"
 )
@@ -20,6 +25,10 @@ import (
 // served as a webhook). The controller manager creates pods as each
 // controller's service account, as OpenShift's does: the SCCs a pod may use
 // are its creator's and its service account's, never an administrator's.
+
+// sccAnnotation is the annotation OpenShift's SCC admission sets on a pod
+// it admits: the SCC it chose.
+const sccAnnotation = "openshift.io/scc"
 
 // sccCRD is the SecurityContextConstraints CRD in OpenShift's API module.
 func sccCRD() (string, error) {
@@ -76,6 +85,37 @@ func (c *cluster) startSCCAdmission(ctx context.Context) error {
 	}
 	if err := c.client.Create(ctx, hook); err != nil {
 		return fmt.Errorf("registering the SCC admission webhook: %w", err)
+	}
+	return c.awaitSCCAdmission(ctx)
+}
+
+// awaitSCCAdmission returns once the API server calls the SCC webhook: it
+// calls the webhooks its informer holds, which learns of the new
+// configuration a moment after the create. A pod created before then would
+// be admitted without an SCC. A dry-run pod says when: the webhook either
+// sets its SCC annotation or refuses it in its own name.
+func (c *cluster) awaitSCCAdmission(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "scc-admission-probe", Namespace: metav1.NamespaceDefault},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+		}
+		err := c.client.Create(ctx, pod, client.DryRunAll)
+		switch {
+		case err == nil && pod.Annotations[sccAnnotation] != "":
+			return true, nil
+		case err != nil && strings.Contains(err.Error(), `admission webhook "security.openshift.io"`):
+			return true, nil
+		case err != nil:
+			last = err.Error()
+		default:
+			last = "a dry-run pod was admitted without an SCC"
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the API server does not call the SCC admission webhook (last: %s): %w", last, err)
 	}
 	return nil
 }

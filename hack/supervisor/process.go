@@ -16,6 +16,9 @@ import (
 // StopGrace is how long a process has between SIGTERM and SIGKILL.
 const StopGrace = 10 * time.Second
 
+// KillGrace is how long StopPID waits for a killed group to be gone.
+const KillGrace = 30 * time.Second
+
 // Spec is a process to start.
 type Spec struct {
 	Name string
@@ -120,8 +123,11 @@ func StopPID(pgid int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if groupAlive(pgid) {
+		// A killed process ends only once its current system call returns:
+		// on a busy disk, an fsync may hold it for seconds.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		for i := 0; groupAlive(pgid) && i < 100; i++ {
+		deadline = time.Now().Add(KillGrace)
+		for groupAlive(pgid) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
 	"github.com/torus-mpi/torus/hack/supervisor"
@@ -100,8 +101,10 @@ var _ = Describe("hack/cluster", Ordered, func() {
 		session, err := gexec.Start(crowd, GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { session.Kill().Wait(10 * time.Second) })
-		// Let it take its ports first.
-		Consistently(session, 2*time.Second).ShouldNot(gexec.Exit(), "the crowding process died")
+		// It says so once it holds its ports and its connections churn; a
+		// fixed pause would start the cluster before that on a busy machine.
+		Eventually(session, time.Minute).Should(gbytes.Say(crowding), "the crowding process did not start crowding")
+		Expect(session).NotTo(gexec.Exit(), "the crowding process died")
 
 		By("starting the cluster meanwhile")
 		out, code := clusterCmd(dir, "up", "-operator", operator)

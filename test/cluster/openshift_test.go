@@ -111,12 +111,27 @@ var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nod
 		Expect(os.WriteFile(manifest, []byte(docSCC()+"---\n"+grantSCC), 0o644)).To(Succeed())
 		out, code = kubectl(dir, "apply", "-f", manifest)
 		Expect(code).To(Equal(0), out)
+		// The workers' pods go as soon as the job completes (the JobSet
+		// deletes the Jobs still active), before or after a read that
+		// follows the wait: which SCC admitted them is read while they run.
+		workers := "jobset.sigs.k8s.io/jobset-name=rdma,jobset.sigs.k8s.io/replicatedjob-name=node"
+		sccs := map[string]string{}
+		Eventually(func(g Gomega) {
+			out, code := kubectl(dir, "get", "pods", "-n", "team-rdma", "-l", workers,
+				"-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.annotations.openshift\.io/scc}{"\n"}{end}`)
+			g.Expect(code).To(Equal(0), out)
+			for _, l := range strings.Fields(out) {
+				pod, scc, _ := strings.Cut(l, "=")
+				sccs[pod] = scc
+			}
+			g.Expect(len(sccs)).To(BeNumerically(">=", 2), "the job's two workers admitted")
+		}, 4*time.Minute, time.Second).Should(Succeed(), func() string { return jobReportIn(dir, "team-rdma", "rdma", nil) })
 		out, code = kubectlMPI(dir, "wait", "rdma", "-n", "team-rdma", "--timeout", "4m")
 		if code != 0 {
 			Fail(fmt.Sprintf("the job did not complete once the SCC was granted (exit %d):\n%s\n%s", code, out, jobReportIn(dir, "team-rdma", "rdma", nil)))
 		}
-		out, _ = kubectl(dir, "get", "pods", "-n", "team-rdma", "-l", "jobset.sigs.k8s.io/jobset-name=rdma,jobset.sigs.k8s.io/replicatedjob-name=node",
-			"-o", `jsonpath={range .items[*]}{.metadata.annotations.openshift\.io/scc}{"\n"}{end}`)
-		Expect(strings.Fields(out)).To(HaveEach("torus-mpi-rdma"))
+		for pod, scc := range sccs {
+			Expect(scc).To(Equal("torus-mpi-rdma"), "the SCC that admitted worker %s", pod)
+		}
 	})
 })

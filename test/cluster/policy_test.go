@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -108,21 +109,31 @@ func realNodePolicies(dirp *string) {
 			ip, _ := kubectl(dir, "get", "pods", "-n", "tenant-on", "-l", worker, "-o", "jsonpath={.items[0].status.podIP}")
 			Expect(ip).To(MatchRegexp(`^10\.234\.`))
 			sshd := ip + ":2222"
+			// A pod Ready is not yet a pod kube-router has rules for: it
+			// programs a pod's chains and the policies' address sets on a
+			// sync after the pod has its address, later on a busy node, and
+			// until then a connection gets through, or is refused, whatever
+			// the policies say. Each connection is tried until those rules
+			// answer it.
 			for _, from := range []struct{ ns, pod string }{{"default", "outsider"}, {"tenant-on", "neighbour"}} {
 				_, code := kubectl(dir, "wait", "pod", from.pod, "-n", from.ns, "--for=condition=Ready", "--timeout=60s")
 				Expect(code).To(Equal(0))
-				out, code := kubectl(dir, "exec", "-n", from.ns, from.pod, "--", "/usr/bin/tiny", "connect", sshd)
-				Expect(code).NotTo(Equal(0), "%s/%s reached the worker's sshd: %s", from.ns, from.pod, out)
-				Expect(out).To(ContainSubstring("connection refused"), "kube-router rejects what no policy admits")
+				Eventually(func(g Gomega) {
+					out, code := kubectl(dir, "exec", "-n", from.ns, from.pod, "--", "/usr/bin/tiny", "connect", sshd)
+					g.Expect(code).NotTo(Equal(0), "%s/%s reached the worker's sshd: %s", from.ns, from.pod, out)
+					g.Expect(out).To(ContainSubstring("connection refused"), "kube-router rejects what no policy admits")
+				}, time.Minute, 2*time.Second).Should(Succeed())
 			}
 			launcher := "jobset.sigs.k8s.io/jobset-name=held,jobset.sigs.k8s.io/replicatedjob-name=launcher"
 			_, code = kubectl(dir, "wait", "pods", "-n", "tenant-on", "-l", launcher, "--for=condition=Ready", "--timeout=120s")
 			Expect(code).To(Equal(0))
 			pod, _ := kubectl(dir, "get", "pods", "-n", "tenant-on", "-l", launcher, "-o", "name")
-			out, code := kubectl(dir, "exec", "-n", "tenant-on", strings.TrimSpace(pod), "-c", "node", "--", "python3", "-c",
-				fmt.Sprintf("import socket; print(socket.create_connection((%q, 2222), 3).recv(64).decode())", ip))
-			Expect(code).To(Equal(0), out)
-			Expect(out).To(HavePrefix("SSH-2.0-OpenSSH"))
+			Eventually(func(g Gomega) {
+				out, code := kubectl(dir, "exec", "-n", "tenant-on", strings.TrimSpace(pod), "-c", "node", "--", "python3", "-c",
+					fmt.Sprintf("import socket; print(socket.create_connection((%q, 2222), 3).recv(64).decode())", ip))
+				g.Expect(code).To(Equal(0), out)
+				g.Expect(out).To(HavePrefix("SSH-2.0-OpenSSH"))
+			}, time.Minute, 2*time.Second).Should(Succeed(), "the job's own policy admits its launcher")
 		})
 
 		It("fails a job whose namespace admits nothing and that has no policy of its own, saying a NetworkPolicy refused the launcher", func() {

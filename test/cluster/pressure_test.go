@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"time"
@@ -12,6 +13,10 @@ const (
 	heldListeners   = 300
 	openConnections = 200
 )
+
+// crowding is what pressure prints once it holds its listeners and its
+// connections churn: the spec starts the cluster only then.
+const crowding = "crowding the ephemeral ports"
 
 // pressure crowds the kernel's ephemeral ports the way a busy machine
 // does, until the process is killed: it holds hundreds of listeners bound
@@ -56,6 +61,7 @@ func pressure() error {
 			}
 		}()
 	}
+	fmt.Println(crowding)
 	// Listening anew on :0, again and again, takes a port from the same
 	// pool for a moment, exactly as the old port picking did.
 	for {

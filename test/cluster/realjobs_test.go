@@ -213,10 +213,13 @@ func realNodeJobs(dirp *string) {
 			By("the launcher waits in its own container, ahead of mpiexec, for the launcher's own name")
 			// The wait says why once it has lasted 5 s; until it ends, the
 			// container's process is the wait, which then becomes mpiexec.
+			// The bound is the launcher's pod starting (sandbox, the agent's
+			// delivery, its container) on a node that runs the other jobs of
+			// this context, and then those 5 s.
 			Eventually(func() string {
 				out, _ := kubectl(dir, "logs", pod, "-c", "node")
 				return out
-			}, time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for " + name + "-launcher-0-0." + name + ": lookup "))
+			}, 3*time.Minute, 500*time.Millisecond).Should(ContainSubstring("torus: waiting for " + name + "-launcher-0-0." + name + ": lookup "))
 			Consistently(func() string {
 				out, _ := kubectl(dir, "exec", pod, "-c", "node", "--", "cat", "/proc/1/cmdline")
 				return out
@@ -298,13 +301,19 @@ func realNodeJobs(dirp *string) {
 				loop := regexp.MustCompile(`launcher (?:CrashLoopBackOff: container node keeps exiting \(restarted (?:once|\d+ times)\)|` +
 					`Error: container node exited with code 1 and is restarted by the kubelet \(restarted (?:once|\d+ times)\); it printed: "mpirun: no hostfile"); ` +
 					`see kubectl mpi (logs crashing --launcher( --previous)?)`)
-				var msg string
-				Eventually(func() string { msg = running(dir, "crashing").Message; return msg }, 2*time.Minute, 200*time.Millisecond).Should(MatchRegexp(loop.String()))
 				// The logs it points at hold the failed run's output: the
 				// exited container's own, or while the kubelet holds it back,
 				// the previous one's (the kubelet keeps one exited container).
-				logs, _ := kubectlMPI(dir, strings.Fields(loop.FindStringSubmatch(msg)[1])...)
-				Expect(logs).To(ContainSubstring("mpirun: no hostfile"))
+				// Each try reads the message afresh and follows it at once: a
+				// message read late, or followed late, may name a container
+				// the kubelet has since replaced with the next run's.
+				Eventually(func(g Gomega) {
+					msg := running(dir, "crashing").Message
+					m := loop.FindStringSubmatch(msg)
+					g.Expect(m).NotTo(BeNil(), "the launcher's crash loop is not named: %q", msg)
+					logs, _ := kubectlMPI(dir, strings.Fields(m[1])...)
+					g.Expect(logs).To(ContainSubstring("mpirun: no hostfile"), "kubectl mpi %s, as %q says", m[1], msg)
+				}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 
 				out, code := kubectlMPI(dir, "wait", "crashing", "--timeout", "3m")
 				Expect(code).To(Equal(3), out)
@@ -393,10 +402,15 @@ func realNodeJobs(dirp *string) {
 			Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
 
 			By("top: real CPU and memory from the node's kubelet")
-			out, code = kubectlMPI(dir, "top", "held")
-			Expect(code).To(Equal(0), out)
-			Expect(out).To(MatchRegexp(`(?m)^\s*worker-1\s.*\d+Mi`))
-			Expect(out).To(MatchRegexp(`(?m)^\s*launcher\s.*\d+Mi`))
+			// The kubelet's resource metrics name a container only once its
+			// stats provider has sampled it, some seconds after it started
+			// (later on a busy node): top shows <pending> until then.
+			Eventually(func(g Gomega) {
+				out, code := kubectlMPI(dir, "top", "held")
+				g.Expect(code).To(Equal(0), out)
+				g.Expect(out).To(MatchRegexp(`(?m)^\s*worker-1\s.*\d+Mi`))
+				g.Expect(out).To(MatchRegexp(`(?m)^\s*launcher\s.*\d+Mi`))
+			}, time.Minute, 2*time.Second).Should(Succeed())
 
 			By("sshd's own words in the workers' logs, not repeated by probes")
 			out, code = kubectlMPI(dir, "logs", "held", "--worker", "0")

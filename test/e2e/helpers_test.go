@@ -16,6 +16,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -56,10 +57,24 @@ func installRuntimes() {
 }
 
 func newNamespace(prefix string) string {
+	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ns))).To(Succeed()) })
+	defaultServiceAccount(ns.Name)
 	return ns.Name
+}
+
+// defaultServiceAccount waits for the ServiceAccount the controller-manager
+// makes in a new namespace. Pods name it unless told otherwise, and the API
+// server refuses them while it is missing: the Job controller's FailedCreate
+// event of such a refusal outlives it, and the operator would report it as
+// the reason the job's pods wait.
+func defaultServiceAccount(ns string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+	}, timeout, interval).Should(Succeed(), "the controller-manager makes ServiceAccount default in namespace %s", ns)
 }
 
 // newQueue makes a ClusterQueue with the given GPU quota and a LocalQueue
@@ -74,6 +89,16 @@ func newQueue(ns string, gpus int) string {
 
 func condition(tj *trainer.TrainJob, typ string) func(Gomega) *metav1.Condition {
 	return framework.Condition(ctx, k8sClient, tj, typ)
+}
+
+// ranBeforeCompleting checks that a completed job had been Running, every
+// rank up. Running is True only for the seconds a simulated launcher runs
+// (a few), which a poll of the condition may miss on a loaded machine; the
+// operator's Running event stays.
+func ranBeforeCompleting(tj *trainer.TrainJob) {
+	GinkgoHelper()
+	Eventually(framework.EventReasons(ctx, k8sClient, tj), timeout, interval).Should(ContainElement(trainjob.ReasonRunning),
+		"%s had all its ranks running before it completed", tj.Name)
 }
 
 func pods(tj *trainer.TrainJob) func(Gomega) []corev1.Pod {
@@ -103,6 +128,14 @@ func runningPod(tj *trainer.TrainJob, role string, index int) *corev1.Pod {
 // OOM kill ("oom") or a non-zero exit ("error").
 func inject(p *corev1.Pod, failure string) {
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"torus-mpi.io/kwok-fail":%q}}}`, failure))
+	Expect(k8sClient.Patch(ctx, p, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+}
+
+// finish makes kwok complete a running launcher now, as mpirun returning 0
+// would: kwok plays its stage again, with a run duration of zero, when the
+// pod changes.
+func finish(p *corev1.Pod) {
+	patch := []byte(`{"metadata":{"annotations":{"torus-mpi.io/kwok-run-duration":"0s"}}}`)
 	Expect(k8sClient.Patch(ctx, p, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
 }
 

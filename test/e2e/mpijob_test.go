@@ -35,6 +35,9 @@ var _ = Describe("Gang scheduling through Kueue", func() {
 		ns := newNamespace("gang")
 		queue := newQueue(ns, 8)
 		a := gpuJob("job-a", ns, queue, 2, 4)
+		// A runs until the spec ends it, so that it holds the quota for as
+		// long as B is looked at, however long Kueue takes to queue B.
+		a.Spec.RuntimeRef.Name = "torus-openmpi-long"
 		b := gpuJob("job-b", ns, queue, 2, 4)
 		Expect(k8sClient.Create(ctx, a)).To(Succeed())
 		Eventually(condition(a, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
@@ -49,6 +52,7 @@ var _ = Describe("Gang scheduling through Kueue", func() {
 		Expect(pods(b)(Default)).To(BeEmpty())
 
 		By("A completes; B is admitted as a whole and completes")
+		finish(runningPod(a, api.RoleLauncher, 0))
 		Eventually(condition(a, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Eventually(condition(b, trainjob.ConditionAdmitted), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		var wls kueue.WorkloadList
@@ -75,8 +79,8 @@ var _ = Describe("MPI implementations", func() {
 			tj := wrappers.MakeTrainJob("pi", ns).RuntimeRef(runtime).NumNodes(2).NumProcPerNode(2).Obj()
 			tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 			Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-			Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 			Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+			ranBeforeCompleting(tj)
 			Eventually(func() bool {
 				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi-mpi-ssh"}, &corev1.Secret{}))
 			}, timeout, interval).Should(BeTrue(), "keys are deleted when the job finishes")

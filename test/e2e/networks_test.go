@@ -74,16 +74,23 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, p))).To(Succeed()) })
 	})
 
+	// job creates a job of two workers. Multus reports a pod's networks as
+	// it starts it, and the operator fails a job whose running pod has gone
+	// a grace period without that report: the specs report each worker's
+	// as soon as it runs, not once the whole job does.
 	job := func(name string) *trainer.TrainJob {
 		tj := wrappers.MakeTrainJob(name, ns).RuntimeRef("torus-openmpi-long").NumNodes(2).Annotation(api.AnnotationNetworkProfile, profileName).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: queue}
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		return tj
 	}
 
 	It("reports NetworksReady when Multus attached every rank's interface and RDMA device, with Kueue counting the devices", func() {
 		tj := job("attached")
+		for i := range 2 {
+			multus(runningPod(tj, api.RoleWorker, i), attached(ns, "mlx5_3"))
+		}
+		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		var wls kueue.WorkloadList
 		Expect(k8sClient.List(ctx, &wls, client.InNamespace(ns))).To(Succeed())
 		Expect(wls.Items).To(HaveLen(1))
@@ -95,9 +102,6 @@ var _ = Describe("InfiniBand/RoCE network profiles", func() {
 		}
 		Expect(usage.String()).To(Equal("2"), "Kueue admitted one RDMA device per worker against the quota")
 
-		for i := range 2 {
-			multus(runningPod(tj, api.RoleWorker, i), attached(ns, "mlx5_3"))
-		}
 		Eventually(condition(tj, trainjob.ConditionNetworksReady), timeout, interval).Should(And(
 			HaveField("Status", metav1.ConditionTrue),
 			HaveField("Message", ContainSubstring("All 2 pods have the networks of MPINetworkProfile "+profileName)),

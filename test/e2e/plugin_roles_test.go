@@ -45,13 +45,30 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 			Expect(k8sClient.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 			tokens[role] = tr.Status.Token
 		}
-		// The aggregation controller fills edit and view in the
-		// background.
-		for _, role := range []string{"edit", "view"} {
-			Eventually(func() int {
-				return mpiCmd("-n", ns, "--token", tokens[role], "list").Code
-			}, framework.Timeout, framework.Interval).Should(BeZero(), "the %s role lets its holder list TrainJobs", role)
+		// The aggregation controller fills edit and view in the background,
+		// each from several roles, in as many updates; the API server's
+		// authorizer reads roles and bindings from caches of its own, the
+		// cluster-wide catalog's binding from another than the namespace's.
+		// A token that lists TrainJobs proves only part of that: wait for
+		// what the editor's and the viewer's commands below do.
+		uses := []access{
+			{"edit", "get", "trainer.kubeflow.org", "clustertrainingruntimes", false, true},
+			{"edit", "create", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"edit", "delete", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"edit", "get", "jobset.x-k8s.io", "jobsets", true, true},
+			{"view", "get", "trainer.kubeflow.org", "clustertrainingruntimes", false, true},
+			{"view", "get", "trainer.kubeflow.org", "trainjobs", true, true},
+			{"view", "get", "jobset.x-k8s.io", "jobsets", true, true},
 		}
+		Eventually(func(g Gomega) {
+			for _, role := range []string{"edit", "view"} {
+				r := mpiCmd("-n", ns, "--token", tokens[role], "list")
+				g.Expect(r.Code).To(BeZero(), "the %s role lets its holder list TrainJobs: %s", role, r.Stderr)
+			}
+			for _, a := range uses {
+				a.check(g, ns)
+			}
+		}, timeout, interval).Should(Succeed())
 	})
 
 	as := func(role string, args ...string) result {
@@ -59,10 +76,7 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 	}
 
 	It("grants each role what the API server's SubjectAccessReviews say, and no more", func() {
-		cases := []struct {
-			role, verb, group, resource string
-			namespaced, allowed         bool
-		}{
+		cases := []access{
 			{"admin", "create", "trainer.kubeflow.org", "trainingruntimes", true, true},
 			{"edit", "create", "trainer.kubeflow.org", "trainjobs", true, true},
 			{"edit", "delete", "trainer.kubeflow.org", "trainjobs", true, true},
@@ -79,19 +93,9 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 		// The aggregation controller fills the roles in the background.
 		Eventually(func(g Gomega) {
 			for _, tc := range cases {
-				attrs := &authorizationv1.ResourceAttributes{Verb: tc.verb, Group: tc.group, Resource: tc.resource}
-				if tc.namespaced {
-					attrs.Namespace = ns
-				}
-				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-					User:               "system:serviceaccount:" + ns + ":" + tc.role + "-user",
-					Groups:             []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns},
-					ResourceAttributes: attrs,
-				}}
-				g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
-				g.Expect(sar.Status.Allowed).To(Equal(tc.allowed), "%s may %s %s.%s: %s", tc.role, tc.verb, tc.resource, tc.group, sar.Status.Reason)
+				tc.check(g, ns)
 			}
-		}, framework.Timeout, framework.Interval).Should(Succeed())
+		}, timeout, interval).Should(Succeed())
 	})
 
 	It("lets an editor run a job, see it, read its logs, reach a rank and delete it", func() {
@@ -122,3 +126,26 @@ var _ = Describe("kubectl mpi for a namespace's editors and viewers", Ordered, f
 		Expect(r.Stderr).To(ContainSubstring(`cannot delete resource "trainjobs"`))
 	})
 })
+
+// access is whether the holder of a role, bound in a namespace, may do a
+// verb on a resource.
+type access struct {
+	role, verb, group, resource string
+	namespaced, allowed         bool
+}
+
+// check asks the API server's authorizer, which the commands' requests
+// meet, whether the role's ServiceAccount in ns may do what a says.
+func (a access) check(g Gomega, ns string) {
+	attrs := &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource}
+	if a.namespaced {
+		attrs.Namespace = ns
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + ns + ":" + a.role + "-user",
+		Groups:             []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns},
+		ResourceAttributes: attrs,
+	}}
+	g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+	g.Expect(sar.Status.Allowed).To(Equal(a.allowed), "%s may %s %s.%s: %s", a.role, a.verb, a.resource, a.group, sar.Status.Reason)
+}

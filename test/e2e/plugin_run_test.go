@@ -141,7 +141,8 @@ spec:
 			"--image-pull-secret", "registry", "--service-account", "default", "--", "mpirun", "./a"))
 		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &trainer.TrainingRuntime{}))).To(BeTrue(), "no runtime copy")
 		var js jobsetv1alpha2.JobSet
-		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &js) }, framework.Timeout, framework.Interval).Should(Succeed())
+		// The operator makes it, on the cluster's time: the suite's timeout.
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vol"}, &js) }, timeout, interval).Should(Succeed())
 		for _, rj := range js.Spec.ReplicatedJobs {
 			ps := rj.Template.Spec.Template.Spec
 			Expect(ps.Volumes).To(ContainElement(HaveField("Name", "pvc-data")), rj.Name)

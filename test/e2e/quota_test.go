@@ -20,10 +20,19 @@ import (
 var _ = Describe("A job whose pods a ResourceQuota refuses", func() {
 	It("says so on the TrainJob and in describe, in the quota's words", func() {
 		ns := newNamespace("quota")
-		Expect(k8sClient.Create(ctx, &corev1.ResourceQuota{
+		quota := &corev1.ResourceQuota{
 			ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
 			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
-		})).To(Succeed())
+		}
+		Expect(k8sClient.Create(ctx, quota)).To(Succeed())
+		// Until the quota controller fills in what the quota holds, the API
+		// server refuses every pod it counts with "status unknown for
+		// quota", not with the quota's words, and the Job controller backs
+		// off before it tries again.
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.Hard).To(HaveKey(corev1.ResourcePods))
+		}, timeout, interval).Should(Succeed())
 		tj := wrappers.MakeTrainJob("squeezed", ns).RuntimeRef("torus-openmpi-e2e").NumNodes(3).Obj()
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
 

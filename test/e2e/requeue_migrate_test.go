@@ -92,7 +92,7 @@ var _ = Describe("A migrated MPIJob", func() {
 		tj := res.TrainJob
 		tj.Namespace = ns
 		Expect(k8sClient.Create(ctx, tj)).To(Succeed())
-		Eventually(condition(tj, trainjob.ConditionRunning), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
 		Eventually(condition(tj, trainer.TrainJobComplete), timeout, interval).Should(HaveField("Status", metav1.ConditionTrue))
+		ranBeforeCompleting(tj)
 	})
 })

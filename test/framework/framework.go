@@ -14,9 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	"github.com/prometheus/procfs"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,6 +162,24 @@ func (f *Framework) StartManager(opts controller.Options) {
 	gomega.Eventually(func() error {
 		return mgr.GetWebhookServer().StartedChecker()(nil)
 	}, Timeout, Interval).Should(gomega.Succeed())
+	// And the API server must call them: it calls those its informer of
+	// webhook configurations holds, which envtest, having created them,
+	// does not wait for. A dry run of a job only the validating webhook
+	// refuses (its runtime does not exist) says when it does.
+	probe := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "torus-webhook-probe", Namespace: metav1.NamespaceDefault},
+		Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-webhook-probe"}},
+	}
+	gomega.Eventually(func() error {
+		return f.Client.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+	}, Timeout, Interval).Should(gomega.MatchError(gomega.ContainSubstring(`admission webhook "vtrainjob.torus-mpi.io" denied the request`)),
+		"the API server calls Torus's webhooks")
+	// The controllers' and the embedded upstream webhooks' reads come from
+	// the manager's cache, which starts after the webhook server: tests
+	// start once it has synced what the controllers watch.
+	syncCtx, cancelSync := context.WithTimeout(ctx, Timeout)
+	defer cancelSync()
+	gomega.Expect(mgr.GetCache().WaitForCacheSync(syncCtx)).To(gomega.BeTrue(), "the manager's cache synced")
 }
 
 // Teardown stops the manager and the control plane.

@@ -184,13 +184,23 @@ func kubectlMPI(args ...string) (string, error) {
 
 // expectBadJobRefused dry-runs a TrainJob of no nodes: Torus's webhook,
 // wherever it is served, refuses it with its reason.
+//
+// Its pods Available, or its CSV Succeeded, are not yet the API server
+// reaching it: the API server calls a webhook at its Service's endpoints,
+// which the controller manager publishes once the pods are Ready and the
+// API server then learns from its informer, as it learns of new webhook
+// configurations. Until then a call fails ("failed calling webhook", no
+// endpoints), or passes a configuration it has not seen yet: the dry run is
+// sent until Torus's own answer comes back.
 func expectBadJobRefused() {
 	GinkgoHelper()
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
 		Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torus-openmpi-local"}, Trainer: &trainer.Trainer{NumNodes: ptr.To[int32](0)}}}
-	err := k8sClient.Create(ctx, tj, client.DryRunAll)
-	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
-	Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+	Eventually(func(g Gomega) {
+		err := k8sClient.Create(ctx, tj.DeepCopy(), client.DryRunAll)
+		g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid from Torus's webhook, got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec.trainer.numNodes: Invalid value: 0: must be at least 1"))
+	}, timeout, interval).Should(Succeed())
 }
 
 // runPi runs a 2-worker Open MPI job of the local runtime to Complete on the

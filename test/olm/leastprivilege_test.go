@@ -91,6 +91,12 @@ func leastPrivilege() {
 				Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed())
 			}
 		})
+		// The API server's RBAC authorizer reads roles and bindings from
+		// its informers: an operator started at once would be refused its
+		// first requests, which the last spec counts as a permission the
+		// CSV lacks.
+		waitGranted(saUser, lpNamespace, "", strategy.ClusterPermissions[0].Rules)
+		waitGranted(saUser, lpNamespace, lpNamespace, strategy.Permissions[0].Rules)
 
 		By("writing a kubeconfig with a token of that ServiceAccount (TokenRequest)")
 		tr, err := clientset.CoreV1().ServiceAccounts(lpNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
@@ -313,9 +319,48 @@ func leastPrivilege() {
 
 	It("was never refused a request", func() {
 		Expect(operator.Exited()).To(BeFalse(), "the operator exited; see %s", operator.Log)
-		Expect(logLines(operator, "forbidden", "is not allowed")).To(BeEmpty(),
+		var refused []string
+		for _, l := range logLines(operator, "forbidden", "is not allowed") {
+			// The specs delete a job's namespace once its keys are gone,
+			// while the operator may still be sending that job's events: the
+			// NamespaceLifecycle admission plugin refuses those with 403
+			// Forbidden, which is no permission the CSV lacks.
+			if !strings.Contains(l, "because it is being terminated") {
+				refused = append(refused, l)
+			}
+		}
+		Expect(refused).To(BeEmpty(),
 			"the operator lacked a permission; fix the kubebuilder:rbac markers and run make generate bundle")
 	})
+}
+
+// waitGranted waits until the API server grants user, a ServiceAccount of
+// namespace saNamespace, every verb of every rule on every resource the
+// rules name, in namespace ns ("" for the whole cluster), as it authorizes
+// that ServiceAccount's token.
+func waitGranted(user, saNamespace, ns string, rules []rbacv1.PolicyRule) {
+	GinkgoHelper()
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + saNamespace, "system:authenticated"}
+	Eventually(func(g Gomega) {
+		for _, r := range rules {
+			for _, group := range r.APIGroups {
+				for _, res := range r.Resources {
+					resource, sub, _ := strings.Cut(res, "/")
+					for _, verb := range r.Verbs {
+						attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Subresource: sub}
+						if len(r.ResourceNames) > 0 {
+							attrs.Name = r.ResourceNames[0]
+						}
+						sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+							User: user, Groups: groups, ResourceAttributes: attrs,
+						}}
+						g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+						g.Expect(sar.Status.Allowed).To(BeTrue(), "%s %s in group %q, namespace %q, not granted yet: %s", verb, res, group, ns, sar.Status.Reason)
+					}
+				}
+			}
+		}
+	}, timeout, interval).Should(Succeed(), "the API server grants %s the CSV's permissions", user)
 }
 
 // expectJobRuns follows a TrainJob through its JobSet and Secret (keys and

@@ -136,10 +136,18 @@ func killNamespace(ctx context.Context, ns string) error {
 }
 
 // removeStaleNamespaces deletes what earlier wire test runs, killed before
-// they could clean up, left behind, and nothing of a run still alive.
+// they could clean up, left behind, and nothing of a run still alive. It
+// runs before this run makes any namespace: one named with this process's
+// own PID is a killed run's whose PID the machine has handed out again (a
+// busy machine reuses PIDs within minutes), and would collide with the
+// names this run gives its own.
 func removeStaleNamespaces(ctx context.Context) error {
+	self := strconv.Itoa(os.Getpid())
 	return removeNamespacesWhere(ctx, func(rest string) bool {
 		pid, _, _ := strings.Cut(rest, "-")
+		if pid == self {
+			return true
+		}
 		_, err := os.Stat(filepath.Join("/proc", pid))
 		return err != nil
 	})

@@ -179,9 +179,9 @@ var _ = Describe("An MPI TrainJob, run from the objects the operator generates",
 			It("launches on workers whose sshd runs with the configuration of upstream Trainer's MPI images", func(ctx SpecContext) {
 				// What upstream's DeepSpeed and MLX images start sshd with:
 				// mpi-operator's base image configuration ("HostKey
-				// <ssh dir>/id_rsa", the job's one key pair as host key),
-				// read from the pinned module and given its port as that
-				// image's Dockerfile does.
+				// <ssh dir>/id_rsa", which holds the job's host key on
+				// Torus's workers), read from the pinned module and given
+				// its port as that image's Dockerfile does.
 				config := upstreamSSHDConfig(c.gen)
 				for _, w := range c.workers {
 					Expect(c.restartWith(ctx, w, []string{"/usr/sbin/sshd", "-De", "-f", config})).To(Succeed())

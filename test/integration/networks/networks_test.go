@@ -78,6 +78,33 @@ func podSpec(js *jobsetv1alpha2.JobSet, rjob string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{}
 }
 
+// awaitProfileReady waits until the profile controller reports a profile
+// Ready: the operator's cache then holds the profile, and the
+// NetworkAttachmentDefinitions it names with a namespace. The TrainJob
+// controller reads them from that cache and, finding one missing, looks
+// again only after 30 s (networkRecheck), past framework.Timeout.
+func awaitProfileReady(name string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var p torusv1alpha1.MPINetworkProfile
+		g.Expect(fw.Client.Get(ctx, client.ObjectKey{Name: name}, &p)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, "Ready")).To(BeTrue(), "%v", p.Status)
+	}, framework.Timeout, framework.Interval).Should(Succeed(), "MPINetworkProfile %s", name)
+}
+
+// awaitNADCached waits until the operator's cache holds a
+// NetworkAttachmentDefinition that a profile names without a namespace
+// (each job's own): through a probe profile that names it with its
+// namespace, and a resource, so that only its absence keeps the probe from
+// being Ready.
+func awaitNADCached(ns, name string) {
+	GinkgoHelper()
+	probe := profile("probe-"+ns+"-"+name, torusv1alpha1.NetworkAttachment{Name: name, Namespace: ns, ResourceName: "example.com/probe"})
+	Expect(fw.Client.Create(ctx, probe)).To(Succeed())
+	awaitProfileReady(probe.Name)
+	Expect(fw.Client.Delete(ctx, probe)).To(Succeed())
+}
+
 var _ = Describe("MPINetworkProfile", Ordered, func() {
 	var shared *corev1.Namespace
 	BeforeAll(func(sctx SpecContext) {
@@ -85,6 +112,7 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		shared = fw.NewNamespace(sctx, "sriov")
 		Expect(fw.Client.Create(ctx, nad(shared.Name, "ib-sriov", rdmaResource))).To(Succeed())
 		Expect(fw.Client.Create(ctx, profile("ib", torusv1alpha1.NetworkAttachment{Name: "ib-sriov", Namespace: shared.Name, Interface: "ib0", RDMA: true}))).To(Succeed())
+		awaitProfileReady("ib")
 	})
 
 	DescribeTable("gives every rank pod its networks, devices, capabilities, /dev/shm and environment",
@@ -152,6 +180,8 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 		ns := fw.NewNamespace(sctx, "local")
 		Expect(fw.Client.Create(ctx, nad(ns.Name, "roce", ""))).To(Succeed())
 		Expect(fw.Client.Create(ctx, profile("roce-override", torusv1alpha1.NetworkAttachment{Name: "roce", ResourceName: rdmaResource, ResourceCount: ptr.To[int32](2)}))).To(Succeed())
+		awaitProfileReady("roce-override")
+		awaitNADCached(ns.Name, "roce")
 		tj := wrappers.MakeTrainJob("roce", ns.Name).RuntimeRef("torus-openmpi").Annotation(api.AnnotationNetworkProfile, "roce-override").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		var js jobsetv1alpha2.JobSet
@@ -178,16 +208,21 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 			`MPINetworkProfile "no-such-profile" does not exist: create it`),
 		Entry("a missing NetworkAttachmentDefinition", func(ns string) string {
 			Expect(fw.Client.Create(ctx, profile("missing-"+ns, torusv1alpha1.NetworkAttachment{Name: "nope"}))).To(Succeed())
+			awaitProfileReady("missing-" + ns)
 			return "missing-" + ns
 		}, "/nope of MPINetworkProfile missing-"),
 		Entry("a NAD with no resourceName and no override", func(ns string) string {
 			Expect(fw.Client.Create(ctx, nad(ns, "plain", ""))).To(Succeed())
 			Expect(fw.Client.Create(ctx, profile("plain-"+ns, torusv1alpha1.NetworkAttachment{Name: "plain"}))).To(Succeed())
+			awaitProfileReady("plain-" + ns)
+			awaitNADCached(ns, "plain")
 			return "plain-" + ns
 		}, "has no k8s.v1.cni.cncf.io/resourceName annotation and MPINetworkProfile"),
 		Entry("no node with the device resource", func(ns string) string {
 			Expect(fw.Client.Create(ctx, nad(ns, "hca", "rdma/hca_shared_devices_a"))).To(Succeed())
 			Expect(fw.Client.Create(ctx, profile("hca-"+ns, torusv1alpha1.NetworkAttachment{Name: "hca"}))).To(Succeed())
+			awaitProfileReady("hca-" + ns)
+			awaitNADCached(ns, "hca")
 			return "hca-" + ns
 		}, "no node has 1 allocatable rdma/hca_shared_devices_a"),
 	)
@@ -271,9 +306,13 @@ var _ = Describe("MPINetworkProfile", Ordered, func() {
 	})
 
 	It("gives a job in an opted-in namespace a NetworkPolicy admitting only its own pods", func(sctx SpecContext) {
-		ns := fw.NewNamespace(sctx, "policy")
-		ns.Annotations = map[string]string{api.AnnotationNetworkPolicy: "restricted"}
-		Expect(fw.Client.Update(ctx, ns)).To(Succeed())
+		// Annotated from its creation on: the operator reads the namespace
+		// from its cache, which may not yet hold a later update when the
+		// job comes, and no event brings the job back after it.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "policy-",
+			Annotations: map[string]string{api.AnnotationNetworkPolicy: "restricted"}}}
+		Expect(fw.Client.Create(ctx, ns)).To(Succeed())
+		Expect(fw.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns.Name}})).To(Succeed())
 		tj := wrappers.MakeTrainJob("fenced", ns.Name).RuntimeRef("torus-openmpi").Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -54,17 +54,23 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		framework.ObserveJobSet(ctx, fw.Client, &tj)
 		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
 			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+<none>\s+`))
-		r = kubectlMPI("", "-n", ns, "describe", "pi")
-		Expect(r.Err).NotTo(HaveOccurred())
+		// The operator records its events after the status it lists by,
+		// through an asynchronous recorder.
+		Eventually(func(g Gomega) {
+			r = kubectlMPI("", "-n", ns, "describe", "pi")
+			g.Expect(r.Err).NotTo(HaveOccurred())
+			g.Expect(r.Stdout).To(MatchRegexp(`Normal\s+JobSetCreated\s+trainjob/pi`))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
 		Expect(r.Stdout).To(MatchRegexp(`State:\s+Pending for`))
 		Expect(r.Stdout).To(MatchRegexp(`MPI:\s+Intel MPI: 3 workers × 2 slots = 6 ranks; the launcher runs no ranks`))
 		Expect(r.Stdout).To(MatchRegexp(`Per worker:\s+cpu 2, memory 4Gi`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+4-5\s+worker-2\s+<none>\s+NotCreated`))
-		Expect(r.Stdout).To(MatchRegexp(`Normal\s+JobSetCreated\s+trainjob/pi`))
 
-		r = kubectlMPI("", "-n", ns, "wait", "pi", "--timeout", "1s")
+		// Long enough for the wait's first read of the job on a loaded
+		// machine: it says the job's state only once it has read it.
+		r = kubectlMPI("", "-n", ns, "wait", "pi", "--timeout", "5s")
 		Expect(r.Code).To(Equal(4))
-		Expect(r.Err).To(MatchError(ContainSubstring("timed out after 1s waiting for MPI job pi to be Complete; it is Pending")))
+		Expect(r.Err).To(MatchError(ContainSubstring("timed out after 5s waiting for MPI job pi to be Complete; it is Pending")))
 
 		r = kubectlMPI("", "-n", ns, "rerun", "pi", "--workers", "4")
 		Expect(r.Err).NotTo(HaveOccurred())
