@@ -82,6 +82,13 @@ func tempFile(t *testing.T, name string, data []byte) string {
 // startJob starts a server with fresh keys on a free loopback port.
 func startJob(t *testing.T) *job {
 	t.Helper()
+	return startJobWith(t, nil)
+}
+
+// startJobWith starts a server as startJob does, set up by configure, if not
+// nil, before it serves.
+func startJobWith(t *testing.T, configure func(*Server)) *job {
+	t.Helper()
 	j := &job{keys: newKeys(t), log: &syncBuffer{}}
 	j.keyFile = tempFile(t, "id_ed25519", j.keys.ClientPrivate)
 	j.hostPublicFile = tempFile(t, "host.pub", j.keys.HostPublic)
@@ -91,6 +98,9 @@ func startJob(t *testing.T) *job {
 	}
 	s.KillGrace = killGrace
 	s.Log = log.New(j.log, "", 0)
+	if configure != nil {
+		configure(s)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +142,17 @@ func (j *job) clientCommand(t *testing.T, args string) string {
 // never makes.
 func (j *job) sshClient(t *testing.T) *ssh.Client {
 	t.Helper()
+	c, err := ssh.Dial("tcp", j.addr, j.sshConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sshConfig is x/crypto's client configuration with the job's keys.
+func (j *job) sshConfig(t *testing.T) *ssh.ClientConfig {
+	t.Helper()
 	signer, err := ssh.ParsePrivateKey(j.keys.ClientPrivate)
 	if err != nil {
 		t.Fatal(err)
@@ -140,16 +161,11 @@ func (j *job) sshClient(t *testing.T) *ssh.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ssh.Dial("tcp", j.addr, &ssh.ClientConfig{
+	return &ssh.ClientConfig{
 		User:            "mpi",
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: ssh.FixedHostKey(hostKey),
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 type syncBuffer struct {

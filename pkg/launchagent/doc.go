@@ -10,4 +10,21 @@
 // passes its own environment on to commands (sshd replaces it), and kills a
 // command's whole process group when its client goes away, so that a job
 // killed on the launcher leaves no daemon behind on the workers.
+//
+// The agent listens on every interface of its pod, so any pod of the
+// cluster can connect to it, and it holds to sshd's bounds on what a peer
+// that has not authenticated may take. At most MaxStartups connections
+// (DefaultMaxStartups) may be in their handshake at once, and at most
+// PerSourceMaxStartups of them (DefaultPerSourceMaxStartups) from one
+// address; a connection beyond either is closed as it is accepted, before
+// a byte is read. A handshake not done within LoginGraceTime
+// (DefaultLoginGraceTime) is closed. A flood of connections thus costs
+// the agent a small fixed amount of memory however many it opens. An
+// authenticated connection holds the job's key: it counts against no
+// bound and has no deadline, so a rank's session lasts as long as the
+// rank, and commands already running are untouched by a flood. The price,
+// which sshd pays too (its MaxStartups drops connections at random past
+// 10), is that while a flood from enough sources holds every slot a
+// launcher's new connection is refused as well; the bound per source keeps
+// one pod from holding them all.
 package launchagent

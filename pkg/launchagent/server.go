@@ -19,10 +19,6 @@ import (
 // SIGTERM, once its client has gone, before it gets SIGKILL.
 const DefaultKillGrace = 5 * time.Second
 
-// handshakeTimeout bounds a connection's key exchange and authentication,
-// so that a peer that connects and says nothing holds no goroutine.
-const handshakeTimeout = 30 * time.Second
-
 // signals are the signals the SSH protocol names (RFC 4254 section 6.10).
 var signals = map[string]syscall.Signal{
 	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE,
@@ -50,6 +46,15 @@ type Server struct {
 	// Log receives connection and session errors (log's standard logger
 	// if nil).
 	Log *log.Logger
+	// MaxStartups is how many connections may be in their handshake at
+	// once, and PerSourceMaxStartups how many of them from one IP
+	// address; a connection beyond either is closed as it is accepted.
+	// Authenticated connections count against neither.
+	// (DefaultMaxStartups and DefaultPerSourceMaxStartups if zero.)
+	MaxStartups, PerSourceMaxStartups int
+	// LoginGraceTime is how long a connection has to authenticate before
+	// it is closed (DefaultLoginGraceTime if zero).
+	LoginGraceTime time.Duration
 }
 
 // NewServer makes a server presenting hostKey (a PEM private key) and
@@ -106,27 +111,56 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Serve accepts connections on l until it fails (as when l is closed).
+// Serve accepts connections on l until it fails (as when l is closed). The
+// limits on unauthenticated connections are read as it starts.
 func (s *Server) Serve(l net.Listener) error {
+	g := newStartups(orDefault(s.MaxStartups, DefaultMaxStartups), orDefault(s.PerSourceMaxStartups, DefaultPerSourceMaxStartups))
+	var refused int
+	var lastLog time.Time
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return err
 		}
-		go s.serveConn(c)
+		source := sourceOf(c.RemoteAddr())
+		if !g.acquire(source) {
+			// Closed before a byte is read or a buffer allocated, as
+			// sshd drops connections beyond MaxStartups.
+			c.Close()
+			if refused++; time.Since(lastLog) >= refusalLogInterval {
+				s.logf("%s: refused: at most %d connections may be authenticating at once, %d from one address (%d refused since the last such line)",
+					c.RemoteAddr(), g.max, g.perSource, refused)
+				refused, lastLog = 0, time.Now()
+			}
+			continue
+		}
+		go s.serveConn(c, func() { g.release(source) })
 	}
 }
 
-func (s *Server) serveConn(c net.Conn) {
+// serveConn serves a connection that holds a slot of the unauthenticated
+// ones, which it gives back by calling handshakeDone once its handshake is
+// over, whether the peer authenticated or not.
+func (s *Server) serveConn(c net.Conn, handshakeDone func()) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	// The deadline bounds the whole handshake, however the peer paces
+	// its bytes; it is lifted once the peer holds the job's key, so that
+	// a rank's session lasts as long as the rank.
+	grace := orDefault(s.LoginGraceTime, DefaultLoginGraceTime)
+	_ = c.SetDeadline(time.Now().Add(grace))
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.config)
-	if err != nil {
+	handshakeDone()
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		// A connection closed before the handshake is a TCP probe (the
 		// kubelet's, the launcher's wait for workers): not worth a line.
-		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
-			s.logf("%s: %v", c.RemoteAddr(), err)
-		}
+		return
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.logf("%s: not authenticated within %s", c.RemoteAddr(), grace)
+		return
+	default:
+		s.logf("%s: %v", c.RemoteAddr(), err)
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
@@ -200,10 +234,15 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 }
 
 func (s *Server) killGrace() time.Duration {
-	if s.KillGrace > 0 {
-		return s.KillGrace
+	return orDefault(s.KillGrace, DefaultKillGrace)
+}
+
+// orDefault is v, or def where v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultKillGrace
+	return def
 }
 
 // finish reports how a command ended, as sshd does, and closes its channel.

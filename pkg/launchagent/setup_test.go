@@ -113,8 +113,8 @@ func TestSetupWaitsForTheJobsHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := serve(t, func(c net.Conn) { ours.serveConn(c) })
-	hostKeyOnly := serve(t, func(c net.Conn) { strangers.serveConn(c) })
+	port := serve(t, func(c net.Conn) { ours.serveConn(c, func() {}) })
+	hostKeyOnly := serve(t, func(c net.Conn) { strangers.serveConn(c, func() {}) })
 	closing := serve(t, func(c net.Conn) { c.Close() })
 	var up atomic.Bool
 	later := serve(t, func(c net.Conn) {
@@ -122,7 +122,7 @@ func TestSetupWaitsForTheJobsHosts(t *testing.T) {
 			c.Close()
 			return
 		}
-		ours.serveConn(c)
+		ours.serveConn(c, func() {})
 	})
 	for _, tc := range []struct {
 		name        string
