@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -151,10 +153,12 @@ func CacheOptions() cache.Options {
 			// and Torus writes the snapshot upstream would.
 			&trainer.ClusterTrainingRuntime{}: {Transform: keep},
 			&trainer.TrainingRuntime{}:        {Transform: keep},
-			// Only the Job controller's refusals to create pods.
+			// Only the Job controller's refusals to create pods. Anyone
+			// who may create Events in a namespace can write one that
+			// matches, so each is held bounded too.
 			&corev1.Event{}: {Field: fields.SelectorFromSet(fields.Set{
 				"involvedObject.kind": "Job", "reason": diagnosis.ReasonFailedCreate,
-			})},
+			}), Transform: eventCacheTransform},
 		},
 	}
 }
@@ -171,7 +175,7 @@ func secretCacheTransform(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, api.AnnotationJobSetRestarts, api.AnnotationProof), Type: s.Type, Immutable: s.Immutable}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, annotationJobSetRestarts, annotationProof), Type: s.Type, Immutable: s.Immutable}
 	return out, nil
 }
 
@@ -184,7 +188,7 @@ func metadataCacheTransform(in any) (any, error) {
 	case *corev1.ConfigMap:
 		return &corev1.ConfigMap{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	case *networkingv1.NetworkPolicy:
-		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta, api.AnnotationProof)}, nil
+		return &networkingv1.NetworkPolicy{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta, annotationProof)}, nil
 	case *batchv1.Job:
 		return &batchv1.Job{TypeMeta: o.TypeMeta, ObjectMeta: keptMetadata(&o.ObjectMeta)}, nil
 	}
@@ -204,13 +208,15 @@ func podCacheTransform(in any) (any, error) {
 	}
 	out := &corev1.Pod{
 		TypeMeta:   p.TypeMeta,
-		ObjectMeta: keptMetadata(&p.ObjectMeta, mpi.MultusNetworkStatus, api.AnnotationWorkersReady),
+		ObjectMeta: keptMetadata(&p.ObjectMeta, annotationNetworkStatus, annotationWorkersReady),
 		Spec: corev1.PodSpec{
-			InitContainers:  containerSummaries(p.Spec.InitContainers),
-			Containers:      containerSummaries(p.Spec.Containers),
-			RestartPolicy:   p.Spec.RestartPolicy,
-			NodeName:        p.Spec.NodeName,
-			SchedulingGates: p.Spec.SchedulingGates,
+			InitContainers: containerSummaries(p.Spec.InitContainers),
+			Containers:     containerSummaries(p.Spec.Containers),
+			RestartPolicy:  p.Spec.RestartPolicy,
+			NodeName:       p.Spec.NodeName,
+			// Torus's own gate alone: the operator lifts it and leaves
+			// any other to its owner.
+			SchedulingGates: torusGates(p.Spec.SchedulingGates),
 		},
 		Status: p.Status,
 	}
@@ -220,16 +226,51 @@ func podCacheTransform(in any) (any, error) {
 // keptLabels are the labels the operator reads or selects by.
 var keptLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey, mpi.LabelJobSetRestartAttempt}
 
-// keptMetadata is an object's identity, owners, deletion state, the labels
-// Torus reads and the named annotations; managedFields and everything else
-// a writer may make as large as the API server allows go.
-func keptMetadata(m *metav1.ObjectMeta, annotations ...string) metav1.ObjectMeta {
+// keptAnnotation is an annotation the cache keeps, up to max bytes of
+// value: a longer value is not one Torus or Multus wrote, and is dropped
+// whole (a cut value would read as another).
+type keptAnnotation struct {
+	key string
+	max int
+}
+
+var (
+	// A stamp, a run number and a mark are a few dozen bytes.
+	annotationProof          = keptAnnotation{api.AnnotationProof, 256}
+	annotationJobSetRestarts = keptAnnotation{api.AnnotationJobSetRestarts, 32}
+	annotationWorkersReady   = keptAnnotation{api.AnnotationWorkersReady, 256}
+	// Multus's status lists each attached network's interface, addresses
+	// and device: a few hundred bytes a network.
+	annotationNetworkStatus = keptAnnotation{mpi.MultusNetworkStatus, 32 << 10}
+)
+
+// Bounds on the lists of a cached pod that its writer chooses the length
+// of: a job's pods have a few containers and ports each.
+const (
+	maxCachedContainers = 16
+	maxCachedPorts      = 8
+	maxCachedImage      = 512
+	// maxCachedEventMessage is what the cache keeps of an event's message;
+	// events.k8s.io caps a note at 1 KiB, core/v1 Events at nothing.
+	maxCachedEventMessage = 2 << 10
+)
+
+// keptMetadata is an object's identity, controller, deletion state, the
+// labels Torus reads and the named annotations within their bounds;
+// managedFields, finalizers, other owners and everything else a writer may
+// make as large as the API server allows go. Torus never updates an object
+// it read from these caches (it patches them), so nothing it drops here is
+// written back.
+func keptMetadata(m *metav1.ObjectMeta, annotations ...keptAnnotation) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
-		OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
 		Labels:      pick(m.Labels, keptLabels...),
-		Annotations: pick(m.Annotations, annotations...),
+		Annotations: pickBounded(m.Annotations, annotations...),
+	}
+	// Torus and upstream's watches follow an object's controller alone.
+	if c := metav1.GetControllerOfNoCopy(m); c != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*c}
 	}
 	return out
 }
@@ -248,13 +289,72 @@ func pick(m map[string]string, keys ...string) map[string]string {
 	return out
 }
 
+// pickBounded is the entries of m under the keys whose values are within
+// their bounds, or nil.
+func pickBounded(m map[string]string, keys ...keptAnnotation) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k.key]; ok && len(v) <= k.max {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k.key] = v
+		}
+	}
+	return out
+}
+
+// torusGates are the scheduling gates under Torus's domain.
+func torusGates(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
+	var out []corev1.PodSchedulingGate
+	for _, g := range gates {
+		if strings.HasPrefix(g.Name, api.Domain) && len(out) < maxCachedContainers {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// eventCacheTransform keeps of a FailedCreate event what the diagnosis
+// reads: the Job it is about, its reason, type, times and count, and the
+// start of its message.
+func eventCacheTransform(in any) (any, error) {
+	e, ok := in.(*corev1.Event)
+	if !ok {
+		return in, nil
+	}
+	out := &corev1.Event{
+		TypeMeta:   e.TypeMeta,
+		ObjectMeta: keptMetadata(&e.ObjectMeta),
+		InvolvedObject: corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Namespace: e.InvolvedObject.Namespace,
+			Name: e.InvolvedObject.Name, UID: e.InvolvedObject.UID, APIVersion: e.InvolvedObject.APIVersion},
+		Reason: e.Reason, Message: cut(e.Message, maxCachedEventMessage), Type: e.Type, Count: e.Count,
+		FirstTimestamp: e.FirstTimestamp, LastTimestamp: e.LastTimestamp, EventTime: e.EventTime,
+	}
+	if e.Series != nil {
+		out.Series = &corev1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
+	}
+	return out, nil
+}
+
+// cut cuts s to at most n bytes, at a rune's start.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 func containerSummaries(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return nil
 	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	out := make([]corev1.Container, min(len(cs), maxCachedContainers))
+	for i, c := range cs[:len(out)] {
+		out[i] = corev1.Container{Name: c.Name, Image: cut(c.Image, maxCachedImage)}
 		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
 		}
@@ -268,7 +368,7 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 		// The port the kubelet probes sshd on, which tells a refused
 		// launcher's cause.
 		out[i].StartupProbe, out[i].ReadinessProbe = tcpProbe(c.StartupProbe), tcpProbe(c.ReadinessProbe)
-		for _, p := range c.Ports {
+		for _, p := range c.Ports[:min(len(c.Ports), maxCachedPorts)] {
 			out[i].Ports = append(out[i].Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort})
 		}
 	}

@@ -2,16 +2,19 @@ package controller
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
@@ -156,4 +159,94 @@ func messages(fs []diagnosis.Finding) []string {
 		out[i] = f.Message() + " | " + f.Fix
 	}
 	return out
+}
+
+// Each kind the operator caches from users' namespaces, with every field a
+// user can write filled as far as the API server lets them: what the cache
+// keeps stays within a fixed bound, whatever they wrote.
+func TestCacheTransformsAtTheirWorst(t *testing.T) {
+	const mib = 1 << 20
+	long := func(n int) string { return strings.Repeat("z", n) }
+	meta := func() metav1.ObjectMeta {
+		m := metav1.ObjectMeta{
+			Name: "pi-node-0-0-abcde", Namespace: "team", UID: "uid-1", ResourceVersion: "7",
+			Labels: map[string]string{api.LabelJobName: long(63), api.LabelRole: long(63)},
+			Annotations: map[string]string{
+				api.AnnotationProof: long(mib / 4), api.AnnotationJobSetRestarts: long(mib / 4),
+				api.AnnotationWorkersReady: long(mib / 4), mpi.MultusNetworkStatus: long(mib / 4),
+			},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "pi-node-0", UID: "uid-0", Controller: ptr.To(true)}},
+		}
+		for i := range 2000 {
+			m.Finalizers = append(m.Finalizers, "example.com/"+long(240)+strconv.Itoa(i))
+			m.OwnerReferences = append(m.OwnerReferences, metav1.OwnerReference{Kind: long(60), Name: long(250), UID: types.UID(strconv.Itoa(i))})
+		}
+		return m
+	}
+	containers := func() []corev1.Container {
+		var cs []corev1.Container
+		for i := range 200 {
+			c := corev1.Container{Name: "c" + strconv.Itoa(i), Image: "registry.example/" + long(4096)}
+			for p := range 100 {
+				c.Ports = append(c.Ports, corev1.ContainerPort{Name: "p" + strconv.Itoa(p), ContainerPort: int32(1000 + p)})
+			}
+			cs = append(cs, c)
+		}
+		return cs
+	}
+	pod := &corev1.Pod{ObjectMeta: meta(), Spec: corev1.PodSpec{Containers: containers(), InitContainers: containers()}}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: api.SchedulingGateSSHKeys}}
+	for i := range 2000 {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: "example.com/" + long(240) + strconv.Itoa(i)})
+	}
+	event := &corev1.Event{ObjectMeta: meta(), InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "pi-node-0"},
+		Reason: diagnosis.ReasonFailedCreate, Message: "Error creating: " + long(mib), Source: corev1.EventSource{Component: long(mib / 4)},
+		Related: &corev1.ObjectReference{Name: long(mib / 4)}}
+
+	tests := map[string]struct {
+		transform func(any) (any, error)
+		in        any
+		max       int
+	}{
+		"pod":            {podCacheTransform, pod, 40 << 10},
+		"secret":         {secretCacheTransform, &corev1.Secret{ObjectMeta: meta()}, 2 << 10},
+		"config map":     {metadataCacheTransform, &corev1.ConfigMap{ObjectMeta: meta()}, 2 << 10},
+		"network policy": {metadataCacheTransform, &networkingv1.NetworkPolicy{ObjectMeta: meta()}, 2 << 10},
+		"job":            {metadataCacheTransform, &batchv1.Job{ObjectMeta: meta()}, 2 << 10},
+		"event":          {eventCacheTransform, event, 4 << 10},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in, err := json.Marshal(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tc.transform(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("a %s of %d KiB keeps %d bytes", name, len(in)>>10, len(kept))
+			if len(kept) > tc.max {
+				t.Errorf("the cache keeps %d bytes of a user's %s of %d KiB, over %d", len(kept), name, len(in)>>10, tc.max)
+			}
+			o := got.(metav1.Object)
+			if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-0" {
+				t.Errorf("owners kept: %d, want the controller alone", len(refs))
+			}
+		})
+	}
+	// What Torus reads survives: its gate, and a cut message that still
+	// says what refused the pods.
+	p, _ := podCacheTransform(pod)
+	if gates := p.(*corev1.Pod).Spec.SchedulingGates; len(gates) != 1 || gates[0].Name != api.SchedulingGateSSHKeys {
+		t.Errorf("gates kept: %v", gates)
+	}
+	e, _ := eventCacheTransform(event)
+	if msg := e.(*corev1.Event).Message; !strings.HasPrefix(msg, "Error creating: ") || len(msg) != maxCachedEventMessage {
+		t.Errorf("message kept: %d bytes", len(msg))
+	}
 }
