@@ -271,7 +271,10 @@ func validateTrainJob(tj *trainer.TrainJob, rt *mpi.Runtime, maxNodes int32) fie
 	if problems := mpi.TrainJobNameProblems(tj.Name, job.Workers); len(problems) > 0 {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), tj.Name, strings.Join(problems, "; ")))
 	}
-	return errs
+	if len(errs) > 0 {
+		return errs
+	}
+	return jobSetSizeErrors(tj, rt, job)
 }
 
 // SetupWebhooks registers Torus's webhooks with a manager; maxNodes is the

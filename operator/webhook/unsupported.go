@@ -148,13 +148,13 @@ func validatePodSpecPatch(path *field.Path, job string, ps *trainer.PodSpecPatch
 	return errs
 }
 
-// validatePatchMounts refuses mounts of the volumes holding the job's keys
-// and hostfile (a container mounting them would get keys its role must not
-// have), and, in the MPI container, mounts over the places Torus mounts
-// them.
+// validatePatchMounts refuses mounts of the volumes holding the job's keys,
+// hostfile and launch agent (a container mounting them would get keys its
+// role must not have), and, in the MPI container, mounts at or under the
+// places Torus mounts them (mpi.TorusMountPaths).
 func validatePatchMounts(path *field.Path, c trainer.ContainerPatch, container bool, rt *mpi.Runtime) field.ErrorList {
 	var errs field.ErrorList
-	torusPaths := []string{rt.SSHPath(), mpi.HostfileDir, mpi.PasswdPath}
+	torusPaths := mpi.TorusMountPaths(rt.SSHPath())
 	for i, m := range c.VolumeMounts {
 		if mpi.IsTorusVolume(m.Name) {
 			errs = append(errs, field.Forbidden(path.Index(i).Child("name"),
@@ -168,7 +168,7 @@ func validatePatchMounts(path *field.Path, c trainer.ContainerPatch, container b
 		for _, p := range torusPaths {
 			if clean == p || strings.HasPrefix(clean, p+"/") {
 				errs = append(errs, field.Forbidden(path.Index(i).Child("mountPath"),
-					fmt.Sprintf("Torus mounts the job's SSH files and hostfile at %s: mount the volume elsewhere", strings.Join(torusPaths, ", "))))
+					fmt.Sprintf("Torus mounts the job's SSH files, hostfile and launch agent at or under %s: mount the volume elsewhere", strings.Join(torusPaths, ", "))))
 				break
 			}
 		}

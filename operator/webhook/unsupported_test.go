@@ -49,7 +49,16 @@ func TestRuntimePatchRefusals(t *testing.T) {
 		}), wantErr: pod + "containers[0].volumeMounts[0].name: Forbidden: mpi-ssh-secret holds the job's SSH keys or hostfile"},
 		"a mount over the SSH directory": {patch: ctr(func(c *trainer.ContainerPatch) {
 			c.VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: "/home/mpiuser/.ssh/"}}
-		}), wantErr: pod + "containers[0].volumeMounts[0].mountPath: Forbidden: Torus mounts the job's SSH files and hostfile at /home/mpiuser/.ssh, /etc/mpi, /etc/passwd: mount the volume elsewhere"},
+		}), wantErr: pod + "containers[0].volumeMounts[0].mountPath: Forbidden: Torus mounts the job's SSH files, hostfile and launch agent at or under /home/mpiuser/.ssh, /etc/mpi, /etc/passwd, /etc/torus-mpi, /opt/torus-mpi: mount the volume elsewhere"},
+		"a mount over the launch agent's directory": {patch: ctr(func(c *trainer.ContainerPatch) {
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: "/opt/torus-mpi/bin"}}
+		}), wantErr: pod + "containers[0].volumeMounts[0].mountPath: Forbidden"},
+		"a mount over Torus's directory of the keys' volumes": {patch: ctr(func(c *trainer.ContainerPatch) {
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/torus-mpi"}}
+		}), wantErr: pod + "containers[0].volumeMounts[0].mountPath: Forbidden"},
+		"the volume of the launch agent's image": {patch: func(ps *trainer.PodSpecPatch) {
+			ps.Volumes = []corev1.Volume{{Name: mpi.LaunchImageVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}, wantErr: pod + "volumes[0].name: Forbidden: mpi-launch-image is the volume Torus gives"},
 		"a mount inside the hostfile's directory": {patch: ctr(func(c *trainer.ContainerPatch) {
 			c.VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: "/etc/mpi/hostfile"}}
 		}), wantErr: pod + "containers[0].volumeMounts[0].mountPath: Forbidden"},
@@ -119,6 +128,46 @@ func TestRuntimePatchChange(t *testing.T) {
 			}
 			if tc.wantErr && !strings.Contains(errs.ToAggregate().Error(), "spec.runtimePatches: Forbidden: a running job's runtime patches cannot change") {
 				t.Errorf("refusal = %v", errs)
+			}
+		})
+	}
+}
+
+// A job whose JobSet could not be stored is refused at admission, naming
+// what makes it large, instead of waiting with nothing said.
+func TestJobSetSize(t *testing.T) {
+	big := func(n int) string { return strings.Repeat("x", n) }
+	cases := map[string]struct {
+		mutate  func(*trainer.TrainJob)
+		wantErr string
+	}{
+		"an ordinary environment": {mutate: func(tj *trainer.TrainJob) {
+			tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "EPOCHS", Value: "3"}, {Name: "CONFIG", Value: big(64 << 10)}}
+		}},
+		"800 KiB of environment, copied into both pod templates": {mutate: func(tj *trainer.TrainJob) {
+			tj.Spec.Trainer.Env = []corev1.EnvVar{{Name: "CONFIG", Value: big(800 << 10)}}
+		}, wantErr: "spec.trainer.env: Forbidden: the job's JobSet would be 16"},
+		"a command of 1,100 KiB": {mutate: func(tj *trainer.TrainJob) {
+			tj.Spec.Trainer.Command = []string{"python3", "-c", big(1100 << 10)}
+		}, wantErr: "spec.trainer.command: Forbidden: the job's JobSet would be"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj, rt := baseline(t)
+			tc.mutate(tj)
+			errs := validateTrainJob(tj, rt, mpi.DefaultMaxNodes)
+			if tc.wantErr == "" {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			got := errs.ToAggregate()
+			if got == nil || !strings.Contains(got.Error(), tc.wantErr) {
+				t.Fatalf("refusal = %v, want %q", got, tc.wantErr)
+			}
+			if len(got.Error()) > 1024 {
+				t.Errorf("the refusal repeats the value: %d bytes", len(got.Error()))
 			}
 		})
 	}

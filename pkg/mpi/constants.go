@@ -26,11 +26,11 @@ const (
 	DefaultSSHPort = 2222
 
 	// SSHSecretMountPath is where the init container reads the Secret.
-	SSHSecretMountPath = "/etc/torus-mpi/ssh-secret"
+	SSHSecretMountPath = TorusEtcDir + "/ssh-secret"
 	// SSHVolumeMountPath is where the init container fills the pod's SSH
 	// volume: the SSH directory as SSHDirSubPath, the user database as
 	// PasswdSubPath. The other containers mount those two by subPath.
-	SSHVolumeMountPath = "/etc/torus-mpi/ssh-volume"
+	SSHVolumeMountPath = TorusEtcDir + "/ssh-volume"
 	SSHDirSubPath      = "ssh"
 	PasswdSubPath      = "passwd"
 	// PasswdPath is the user database ssh and sshd read.
@@ -53,7 +53,7 @@ const (
 	// api.AnnotationWorkersReady as PodInfoWorkersReady, mounted at
 	// PodInfoMountPath in the container that waits.
 	PodInfoVolume       = "mpi-pod-info"
-	PodInfoMountPath    = "/etc/torus-mpi/pod"
+	PodInfoMountPath    = TorusEtcDir + "/pod"
 	PodInfoWorkersReady = "workers-ready"
 )
 
@@ -67,8 +67,26 @@ func IsTorusInitContainer(name string) bool {
 // keys and hostfile: a TrainJob's runtime patches may neither define nor
 // mount a volume of that name.
 func IsTorusVolume(name string) bool {
-	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume || name == PodInfoVolume
+	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume || name == LaunchImageVolume || name == PodInfoVolume
 }
+
+// TorusMountPaths are the paths at or under which Torus mounts a job's
+// files in its MPI container: the SSH directory (sshPath, the runtime's),
+// the hostfile's directory, the user database, and Torus's own directories
+// for the keys' volumes, the pod's information and the launch agent. A
+// mount of another volume there would hide Torus's, or collide with it and
+// keep the pod from being created.
+func TorusMountPaths(sshPath string) []string {
+	return []string{sshPath, HostfileDir, PasswdPath, TorusEtcDir, TorusOptDir}
+}
+
+// Torus's own directories in a job's containers: every mount path Torus
+// chooses (SSHSecretMountPath, SSHVolumeMountPath, PodInfoMountPath,
+// LaunchBinDir, LaunchImageMountPath) lies under one of them.
+const (
+	TorusEtcDir = "/etc/torus-mpi"
+	TorusOptDir = "/opt/torus-mpi"
+)
 
 // Keys of the per-job SSH Secret. The Secret has type kubernetes.io/ssh-auth,
 // whose required key is ssh-privatekey.
@@ -101,9 +119,12 @@ const (
 	// upstreamPrivateKeyFile and upstreamPublicKeyFile are the names
 	// upstream Trainer's MPI runtime images (DeepSpeed, MLX, built on
 	// mpi-operator's base image) expect: their sshd runs with
-	// "HostKey <ssh dir>/id_rsa", the job's one key pair serving as user
-	// key and host key. OpenSSH reads a key's type from its content, so the
-	// job's ed25519 key serves under these names too.
+	// "HostKey <ssh dir>/id_rsa", their one key pair serving as user key
+	// and host key. Under these names Torus puts the job's host key, on the
+	// workers only (sshFiles), never its client key: every pod holds that
+	// one, and known_hosts does not trust it. OpenSSH reads a key's type
+	// from its content, so the job's ed25519 host key serves as id_rsa;
+	// ssh's identity is SSHPrivateKeyFile alone (ClientConfig).
 	upstreamPrivateKeyFile = "id_rsa"
 	upstreamPublicKeyFile  = "id_rsa.pub"
 )

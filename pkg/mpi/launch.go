@@ -19,7 +19,7 @@ const (
 	// LaunchVolume is the emptyDir the init container installs the binary
 	// into; every container of the pod mounts it at LaunchBinDir.
 	LaunchVolume = "mpi-launch"
-	LaunchBinDir = "/opt/torus-mpi/bin"
+	LaunchBinDir = TorusOptDir + "/bin"
 	// LaunchBinary is the binary's name in LaunchBinDir.
 	LaunchBinary = "torus-launch"
 	// LaunchImagePath is the binary's path in Torus's image.
@@ -28,7 +28,7 @@ const (
 	// (api.LaunchAgentByImageVolume), at LaunchImageMountPath in each
 	// container, which runs LaunchImageVolumeBinary.
 	LaunchImageVolume       = "mpi-launch-image"
-	LaunchImageMountPath    = "/opt/torus-mpi/image"
+	LaunchImageMountPath    = TorusOptDir + "/image"
 	LaunchImageVolumeBinary = LaunchImageMountPath + LaunchImagePath
 	// launchClient is the client's name beside it (launchagent.SSHClientName).
 	launchClient = "torus-ssh"
