@@ -167,7 +167,7 @@ func SSHSecretData(trainJob string, run int32, current, next *SSHKeys, s SSHSett
 		data[prefix+sshAuthorizedKeys] = keys.ClientPublic
 		data[prefix+SSHHostKey] = keys.HostPrivate
 		data[prefix+SSHHostPublicKey] = keys.HostPublic
-		data[prefix+SSHKnownHosts] = []byte(knownHosts(trainJob, s.Port, keys.HostPublic, keys.ClientPublic))
+		data[prefix+SSHKnownHosts] = []byte(knownHosts(trainJob, s.Port, keys.HostPublic))
 	}
 	return data
 }
@@ -203,17 +203,15 @@ func knownHostsPatterns(trainJob string, port int32) []string {
 	return patterns
 }
 
-// knownHosts trusts the job's keys as host keys, for the job's host names
-// only: its host key, which Torus's sshd configuration serves, and its user
-// key, which upstream's MPI images serve as host key (see
-// upstreamPrivateKeyFile). Both are the job's own and secret to its pods.
-func knownHosts(trainJob string, port int32, hostPublic, clientPublic []byte) string {
+// knownHosts trusts the job's host key, and it alone, for the job's host
+// names only. Never the client key: every pod holds that one (the
+// launcher logs in with it, workers launch in a tree with it), and a host
+// key it could stand in for would let any of them answer as any worker.
+// Upstream's MPI images, whose sshd serves "<ssh dir>/id_rsa" as host key,
+// find the host key there on the workers (sshFiles).
+func knownHosts(trainJob string, port int32, hostPublic []byte) string {
 	patterns := strings.Join(knownHostsPatterns(trainJob, port), ",")
-	var b strings.Builder
-	for _, key := range [][]byte{hostPublic, clientPublic} {
-		b.WriteString(patterns + " " + strings.TrimSpace(string(key)) + "\n")
-	}
-	return b.String()
+	return patterns + " " + strings.TrimSpace(string(hostPublic)) + "\n"
 }
 
 // ClientConfig is the ssh client configuration MPI launchers use (passed
@@ -272,6 +270,13 @@ type sshFile struct {
 	// as MPI launches in a tree (Open MPI's daemons and Hydra's proxies
 	// start those of other workers over ssh); the launcher never gets the
 	// host key, which would let it pose as any worker.
+	//
+	// Upstream's MPI images start sshd with "HostKey <ssh dir>/id_rsa"
+	// (upstreamPrivateKeyFile), their one key pair serving as user key and
+	// host key. Torus's workers hold the host key under that name: a
+	// client key there would have to be trusted as a host key, and anyone
+	// holding it could answer as any worker. ssh's own identity is
+	// id_ed25519 (ClientConfig: IdentitiesOnly).
 	sshd bool
 	// agent: Torus's launch agent and its client read it too
 	// (LaunchSetupArgs).
@@ -282,8 +287,8 @@ type sshFile struct {
 var sshFiles = []sshFile{
 	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false, true},
 	{sshPublicKey, sshPublicKeyFile, "0644", true, false, false},
-	{SSHPrivateKey, upstreamPrivateKeyFile, "0600", true, false, false},
-	{sshPublicKey, upstreamPublicKeyFile, "0644", true, false, false},
+	{SSHHostKey, upstreamPrivateKeyFile, "0600", true, true, false},
+	{SSHHostPublicKey, upstreamPublicKeyFile, "0644", true, true, false},
 	{SSHKnownHosts, SSHKnownHosts, "0644", true, false, true},
 	{SSHClientConfig, SSHClientConfig, "0600", false, false, false},
 	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true, true, true},

@@ -81,7 +81,7 @@ func TestKnownHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(file, []byte(knownHosts("pi", 2222, keys.HostPublic, keys.ClientPublic)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(knownHosts("pi", 2222, keys.HostPublic)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	check, err := knownhosts.New(file)
@@ -103,17 +103,87 @@ func TestKnownHosts(t *testing.T) {
 		"worker, short name":      {host: "pi-node-0-12:2222", key: hostKey},
 		"launcher as a node":      {host: "pi-launcher-0-0.pi:2222", key: hostKey},
 		"another job's key":       {host: "pi-node-0-3.pi:2222", key: otherKey, wantErr: true},
-		// Upstream's images serve the user key as host key (id_rsa).
-		"the job's user key, served by upstream's sshd": {host: "pi-node-0-3.pi:2222", key: userKey},
-		"another job's user key":                        {host: "pi-node-0-3.pi:2222", key: otherUserKey, wantErr: true},
-		"another host":                                  {host: "db-0.pi:2222", key: hostKey, wantErr: true},
-		"another port":                                  {host: "pi-node-0-3.pi:22", key: hostKey, wantErr: true},
+		// Every pod holds the client key: a host presenting it may be
+		// any of them, the launcher included.
+		"the job's client key":     {host: "pi-node-0-3.pi:2222", key: userKey, wantErr: true},
+		"another job's client key": {host: "pi-node-0-3.pi:2222", key: otherUserKey, wantErr: true},
+		"another host":             {host: "db-0.pi:2222", key: hostKey, wantErr: true},
+		"another port":             {host: "pi-node-0-3.pi:22", key: hostKey, wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			err := check(tc.host, addr, tc.key)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("host key check of %s: error = %v, wantErr %t", tc.host, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Host keys and client keys are distinct in the SSH directory each role's
+// init script lays out: its known_hosts trusts the job's host key, which
+// only the workers hold (as Torus's sshd configuration names it, and as
+// id_rsa, which upstream's images' sshd serves), and never the client key,
+// which every pod holds. Every private key a pod holds is tried as the key
+// a host presents.
+func TestKnownHostsTrustsOnlyHostKeys(t *testing.T) {
+	current, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := GenerateSSHKeys(rand.Reader, DefaultKeyAlgorithm, "next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := SSHSecretData("pi", 0, current, next, SSHSettings{Path: "/home/mpiuser/.ssh", Port: 2222})
+	// No hosts: the launcher's script has none to wait for.
+	data[HostfileKey] = []byte{}
+	cases := map[string]struct {
+		role    string
+		attempt string
+		// wantTrusted: the private key files whose public key known_hosts
+		// accepts from a worker; any other key file must be refused.
+		wantTrusted []string
+	}{
+		"launcher":           {role: api.RoleLauncher},
+		"launcher, next run": {role: api.RoleLauncher, attempt: "1"},
+		"worker":             {role: api.RoleWorker, wantTrusted: []string{SSHHostKey, upstreamPrivateKeyFile}},
+		"worker, next run":   {role: api.RoleWorker, attempt: "1", wantTrusted: []string{SSHHostKey, upstreamPrivateKeyFile}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			mount, sshDir := writeSecretVolume(t, data, tc.role)
+			runSetupScript(t, mount, sshDir, filepath.Join(t.TempDir(), "passwd"), tc.attempt, tc.role)
+			check, err := knownhosts.New(filepath.Join(sshDir, SSHKnownHosts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(sshDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var trusted, keyFiles []string
+			for _, e := range entries {
+				pem, err := os.ReadFile(filepath.Join(sshDir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				signer, err := ssh.ParsePrivateKey(pem)
+				if err != nil {
+					continue
+				}
+				keyFiles = append(keyFiles, e.Name())
+				addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 2222}
+				if check("pi-node-0-0.pi:2222", addr, signer.PublicKey()) == nil {
+					trusted = append(trusted, e.Name())
+				}
+			}
+			if !slices.Contains(keyFiles, SSHPrivateKeyFile) {
+				t.Fatalf("the %s's SSH directory holds no client key (%v)", tc.role, keyFiles)
+			}
+			slices.Sort(tc.wantTrusted)
+			if !slices.Equal(trusted, tc.wantTrusted) {
+				t.Errorf("known_hosts trusts the key files %v as host keys, want %v (of %v)", trusted, tc.wantTrusted, keyFiles)
 			}
 		})
 	}

@@ -76,12 +76,13 @@ func (c *cluster) Read(ctx context.Context, format outputFormat, opts Options) (
 		if problems := append(validation.IsDNS1123Label(u.GetNamespace()), validation.IsDNS1123Subdomain(u.GetName())...); len(problems) > 0 {
 			it := &Item{Source: clusterSource, Namespace: u.GetNamespace(), Name: u.GetName(), Findings: []Finding{{Level: LevelError,
 				Message: fmt.Sprintf("the server named an MPIJob %q in namespace %q, which are not valid names (%s): it is not converted", u.GetName(), u.GetNamespace(), strings.Join(problems, "; "))}}}
-			out = append(out, inputFile{Items: []*Item{it}})
+			out = append(out, inputFile{Items: []*Item{it}, Source: clusterSource})
 			continue
 		}
 		out = append(out, inputFile{
 			Items:   []*Item{convertObject(clusterSource, u.Object, opts)},
 			OutPath: filepath.Join(u.GetNamespace(), u.GetName()+extension(format, ".yaml")),
+			Source:  fmt.Sprintf("the cluster's MPIJob %s/%s", u.GetNamespace(), u.GetName()),
 		})
 	}
 	return out, nil

@@ -96,7 +96,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "With --from-cluster, read MPIJobs of every namespace")
 	f.StringVar(&o.RuntimeMode, "runtime-mode", o.RuntimeMode, "reuse: refer to a shipped ClusterTrainingRuntime when it expresses the job, else generate a TrainingRuntime; generate: always generate one")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "Output format: yaml or json")
-	f.StringVar(&o.OutputDir, "output-dir", "", "Write the results into this directory, one file per input file (per MPIJob with --from-cluster), instead of standard output")
+	f.StringVar(&o.OutputDir, "output-dir", "", "Write the results into this directory (created if missing), one file per input file (per MPIJob with --from-cluster), instead of standard output; nothing is written if two inputs would share a file or a result would replace an input")
 	f.BoolVar(&o.Apply, "apply", false, "Create the TrainingRuntimes and TrainJobs in the cluster (documents passed through are not created)")
 	f.StringVar(&o.DryRun, "dry-run", o.DryRun, `With --apply: "server" asks the API server (and its webhooks) to check the objects without keeping them; "none" creates them`)
 	f.BoolVar(&o.Strict, "strict", false, "Fail when any field has no exact equivalent (any warning)")

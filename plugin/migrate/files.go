@@ -26,6 +26,12 @@ type inputFile struct {
 	// OutPath is relative to the output directory; its extension follows
 	// the output format.
 	OutPath string
+	// Source names the input in messages: its file, StdinSource or the
+	// cluster's MPIJob.
+	Source string
+	// Path is the file read, which nothing may be written over; "" when
+	// the input is no file.
+	Path string
 }
 
 // readStdin converts the documents of standard input.
@@ -34,7 +40,7 @@ func readStdin(r io.Reader, format outputFormat, opts Options) (inputFile, error
 	if err != nil {
 		return inputFile{}, err
 	}
-	return inputFile{Items: File(StdinSource, data, opts), OutPath: "stdin" + extension(format, ".yaml")}, nil
+	return inputFile{Items: File(StdinSource, data, opts), OutPath: "stdin" + extension(format, ".yaml"), Source: StdinSource}, nil
 }
 
 // readPath converts a file, or the manifest files (.yaml, .yml, .json) of a
@@ -76,7 +82,7 @@ func readPath(name string, recursive bool, format outputFormat, opts Options) ([
 	out := make([]inputFile, 0, len(files)+len(skipped))
 	for _, p := range skipped {
 		it := &Item{Source: p, Findings: []Finding{{Level: LevelNote, Message: "skipped: not a regular file (a symbolic link, FIFO or device is never followed or opened); name the file it stands for"}}}
-		out = append(out, inputFile{Items: []*Item{it}})
+		out = append(out, inputFile{Items: []*Item{it}, Source: p})
 	}
 	for _, f := range files {
 		rel, err := filepath.Rel(name, f)
@@ -93,9 +99,9 @@ func readFile(path, rel string, format outputFormat, opts Options) inputFile {
 	data, err := cmdutil.ReadRegularFile(path)
 	if err != nil {
 		it := &Item{Source: path, Findings: []Finding{{Level: LevelError, Message: fmt.Sprintf("reading the file: %v", err)}}}
-		return inputFile{Items: []*Item{it}, OutPath: outPath}
+		return inputFile{Items: []*Item{it}, OutPath: outPath, Source: path, Path: path}
 	}
-	return inputFile{Items: File(path, data, opts), OutPath: outPath}
+	return inputFile{Items: File(path, data, opts), OutPath: outPath, Source: path, Path: path}
 }
 
 // extension is the output file extension: the input's for YAML (.yaml or
@@ -112,36 +118,39 @@ func extension(format outputFormat, in string) string {
 
 // writeDir writes each input's results to its own file under dir, and
 // returns how many files it wrote: inputs that produce nothing get none.
+// Every result is rendered, and checked against clashes (planDir), before
+// anything is written; dir is created if missing, as mkdir -p would.
 func writeDir(dir string, inputs []inputFile, format outputFormat) (int, error) {
-	written := 0
-	for _, in := range inputs {
-		produced := false
-		for _, it := range in.Items {
-			outs, err := it.Outputs()
-			if err != nil {
-				return written, err
-			}
-			produced = produced || len(outs) > 0 || it.Blank
-		}
-		if !produced {
-			continue
-		}
+	outs, err := planDir(dir, inputs, format)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("creating the output directory: %w", err)
+	}
+	written, done := 0, fileIndex[writtenFile]{}
+	for _, out := range outs {
 		// Under the output directory nothing is written through a symbolic
-		// link, and OutPath holds no ".." (names from a cluster are checked
-		// where they are read).
-		path := filepath.Join(dir, in.OutPath)
+		// link, and out.Path holds no ".." (names from a cluster are
+		// checked where they are read).
+		path := filepath.Join(dir, out.Path)
 		if err := cmdutil.MkdirNoFollow(dir, filepath.Dir(path), 0o755); err != nil {
 			return written, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+		}
+		if err := sameAsWritten(path, out.Source, done); err != nil {
+			return written, err
 		}
 		f, err := cmdutil.CreateRegularFile(path, 0o644)
 		if err != nil {
 			return written, fmt.Errorf("writing %s: %w", path, err)
 		}
-		werr := write(f, in.Items, format)
-		if err := errors.Join(werr, f.Close()); err != nil {
+		_, werr := f.Write(out.Data)
+		st, serr := f.Stat()
+		if err := errors.Join(werr, serr, f.Close()); err != nil {
 			return written, fmt.Errorf("writing %s: %w", path, err)
 		}
 		written++
+		done.add(st, writtenFile{path: path, source: out.Source})
 	}
 	return written, nil
 }

@@ -49,10 +49,17 @@ func (r *migration) Do(ctx context.Context) error {
 	switch {
 	case r.OutputDir != "":
 		written, err := writeDir(r.OutputDir, inputs, r.Format)
+		// What was written, also when an error stopped the writing.
+		if err == nil || written > 0 {
+			files := "files"
+			if written == 1 {
+				files = "file"
+			}
+			fmt.Fprintf(r.ErrOut, "wrote %d %s to %s\n", written, files, r.OutputDir)
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(r.ErrOut, "wrote %d files to %s\n", written, r.OutputDir)
 	case !r.Apply:
 		if err := write(r.Out, all, r.Format); err != nil {
 			return err

@@ -198,9 +198,8 @@ var _ = Describe("MPI TrainJob", func() {
 				host, err := ssh.ParsePrivateKey(s.Data["ssh_host_ed25519_key"])
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(host.PublicKey().Type()).To(Equal(ssh.KeyAlgoED25519))
-				// The user key too: upstream's MPI images serve it as host key.
-				g.Expect(string(s.Data["known_hosts"])).To(Equal("[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(host.PublicKey())) +
-					"[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(client.PublicKey()))))
+				// The host key alone: every pod holds the client key.
+				g.Expect(string(s.Data["known_hosts"])).To(Equal("[pi-launcher-*]:2222,[pi-node-*]:2222 " + string(ssh.MarshalAuthorizedKey(host.PublicKey()))))
 				g.Expect(string(s.Data["config"])).To(ContainSubstring("StrictHostKeyChecking yes"))
 				g.Expect(string(s.Data["sshd_config"])).To(ContainSubstring("Port 2222"))
 			}, framework.Timeout, framework.Interval).Should(Succeed())
