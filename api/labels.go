@@ -97,6 +97,11 @@ const (
 	// Secret, the NetworkPolicy), a keyed hash only the operator can compute:
 	// Torus uses, updates and deletes only children that carry a valid one.
 	AnnotationProof = Domain + "proof"
+	// AnnotationProofData is, on the SSH Secret, a keyed hash of its data as
+	// well: the stamp of its name can be copied onto another Secret of that
+	// name by whoever reads the real one, its data's cannot be made to fit
+	// other keys. Torus takes a restarted run's keys only from data it made.
+	AnnotationProofData = Domain + "proof-data"
 	// AnnotationCreatedBy, on an MPI TrainJob, is the user who created it,
 	// as the API server authenticated them. Torus's admission webhook writes
 	// it on create and keeps it on every update: nobody sets or changes it.

@@ -4,8 +4,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"maps"
+	"slices"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/torus-mpi/torus/api"
@@ -27,14 +30,61 @@ type proofs struct {
 
 // sign is the stamp of a child of tj; run is the child's
 // api.AnnotationJobSetRestarts ("" for children made once per job).
-func (p proofs) sign(kind string, child metav1.Object, tj *trainer.TrainJob, run string) string {
+func (p proofs) sign(kind string, child metav1.Object, tj *trainer.TrainJob, run string, data ...[]byte) string {
 	mac := hmac.New(sha256.New, p.key)
 	for _, part := range []string{kind, child.GetNamespace(), child.GetName(), string(tj.UID), run} {
 		mac.Write([]byte(part))
 		mac.Write([]byte{0})
 	}
+	for _, d := range data {
+		mac.Write(d)
+	}
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
+
+// dataDigest is a Secret's data, key by key in order, as one SHA-256 sum.
+func dataDigest(data map[string][]byte) []byte {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(data[k])
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil)
+}
+
+// stampData records on a Secret Torus is about to create that Torus made
+// its data (api.AnnotationProofData).
+func (p proofs) stampData(kind string, s *corev1.Secret, tj *trainer.TrainJob) {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[api.AnnotationProofData] = p.sign(kind, s, tj, s.Annotations[api.AnnotationJobSetRestarts], dataDigest(s.Data))
+}
+
+// dataProof says whether a Secret read whole from the API server holds the
+// data Torus made for tj: dataMade, dataUnstamped (no stamp of its data,
+// as made by an operator that stamped names alone), or dataForged (a stamp
+// that does not fit the data).
+func (p proofs) dataProof(kind string, s *corev1.Secret, tj *trainer.TrainJob) dataProof {
+	got, ok := s.Annotations[api.AnnotationProofData]
+	switch {
+	case !ok:
+		return dataUnstamped
+	case p.made(kind, s, tj) && hmac.Equal([]byte(got), []byte(p.sign(kind, s, tj, s.Annotations[api.AnnotationJobSetRestarts], dataDigest(s.Data)))):
+		return dataMade
+	}
+	return dataForged
+}
+
+type dataProof int
+
+const (
+	dataMade dataProof = iota
+	dataUnstamped
+	dataForged
+)
 
 // stamp records on a child Torus is about to create that Torus made it.
 func (p proofs) stamp(kind string, child metav1.Object, tj *trainer.TrainJob) {

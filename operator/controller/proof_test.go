@@ -51,3 +51,44 @@ func TestProofs(t *testing.T) {
 		})
 	}
 }
+
+// A Secret's data is stamped too: a copy carrying the stamps of Torus's
+// Secret and other data is told from the Secret Torus made.
+func TestDataProofs(t *testing.T) {
+	tj := trainJob("pi", "uid-1")
+	made := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "pi-mpi-ssh", Namespace: "ns", Annotations: map[string]string{api.AnnotationJobSetRestarts: "0"},
+			OwnerReferences: []metav1.OwnerReference{children.OwnerReference(tj)},
+		},
+		Data: map[string][]byte{"ssh-privatekey": []byte("key"), "next-ssh-privatekey": []byte("next")},
+	}
+	testProofs.stamp(childSecret, made, tj)
+	testProofs.stampData(childSecret, made, tj)
+	copied := func(change func(*corev1.Secret)) *corev1.Secret {
+		s := made.DeepCopy()
+		change(s)
+		return s
+	}
+	tests := map[string]struct {
+		secret *corev1.Secret
+		want   dataProof
+	}{
+		"made by Torus":             {secret: made, want: dataMade},
+		"a copy of other next keys": {secret: copied(func(s *corev1.Secret) { s.Data["next-ssh-privatekey"] = []byte("chosen") }), want: dataForged},
+		"a copy with a key added":   {secret: copied(func(s *corev1.Secret) { s.Data["extra"] = nil }), want: dataForged},
+		"a copy with a key moved": {secret: copied(func(s *corev1.Secret) {
+			s.Data = map[string][]byte{"ssh-privatekey": []byte("keynext-ssh-privatekey"), "next-ssh-privatekey": nil}
+		}), want: dataForged},
+		"its name's stamp forged":  {secret: copied(func(s *corev1.Secret) { s.Annotations[api.AnnotationProof] = "forged" }), want: dataForged},
+		"its data's stamp dropped": {secret: copied(func(s *corev1.Secret) { delete(s.Annotations, api.AnnotationProofData) }), want: dataUnstamped},
+		"another run's":            {secret: copied(func(s *corev1.Secret) { s.Annotations[api.AnnotationJobSetRestarts] = "1" }), want: dataForged},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := testProofs.dataProof(childSecret, tc.secret, tj); got != tc.want {
+				t.Errorf("dataProof = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

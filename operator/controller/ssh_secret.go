@@ -50,10 +50,24 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		// its pods may have mounted either Secret (mpi.SSHSecretData).
 		// Read past the cache, which keeps no Secret's data.
 		var old corev1.Secret
-		if err := r.apiReader.Get(ctx, key, &old); err != nil && !apierrors.IsNotFound(err) {
+		switch err := r.apiReader.Get(ctx, key, &old); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			return false, fmt.Errorf("reading SSH secret: %w", err)
+		case old.UID != existing.UID:
+			// Replaced since the cache saw it: judge the one there now.
+			s.awaitCache = true
+			return false, nil
 		}
-		if next, ok := mpi.NextSSHKeys(old.Data); ok {
+		// Only data Torus made: the stamp of the Secret's name can be
+		// copied onto a Secret of chosen keys, its data's cannot. Keys
+		// with no stamp of their data are not carried: the run gets
+		// fresh ones.
+		proof := r.proofs.dataProof(childSecret, &old, s.tj)
+		if proof == dataForged {
+			return false, &childConflict{kind: childSecret, name: old.Name, tj: s.tj}
+		}
+		if next, ok := mpi.NextSSHKeys(old.Data); ok && proof == dataMade {
 			// Kept until the new Secret exists: the old one may be gone
 			// before the create succeeds (a finalizer, a refused create).
 			r.memory.carry(job, carried{uid: s.tj.UID, run: restarts, keys: next})
@@ -75,6 +89,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		return false, fmt.Errorf("building SSH secret: %w", err)
 	}
 	r.proofs.stamp(childSecret, secret, s.tj)
+	r.proofs.stampData(childSecret, secret, s.tj)
 	if err := r.createExpected(ctx, s, childSecret, restarts, secret); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// A stale cache, the Secret replaced still being deleted (a

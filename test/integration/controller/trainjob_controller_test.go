@@ -3,6 +3,7 @@ package controller_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -579,6 +580,35 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(s.Annotations[api.AnnotationProof]).NotTo(Equal("forged"))
 			g.Expect(ptr.Deref(getJobSet(tj)(g).Spec.Suspend, true)).To(BeFalse())
 		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("takes a restarted run's keys only from data it made, though a copy of its Secret carries its stamps", func() {
+		tj := wrappers.MakeTrainJob("copied", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		var real *corev1.Secret
+		Eventually(func(g Gomega) { real = getSecret(g, tj) }, framework.Timeout, framework.Interval).Should(Succeed())
+		Expect(real.Annotations).To(HaveKey(api.AnnotationProofData))
+
+		By("someone who read the job's Secret replaces it with a copy of chosen keys, stamps and all")
+		copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: real.Name, Namespace: real.Namespace,
+			Labels: real.Labels, Annotations: real.Annotations, OwnerReferences: real.OwnerReferences}, Type: real.Type, Data: maps.Clone(real.Data)}
+		copied.Data[mpi.SSHPrivateKey] = []byte("the attacker's key")
+		Expect(fw.Client.Delete(ctx, real, client.Preconditions{UID: ptr.To(real.UID)})).To(Succeed())
+		Expect(fw.Client.Create(ctx, copied)).To(Succeed())
+
+		By("the JobSet restarts: the copy's keys are not taken, and the conflict is named")
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			js.Status.Restarts = 1
+			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(condition(tj, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", "ChildConflict"),
+			HaveField("Message", ContainSubstring("Secret copied-mpi-ssh exists and Torus did not make it for TrainJob copied")),
+		))
+		var s corev1.Secret
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(copied), &s)).To(Succeed(), "Torus deleted a Secret it did not make")
+		Expect(s.UID).To(Equal(copied.UID))
 	})
 
 	It("holds the pods of a job Kueue resumes until Torus has made that run's keys, and while a planted Secret stands in their place", func() {
