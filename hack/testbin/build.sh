@@ -38,10 +38,33 @@ current() { # name stamp
 
 # lock waits until no other build.sh builds the same binary (make test
 # starts some builds early, at low priority; a target that needs one
-# waits for it); unlock lets the next one look.
+# waits for it); unlock lets the next one look. A build waited for gets
+# the waiter's priority (boost).
 lock() { # name
   exec {lockfd}>"$testbin/stamps/.$1.lock"
-  flock "$lockfd"
+  if ! flock -n "$lockfd"; then
+    boost "$testbin/stamps/.$1.holder"
+    flock "$lockfd"
+  fi
+  echo "$$" >"$testbin/stamps/.$1.holder"
+}
+
+# boost gives the build.sh that holds a lock, and every process under it,
+# the priority of the one that waits for it: prefetch starts builds at the
+# lowest priority, and on a machine kept busy by other work such a build
+# would hold make test's own targets for as long as that work lasts.
+boost() { # holder file
+  local holder ours i=0
+  holder=$(cat "$1" 2>/dev/null) || return 0
+  [[ $holder =~ ^[0-9]+$ ]] && grep -qs build.sh "/proc/$holder/cmdline" || return 0
+  ours=$(ps -o ni= -p "$$" | tr -d ' ')
+  local pids=("$holder")
+  while (( i < ${#pids[@]} )); do
+    mapfile -t -O "${#pids[@]}" pids < <(pgrep -P "${pids[i]}" || true)
+    i=$((i + 1))
+  done
+  renice -n "$ours" -p "${pids[@]}" >/dev/null 2>&1 || true
+  echo "testbin: waiting for the build of $(basename "$1" .holder | tr -d .) that PID $holder runs, at this build's priority ($ours)" >&2
 }
 unlock() {
   exec {lockfd}>&-
