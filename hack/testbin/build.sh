@@ -63,7 +63,13 @@ boost() { # holder file
     mapfile -t -O "${#pids[@]}" pids < <(pgrep -P "${pids[i]}" || true)
     i=$((i + 1))
   done
-  renice -n "$ours" -p "${pids[@]}" >/dev/null 2>&1 || true
+  # Every thread: a niceness is a thread's, and a go command's threads
+  # each start compilers at their own.
+  local tids=() p
+  for p in "${pids[@]}"; do
+    tids+=($(ls "/proc/$p/task" 2>/dev/null))
+  done
+  renice -n "$ours" -p "${tids[@]}" >/dev/null 2>&1 || true
   echo "testbin: waiting for the build of $(basename "$1" .holder | tr -d .) that PID $holder runs, at this build's priority ($ours)" >&2
 }
 unlock() {
