@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -223,11 +224,18 @@ func podCacheTransform(in any) (any, error) {
 	return out, nil
 }
 
-// keptLabels are the labels the operator reads or selects by.
-var keptLabels = []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey, mpi.LabelJobSetRestartAttempt}
+// keptLabels are the labels the operator reads or selects by, each within
+// the API's bound on a label's value.
+var keptLabels = func() []keptAnnotation {
+	var out []keptAnnotation
+	for _, k := range []string{api.LabelJobName, api.LabelRole, batchv1.JobCompletionIndexAnnotation, jobsetv1alpha2.JobSetNameKey, mpi.LabelJobSetRestartAttempt} {
+		out = append(out, keptAnnotation{k, validation.LabelValueMaxLength})
+	}
+	return out
+}()
 
-// keptAnnotation is an annotation the cache keeps, up to max bytes of
-// value: a longer value is not one Torus or Multus wrote, and is dropped
+// keptAnnotation is a label or annotation the cache keeps, up to max bytes
+// of value: a longer value is not one Torus or Multus wrote, and is dropped
 // whole (a cut value would read as another).
 type keptAnnotation struct {
 	key string
@@ -265,26 +273,12 @@ func keptMetadata(m *metav1.ObjectMeta, annotations ...keptAnnotation) metav1.Ob
 	out := metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
-		Labels:      pick(m.Labels, keptLabels...),
+		Labels:      pickBounded(m.Labels, keptLabels...),
 		Annotations: pickBounded(m.Annotations, annotations...),
 	}
 	// Torus and upstream's watches follow an object's controller alone.
 	if c := metav1.GetControllerOfNoCopy(m); c != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*c}
-	}
-	return out
-}
-
-// pick is the entries of m under keys, or nil.
-func pick(m map[string]string, keys ...string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
-		}
 	}
 	return out
 }
