@@ -593,8 +593,16 @@ var _ = Describe("MPI TrainJob", func() {
 		copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: real.Name, Namespace: real.Namespace,
 			Labels: real.Labels, Annotations: real.Annotations, OwnerReferences: real.OwnerReferences}, Type: real.Type, Data: maps.Clone(real.Data)}
 		copied.Data[mpi.SSHPrivateKey] = []byte("the attacker's key")
-		Expect(fw.Client.Delete(ctx, real, client.Preconditions{UID: ptr.To(real.UID)})).To(Succeed())
-		Expect(fw.Client.Create(ctx, copied)).To(Succeed())
+		// The operator makes the job's keys again as soon as they go, so the
+		// copy may find the name taken: delete whatever stands there and try
+		// again until the copy is in place.
+		Eventually(func(g Gomega) {
+			current := getSecret(g, tj)
+			g.Expect(client.IgnoreNotFound(fw.Client.Delete(ctx, current, client.Preconditions{UID: ptr.To(current.UID)}))).To(Succeed())
+			attempt := copied.DeepCopy()
+			g.Expect(fw.Client.Create(ctx, attempt)).To(Succeed())
+			copied = attempt
+		}, framework.Timeout, framework.Interval).Should(Succeed())
 
 		By("the JobSet restarts: the copy's keys are not taken, and the conflict is named")
 		Eventually(func(g Gomega) {
