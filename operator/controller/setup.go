@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -298,15 +298,13 @@ func pickBounded(m map[string]string, keys ...keptAnnotation) map[string]string 
 	return out
 }
 
-// torusGates are the scheduling gates under Torus's domain.
+// torusGates is Torus's own gate, if the pod has it: the one gate the
+// operator reads (hasGate).
 func torusGates(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
-	var out []corev1.PodSchedulingGate
-	for _, g := range gates {
-		if strings.HasPrefix(g.Name, api.Domain) && len(out) < maxCachedContainers {
-			out = append(out, g)
-		}
+	if slices.ContainsFunc(gates, func(g corev1.PodSchedulingGate) bool { return g.Name == api.SchedulingGateSSHKeys }) {
+		return []corev1.PodSchedulingGate{{Name: api.SchedulingGateSSHKeys}}
 	}
-	return out
+	return nil
 }
 
 // eventCacheTransform keeps of a FailedCreate event what the diagnosis
