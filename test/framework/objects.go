@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -79,4 +80,15 @@ func FreePort() int {
 	port, err := p.Take()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	return port
+}
+
+// AwaitAdmitted waits until c may create obj, in a dry run. Webhooks that
+// read from a manager's cache (upstream Trainer's read a job's runtime
+// from it alone) refuse an object whose dependencies were created just
+// before until the cache has them.
+func AwaitAdmitted(ctx context.Context, c client.Client, obj client.Object) {
+	ginkgo.GinkgoHelper()
+	gomega.Eventually(func() error {
+		return c.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+	}, Timeout, Interval).Should(gomega.Succeed(), "%s is not admitted, in a dry run", obj.GetName())
 }

@@ -761,9 +761,7 @@ var _ = Describe("MPI TrainJob", func() {
 		// Upstream's webhooks read the runtime from the operator's cache
 		// alone, and refuse every job on it as on a missing runtime until
 		// the cache has it: until they admit the valid job, in a dry run.
-		Eventually(func() error {
-			return fw.Client.Create(ctx, tj.DeepCopy(), client.DryRunAll)
-		}, framework.Timeout, framework.Interval).Should(Succeed(), "upstream's webhook does not see runtime %s", rt.Name)
+		framework.AwaitAdmitted(ctx, fw.Client, tj)
 
 		// Upstream's torch plugin reserves the PET_ variables torchrun reads.
 		bad := wrappers.MakeTrainJob("torch-env", ns.Name).RuntimeRef(rt.Name).Obj()

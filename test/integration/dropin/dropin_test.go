@@ -288,7 +288,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 					Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"python3", "train.py"}},
 				},
 			}
-			awaitAdmission(sctx, tj)
+			framework.AwaitAdmitted(sctx, fw.Client, tj)
 			Expect(fw.Client.Create(sctx, tj)).To(Succeed())
 			var js jobsetv1alpha2.JobSet
 			Eventually(func() error { return fw.Client.Get(sctx, client.ObjectKeyFromObject(tj), &js) }, framework.Timeout, framework.Interval).Should(Succeed())
@@ -481,15 +481,15 @@ func createRuntimes(sctx SpecContext) {
 				plain.SetName("plain")
 				plain.SetLabels(nil)
 				unstructured.RemoveNestedField(plain.Object, "spec", "mlPolicy", "torch")
-				awaitAdmission(sctx, plain)
+				framework.AwaitAdmitted(sctx, fw.Client, plain)
 				Expect(fw.Client.Create(sctx, plain)).To(Succeed())
 			}
 			if o.GetName() == "deepspeed-distributed" {
 				sidecar := withSidecar(o.DeepCopy())
-				awaitAdmission(sctx, sidecar)
+				framework.AwaitAdmitted(sctx, fw.Client, sidecar)
 				Expect(fw.Client.Create(sctx, sidecar)).To(Succeed())
 			}
-			awaitAdmission(sctx, o)
+			framework.AwaitAdmitted(sctx, fw.Client, o)
 			Expect(fw.Client.Create(sctx, o)).To(Succeed(), "creating %s from %s", o.GetName(), f)
 		}
 	}
@@ -537,7 +537,7 @@ func runJobs(sctx SpecContext, ns string) map[string]outcome {
 				},
 			},
 		}
-		awaitAdmission(sctx, tj)
+		framework.AwaitAdmitted(sctx, fw.Client, tj)
 		Expect(fw.Client.Create(sctx, tj)).To(Succeed(), "creating TrainJob %s", j.name)
 	}
 	out := map[string]outcome{}
@@ -576,20 +576,6 @@ func runJobs(sctx SpecContext, ns string) map[string]outcome {
 		out[j.name] = o
 	}
 	return out
-}
-
-// awaitAdmission waits until the API server admits obj in a dry run, for
-// what a create depends on that cannot be waited for otherwise. Upstream's
-// manager registers its webhooks after its webhook server starts to answer
-// (readyz), and its TrainJob webhooks, run by it or by Torus, read the
-// job's runtime from their manager's cache alone: until the cache has a
-// runtime created just before (or, right after the manager started, has
-// started at all), they refuse its jobs as if it were missing.
-func awaitAdmission(sctx SpecContext, obj client.Object) {
-	GinkgoHelper()
-	Eventually(func() error {
-		return fw.Client.Create(sctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
-	}, framework.Timeout, framework.Interval).Should(Succeed(), "%s is not admitted, in a dry run", obj.GetName())
 }
 
 // mountedHostfile reads the data of the object a JobSet's launcher mounts

@@ -244,7 +244,7 @@ var _ = Describe("Admission", Ordered, func() {
 		rt := wrappers.MakeMPIRuntime("wh-torch", "OpenMPI").NotMPI().Obj()
 		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
 		tj := wrappers.MakeTrainJob("torch", ns.Name).RuntimeRef("wh-torch").Env("OMPI_MCA_orte_default_hostfile", "x").Obj()
-		awaitUpstreamAdmits(fw.Client, tj)
+		framework.AwaitAdmitted(ctx, fw.Client, tj)
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
 		Expect(tj.Labels).NotTo(HaveKey(api.LabelImplementation))
 	})
@@ -301,7 +301,7 @@ var _ = Describe("Admission", Ordered, func() {
 		Expect(fw.Client.Create(ctx, other)).To(Succeed())
 		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, other)).To(Succeed()) })
 		forged := wrappers.MakeTrainJob("forged", ns.Name).RuntimeRef(other.Name).Obj()
-		awaitUpstreamAdmits(alice, forged)
+		framework.AwaitAdmitted(ctx, alice, forged)
 		forged.Annotations = map[string]string{api.AnnotationCreatedBy: "mallory"}
 		err = alice.Create(ctx, forged)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
@@ -377,17 +377,6 @@ var _ = Describe("Network samples", func() {
 		}
 	})
 })
-
-// awaitUpstreamAdmits waits until c may create tj, in a dry run. Torus
-// hands a TrainJob that is not MPI to upstream Trainer's webhooks, which
-// read its runtime from the operator's cache alone: until the cache has a
-// runtime created just before, they refuse its jobs as if it were missing.
-func awaitUpstreamAdmits(c client.Client, tj *trainer.TrainJob) {
-	GinkgoHelper()
-	Eventually(func() error {
-		return c.Create(ctx, tj.DeepCopy(), client.DryRunAll)
-	}, framework.Timeout, framework.Interval).Should(Succeed(), "upstream's webhook does not see runtime %s", tj.Spec.RuntimeRef.Name)
-}
 
 func withSSHPath(rt *trainer.ClusterTrainingRuntime, p string) *trainer.ClusterTrainingRuntime {
 	rt.Spec.MLPolicy.MPI.SSHAuthMountPath = &p
