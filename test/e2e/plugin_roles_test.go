@@ -141,11 +141,8 @@ func (a access) check(g Gomega, ns string) {
 	if a.namespaced {
 		attrs.Namespace = ns
 	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:               "system:serviceaccount:" + ns + ":" + a.role + "-user",
-		Groups:             []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:" + ns},
-		ResourceAttributes: attrs,
-	}}
+	sar := &authorizationv1.SubjectAccessReview{Spec: framework.ServiceAccountReview(ns, a.role+"-user")}
+	sar.Spec.ResourceAttributes = attrs
 	g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
 	g.Expect(sar.Status.Allowed).To(Equal(a.allowed), "%s may %s %s.%s: %s", a.role, a.verb, a.resource, a.group, sar.Status.Reason)
 }

@@ -9,10 +9,13 @@ import (
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -91,4 +94,16 @@ func AwaitAdmitted(ctx context.Context, c client.Client, obj client.Object) {
 	gomega.Eventually(func() error {
 		return c.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
 	}, Timeout, Interval).Should(gomega.Succeed(), "%s is not admitted, in a dry run", obj.GetName())
+}
+
+// ServiceAccountReview is the subject of a SubjectAccessReview for what a
+// ServiceAccount's token may do: the user and groups the API server
+// authenticates that token as. The API server's RBAC authorizer reads
+// roles and bindings from its informers, so a test asks it, not the
+// objects it just created, whether they are in effect.
+func ServiceAccountReview(ns, name string) authorizationv1.SubjectAccessReviewSpec {
+	return authorizationv1.SubjectAccessReviewSpec{
+		User:   serviceaccount.MakeUsername(ns, name),
+		Groups: append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated),
+	}
 }

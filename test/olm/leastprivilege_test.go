@@ -95,8 +95,8 @@ func leastPrivilege() {
 		// its informers: an operator started at once would be refused its
 		// first requests, which the last spec counts as a permission the
 		// CSV lacks.
-		waitGranted(saUser, lpNamespace, "", strategy.ClusterPermissions[0].Rules)
-		waitGranted(saUser, lpNamespace, lpNamespace, strategy.Permissions[0].Rules)
+		waitGranted(lpNamespace, sa, "", strategy.ClusterPermissions[0].Rules)
+		waitGranted(lpNamespace, sa, lpNamespace, strategy.Permissions[0].Rules)
 
 		By("writing a kubeconfig with a token of that ServiceAccount (TokenRequest)")
 		tr, err := clientset.CoreV1().ServiceAccounts(lpNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
@@ -334,13 +334,12 @@ func leastPrivilege() {
 	})
 }
 
-// waitGranted waits until the API server grants user, a ServiceAccount of
-// namespace saNamespace, every verb of every rule on every resource the
+// waitGranted waits until the API server grants ServiceAccount sa of
+// namespace saNamespace every verb of every rule on every resource the
 // rules name, in namespace ns ("" for the whole cluster), as it authorizes
 // that ServiceAccount's token.
-func waitGranted(user, saNamespace, ns string, rules []rbacv1.PolicyRule) {
+func waitGranted(saNamespace, sa, ns string, rules []rbacv1.PolicyRule) {
 	GinkgoHelper()
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + saNamespace, "system:authenticated"}
 	Eventually(func(g Gomega) {
 		for _, r := range rules {
 			for _, group := range r.APIGroups {
@@ -351,16 +350,15 @@ func waitGranted(user, saNamespace, ns string, rules []rbacv1.PolicyRule) {
 						if len(r.ResourceNames) > 0 {
 							attrs.Name = r.ResourceNames[0]
 						}
-						sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-							User: user, Groups: groups, ResourceAttributes: attrs,
-						}}
+						sar := &authorizationv1.SubjectAccessReview{Spec: framework.ServiceAccountReview(saNamespace, sa)}
+						sar.Spec.ResourceAttributes = attrs
 						g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
 						g.Expect(sar.Status.Allowed).To(BeTrue(), "%s %s in group %q, namespace %q, not granted yet: %s", verb, res, group, ns, sar.Status.Reason)
 					}
 				}
 			}
 		}
-	}, timeout, interval).Should(Succeed(), "the API server grants %s the CSV's permissions", user)
+	}, timeout, interval).Should(Succeed(), "the API server grants ServiceAccount %s/%s the CSV's permissions", saNamespace, sa)
 }
 
 // expectJobRuns follows a TrainJob through its JobSet and Secret (keys and

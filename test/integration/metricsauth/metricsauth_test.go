@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/torus-mpi/torus/operator/metricsauth"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // serviceAccountToken creates a ServiceAccount and a token for it, as
@@ -61,11 +62,9 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 		// objects: a new binding takes effect a moment later. The filter
 		// remembers a denial for 10 s, so the first scrape must come after.
 		Eventually(func(g Gomega) {
-			sar, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:                  "system:serviceaccount:" + ns.Name + ":prometheus",
-				Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns.Name, "system:authenticated"},
-				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
-			}}, metav1.CreateOptions{})
+			review := &authorizationv1.SubjectAccessReview{Spec: framework.ServiceAccountReview(ns.Name, "prometheus")}
+			review.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}
+			sar, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(sar.Status.Allowed).To(BeTrue(), "the binding is not in effect yet: %s", sar.Status.Reason)
 		}, 20*time.Second, 100*time.Millisecond).Should(Succeed())
