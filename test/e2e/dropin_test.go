@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 var _ = Describe("Torus in place of the Trainer controller", func() {
@@ -75,7 +77,7 @@ func batchJobTemplate(jobLabels map[string]string, c corev1.Container) batchv1.J
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{
 				Labels:      map[string]string{"torus-mpi.io/role": "launcher"},
-				Annotations: map[string]string{"torus-mpi.io/kwok-run-duration": runDuration},
+				Annotations: map[string]string{framework.KwokRunDuration: runDuration},
 			},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{c}},
 		}},

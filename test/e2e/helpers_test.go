@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
@@ -127,16 +129,22 @@ func runningPod(tj *trainer.TrainJob, role string, index int) *corev1.Pod {
 // inject makes kwok terminate a running pod as the kubelet would report an
 // OOM kill ("oom") or a non-zero exit ("error").
 func inject(p *corev1.Pod, failure string) {
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"torus-mpi.io/kwok-fail":%q}}}`, failure))
-	Expect(k8sClient.Patch(ctx, p, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+	annotate(p, "torus-mpi.io/kwok-fail", failure)
 }
 
 // finish makes kwok complete a running launcher now, as mpirun returning 0
 // would: kwok plays its stage again, with a run duration of zero, when the
 // pod changes.
 func finish(p *corev1.Pod) {
-	patch := []byte(`{"metadata":{"annotations":{"torus-mpi.io/kwok-run-duration":"0s"}}}`)
-	Expect(k8sClient.Patch(ctx, p, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+	annotate(p, framework.KwokRunDuration, "0s")
+}
+
+// annotate sets one annotation of a pod, with a merge patch.
+func annotate(p *corev1.Pod, key, value string) {
+	GinkgoHelper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8sClient.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
 func typeName(o any) string { return fmt.Sprintf("%T", o) }

@@ -8,3 +8,8 @@ const (
 	Interval    = 100 * time.Millisecond
 	ShortWindow = 2 * time.Second
 )
+
+// KwokRunDuration is the pod annotation the local cluster's kwok stage
+// (hack/cluster/kwok/launcher-complete.yaml) reads as how long a launcher
+// runs before it completes; kwok plays the stage again when the pod changes.
+const KwokRunDuration = "torus-mpi.io/kwok-run-duration"

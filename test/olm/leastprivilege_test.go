@@ -234,7 +234,7 @@ func leastPrivilege() {
 					if rj.Template.Spec.Template.Annotations == nil {
 						rj.Template.Spec.Template.Annotations = map[string]string{}
 					}
-					rj.Template.Spec.Template.Annotations["torus-mpi.io/kwok-run-duration"] = launcherRun
+					rj.Template.Spec.Template.Annotations[framework.KwokRunDuration] = launcherRun
 				}
 				pod := &rj.Template.Spec.Template.Spec
 				pod.NodeSelector = map[string]string{"type": "kwok"}
