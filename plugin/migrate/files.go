@@ -128,7 +128,7 @@ func writeDir(dir string, inputs []inputFile, format outputFormat) (int, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("creating the output directory: %w", err)
 	}
-	written, done := 0, fileIndex[writtenFile]{}
+	written, done := 0, files[writtenFile]{}
 	for _, out := range outs {
 		// Under the output directory nothing is written through a symbolic
 		// link, and out.Path holds no ".." (names from a cluster are

@@ -96,7 +96,7 @@ func clashingOutputs(dir string, outs []outputFile) []string {
 // another (a directory given twice through a link, a hard link).
 func outputsOverInputs(dir string, outs []outputFile, inputs []inputFile) []string {
 	byPath := map[string]inputFile{}
-	byFile := fileIndex[inputFile]{}
+	var byFile files[inputFile]
 	for _, in := range inputs {
 		if in.Path == "" {
 			continue
@@ -143,7 +143,7 @@ type writtenFile struct {
 // ago under another name: on a file system that does not tell the case of
 // names apart (A.yaml and a.yaml), or through a hard link left from
 // before. planDir cannot see that before the first of the two exists.
-func sameAsWritten(path, source string, done fileIndex[writtenFile]) error {
+func sameAsWritten(path, source string, done files[writtenFile]) error {
 	st, err := os.Lstat(path)
 	if err != nil {
 		return nil
@@ -156,32 +156,22 @@ func sameAsWritten(path, source string, done fileIndex[writtenFile]) error {
 		path, w.path, w.source, source)
 }
 
-// fileIndex finds the entry of a file that is the same as another
-// (os.SameFile) without comparing with every entry: the same file has the
-// same size and modification time.
-type fileIndex[T any] map[fileKey][]fileEntry[T]
+// files are files seen, each with what it stands for, to tell whether
+// another name is one of them (os.SameFile). A run has few inputs and
+// outputs: a look at each is cheap.
+type files[T any] []statted[T]
 
-type fileKey struct {
-	size    int64
-	modTime int64
-}
-
-type fileEntry[T any] struct {
+type statted[T any] struct {
 	info  os.FileInfo
 	value T
 }
 
-func keyOf(st os.FileInfo) fileKey {
-	return fileKey{size: st.Size(), modTime: st.ModTime().UnixNano()}
+func (x *files[T]) add(st os.FileInfo, v T) {
+	*x = append(*x, statted[T]{info: st, value: v})
 }
 
-func (x fileIndex[T]) add(st os.FileInfo, v T) {
-	k := keyOf(st)
-	x[k] = append(x[k], fileEntry[T]{info: st, value: v})
-}
-
-func (x fileIndex[T]) find(st os.FileInfo) (T, bool) {
-	for _, e := range x[keyOf(st)] {
+func (x files[T]) find(st os.FileInfo) (T, bool) {
+	for _, e := range x {
 		if os.SameFile(st, e.info) {
 			return e.value, true
 		}
