@@ -195,7 +195,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	setupControllers := func() error {
-		var proofKey []byte
+		var proofKeys controller.ProofKeys
 		ns := o.Namespace
 		if ns == "" {
 			ns, _ = podNamespace()
@@ -206,7 +206,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if ns != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if proofKey, err = loadProofKey(ctx, mgr.GetClient(), mgr.GetAPIReader(), ns); err != nil {
+			if proofKeys, err = loadProofKeys(ctx, mgr.GetClient(), mgr.GetAPIReader(), ns); err != nil {
 				return err
 			}
 		} else {
@@ -222,7 +222,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			LaunchImage:              launchImage,
 			LauncherAfterWorkers:     o.LauncherAfterWorkers,
 			LaunchAgentDelivery:      o.LaunchAgentDelivery,
-			ProofKey:                 proofKey,
+			ProofKeys:                proofKeys,
 			Upstream:                 others,
 			ClusterDomain:            o.ClusterDomain,
 			MaxConcurrentReconciles:  o.MaxConcurrentReconciles,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,15 +26,18 @@ func rejected(err error) bool {
 }
 
 // specHash fingerprints what Torus decides about a JobSet, leaving out
-// suspend, which is synced on its own.
+// suspend, which is synced on its own, and the stamp, which changes with
+// the proof key alone (reprove).
 func specHash(js *jobsetv1alpha2.JobSet) (string, error) {
 	spec := js.Spec.DeepCopy()
 	spec.Suspend = nil
+	annotations := maps.Clone(js.Annotations)
+	delete(annotations, api.AnnotationProof)
 	data, err := json.Marshal(struct {
 		Labels      map[string]string
 		Annotations map[string]string
 		Spec        *jobsetv1alpha2.JobSetSpec
-	}{js.Labels, js.Annotations, spec})
+	}{js.Labels, annotations, spec})
 	if err != nil {
 		return "", err
 	}

@@ -95,12 +95,12 @@ type Options struct {
 	// Upstream reconciles the TrainJobs that are not MPI as upstream
 	// Trainer does (upstream.New); nil leaves them Created=False.
 	Upstream *upstream.Framework
-	// ProofKey is the key of the stamps by which Torus recognises the
-	// children it made (proofs): the operator keeps it in a Secret of its
+	// ProofKeys are the keys of the stamps by which Torus recognises the
+	// children it made (proofs): the operator keeps them in a Secret of its
 	// namespace, so that every replica and every restart recognises the
-	// same children. Empty: a random key of this process, the same for
-	// every manager it starts.
-	ProofKey []byte
+	// same children. No current key: a random key of this process, the
+	// same for every manager it starts.
+	ProofKeys ProofKeys
 	// Metrics to record into; nil registers a new set.
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
@@ -438,8 +438,8 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if opts.MaxNodes == 0 {
 		opts.MaxNodes = mpi.DefaultMaxNodes
 	}
-	if len(opts.ProofKey) == 0 {
-		opts.ProofKey = processProofKey()
+	if len(opts.ProofKeys.Current) == 0 {
+		opts.ProofKeys = processProofKeys()
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
@@ -465,7 +465,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		metrics:      opts.Metrics,
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
-		proofs:       proofs{key: opts.ProofKey},
+		proofs:       newProofs(opts.ProofKeys),
 		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, LauncherAfterWorkers: opts.LauncherAfterWorkers, LaunchAgentDelivery: opts.LaunchAgentDelivery, KueueJobSets: !opts.KueueTrainJobIntegration},
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
@@ -560,11 +560,11 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	}))
 }
 
-// processProofKey is a proof key of this process alone.
-var processProofKey = sync.OnceValue(func() []byte {
+// processProofKeys are a proof key of this process alone.
+var processProofKeys = sync.OnceValue(func() ProofKeys {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand.Read does not fail
-	return key
+	return ProofKeys{Current: key, Since: time.Now()}
 })
 
 // optionalAPIPollInterval is how often an operator started without Kueue (or

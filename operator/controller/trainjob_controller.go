@@ -326,6 +326,10 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Ru
 	if err := r.observeJobSet(ctx, s); err != nil {
 		return 0, err
 	}
+	if wrote, err := r.reprove(ctx, s); wrote || err != nil {
+		s.awaitCache = true
+		return 0, err
+	}
 	var requeue time.Duration
 	if trainjob.Finished(s.tj) {
 		if s.jobSet != nil {

@@ -28,6 +28,9 @@ type operatorProcess struct {
 	leaseNamespace string
 	// kubeconfig, when set, replaces the suite's admin kubeconfig.
 	kubeconfig string
+	// keyNamespace, when set, replaces the suite's namespace of the proof
+	// key, for a spec that changes the key.
+	keyNamespace string
 }
 
 // start runs a new operator process and waits until it admits and leads.
@@ -41,7 +44,11 @@ func (o *operatorProcess) start() {
 	fmt.Fprintf(log, "=== start %d at %s\n", o.kills, time.Now().Format(time.RFC3339Nano))
 	// Every start reads the proof key the first one made: a restarted
 	// operator recognises the children of the jobs it left.
-	election := []string{"--leader-elect=false", "--namespace=" + keyNamespace}
+	keys := keyNamespace
+	if o.keyNamespace != "" {
+		keys = o.keyNamespace
+	}
+	election := []string{"--leader-elect=false", "--namespace=" + keys}
 	if o.leaseNamespace != "" {
 		election = []string{"--leader-elect=true", "--leader-election-namespace=" + o.leaseNamespace}
 	}
