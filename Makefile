@@ -33,6 +33,7 @@ GO_TEST_P   ?= 2
 # kube-scheduler, kubectl, kwok, JobSet and Kueue), or names of single ones.
 TESTBIN_COMPONENTS ?= cluster
 CLUSTER_DIR        ?= $(ROOT)/.cluster
+DASHBOARD_WORKERS  ?= 4096
 CONTROLLER_GEN     := $(TESTBIN)/bin/controller-gen
 # Each Ginkgo suite writes a JSON report in its package directory; when one
 # fails, hack/failures prints each failed spec with the end of its message,
@@ -199,6 +200,14 @@ bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 2
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl' && status=0 || status=$$?; \
+	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+
+.PHONY: bench-dashboard-job
+bench-dashboard-job: build testbin ## What one open dashboard page of a 4,096-worker job costs the API server (requests, pod lists, bytes, log streams) on a fresh local cluster of 40 kwok nodes (about 15 minutes; DASHBOARD_WORKERS=N for another size); writes bench/dashboard-job.md.
+	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes 40
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig TORUS_BENCH_DASHBOARD_WORKERS=$(DASHBOARD_WORKERS) TORUS_BENCH_OUT=$(ROOT)/bench/dashboard-job.md \
+	  $(GO_TEST) -count=1 -timeout 40m ./test/e2e/ -v -ginkgo.focus 'one open page of a big job' && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e

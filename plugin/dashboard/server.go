@@ -46,6 +46,7 @@ type server struct {
 	client    client.WithWatch
 	kube      kubernetes.Interface
 	usage     *top.Reader
+	pods      *jobPods
 	namespace string
 	clock     clock.PassiveClock
 }
@@ -188,7 +189,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, describe.Describe(r.Context(), s.client, tj, s.clock.Now()))
+	writeJSON(w, http.StatusOK, describe.Describe(r.Context(), s.pods.reader(s.client, tj.Namespace, tj.Name), tj, s.clock.Now()))
 }
 
 func (s *server) yaml(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +221,11 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	var include func(*corev1.Pod) bool
+	// Every host's logs are a stream of their own: all of them, for a job
+	// of thousands, would be thousands of requests to the API server and
+	// the kubelets. The launcher and the first workers are followed; the
+	// page names them and offers every host one at a time.
+	include := firstHosts(maxLogHosts)
 	if h := q.Get("host"); h != "" {
 		host, ok := mpi.ParseHost(h)
 		if !ok {
@@ -228,6 +233,8 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		include = logs.HostFilter(host.Role, host.Index)
+	} else {
+		w.Header().Set(headerLogHosts, strconv.Itoa(maxLogHosts))
 	}
 	opts := logs.Options{Container: mpi.TrainerContainer, Follow: q.Get("follow") == "true"}
 	if t, err := strconv.ParseInt(q.Get("tail"), 10, 64); err == nil && t >= 0 {
@@ -240,6 +247,21 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	opts.Out, opts.ErrOut = fw, fw
 	if err := logs.StreamJob(ctx, s.client, s.kube, tj, include, opts); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(fw, "(%v)\n", err)
+	}
+}
+
+// maxLogHosts is how many hosts' logs the page streams at once, as
+// kubectl's --max-log-requests bounds the streams of one command.
+const maxLogHosts = 8
+
+// headerLogHosts tells the page that its logs are the first this many
+// hosts' (the launcher first, then workers by index).
+const headerLogHosts = "X-Torus-Log-Hosts"
+
+// firstHosts picks the launcher and the first n-1 workers.
+func firstHosts(n int) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool {
+		return p.Labels[api.LabelRole] == api.RoleLauncher || p.Labels[api.LabelRole] == api.RoleWorker && job.Index(p) < int32(n-1)
 	}
 }
 
@@ -277,10 +299,8 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	sources := []source{{&trainer.TrainJobList{}, []client.ListOption{client.InNamespace(ns)}}}
 	if name != "" {
-		sources = append(sources,
-			source{&corev1.PodList{}, []client.ListOption{client.InNamespace(ns), client.MatchingLabels{api.LabelJobName: name}}},
-			// The job's own events and its JobSet's, which share its name.
-			source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns), client.MatchingFields{"involvedObject.name": name}}})
+		// The job's own events and its JobSet's, which share its name.
+		sources = append(sources, source{&corev1.EventList{}, []client.ListOption{client.InNamespace(ns), client.MatchingFields{"involvedObject.name": name}}})
 	}
 	// With ?rows=true (the list of jobs) each change of a TrainJob comes as
 	// its new row, or as its name when it is gone: the page updates that
@@ -330,6 +350,10 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
+	if name != "" && s.maySeePods(ctx, ns, name) {
+		// The job's pods, from the feed the page's reads share.
+		defer s.pods.subscribe(ns, name, changed)()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	// Whatever changed between the page's read and this watch's start.
@@ -337,6 +361,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	keepAlive := time.NewTicker(20 * time.Second)
 	defer keepAlive.Stop()
+	lastChanged := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -356,16 +381,38 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		case <-changed:
-			// A burst of events (a job's pods starting) is one message.
-			time.Sleep(100 * time.Millisecond)
+			// A burst of events (a job's pods starting) is one message, and
+			// messages come minChangedInterval apart at most: each one
+			// has the page read the job again.
+			wait := max(burstWindow, minChangedInterval-time.Since(lastChanged))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 			select {
 			case <-changed:
 			default:
 			}
+			lastChanged = time.Now()
 			fmt.Fprint(w, "event: changed\ndata: {}\n\n")
 		}
 		flusher.Flush()
 	}
+}
+
+// A burst of changes within burstWindow is one message to the page, and
+// two messages are minChangedInterval apart at least.
+const (
+	burstWindow        = 100 * time.Millisecond
+	minChangedInterval = time.Second
+)
+
+// maySeePods reports whether the user may list the job's pods: a page of a
+// user who may not still follows the job's own changes.
+func (s *server) maySeePods(ctx context.Context, ns, name string) bool {
+	_, err := s.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: api.LabelJobName + "=" + name, Limit: 1})
+	return err == nil
 }
 
 // sendRow sends one TrainJob's change to the list: its row, or that it is
@@ -455,7 +502,7 @@ func (s *server) jobUsage(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	pods, err := job.Pods(ctx, s.client, tj)
+	pods, err := job.Pods(ctx, s.pods.reader(s.client, tj.Namespace, tj.Name), tj)
 	if err != nil {
 		apiError(w, err)
 		return

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -27,5 +31,59 @@ var _ = Describe("kubectl mpi dashboard", func() {
 		b.ClickText("All 257 hosts")
 		Eventually(func() int { return b.Count(".torus-host") }, 30*time.Second, 200*time.Millisecond).Should(Equal(257))
 		framework.ExpectAccessible(b, "256-worker job, every host")
+	})
+
+	It("costs the API server one list of a 256-worker job's pods however often they change, and follows 8 hosts' logs", func() {
+		ns := newNamespace("dashcost")
+		succeed(mpiCmd("-n", ns, "run", "wide", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "256", "--", "mpirun", "./a"))
+		DeferCleanup(func() { mpiCmd("-n", ns, "delete", "wide") })
+		succeed(mpiCmd("-n", ns, "wait", "wide", "--for=condition=Running", "--timeout", "180s"))
+		// The dashboard reaches the API server through a proxy that
+		// records what it asks.
+		proxy := framework.NewRecordingProxy(restConfig)
+		url := framework.StartDashboard(pluginBinary(), proxy.Kubeconfig(GinkgoT().TempDir()), "-n", ns)
+		podLists := func(r framework.Request) bool {
+			return r.Method == "GET" && !r.Watch() && r.Path == "/api/v1/namespaces/"+ns+"/pods" && strings.Contains(r.Query.Get("labelSelector"), api.LabelJobName+"=wide")
+		}
+		jobReads := func(r framework.Request) bool {
+			return r.Method == "GET" && strings.HasSuffix(r.Path, "/namespaces/"+ns+"/trainjobs/wide")
+		}
+		logStreams := func(r framework.Request) bool {
+			return r.Method == "GET" && strings.HasPrefix(r.Path, "/api/v1/namespaces/"+ns+"/pods/") && strings.HasSuffix(r.Path, "/log")
+		}
+		b := framework.NewBrowser(filepath.Join(framework.RepoRoot(), ".artifacts", "dashboard"))
+		b.Open(url)
+		b.Open(framework.DashboardBase(url) + "/#/jobs/" + ns + "/wide")
+		Eventually(b.Text, time.Minute, 200*time.Millisecond).Should(ContainSubstring("All 257 hosts"))
+
+		By("changing each of the job's 257 pods while its page is open")
+		var pods corev1.PodList
+		Expect(k8sClient.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{api.LabelJobName: "wide"})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(257))
+		lists, reads := proxy.Count(podLists), proxy.Count(jobReads)
+		for i := range pods.Items {
+			annotate(&pods.Items[i], "e2e.torus-mpi.io/touched", "true")
+		}
+		// One change more, made after counting: the page reads the job
+		// again once that change, the last, reached it.
+		afterChanges := proxy.Count(jobReads)
+		annotate(&pods.Items[0], "e2e.torus-mpi.io/touched", "again")
+		Eventually(func() int { return proxy.Count(jobReads) }, time.Minute, 100*time.Millisecond).Should(BeNumerically(">", afterChanges))
+		Expect(proxy.Count(podLists)).To(Equal(lists), "the page listed the job's pods again on a change")
+		GinkgoWriter.Printf("257 pod changes: %d reads of the job by the page, %d lists of its pods in all\n", proxy.Count(jobReads)-reads, proxy.Count(podLists))
+
+		By("following the logs of the first 8 hosts, and saying so")
+		b.ClickText("Logs")
+		Eventually(b.Text, time.Minute, 200*time.Millisecond).Should(ContainSubstring("8 of 257 hosts"))
+		streamed := func() map[string]bool {
+			pods := map[string]bool{}
+			for _, r := range proxy.Matching(logStreams) {
+				pods[r.Path] = true
+			}
+			return pods
+		}
+		Eventually(func() int { return len(streamed()) }, time.Minute, 100*time.Millisecond).Should(BeNumerically(">=", 8))
+		Expect(streamed()).To(HaveLen(8), "the page follows the logs of the first 8 hosts alone")
+		framework.ExpectAccessible(b, "256-worker job, logs of the first hosts")
 	})
 })

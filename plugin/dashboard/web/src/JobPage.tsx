@@ -55,19 +55,26 @@ function Topology({ hosts, usage }: { hosts: Host[]; usage?: JobUsage }) {
   );
 }
 
-// Logs streams the job's logs as kubectl mpi logs does: one host, or all
-// with each line prefixed; following until the job ends.
+// Logs streams the job's logs as kubectl mpi logs does: one host, or
+// several with each line prefixed; following until the job ends. Without a
+// host chosen the server streams the first hosts only (the launcher, then
+// workers by index) and says how many: the page says so.
 function Logs({ namespace, name, hosts }: { namespace: string; name: string; hosts: Host[] }) {
   const [host, setHost] = useState('');
   const [follow, setFollow] = useState(true);
   const [text, setText] = useState('');
+  const [firstHosts, setFirstHosts] = useState<number>();
   const pre = useRef<HTMLPreElement>(null);
+  const withPods = hosts.filter((h) => h.pod);
+  const capped = firstHosts !== undefined && withPods.length > firstHosts;
   useEffect(() => {
     const ctl = new AbortController();
     setText('');
     const q = new URLSearchParams({ follow: String(follow), tail: '1000' });
     if (host) q.set('host', host);
     fetch(`${jobPath(namespace, name)}/logs?${q}`, authorized({ signal: ctl.signal })).then(async (r) => {
+      const n = Number(r.headers.get('X-Torus-Log-Hosts'));
+      if (n > 0) setFirstHosts(n);
       const reader = r.body!.getReader();
       const dec = new TextDecoder();
       for (;;) {
@@ -84,12 +91,17 @@ function Logs({ namespace, name, hosts }: { namespace: string; name: string; hos
       <Flex>
         <FlexItem>
           <FormSelect aria-label="Host" value={host} onChange={(_e, v) => setHost(v)}>
-            <FormSelectOption value="" label="All hosts" />
-            {hosts.filter((h) => h.pod).map((h) => <FormSelectOption key={h.host} value={h.host} label={`${h.host} (ranks ${h.ranks})`} />)}
+            <FormSelectOption value="" label={capped ? `The first ${firstHosts} hosts` : 'All hosts'} />
+            {withPods.map((h) => <FormSelectOption key={h.host} value={h.host} label={`${h.host} (ranks ${h.ranks})`} />)}
           </FormSelect>
         </FlexItem>
         <FlexItem><Switch id="follow" label="Follow" isChecked={follow} onChange={(_e, v) => setFollow(v)} /></FlexItem>
       </Flex>
+      {capped && !host && (
+        <p className="torus-log-hosts">
+          Showing the logs of the launcher and workers 0 to {firstHosts! - 2}: {firstHosts} of {withPods.length} hosts. Choose a host to read another.
+        </p>
+      )}
       <pre ref={pre} className="torus-logs" aria-label="Logs" tabIndex={0}>{text || 'No output yet.'}</pre>
     </>
   );

@@ -46,17 +46,32 @@ export function useStream(url: string, on: Record<string, (data: string) => void
 }
 
 // useLive reads url, and reads it again whenever the server's watch says
-// what it shows changed.
+// what it shows changed. One read at a time: changes that come during a
+// read are read once, when it ends, so a job that changes faster than it
+// can be read costs one read after another, never many at once.
 export function useLive<T>(url: string, watch: string): { data?: T; error?: string; reload: () => void } {
   const [data, setData] = useState<T>();
   const [error, setError] = useState<string>();
   const [tick, setTick] = useState(0);
+  const reading = useRef(false);
+  const again = useRef(false);
   useEffect(() => {
+    if (reading.current) {
+      again.current = true;
+      return;
+    }
     let stale = false;
+    reading.current = true;
     get<T>(url).then(
       (d) => { if (!stale) { setData(d); setError(undefined); } },
       (e: Error) => { if (!stale) setError(e.message); },
-    );
+    ).finally(() => {
+      reading.current = false;
+      if (again.current) {
+        again.current = false;
+        setTick((t) => t + 1);
+      }
+    });
     return () => { stale = true; };
   }, [url, tick]);
   useStream(watch, { changed: () => setTick((t) => t + 1) });

@@ -1,0 +1,64 @@
+package dashboard
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/api"
+)
+
+// delegate records the lists a feedReader passes on.
+type delegate struct {
+	client.Reader
+	lists int
+}
+
+func (d *delegate) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	d.lists++
+	return nil
+}
+
+// The feed answers only the list of its own job's pods; every other list
+// goes to the API server.
+func TestFeedReader(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, name := range []string{"pi-launcher", "pi-worker-0"} {
+		if err := store.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := client.MatchingLabels{api.LabelJobName: "pi"}
+	tests := map[string]struct {
+		list     client.ObjectList
+		opts     []client.ListOption
+		fromFeed bool
+	}{
+		"the job's pods":                {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("ns"), own}, fromFeed: true},
+		"another job's pods":            {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi2"}}},
+		"the job's pods, another place": {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("other"), own}},
+		"every pod of the namespace":    {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("ns")}},
+		"the job's pods, one page":      {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("ns"), own, client.Limit(1)}},
+		"the job's pods, by field":      {list: &corev1.PodList{}, opts: []client.ListOption{client.InNamespace("ns"), own, client.MatchingFields{"spec.nodeName": "n"}}},
+		"the job's events":              {list: &corev1.EventList{}, opts: []client.ListOption{client.InNamespace("ns"), own}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := &delegate{}
+			r := &feedReader{Reader: d, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
+			if err := r.List(context.Background(), tc.list, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.lists == 0; got != tc.fromFeed {
+				t.Fatalf("served from the feed: %t, want %t", got, tc.fromFeed)
+			}
+			if pods, ok := tc.list.(*corev1.PodList); ok && tc.fromFeed && len(pods.Items) != 2 {
+				t.Errorf("pods from the feed: %d, want 2", len(pods.Items))
+			}
+		})
+	}
+}
