@@ -37,10 +37,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/hack/supervisor"
@@ -76,6 +78,9 @@ type options struct {
 }
 
 func main() {
+	// The API server's warnings about the objects the benchmark makes at
+	// their worst (finalizer names and the like) are expected.
+	crlog.SetLogger(logr.Discard())
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "N=100 only, each contender at its defaults, a 20s rest window; writes no results file")

@@ -450,6 +450,11 @@ func (c *cluster) startOperator(ctx context.Context) error {
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",
+				// The local cluster shares its cores with the tests and
+				// whatever else runs: an API server slowed past the default
+				// 10 s renew deadline would stop the operator, which no
+				// Deployment restarts here.
+				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
 			}
 			// The operator runs outside a pod: it is told its image, which
 			// the real nodes hold (operatorImageArchive).

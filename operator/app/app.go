@@ -45,6 +45,9 @@ type Options struct {
 	ProbeAddr        string
 	LeaderElect      bool
 	LeaderElectionNS string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader's lease
+	// as kube-controller-manager's flags of those names do.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Namespace is the operator's, where it keeps its proof key.
 	Namespace      string
 	WebhookHost    string
@@ -97,6 +100,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (/debug/pprof/); empty disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a replica waits after the leader's last renewal before it takes the lease.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its lease before it stops; shorter than the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How long replicas wait between tries to take or renew the lease.")
 	fs.StringVar(&o.Namespace, "namespace", "", "The operator's namespace, where it keeps the key by which it recognises the children it made (Secret "+ProofKeySecret+"; default: the pod's namespace, else --leader-election-namespace).")
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: all of the pod's).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server.")
@@ -166,6 +172,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "torus-operator.torus-mpi.io",
 		LeaderElectionNamespace: o.LeaderElectionNS,
+		LeaseDuration:           &o.LeaseDuration,
+		RenewDeadline:           &o.RenewDeadline,
+		RetryPeriod:             &o.RetryPeriod,
 		Cache:                   controller.CacheOptions(),
 		PprofBindAddress:        o.PprofAddr,
 	}

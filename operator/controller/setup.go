@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -329,7 +330,8 @@ func eventCacheTransform(in any) (any, error) {
 	return out, nil
 }
 
-// cut cuts s to at most n bytes, at a rune's start.
+// cut cuts s to at most n bytes, at a rune's start. A cut string is a
+// copy: a slice of s would keep all of s in memory.
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -337,7 +339,7 @@ func cut(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n]
+	return strings.Clone(s[:n])
 }
 
 func containerSummaries(cs []corev1.Container) []corev1.Container {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -248,5 +249,31 @@ func TestCacheTransformsAtTheirWorst(t *testing.T) {
 	e, _ := eventCacheTransform(event)
 	if msg := e.(*corev1.Event).Message; !strings.HasPrefix(msg, "Error creating: ") || len(msg) != maxCachedEventMessage {
 		t.Errorf("message kept: %d bytes", len(msg))
+	}
+}
+
+// What the cache keeps of a long string is a copy: a slice of it would keep
+// the whole string in memory, however little of it the object shows.
+func TestCacheKeepsNoSliceOfWhatItCuts(t *testing.T) {
+	long := strings.Repeat("z", 1<<20)
+	within := func(kept, of string) bool {
+		if kept == "" {
+			return false
+		}
+		k, o := uintptr(unsafe.Pointer(unsafe.StringData(kept))), uintptr(unsafe.Pointer(unsafe.StringData(of)))
+		return k >= o && k < o+uintptr(len(of))
+	}
+	e, _ := eventCacheTransform(&corev1.Event{Reason: diagnosis.ReasonFailedCreate, Message: long})
+	p, _ := podCacheTransform(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: long}}}})
+	for name, kept := range map[string]string{
+		"an event's message":  e.(*corev1.Event).Message,
+		"a container's image": p.(*corev1.Pod).Spec.Containers[0].Image,
+	} {
+		if kept == "" || len(kept) >= len(long) {
+			t.Errorf("%s: kept %d bytes, want a cut", name, len(kept))
+		}
+		if within(kept, long) {
+			t.Errorf("%s: the cut shares the memory of the whole", name)
+		}
 	}
 }

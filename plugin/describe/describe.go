@@ -393,6 +393,7 @@ func hostRows(d *data, placement mpi.Placement, findings []diagnosis.Finding) []
 		byPod[findings[i].Pod] = &findings[i]
 	}
 	rows := make([]HostRow, 0, len(hosts))
+	pods := job.IndexHosts(d.Pods)
 	for _, h := range hosts {
 		row := HostRow{Role: h.Role, Index: h.Index, Host: h.Name(), Ranks: "-"}
 		if first, last, ok := placement.Ranks(h.Role, h.Index); ok {
@@ -401,7 +402,7 @@ func hostRows(d *data, placement mpi.Placement, findings []diagnosis.Finding) []
 				row.Ranks = fmt.Sprintf("%d-%d", first, last)
 			}
 		}
-		p := job.PodOf(d.Pods, h.Role, h.Index)
+		p := pods.Of(h.Role, h.Index)
 		if p == nil {
 			row.State, row.Health = "NotCreated", "NotCreated"
 			if trainjob.Finished(d.Info.TrainJob) {
@@ -473,8 +474,9 @@ func writeRanks(w io.Writer, d *data, placement mpi.Placement, findings []diagno
 func writeNetworks(w io.Writer, d *data, placement mpi.Placement) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	found := false
+	pods := job.IndexHosts(d.Pods)
 	for _, h := range placement.Hosts {
-		p := job.PodOf(d.Pods, h.Role, h.Index)
+		p := pods.Of(h.Role, h.Index)
 		if p == nil {
 			continue
 		}

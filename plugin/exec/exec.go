@@ -57,8 +57,9 @@ func workers(info *job.Info, pods []corev1.Pod) ([]*hostPod, error) {
 	placement := info.Placement()
 	var out []*hostPod
 	var missing []string
+	byHost := job.IndexHosts(pods)
 	for i := range info.Workers() {
-		p := job.PodOf(pods, api.RoleWorker, i)
+		p := byHost.Of(api.RoleWorker, i)
 		h := mpi.Host{Role: api.RoleWorker, ReplicatedJob: mpi.NodeJob, Index: i}
 		if p == nil || runnable(p) != nil {
 			missing = append(missing, h.Name())

@@ -235,14 +235,44 @@ func PodOf(pods []corev1.Pod, role string, index int32) *corev1.Pod {
 	var newest *corev1.Pod
 	for i := range pods {
 		p := &pods[i]
-		if p.Labels[api.LabelRole] != role || Index(p) != index {
-			continue
-		}
-		if p.DeletionTimestamp == nil && (newest == nil || newest.DeletionTimestamp != nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {
-			newest = p
-		} else if newest == nil {
+		if p.Labels[api.LabelRole] == role && Index(p) == index && prefer(p, newest) {
 			newest = p
 		}
 	}
 	return newest
 }
+
+// prefer reports whether p stands for its host rather than current: a pod
+// not being deleted, the newest first.
+func prefer(p, current *corev1.Pod) bool {
+	if current == nil {
+		return true
+	}
+	return p.DeletionTimestamp == nil && (current.DeletionTimestamp != nil || current.CreationTimestamp.Before(&p.CreationTimestamp))
+}
+
+// HostPods is each host's pod among a job's pods, the one PodOf picks, for
+// a caller that looks up every host: one pass over the pods instead of one
+// a host.
+type HostPods map[hostKey]*corev1.Pod
+
+type hostKey struct {
+	role  string
+	index int32
+}
+
+// IndexHosts indexes a job's pods by host.
+func IndexHosts(pods []corev1.Pod) HostPods {
+	out := make(HostPods, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		k := hostKey{p.Labels[api.LabelRole], Index(p)}
+		if prefer(p, out[k]) {
+			out[k] = p
+		}
+	}
+	return out
+}
+
+// Of is the pod of one host, or nil.
+func (h HostPods) Of(role string, index int32) *corev1.Pod { return h[hostKey{role, index}] }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,6 +44,7 @@ var _ = Describe("kubectl mpi dashboard, one open page of a big job", Label("ben
 			seconds                                  float64
 			requests, podLists, jobReads, logStreams int
 			bytes                                    int64
+			byKind                                   map[string]int
 		}
 		var phases []phase
 		mark := 0
@@ -52,7 +54,7 @@ var _ = Describe("kubectl mpi dashboard, one open page of a big job", Label("ben
 		startedAt := time.Now()
 		record := func(name string) {
 			all := proxy.Matching(func(framework.Request) bool { return true })
-			p := phase{name: name, seconds: time.Since(startedAt).Seconds()}
+			p := phase{name: name, seconds: time.Since(startedAt).Seconds(), byKind: map[string]int{}}
 			streams := map[string]bool{}
 			var total int64
 			for _, r := range all {
@@ -61,6 +63,7 @@ var _ = Describe("kubectl mpi dashboard, one open page of a big job", Label("ben
 			p.bytes, bytesBefore = total-bytesBefore, total
 			for _, r := range all[mark:] {
 				p.requests++
+				p.byKind[requestKind(r)]++
 				switch {
 				case r.Method == "GET" && !r.Watch() && r.Path == "/api/v1/namespaces/"+ns+"/pods":
 					p.podLists++
@@ -157,9 +160,52 @@ var _ = Describe("kubectl mpi dashboard, one open page of a big job", Label("ben
 		for _, p := range phases {
 			fmt.Fprintf(&out, "| %s | %.0f | %d | %d | %d | %d | %.1f MiB |\n", p.name, p.seconds, p.requests, p.podLists, p.jobReads, p.logStreams, float64(p.bytes)/(1<<20))
 		}
+		out.WriteString("\nThe requests by kind:\n\n")
+		for _, p := range phases {
+			kinds := slices.SortedFunc(maps.Keys(p.byKind), func(a, b string) int { return p.byKind[b] - p.byKind[a] })
+			var parts []string
+			for _, k := range kinds {
+				parts = append(parts, fmt.Sprintf("%s %d", k, p.byKind[k]))
+			}
+			fmt.Fprintf(&out, "- %s: %s\n", p.name, strings.Join(parts, ", "))
+		}
 		GinkgoWriter.Print(out.String())
 		if path := os.Getenv("TORUS_BENCH_OUT"); path != "" {
 			Expect(os.WriteFile(path, []byte(out.String()), 0o644)).To(Succeed())
 		}
 	})
 })
+
+// requestKind is a request's verb and resource, as the API server's
+// metrics name them: "LIST pods", "GET trainjobs", "WATCH events",
+// "GET nodes/proxy".
+func requestKind(r framework.Request) string {
+	parts := strings.Split(strings.Trim(r.Path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...
+	rest := parts[min(len(parts), 2):]
+	if parts[0] == "apis" {
+		rest = parts[min(len(parts), 3):]
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	resource, named := "", false
+	switch len(rest) {
+	case 0:
+		resource = r.Path // discovery
+	case 1:
+		resource = rest[0]
+	case 2:
+		resource, named = rest[0], true
+	default:
+		resource, named = rest[0]+"/"+rest[2], true
+	}
+	verb := r.Method
+	switch {
+	case r.Watch():
+		verb = "WATCH"
+	case r.Method == "GET" && !named && len(rest) > 0:
+		verb = "LIST"
+	}
+	return verb + " " + resource
+}

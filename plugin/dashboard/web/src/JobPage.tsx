@@ -18,9 +18,9 @@ function mib(bytes: number): string {
   return `${Math.round(bytes / (1 << 20))}Mi`;
 }
 
-function Topology({ hosts, usage }: { hosts: Host[]; usage?: JobUsage }) {
-  // Drawn only when asked for: thousands of tiles would slow every update.
-  const [showAll, setShowAll] = useState(false);
+// Topology draws the hosts as tiles; beyond manyHosts, only when asked for
+// (showAll): thousands of tiles would slow every update.
+function Topology({ hosts, usage, showAll, setShowAll }: { hosts: Host[]; usage?: JobUsage; showAll: boolean; setShowAll: (v: boolean) => void }) {
   const counts = new Map<string, number>();
   hosts.forEach((h) => counts.set(h.health, (counts.get(h.health) ?? 0) + 1));
   const failing = hosts.filter((h) => h.health === 'Failed' || h.health === 'OOMKilled');
@@ -136,16 +136,22 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
   const [yaml, setYaml] = useState('');
   const [deleting, setDeleting] = useState(false);
   const [usage, setUsage] = useState<JobUsage>();
+  const [showAllHosts, setShowAllHosts] = useState(false);
   const running = v?.state.phase === 'Running' || v?.state.phase === 'Pending';
-  // Usage is read while the job's pods run, every few seconds, as top --watch.
+  // Usage is read while the job's pods run and their tiles are drawn, as
+  // top --watch: every 5 s from metrics.k8s.io (one request), and, from
+  // the kubelets (a request a node), 5 s more for every 64 nodes.
+  const usageShown = running && (v?.hosts.length ?? 0) > 0 && ((v?.hosts.length ?? 0) <= manyHosts || showAllHosts);
+  const nodes = new Set(v?.hosts.map((h) => h.node).filter((n) => n)).size;
+  const every = usage?.source === 'metrics.k8s.io' ? 5000 : 5000 * Math.max(1, Math.ceil(nodes / 64));
   useEffect(() => {
-    if (!running) return;
+    if (!usageShown) return;
     let stop = false;
     const read = () => get<JobUsage>(`${jobPath(namespace, name)}/usage`).then((u) => { if (!stop) setUsage(u); }, () => {});
     read();
-    const t = setInterval(read, 5000);
+    const t = setInterval(read, every);
     return () => { stop = true; clearInterval(t); };
-  }, [namespace, name, running]);
+  }, [namespace, name, usageShown, every]);
   useEffect(() => {
     if (tab === 'yaml') getText(`${jobPath(namespace, name)}/yaml`).then(setYaml, (e: Error) => setYaml(e.message));
   }, [tab, namespace, name, v]);
@@ -181,7 +187,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                 ))}
               </DescriptionList>
               <Title headingLevel="h2" className="torus-section-title">Hosts and ranks</Title>
-              <Topology hosts={v.hosts} usage={running ? usage : undefined} />
+              <Topology hosts={v.hosts} usage={usageShown ? usage : undefined} showAll={showAllHosts} setShowAll={setShowAllHosts} />
             </Tab>
             <Tab eventKey="logs" title={<TabTitleText>Logs</TabTitleText>}>
               <Logs namespace={namespace} name={name} hosts={v.hosts} />

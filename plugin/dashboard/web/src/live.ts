@@ -46,25 +46,29 @@ export function useStream(url: string, on: Record<string, (data: string) => void
 }
 
 // useLive reads url, and reads it again whenever the server's watch says
-// what it shows changed. One read at a time: changes that come during a
-// read are read once, when it ends, so a job that changes faster than it
-// can be read costs one read after another, never many at once.
+// what it shows changed. One read at a time, and each read that ends is
+// shown (unless the page moved to another url): changes that come during a
+// read are read once, when it ends. A job that changes faster than it can
+// be read then costs one read after another, never many at once, and its
+// page shows each answer rather than wait for the changes to stop.
 export function useLive<T>(url: string, watch: string): { data?: T; error?: string; reload: () => void } {
   const [data, setData] = useState<T>();
   const [error, setError] = useState<string>();
   const [tick, setTick] = useState(0);
+  const current = useRef(url);
+  current.current = url;
   const reading = useRef(false);
   const again = useRef(false);
+  useEffect(() => () => { current.current = ''; }, []);
   useEffect(() => {
     if (reading.current) {
       again.current = true;
       return;
     }
-    let stale = false;
     reading.current = true;
     get<T>(url).then(
-      (d) => { if (!stale) { setData(d); setError(undefined); } },
-      (e: Error) => { if (!stale) setError(e.message); },
+      (d) => { if (current.current === url) { setData(d); setError(undefined); } },
+      (e: Error) => { if (current.current === url) setError(e.message); },
     ).finally(() => {
       reading.current = false;
       if (again.current) {
@@ -72,7 +76,6 @@ export function useLive<T>(url: string, watch: string): { data?: T; error?: stri
         setTick((t) => t + 1);
       }
     });
-    return () => { stale = true; };
   }, [url, tick]);
   useStream(watch, { changed: () => setTick((t) => t + 1) });
   return { data, error, reload: () => setTick((t) => t + 1) };
