@@ -176,7 +176,7 @@ bench-dashboard: web ## How soon the dashboard shows a new job and a state chang
 	$(GO) run ./hack/bench -dashboard $(BENCH_FLAGS)
 
 .PHONY: bench-tenants
-bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, and one job's 1,000 to 16,384 pods (about 3 minutes); writes bench/tenants.md.
+bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, each cached kind at its worst, and one job's 1,000 to 16,384 pods (about 5 minutes); writes bench/tenants.md.
 	$(GO) run ./hack/bench -tenants $(BENCH_FLAGS)
 
 .PHONY: bench-micro
