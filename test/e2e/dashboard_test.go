@@ -60,7 +60,14 @@ var _ = Describe("kubectl mpi dashboard", func() {
 		var pods corev1.PodList
 		Expect(k8sClient.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{api.LabelJobName: "wide"})).To(Succeed())
 		Expect(pods.Items).To(HaveLen(257))
-		lists, reads := proxy.Count(podLists), proxy.Count(jobReads)
+		// The page's watch connects again when the API server ends one of
+		// its watches (a timeout, more often under load); a new connection
+		// may list the job's pods, twice at most: whether the user may,
+		// and a read before its watch of them has caught up.
+		connects := func(r framework.Request) bool {
+			return r.Watch() && strings.HasSuffix(r.Path, "/namespaces/"+ns+"/trainjobs") && r.Query.Get("fieldSelector") == ""
+		}
+		lists, reads, connected := proxy.Count(podLists), proxy.Count(jobReads), proxy.Count(connects)
 		for i := range pods.Items {
 			annotate(&pods.Items[i], "e2e.torus-mpi.io/touched", "true")
 		}
@@ -69,7 +76,9 @@ var _ = Describe("kubectl mpi dashboard", func() {
 		afterChanges := proxy.Count(jobReads)
 		annotate(&pods.Items[0], "e2e.torus-mpi.io/touched", "again")
 		Eventually(func() int { return proxy.Count(jobReads) }, time.Minute, 100*time.Millisecond).Should(BeNumerically(">", afterChanges))
-		Expect(proxy.Count(podLists)).To(Equal(lists), "the page listed the job's pods again on a change")
+		reconnects := proxy.Count(connects) - connected
+		Expect(proxy.Count(podLists)-lists).To(BeNumerically("<=", 2*reconnects),
+			"the page listed the job's pods again on a change (its watch connected again %d times)", reconnects)
 		GinkgoWriter.Printf("257 pod changes: %d reads of the job by the page, %d lists of its pods in all\n", proxy.Count(jobReads)-reads, proxy.Count(podLists))
 
 		By("following the logs of the first 8 hosts, and saying so")
