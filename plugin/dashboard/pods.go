@@ -36,7 +36,6 @@ type podFeed struct {
 	selector string
 
 	mu          sync.Mutex
-	refs        int
 	subscribers map[chan<- struct{}]struct{}
 }
 
@@ -57,14 +56,12 @@ func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) func() {
 	}
 	j.mu.Unlock()
 	f.mu.Lock()
-	f.refs++
 	f.subscribers[changed] = struct{}{}
 	f.mu.Unlock()
 	return func() {
 		f.mu.Lock()
 		delete(f.subscribers, changed)
-		f.refs--
-		last := f.refs == 0
+		last := len(f.subscribers) == 0
 		f.mu.Unlock()
 		if !last {
 			return
