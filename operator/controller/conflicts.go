@@ -18,7 +18,7 @@ import (
 // conflictRecheck is how soon a job whose child name is taken looks again
 // at first: the object in the way may be one the cache does not hold (it
 // lacks Torus's label), so no event says when it goes. The wait doubles
-// with each look up to maxConflictRecheck (memory.conflicted).
+// with each look up to maxConflictRecheck (conflictBackoff).
 const (
 	conflictRecheck    = 10 * time.Second
 	maxConflictRecheck = 5 * time.Minute

@@ -20,18 +20,18 @@ import (
 // Torus warns that the job will be stopped.
 const deadlineWarnFraction = 0.8
 
-// checkDeadline enforces spec.activeDeadlineSeconds. It returns done=true
-// when the deadline passed and the job was failed; otherwise when to look
-// again (zero for no deadline).
-func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (requeue time.Duration, done bool, err error) {
+// deadlinePhase enforces spec.activeDeadlineSeconds: a job past its
+// deadline is failed and stops here; one before it looks again when its
+// warning or its deadline is due.
+func (r *TrainJobReconciler) deadlinePhase(_ context.Context, s *scope) error {
 	ads := s.tj.Spec.ActiveDeadlineSeconds
 	if ads <= 0 || ptr.Deref(s.tj.Spec.Suspend, false) {
-		return 0, false, nil
+		return nil
 	}
 	start, queued := trainjob.LastStart(s.tj, r.kueue.Load() && r.build.Queued(s.tj))
 	if queued {
 		// The admission's status write brings the job back.
-		return 0, false, nil
+		return nil
 	}
 	limit := time.Duration(ads) * time.Second
 	deadline := start.Add(limit)
@@ -44,19 +44,22 @@ func (r *TrainJobReconciler) checkDeadline(ctx context.Context, s *scope) (reque
 			r.metrics.failed(s.tj, trainjob.ReasonDeadlineExceeded, s.now)
 		}
 		// The JobSet goes once the failure is saved (finish).
-		return 0, true, nil
+		s.stop = true
+		return nil
 	}
 	warnAt := start.Add(time.Duration(float64(limit) * deadlineWarnFraction))
 	if s.now.Before(warnAt) {
-		return warnAt.Sub(s.now), false, nil
+		s.lookAgain(warnAt.Sub(s.now))
+		return nil
 	}
 	// One warning a run: a job resumed from suspension starts a new one.
 	run := fmt.Sprintf("%s/%d", s.tj.UID, start.Unix())
-	if r.memory.warnDeadline(client.ObjectKeyFromObject(s.tj), run) {
+	if r.memory.deadlines.warn(client.ObjectKeyFromObject(s.tj), run) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonDeadlineApproaching,
 			"The job will be stopped at %s, when activeDeadlineSeconds=%d runs out", deadline.UTC().Format(time.RFC3339), ads)
 	}
-	return deadline.Sub(s.now), false, nil
+	s.lookAgain(deadline.Sub(s.now))
+	return nil
 }
 
 // checkSchedulingTimeout fails a job whose ranks have not all run within

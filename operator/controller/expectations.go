@@ -17,9 +17,9 @@ import (
 // than creating it again) and no longer when the request fails: nothing
 // was created to wait for.
 func (r *TrainJobReconciler) createExpected(ctx context.Context, s *scope, kind string, run int32, obj client.Object) error {
-	r.memory.expect(kind, s.tj, run, s.now)
+	r.memory.created.expect(kind, s.tj, run, s.now)
 	if err := r.client.Create(ctx, obj); err != nil {
-		r.memory.seen(kind, client.ObjectKeyFromObject(s.tj))
+		r.memory.created.seen(kind, client.ObjectKeyFromObject(s.tj))
 		return err
 	}
 	return nil
@@ -29,7 +29,7 @@ func (r *TrainJobReconciler) createExpected(ctx context.Context, s *scope, kind 
 // this run) has yet to reach the cache, and if so makes this reconcile wait
 // for its watch event rather than act on the stale cache.
 func (r *TrainJobReconciler) awaitingCreated(s *scope, kind string, run int32) bool {
-	if !r.memory.pending(kind, s.tj, run, s.now) {
+	if !r.memory.created.pending(kind, s.tj, run, s.now) {
 		return false
 	}
 	s.awaitCache = true
@@ -49,7 +49,7 @@ func (r *TrainJobReconciler) expectedCreate(kind string) predicate.Predicate {
 			made, _ := strconv.Atoi(e.Object.GetAnnotations()[api.AnnotationJobSetRestarts])
 			run = int32(made)
 		}
-		if !r.memory.observed(kind, e.Object, run) {
+		if !r.memory.created.observed(kind, e.Object, run) {
 			return true
 		}
 		js, ok := e.Object.(*jobsetv1alpha2.JobSet)

@@ -13,53 +13,110 @@ import (
 )
 
 // memory is what the reconciler keeps of each TrainJob between its
-// reconciles, keyed by the job's namespaced name: the children a reconcile
-// created and waits to see in the cache, the status write the cache has not
-// caught up with, the keys a restarted run carries over, and the run last
-// warned of its deadline. forget drops all of it when the job is gone; a
-// job's record goes as soon as it holds nothing.
+// reconciles, one store per purpose, each keyed by the job's namespaced
+// name. A store drops a job's entry as soon as it holds nothing, and forget
+// drops the job from every store once it is gone, so the memory is bounded
+// by the jobs in flight, not by the jobs ever seen.
 type memory struct {
-	mu   sync.Mutex
-	jobs map[client.ObjectKey]*jobMemory
+	// created: the children a reconcile created and waits to see in the
+	// cache.
+	created expectations
+	// statusWrites: the status write the cache has not caught up with.
+	statusWrites statusWrites
+	// progress: when a status write that only counted progress was sent.
+	progress progressWrites
+	// carried: the keys a restarted run carries over.
+	carried carriedKeys
+	// deadlines: the run last warned of its deadline.
+	deadlines deadlineWarnings
+	// conflicts: the back-off of a job whose child's name is taken.
+	conflicts conflictBackoff
+	// sandboxes: the last read of the kubelet's sandbox events.
+	sandboxes sandboxReads
 }
 
-// jobMemory is one TrainJob's record.
-type jobMemory struct {
-	// made maps a kind of child (a job has one of each) to when and for
-	// what it was created. The Job and ReplicaSet controllers keep such
-	// expectations too: another event (the job's own, a pod's) often
-	// brings the job back before the cache holds its new children, and
-	// the reconcile would create them again and be refused (hack/bench
-	// counted 409s for 0-2% of jobs), or replace SSH keys it just made.
-	made map[string]expectation
-	// statusReplaced is the resourceVersion the last status patch
-	// replaced, until the cache shows a newer one (Reconcile).
-	statusReplaced string
-	// carried are the keys a restarted run takes, between deleting the old
-	// SSH Secret and creating the new one.
-	carried *carried
-	// deadlineWarned is the run last warned about its deadline.
-	deadlineWarned string
-	// conflicts counts the reconciles in a row that found a child's name
-	// taken, for the back-off of conflictRecheck.
-	conflicts int
-	// sandbox is the last read of the kubelet's sandbox events, while
-	// the job has pods waiting for their sandbox (sandboxFailures).
-	sandbox *sandboxRead
-	// progressAt is when a status patch that only counted progress was
-	// last sent, for progressInterval after it (writeStatus).
-	progressAt time.Time
+// store is what memory needs of each of its stores.
+type store interface {
+	forget(job client.ObjectKey)
+	len() int
 }
 
-// sandboxRead is when sandboxFailures last read the events, and what they
-// explained.
-type sandboxRead struct {
-	at       time.Time
-	findings []diagnosis.Finding
+// stores lists every store of m; a test holds it to memory's fields.
+func (m *memory) stores() []store {
+	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes}
 }
 
-func (j *jobMemory) empty() bool {
-	return len(j.made) == 0 && j.statusReplaced == "" && j.carried == nil && j.deadlineWarned == "" && j.conflicts == 0 && j.sandbox == nil && j.progressAt.IsZero()
+// forget drops what is remembered of a job that is gone.
+func (m *memory) forget(job client.ObjectKey) {
+	for _, s := range m.stores() {
+		s.forget(job)
+	}
+}
+
+// entries is how many entries the stores hold in all.
+func (m *memory) entries() int {
+	n := 0
+	for _, s := range m.stores() {
+		n += s.len()
+	}
+	return n
+}
+
+// perJob holds one value per job, safe for concurrent reconciles.
+type perJob[T any] struct {
+	mu sync.Mutex
+	m  map[client.ObjectKey]T
+}
+
+// update runs change on the job's value (the zero value and false when
+// there is none) under the lock, and keeps what it returns, or drops the
+// entry when keep is false.
+func (p *perJob[T]) update(job client.ObjectKey, change func(v T, found bool) (next T, keep bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, found := p.m[job]
+	next, keep := change(v, found)
+	switch {
+	case !keep:
+		delete(p.m, job)
+	case p.m == nil:
+		p.m = map[client.ObjectKey]T{job: next}
+	default:
+		p.m[job] = next
+	}
+}
+
+func (p *perJob[T]) get(job client.ObjectKey) (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.m[job]
+	return v, ok
+}
+
+func (p *perJob[T]) set(job client.ObjectKey, v T) {
+	p.update(job, func(T, bool) (T, bool) { return v, true })
+}
+
+func (p *perJob[T]) forget(job client.ObjectKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, job)
+}
+
+func (p *perJob[T]) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m)
+}
+
+// expectations maps each job to the kinds of children (a job has one of
+// each) a reconcile created, with when and for what. The Job and ReplicaSet
+// controllers keep such expectations too: another event (the job's own, a
+// pod's) often brings the job back before the cache holds its new children,
+// and the reconcile would create them again and be refused, or replace SSH
+// keys it just made.
+type expectations struct {
+	perJob[map[string]expectation]
 }
 
 type expectation struct {
@@ -86,47 +143,14 @@ const anyRun = -1
 // trusted again (the child may have been deleted before it was seen).
 const expectationTTL = time.Minute
 
-// update runs change on a job's record, made if needed, under the lock,
-// and drops the record once it holds nothing.
-func (m *memory) update(job client.ObjectKey, change func(*jobMemory)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	j := m.jobs[job]
-	if j == nil {
-		j = &jobMemory{}
-	}
-	change(j)
-	switch {
-	case j.empty():
-		delete(m.jobs, job)
-	case m.jobs == nil:
-		m.jobs = map[client.ObjectKey]*jobMemory{job: j}
-	default:
-		m.jobs[job] = j
-	}
-}
-
-// forget drops what is remembered of a job that is gone.
-func (m *memory) forget(job client.ObjectKey) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.jobs, job)
-}
-
-// len is how many jobs have a record.
-func (m *memory) len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.jobs)
-}
-
 // expect records a child created for a job (and, for keys, a run).
-func (m *memory) expect(kind string, tj *trainer.TrainJob, run int32, now time.Time) {
-	m.update(client.ObjectKeyFromObject(tj), func(j *jobMemory) {
-		if j.made == nil {
-			j.made = map[string]expectation{}
+func (e *expectations) expect(kind string, tj *trainer.TrainJob, run int32, now time.Time) {
+	e.update(client.ObjectKeyFromObject(tj), func(made map[string]expectation, _ bool) (map[string]expectation, bool) {
+		if made == nil {
+			made = map[string]expectation{}
 		}
-		j.made[kind] = expectation{at: now, uid: tj.UID, run: run}
+		made[kind] = expectation{at: now, uid: tj.UID, run: run}
+		return made, true
 	})
 }
 
@@ -134,145 +158,162 @@ func (m *memory) expect(kind string, tj *trainer.TrainJob, run int32, now time.T
 // for keys, this run, or anyRun) and its watch event has not come yet.
 // Callers then wait for it, and requeue after expectationTTL in case the
 // child went before it was seen.
-func (m *memory) pending(kind string, tj *trainer.TrainJob, run int32, now time.Time) bool {
+func (e *expectations) pending(kind string, tj *trainer.TrainJob, run int32, now time.Time) bool {
 	var ok bool
-	m.update(client.ObjectKeyFromObject(tj), func(j *jobMemory) {
-		made, found := j.made[kind]
-		if found && (now.Sub(made.at) > expectationTTL || made.uid != tj.UID) {
-			delete(j.made, kind)
-			return
+	e.update(client.ObjectKeyFromObject(tj), func(made map[string]expectation, _ bool) (map[string]expectation, bool) {
+		m, found := made[kind]
+		if found && (now.Sub(m.at) > expectationTTL || m.uid != tj.UID) {
+			delete(made, kind)
+			return made, len(made) > 0
 		}
-		ok = found && (run == anyRun || made.run == run)
+		ok = found && (run == anyRun || m.run == run)
+		return made, len(made) > 0
 	})
 	return ok
 }
 
 // seen forgets a child once the cache holds it, or once it is deleted.
-func (m *memory) seen(kind string, job client.ObjectKey) {
-	m.update(job, func(j *jobMemory) { delete(j.made, kind) })
+func (e *expectations) seen(kind string, job client.ObjectKey) {
+	e.update(job, func(made map[string]expectation, _ bool) (map[string]expectation, bool) {
+		delete(made, kind)
+		return made, len(made) > 0
+	})
 }
 
 // observed reports whether a child that appeared in the cache is the one
 // its TrainJob's reconcile created and waits for, and forgets it then.
-func (m *memory) observed(kind string, obj client.Object, run int32) bool {
+func (e *expectations) observed(kind string, obj client.Object, run int32) bool {
 	owner := metav1.GetControllerOf(obj)
 	if owner == nil || owner.Kind != trainer.TrainJobKind {
 		return false
 	}
 	var ok bool
-	m.update(client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}, func(j *jobMemory) {
-		made, found := j.made[kind]
-		if ok = found && made.uid == owner.UID && made.run == run; ok {
-			delete(j.made, kind)
+	e.update(client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}, func(made map[string]expectation, _ bool) (map[string]expectation, bool) {
+		m, found := made[kind]
+		if ok = found && m.uid == owner.UID && m.run == run; ok {
+			delete(made, kind)
 		}
+		return made, len(made) > 0
 	})
 	return ok
 }
 
-// wroteStatus records that a status patch replaced resourceVersion.
-func (m *memory) wroteStatus(job client.ObjectKey, replaced string) {
-	m.update(job, func(j *jobMemory) { j.statusReplaced = replaced })
-}
+// statusWrites holds, for each job, the resourceVersion its last status
+// patch replaced, until the cache shows a newer one (Reconcile).
+type statusWrites struct{ perJob[string] }
 
-// statusBehind reports whether the cache still holds the job as it was
-// before the last status patch (at resourceVersion), and forgets the patch
-// once the cache has moved past it.
-func (m *memory) statusBehind(job client.ObjectKey, resourceVersion string) bool {
+// wrote records that a status patch replaced resourceVersion.
+func (w *statusWrites) wrote(job client.ObjectKey, replaced string) { w.set(job, replaced) }
+
+// behind reports whether the cache still holds the job as it was before
+// the last status patch (at resourceVersion), and forgets the patch once
+// the cache has moved past it.
+func (w *statusWrites) behind(job client.ObjectKey, resourceVersion string) bool {
 	var behind bool
-	m.update(job, func(j *jobMemory) {
-		if j.statusReplaced == "" {
-			return
-		}
-		if behind = j.statusReplaced == resourceVersion; !behind {
-			j.statusReplaced = ""
-		}
+	w.update(job, func(replaced string, found bool) (string, bool) {
+		behind = found && replaced == resourceVersion
+		return replaced, behind
 	})
 	return behind
 }
 
-// progressWait is how long a status patch that only counts progress must
-// wait at now, and forgets a progress write older than interval.
-func (m *memory) progressWait(job client.ObjectKey, now time.Time, interval time.Duration) time.Duration {
+// progressWrites holds when each job's last status patch that only counted
+// progress was sent, for the interval after it (writeStatus).
+type progressWrites struct{ perJob[time.Time] }
+
+// wait is how long a status patch that only counts progress must wait at
+// now, and forgets a progress write older than interval.
+func (p *progressWrites) wait(job client.ObjectKey, now time.Time, interval time.Duration) time.Duration {
 	var wait time.Duration
-	m.update(job, func(j *jobMemory) {
-		if j.progressAt.IsZero() {
-			return
+	p.update(job, func(at time.Time, found bool) (time.Time, bool) {
+		if !found {
+			return at, false
 		}
-		if since := now.Sub(j.progressAt); since < interval {
+		if since := now.Sub(at); since < interval {
 			wait = interval - since
-			return
+			return at, true
 		}
-		j.progressAt = time.Time{}
+		return at, false
 	})
 	return wait
 }
 
-// wroteProgress records a status patch that only counted progress.
-func (m *memory) wroteProgress(job client.ObjectKey, now time.Time) {
-	m.update(job, func(j *jobMemory) { j.progressAt = now })
+// wrote records a status patch that only counted progress.
+func (p *progressWrites) wrote(job client.ObjectKey, now time.Time) { p.set(job, now) }
+
+// sandboxReads holds each job's last read of the kubelet's sandbox events,
+// while it has pods waiting for their sandbox (sandboxFailures).
+type sandboxReads struct{ perJob[*sandboxRead] }
+
+// sandboxRead is when sandboxFailures last read the events, and what they
+// explained.
+type sandboxRead struct {
+	at       time.Time
+	findings []diagnosis.Finding
 }
 
-// lastSandboxRead returns the job's last read of sandbox events if it is
-// younger than maxAge at now.
-func (m *memory) lastSandboxRead(job client.ObjectKey, now time.Time, maxAge time.Duration) *sandboxRead {
-	var r *sandboxRead
-	m.update(job, func(j *jobMemory) {
-		if j.sandbox != nil && now.Sub(j.sandbox.at) < maxAge {
-			r = j.sandbox
-		}
-	})
-	return r
+// last returns the job's last read of sandbox events if it is younger than
+// maxAge at now.
+func (r *sandboxReads) last(job client.ObjectKey, now time.Time, maxAge time.Duration) *sandboxRead {
+	if read, ok := r.get(job); ok && now.Sub(read.at) < maxAge {
+		return read
+	}
+	return nil
 }
 
-// readSandbox records a read of sandbox events; nil forgets the last once
-// no pod of the job waits for its sandbox.
-func (m *memory) readSandbox(job client.ObjectKey, r *sandboxRead) {
-	m.update(job, func(j *jobMemory) { j.sandbox = r })
+// read records a read of sandbox events; nil forgets the last once no pod
+// of the job waits for its sandbox.
+func (r *sandboxReads) read(job client.ObjectKey, read *sandboxRead) {
+	r.update(job, func(*sandboxRead, bool) (*sandboxRead, bool) { return read, read != nil })
 }
+
+// carriedKeys holds the keys a restarted run takes, between deleting the
+// old SSH Secret and creating the new one.
+type carriedKeys struct{ perJob[carried] }
 
 // carry keeps the keys a restarted run takes until its Secret exists.
-func (m *memory) carry(job client.ObjectKey, c carried) {
-	m.update(job, func(j *jobMemory) { j.carried = &c })
-}
+func (c *carriedKeys) carry(job client.ObjectKey, keys carried) { c.set(job, keys) }
 
 // carriedFor are the keys kept for this job (its UID) and run, if any.
-func (m *memory) carriedFor(job client.ObjectKey, uid types.UID, run int32) *carried {
-	var c *carried
-	m.update(job, func(j *jobMemory) {
-		if j.carried != nil && j.carried.uid == uid && j.carried.run == run {
-			c = j.carried
-		}
-	})
-	return c
+func (c *carriedKeys) carriedFor(job client.ObjectKey, uid types.UID, run int32) *carried {
+	if k, ok := c.get(job); ok && k.uid == uid && k.run == run {
+		return &k
+	}
+	return nil
 }
 
-// dropCarried forgets the carried keys once the new Secret exists.
-func (m *memory) dropCarried(job client.ObjectKey) {
-	m.update(job, func(j *jobMemory) { j.carried = nil })
-}
+// drop forgets the carried keys once the new Secret exists.
+func (c *carriedKeys) drop(job client.ObjectKey) { c.forget(job) }
 
-// warnDeadline reports whether run has not been warned about its deadline
-// yet, and records it as warned.
-func (m *memory) warnDeadline(job client.ObjectKey, run string) bool {
+// deadlineWarnings holds the run each job was last warned about its
+// deadline in.
+type deadlineWarnings struct{ perJob[string] }
+
+// warn reports whether run has not been warned about its deadline yet, and
+// records it as warned.
+func (d *deadlineWarnings) warn(job client.ObjectKey, run string) bool {
 	var first bool
-	m.update(job, func(j *jobMemory) {
-		if first = j.deadlineWarned != run; first {
-			j.deadlineWarned = run
-		}
+	d.update(job, func(warned string, _ bool) (string, bool) {
+		first = warned != run
+		return run, true
 	})
 	return first
 }
+
+// conflictBackoff counts, for each job, the reconciles in a row that found
+// a child's name taken.
+type conflictBackoff struct{ perJob[int] }
 
 // conflicted records one more reconcile that found a child's name taken,
 // and returns when to look again: conflictRecheck, doubled with each
 // conflict in a row up to maxConflictRecheck. A name stays taken until a
 // person acts, and each look costs a create and a live read from the
 // client budget every namespace shares.
-func (m *memory) conflicted(job client.ObjectKey) time.Duration {
+func (c *conflictBackoff) conflicted(job client.ObjectKey) time.Duration {
 	var n int
-	m.update(job, func(j *jobMemory) {
-		j.conflicts++
-		n = j.conflicts
+	c.update(job, func(count int, _ bool) (int, bool) {
+		n = count + 1
+		return n, true
 	})
 	d := conflictRecheck
 	for i := 1; i < n && d < maxConflictRecheck; i++ {
@@ -282,6 +323,4 @@ func (m *memory) conflicted(job client.ObjectKey) time.Duration {
 }
 
 // unconflicted forgets a job's conflicts once its children are made.
-func (m *memory) unconflicted(job client.ObjectKey) {
-	m.update(job, func(j *jobMemory) { j.conflicts = 0 })
-}
+func (c *conflictBackoff) unconflicted(job client.ObjectKey) { c.forget(job) }

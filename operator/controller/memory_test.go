@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -24,32 +25,32 @@ func TestCreationsPending(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	pi, other, again := trainJob("pi", "uid-1"), trainJob("other", "uid-2"), trainJob("pi", "uid-3")
 	tests := map[string]struct {
-		steps func(c *memory)
+		steps func(c *expectations)
 		kind  string
 		job   *trainer.TrainJob
 		run   int32
 		at    time.Time
 		want  bool
 	}{
-		"nothing created":       {steps: func(*memory) {}, kind: childJobSet, job: pi, at: t0},
-		"created, unseen":       {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(time.Second), want: true},
-		"another kind":          {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childSecret, job: pi, at: t0},
-		"another job":           {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: other, at: t0},
-		"a namesake made again": {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: again, at: t0},
-		"seen in cache": {steps: func(c *memory) {
+		"nothing created":       {steps: func(*expectations) {}, kind: childJobSet, job: pi, at: t0},
+		"created, unseen":       {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(time.Second), want: true},
+		"another kind":          {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childSecret, job: pi, at: t0},
+		"another job":           {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: other, at: t0},
+		"a namesake made again": {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: again, at: t0},
+		"seen in cache": {steps: func(c *expectations) {
 			c.expect(childSecret, pi, 0, t0)
 			c.seen(childSecret, client.ObjectKeyFromObject(pi))
 		}, kind: childSecret, job: pi, at: t0},
-		"past the TTL":        {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL + time.Second)},
-		"at the TTL still":    {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL), want: true},
-		"job gone":            {steps: func(c *memory) { c.expect(childJobSet, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childJobSet, job: pi, at: t0},
-		"keys of another run": {steps: func(c *memory) { c.expect(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
-		"keys of this run":    {steps: func(c *memory) { c.expect(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
-		"keys of any run":     {steps: func(c *memory) { c.expect(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
+		"past the TTL":        {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL + time.Second)},
+		"at the TTL still":    {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0) }, kind: childJobSet, job: pi, at: t0.Add(expectationTTL), want: true},
+		"job gone":            {steps: func(c *expectations) { c.expect(childJobSet, pi, 0, t0); c.forget(client.ObjectKeyFromObject(pi)) }, kind: childJobSet, job: pi, at: t0},
+		"keys of another run": {steps: func(c *expectations) { c.expect(childSecret, pi, 0, t0) }, kind: childSecret, job: pi, run: 1, at: t0},
+		"keys of this run":    {steps: func(c *expectations) { c.expect(childSecret, pi, 1, t0) }, kind: childSecret, job: pi, run: 1, at: t0, want: true},
+		"keys of any run":     {steps: func(c *expectations) { c.expect(childSecret, pi, 3, t0) }, kind: childSecret, job: pi, run: anyRun, at: t0, want: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var c memory
+			var c expectations
 			tc.steps(&c)
 			if got := c.pending(tc.kind, tc.job, tc.run, tc.at); got != tc.want {
 				t.Errorf("pending(%s, %s, run %d) = %t, want %t", tc.kind, tc.job.Name, tc.run, got, tc.want)
@@ -83,7 +84,7 @@ func TestCreationsObserved(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var c memory
+			var c expectations
 			if tc.created {
 				c.expect(childSecret, pi, tc.run, t0)
 			}
@@ -101,58 +102,84 @@ func TestCreationsObserved(t *testing.T) {
 	}
 }
 
-// Everything kept of a job goes with it, and a record that holds nothing
-// goes at once: the memory is bounded by the jobs in flight, not by the jobs
-// ever seen.
+// Everything kept of a job goes with it, from every store, and an entry
+// that holds nothing goes at once: the memory is bounded by the jobs in
+// flight, not by the jobs ever seen.
 func TestMemoryForgets(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	pi := trainJob("pi", "uid-1")
 	key := client.ObjectKeyFromObject(pi)
 	var m memory
-	m.expect(childJobSet, pi, 0, t0)
-	m.wroteStatus(key, "41")
-	m.carry(key, carried{uid: pi.UID, run: 1})
-	m.warnDeadline(key, "uid-1/0")
-	if m.len() != 1 {
-		t.Fatalf("records = %d, want 1", m.len())
+	fill := func() {
+		m.created.expect(childJobSet, pi, 0, t0)
+		m.statusWrites.wrote(key, "41")
+		m.progress.wrote(key, t0)
+		m.carried.carry(key, carried{uid: pi.UID, run: 1})
+		m.deadlines.warn(key, "uid-1/0")
+		m.conflicts.conflicted(key)
+		m.sandboxes.read(key, &sandboxRead{at: t0})
+	}
+	fill()
+	for _, s := range m.stores() {
+		if s.len() != 1 {
+			t.Fatalf("%T holds %d entries, want 1: fill every store", s, s.len())
+		}
 	}
 	m.forget(key)
-	if m.len() != 0 || m.pending(childJobSet, pi, 0, t0) || m.statusBehind(key, "41") || m.carriedFor(key, pi.UID, 1) != nil {
-		t.Error("forget left something of the job")
+	if n := m.entries(); n != 0 {
+		t.Errorf("forget left %d entries of the job", n)
 	}
 
-	m.expect(childSecret, pi, 0, t0)
-	m.seen(childSecret, key)
-	m.wroteStatus(key, "41")
-	if m.statusBehind(key, "42") {
+	m.created.expect(childSecret, pi, 0, t0)
+	m.created.seen(childSecret, key)
+	m.statusWrites.wrote(key, "41")
+	if m.statusWrites.behind(key, "42") {
 		t.Error("the cache moved past the status write, yet it is reported behind")
 	}
-	if m.len() != 0 {
-		t.Errorf("records = %d after everything was seen, want 0", m.len())
+	if n := m.entries(); n != 0 {
+		t.Errorf("%d entries after everything was seen, want 0", n)
+	}
+}
+
+// stores lists every field of memory, so forget misses no store.
+func TestMemoryStoresAreEveryField(t *testing.T) {
+	var m memory
+	listed := map[uintptr]bool{}
+	for _, s := range m.stores() {
+		listed[reflect.ValueOf(s).Pointer()] = true
+	}
+	v := reflect.ValueOf(&m).Elem()
+	for i := range v.NumField() {
+		if !listed[v.Field(i).Addr().Pointer()] {
+			t.Errorf("memory.%s is not in stores(): forget would keep it", v.Type().Field(i).Name)
+		}
 	}
 }
 
 func TestMemoryStatusBehind(t *testing.T) {
 	key := client.ObjectKey{Namespace: "ns", Name: "pi"}
-	var m memory
-	if m.statusBehind(key, "41") {
+	var m statusWrites
+	if m.behind(key, "41") {
 		t.Error("behind with no status write")
 	}
-	m.wroteStatus(key, "41")
+	m.wrote(key, "41")
 	for range 2 {
-		if !m.statusBehind(key, "41") {
+		if !m.behind(key, "41") {
 			t.Fatal("the cache at the replaced version is not behind, or stops being behind before it moves")
 		}
 	}
-	if m.statusBehind(key, "43") || m.statusBehind(key, "41") {
+	if m.behind(key, "43") || m.behind(key, "41") {
 		t.Error("once the cache moved past the write, nothing is behind")
+	}
+	if m.len() != 0 {
+		t.Error("the entry outlived the write")
 	}
 }
 
 func TestMemoryDeadlineWarnedOncePerRun(t *testing.T) {
 	key := client.ObjectKey{Namespace: "ns", Name: "pi"}
-	var m memory
-	got := []bool{m.warnDeadline(key, "run-1"), m.warnDeadline(key, "run-1"), m.warnDeadline(key, "run-2"), m.warnDeadline(key, "run-2")}
+	var m deadlineWarnings
+	got := []bool{m.warn(key, "run-1"), m.warn(key, "run-1"), m.warn(key, "run-2"), m.warn(key, "run-2")}
 	if diff := cmp.Diff([]bool{true, false, true, false}, got); diff != "" {
 		t.Errorf("warnings (-want,+got):\n%s", diff)
 	}
@@ -161,7 +188,7 @@ func TestMemoryDeadlineWarnedOncePerRun(t *testing.T) {
 func TestMemoryCarriedKeys(t *testing.T) {
 	key := client.ObjectKey{Namespace: "ns", Name: "pi"}
 	keys := &mpi.SSHKeys{}
-	var m memory
+	var m carriedKeys
 	m.carry(key, carried{uid: "uid-1", run: 2, keys: keys})
 	tests := map[string]struct {
 		uid  types.UID
@@ -183,14 +210,14 @@ func TestMemoryCarriedKeys(t *testing.T) {
 			}
 		})
 	}
-	m.dropCarried(key)
+	m.drop(key)
 	if m.len() != 0 {
-		t.Error("the record outlived its last piece")
+		t.Error("the entry outlived the new Secret")
 	}
 }
 
 func TestConflictsBackOff(t *testing.T) {
-	var m memory
+	var m conflictBackoff
 	job := client.ObjectKey{Namespace: "ns", Name: "pi"}
 	var got []time.Duration
 	for range 7 {
@@ -218,11 +245,11 @@ func TestConflictsBackOff(t *testing.T) {
 func TestSandboxReads(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	pi, other := client.ObjectKey{Namespace: "ns", Name: "pi"}, client.ObjectKey{Namespace: "ns", Name: "other"}
-	var m memory
-	if m.lastSandboxRead(pi, t0, sandboxRecheck) != nil {
+	var m sandboxReads
+	if m.last(pi, t0, sandboxRecheck) != nil {
 		t.Fatal("a read before any was made")
 	}
-	m.readSandbox(pi, &sandboxRead{at: t0})
+	m.read(pi, &sandboxRead{at: t0})
 	for _, tc := range []struct {
 		job  client.ObjectKey
 		at   time.Time
@@ -232,11 +259,11 @@ func TestSandboxReads(t *testing.T) {
 		{pi, t0.Add(sandboxRecheck), false},
 		{other, t0, false},
 	} {
-		if got := m.lastSandboxRead(tc.job, tc.at, sandboxRecheck) != nil; got != tc.want {
+		if got := m.last(tc.job, tc.at, sandboxRecheck) != nil; got != tc.want {
 			t.Errorf("%s at +%s: a read to reuse %t, want %t", tc.job.Name, tc.at.Sub(t0), got, tc.want)
 		}
 	}
-	m.readSandbox(pi, nil)
+	m.read(pi, nil)
 	if n := m.len(); n != 0 {
 		t.Errorf("%d records kept once no pod waits", n)
 	}
@@ -247,11 +274,11 @@ func TestSandboxReads(t *testing.T) {
 func TestProgressWrites(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pi, other := client.ObjectKey{Namespace: "ns", Name: "pi"}, client.ObjectKey{Namespace: "ns", Name: "other"}
-	var m memory
-	if w := m.progressWait(pi, t0, progressInterval); w != 0 {
+	var m progressWrites
+	if w := m.wait(pi, t0, progressInterval); w != 0 {
 		t.Fatalf("a wait of %s before any progress was written", w)
 	}
-	m.wroteProgress(pi, t0)
+	m.wrote(pi, t0)
 	for _, tc := range []struct {
 		job  client.ObjectKey
 		at   time.Time
@@ -261,7 +288,7 @@ func TestProgressWrites(t *testing.T) {
 		{other, t0.Add(300 * time.Millisecond), 0},
 		{pi, t0.Add(progressInterval), 0},
 	} {
-		if got := m.progressWait(tc.job, tc.at, progressInterval); got != tc.want {
+		if got := m.wait(tc.job, tc.at, progressInterval); got != tc.want {
 			t.Errorf("%s at +%s: wait %s, want %s", tc.job.Name, tc.at.Sub(t0), got, tc.want)
 		}
 	}

@@ -101,16 +101,15 @@ func TestResolvePhase(t *testing.T) {
 			if tc.maxNodes > 0 {
 				r.maxNodes = tc.maxNodes
 			}
-			s := &scope{tj: tc.tj, now: time.Now()}
+			s := &scope{tj: tc.tj, rt: tc.rt, rtErr: tc.rtErr, now: time.Now()}
 			if tc.started {
 				s.jobSet = startedOn(t, tc.tj)
 			}
-			frozen, recheck, err := r.resolvePhase(context.Background(), s, tc.rt, tc.rtErr)
-			if err != nil {
+			if err := r.resolvePhase(context.Background(), s); err != nil {
 				t.Fatal(err)
 			}
-			if frozen != tc.wantFrozen || recheck != tc.wantRecheck || (s.job != nil) != tc.wantJob {
-				t.Errorf("frozen, recheck, job = %v, %v, %v; want %v, %v, %v", frozen, recheck, s.job != nil, tc.wantFrozen, tc.wantRecheck, tc.wantJob)
+			if s.frozen != tc.wantFrozen || s.requeueAfter() != tc.wantRecheck || (s.job != nil) != tc.wantJob || s.stop == tc.wantJob {
+				t.Errorf("frozen, recheck, job, stop = %v, %v, %v, %v; want %v, %v, %v, %v", s.frozen, s.requeueAfter(), s.job != nil, s.stop, tc.wantFrozen, tc.wantRecheck, tc.wantJob, !tc.wantJob)
 			}
 			created := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionCreated)
 			switch {
@@ -128,7 +127,7 @@ func TestResolvePhase(t *testing.T) {
 
 // The deadline phase stops a job whose activeDeadlineSeconds ran out since
 // it last started, once, and warns once a run when it is close.
-func TestCheckDeadline(t *testing.T) {
+func TestDeadlinePhase(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	cases := map[string]struct {
 		after       time.Duration
@@ -150,12 +149,11 @@ func TestCheckDeadline(t *testing.T) {
 			var events []string
 			for range 2 { // the same reconcile twice: one event, one warning
 				s := &scope{tj: tj.DeepCopy(), now: t0.Add(tc.after)}
-				requeue, stopped, err := r.checkDeadline(context.Background(), s)
-				if err != nil {
+				if err := r.deadlinePhase(context.Background(), s); err != nil {
 					t.Fatal(err)
 				}
-				if requeue != tc.wantRequeue || stopped != tc.wantStopped {
-					t.Errorf("requeue, stopped = %s, %v; want %s, %v", requeue, stopped, tc.wantRequeue, tc.wantStopped)
+				if s.requeueAfter() != tc.wantRequeue || s.stop != tc.wantStopped {
+					t.Errorf("requeue, stopped = %s, %v; want %s, %v", s.requeueAfter(), s.stop, tc.wantRequeue, tc.wantStopped)
 				}
 				for _, e := range s.events {
 					events = append(events, e.reason)
@@ -166,6 +164,36 @@ func TestCheckDeadline(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantEvents, events); diff != "" {
 				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The requeue is decided in one place: the soonest any phase asked for,
+// capped at expectationTTL while a child is awaited in the cache; an ask of
+// zero or less asks nothing.
+func TestRequeueAfter(t *testing.T) {
+	cases := map[string]struct {
+		asks       []time.Duration
+		awaitCache bool
+		want       time.Duration
+	}{
+		"nothing asked":                 {},
+		"one ask":                       {asks: []time.Duration{30 * time.Second}, want: 30 * time.Second},
+		"the soonest wins":              {asks: []time.Duration{30 * time.Second, 10 * time.Second, 20 * time.Second}, want: 10 * time.Second},
+		"zero and less ask nothing":     {asks: []time.Duration{0, 30 * time.Second, -time.Second}, want: 30 * time.Second},
+		"awaiting the cache":            {awaitCache: true, want: expectationTTL},
+		"awaiting the cache, sooner":    {asks: []time.Duration{5 * time.Second}, awaitCache: true, want: 5 * time.Second},
+		"awaiting the cache, later ask": {asks: []time.Duration{5 * time.Minute}, awaitCache: true, want: expectationTTL},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := &scope{awaitCache: tc.awaitCache}
+			for _, d := range tc.asks {
+				s.lookAgain(d)
+			}
+			if got := s.requeueAfter(); got != tc.want {
+				t.Errorf("requeueAfter = %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -39,18 +39,18 @@ func (r *TrainJobReconciler) sandboxFailures(ctx context.Context, s *scope) ([]d
 		}
 	}
 	if len(waiting) == 0 {
-		r.memory.readSandbox(key, nil)
+		r.memory.sandboxes.read(key, nil)
 		return nil, nil
 	}
-	s.recheck = minPositive(s.recheck, sandboxRecheck)
-	if last := r.memory.lastSandboxRead(key, s.now, sandboxRecheck); last != nil {
+	s.lookAgain(sandboxRecheck)
+	if last := r.memory.sandboxes.last(key, s.now, sandboxRecheck); last != nil {
 		return last.findings, nil
 	}
 	findings, err := r.readSandboxEvents(ctx, s, waiting[:min(len(waiting), sandboxLookups)])
 	if err != nil {
 		return nil, err
 	}
-	r.memory.readSandbox(key, &sandboxRead{at: s.now, findings: findings})
+	r.memory.sandboxes.read(key, &sandboxRead{at: s.now, findings: findings})
 	return findings, nil
 }
 

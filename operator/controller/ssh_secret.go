@@ -39,7 +39,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		made, _ := strconv.Atoi(existing.Annotations[api.AnnotationJobSetRestarts])
 		if int32(made) >= restarts {
-			r.memory.seen(childSecret, job)
+			r.memory.created.seen(childSecret, job)
 			return false, nil
 		}
 		if r.awaitingCreated(s, childSecret, restarts) {
@@ -70,7 +70,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		if next, ok := mpi.NextSSHKeys(old.Data); ok && proof == dataMade {
 			// Kept until the new Secret exists: the old one may be gone
 			// before the create succeeds (a finalizer, a refused create).
-			r.memory.carry(job, carried{uid: s.tj.UID, run: restarts, keys: next})
+			r.memory.carried.carry(job, carried{uid: s.tj.UID, run: restarts, keys: next})
 		}
 		// The Secret is immutable: new keys mean a new object.
 		if gone, err := r.deleteSSHSecret(ctx, s); err != nil || !gone {
@@ -81,7 +81,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	case r.awaitingCreated(s, childSecret, restarts):
 		return false, nil
 	}
-	if c := r.memory.carriedFor(job, s.tj.UID, restarts); c != nil {
+	if c := r.memory.carried.carriedFor(job, s.tj.UID, restarts); c != nil {
 		current = c.keys
 	}
 	secret, err := children.BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
@@ -103,7 +103,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		}
 		return false, fmt.Errorf("creating SSH secret: %w", err)
 	}
-	r.memory.dropCarried(job)
+	r.memory.carried.drop(job)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
 		// New keys for a resumed or restarted run; the first run's are
@@ -141,7 +141,7 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 		pre.UID = ptr.To(cached.UID)
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("getting SSH secret: %w", err)
-	case !r.memory.pending(childSecret, s.tj, anyRun, s.now):
+	case !r.memory.created.pending(childSecret, s.tj, anyRun, s.now):
 		return true, nil
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
@@ -157,6 +157,6 @@ func (r *TrainJobReconciler) deleteSSHSecret(ctx context.Context, s *scope) (boo
 		ctrl.LoggerFrom(ctx).V(2).Info("Deleted SSH keys", "secret", secret.Name)
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysDeleted, "Deleted SSH keys in Secret %s", secret.Name)
 	}
-	r.memory.seen(childSecret, client.ObjectKeyFromObject(s.tj))
+	r.memory.created.seen(childSecret, client.ObjectKeyFromObject(s.tj))
 	return true, nil
 }

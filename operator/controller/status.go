@@ -158,7 +158,7 @@ func (r *TrainJobReconciler) awaitJobSetReport(s *scope) {
 			s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetPending,
 				fmt.Sprintf("Created JobSet %s; waiting for the JobSet controller to start it", js.Name))
 		}
-		s.recheck = r.jobSetReportTimeout - waited
+		s.lookAgain(r.jobSetReportTimeout - waited)
 		return
 	}
 	msg := fmt.Sprintf("JobSet %s exists, but the JobSet controller has not reported on it in %s: check that it runs (kubectl mpi doctor) and the JobSet's events (kubectl describe jobset %s -n %s)",

@@ -67,6 +67,16 @@ type TrainJobReconciler struct {
 
 // scope is the state of one reconcile.
 type scope struct {
+	// rt is the job's runtime, or rtErr why it cannot be read.
+	rt    *mpi.Runtime
+	rtErr error
+	// frozen: the job cannot be built afresh but has started, so it goes
+	// on as it started (resolvePhase): its children are left as they are.
+	frozen bool
+	// stop ends the phases of this reconcile: the job is blocked, was just
+	// stopped (what is left of it goes once the failure is saved), or
+	// waits for the cache.
+	stop bool
 	// keysReady: the keys of the job's current run are Torus's own, so its
 	// pods may start (ungatePods).
 	keysReady bool
@@ -91,8 +101,34 @@ type scope struct {
 	// awaitCache is set when a child this reconciler created is not in the
 	// cache yet (see memory).
 	awaitCache bool
-	// recheck is when to look again though no event may come.
+	// recheck is the soonest any phase asked to look again though no event
+	// may come (lookAgain).
 	recheck time.Duration
+}
+
+// phase is one step of a reconcile of a job that has not ended. It may end
+// the reconcile there (s.stop) and ask to look at the job again after a
+// while (s.lookAgain); requeueAfter alone decides when.
+type phase func(ctx context.Context, s *scope) error
+
+// lookAgain asks to reconcile the job again within d though no event may
+// come; the soonest ask wins. Zero or less asks nothing.
+func (s *scope) lookAgain(d time.Duration) {
+	if d > 0 && (s.recheck <= 0 || d < s.recheck) {
+		s.recheck = d
+	}
+}
+
+// requeueAfter is when to reconcile the job again though no event may
+// come: the soonest any phase asked for, and expectationTTL while a child
+// this reconcile waits for has not reached the cache (it may have gone
+// before it was seen).
+func (s *scope) requeueAfter() time.Duration {
+	d := s.recheck
+	if s.awaitCache && (d <= 0 || expectationTTL < d) {
+		d = expectationTTL
+	}
+	return d
 }
 
 type queuedEvent struct {
@@ -182,7 +218,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("trainJob", klog.KObj(&tj))
 	ctx = ctrl.LoggerInto(ctx, log)
-	if r.memory.statusBehind(req.NamespacedName, tj.ResourceVersion) {
+	if r.memory.statusWrites.behind(req.NamespacedName, tj.ResourceVersion) {
 		// The cache still holds the job as it was before our last status
 		// patch: the children's watch events often come first. Working
 		// from it would send that patch, and its events, again (hack/bench
@@ -194,10 +230,9 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	log.V(3).Info("Reconciling")
 
-	s := &scope{tj: tj.DeepCopy(), now: r.clock.Now()}
-	requeue, err := r.reconcile(ctx, s, rt, rtErr)
-	wait, statusErr := r.writeStatus(ctx, &tj, s)
-	if statusErr != nil {
+	s := &scope{tj: tj.DeepCopy(), rt: rt, rtErr: rtErr, now: r.clock.Now()}
+	err := r.reconcile(ctx, s)
+	if statusErr := r.writeStatus(ctx, &tj, s); statusErr != nil {
 		err = errors.Join(err, statusErr)
 	} else {
 		for _, e := range s.events {
@@ -208,16 +243,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.metrics.ReconcileErrors.WithLabelValues(tj.Namespace).Inc()
 		return ctrl.Result{}, err
 	}
-	if s.awaitCache {
-		requeue = minPositive(requeue, expectationTTL)
-	}
-	if s.recheck > 0 {
-		requeue = minPositive(requeue, s.recheck)
-	}
-	if wait > 0 {
-		requeue = minPositive(requeue, wait)
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: s.requeueAfter()}, nil
 }
 
 // upstreams reports whether a TrainJob is upstream's to reconcile. A job
@@ -318,82 +344,46 @@ func (r *TrainJobReconciler) startedJob(s *scope) *mpi.Job {
 }
 
 // reconcile brings one MPI job a step further. A job that has not ended
-// goes through phases (progress), each of which may end the reconcile
+// goes through phases (progress), any of which may end the reconcile
 // early; a job that has ended, or ends in this reconcile, has what is left
-// of it cleaned up (finish). It returns when to look again though no event
-// may come.
-func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (time.Duration, error) {
+// of it cleaned up (finish).
+func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) error {
 	if err := r.observeJobSet(ctx, s); err != nil {
-		return 0, err
+		return err
 	}
 	if wrote, err := r.reprove(ctx, s); wrote || err != nil {
 		s.awaitCache = true
-		return 0, err
+		return err
 	}
-	var requeue time.Duration
 	if trainjob.Finished(s.tj) {
 		if s.jobSet != nil {
 			// JobSet stops the remaining jobs after the TrainJob finished.
 			s.tj.Status.JobsStatus = jobsStatus(s.jobSet)
 		}
 	} else {
-		var stop bool
-		var err error
-		if requeue, stop, err = r.progress(ctx, s, rt, rtErr); stop || err != nil || !trainjob.Finished(s.tj) {
-			return requeue, err
+		if err := r.progress(ctx, s); s.stop || err != nil || !trainjob.Finished(s.tj) {
+			return err
 		}
+		// A job that ended has nothing left to look at again for.
+		s.recheck = 0
 	}
-	return 0, r.finish(ctx, s)
+	return r.finish(ctx, s)
 }
 
-// progress runs the phases of a job that has not ended: resolve it, hold
-// it to its deadline, make its children, follow its admission and its pods
-// into its status, and fail it if it cannot start. stop ends the reconcile
-// here: the job is blocked, was just stopped (what is left of it goes once
-// the failure is saved), or waits for the cache.
-func (r *TrainJobReconciler) progress(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (requeue time.Duration, stop bool, err error) {
-	frozen, blockedFor, err := r.resolvePhase(ctx, s, rt, rtErr)
-	if err != nil || s.job == nil {
-		return blockedFor, true, err
-	}
-	requeue, stopped, err := r.checkDeadline(ctx, s)
-	if stopped || err != nil {
-		return 0, true, err
-	}
-	if !frozen {
-		if stop, err := r.childrenPhase(ctx, s, rt); stop || err != nil {
-			return 0, true, err
+// progress runs the phases of a job that has not ended, in order, until
+// one stops: resolve it, hold it to its deadline, make its children,
+// follow its admission and its pods into its status, and fail it if it
+// cannot start.
+func (r *TrainJobReconciler) progress(ctx context.Context, s *scope) error {
+	for _, p := range []phase{
+		r.resolvePhase, r.deadlinePhase, r.childrenPhase, r.admissionPhase, r.podsPhase,
+		r.gatePhase, r.markWorkersReady, r.statusPhase, r.startPhase,
+	} {
+		if err := p(ctx, s); err != nil || s.stop {
+			return err
 		}
 	}
-	if err := r.admissionPhase(ctx, s); err != nil {
-		return 0, true, err
-	}
-	if err := r.podsPhase(ctx, s); err != nil {
-		return 0, true, err
-	}
-	if frozen {
-		s.keysReady = r.keysMade(ctx, s)
-	}
-	if err := r.ungatePods(ctx, s); err != nil {
-		return 0, true, err
-	}
-	if err := r.markWorkersReady(ctx, s); err != nil {
-		return 0, true, err
-	}
-	r.syncStatus(s)
-	wait, err := r.startPhase(ctx, s)
-	if err != nil {
-		return 0, true, err
-	}
-	if wait > 0 {
-		requeue = minPositive(requeue, wait)
-	}
-	if s.job.Network != nil && !isTrue(s.tj, trainjob.ConditionNetworksReady) {
-		// Multus's report may be late; a missing one becomes an error after
-		// a grace period, with no event to wake us.
-		requeue = minPositive(requeue, networkStatusGracePeriod/3)
-	}
-	return requeue, false, nil
+	return nil
 }
 
 // observeJobSet reads the job's JobSet from the cache, if it has one.
@@ -402,7 +392,7 @@ func (r *TrainJobReconciler) observeJobSet(ctx context.Context, s *scope) error 
 	switch err := r.client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: mpi.JobSetName(s.tj.Name)}, &js); {
 	case err == nil:
 		s.jobSet = &js
-		r.memory.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
+		r.memory.created.seen(childJobSet, client.ObjectKeyFromObject(s.tj))
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("getting JobSet: %w", err)
 	}
@@ -411,14 +401,14 @@ func (r *TrainJobReconciler) observeJobSet(ctx context.Context, s *scope) error 
 
 // resolvePhase sets s.job: the job resolved afresh from its TrainJob,
 // runtime and network profile, or, when that is blocked but the job has
-// started, the job as it started (frozen: its deadline, status and end
+// started, the job as it started (s.frozen: its deadline, status and end
 // are still Torus's; its children are left as they are). A job blocked
-// before it started leaves s.job nil with Created=False, and says when to
-// look again.
-func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi.Runtime, rtErr error) (frozen bool, recheck time.Duration, err error) {
-	job, block, err := r.resolve(ctx, s, rt, rtErr)
+// before it started stops here with s.job nil and Created=False, and says
+// when to look again.
+func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope) error {
+	job, block, err := r.resolve(ctx, s, s.rt, s.rtErr)
 	if err != nil {
-		return false, 0, err
+		return err
 	}
 	started := r.startedJob(s)
 	switch {
@@ -428,11 +418,13 @@ func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi
 		if block.networks && s.setCondition(trainjob.ConditionNetworksReady, metav1.ConditionFalse, block.reason, block.message) {
 			s.event(corev1.EventTypeWarning, block.reason, "%s", block.message)
 		}
-		return false, block.recheck, nil
+		s.stop = true
+		s.lookAgain(block.recheck)
+		return nil
 	case block != nil:
 		ctrl.LoggerFrom(ctx).V(1).Info("Job cannot be built afresh; tracking it as it started", "reason", block.reason, "message", block.message)
-		s.job = started
-		return true, 0, nil
+		s.job, s.frozen = started, true
+		return nil
 	case started != nil:
 		// The pods of a JobSet an earlier Torus made have the SSH
 		// directory it laid out: their keys come with an sshd
@@ -440,34 +432,40 @@ func (r *TrainJobReconciler) resolvePhase(ctx context.Context, s *scope, rt *mpi
 		job.SSH.StrictModes = started.SSH.StrictModes
 	}
 	s.job = job
-	return false, 0, nil
+	return nil
 }
 
-// childrenPhase builds the job's JobSet and makes or updates its children;
-// stop when the job cannot be built or a child conflicts.
-func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope, rt *mpi.Runtime) (stop bool, err error) {
+// childrenPhase builds the job's JobSet and makes or updates its children,
+// unless the job is frozen; it stops when the job cannot be built or a
+// child conflicts.
+func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope) error {
+	if s.frozen {
+		return nil
+	}
 	build := r.build
 	build.Nodes = r.nodeLister(ctx)
-	desired, err := children.BuildJobSet(s.tj, rt, s.job, build)
+	desired, err := children.BuildJobSet(s.tj, s.rt, s.job, build)
 	if err != nil {
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())
-		return true, nil
+		s.stop = true
+		return nil
 	}
 	key := client.ObjectKeyFromObject(s.tj)
-	if err := r.ensureChildren(ctx, s, rt, desired); err != nil {
+	if err := r.ensureChildren(ctx, s, s.rt, desired); err != nil {
 		if s.handleConflict(err) {
-			s.recheck = minPositive(s.recheck, r.memory.conflicted(key))
-			return true, nil
+			s.stop = true
+			s.lookAgain(r.memory.conflicts.conflicted(key))
+			return nil
 		}
-		return true, err
+		return err
 	}
-	r.memory.unconflicted(key)
+	r.memory.conflicts.unconflicted(key)
 	if s.willBeSuspended(desired) {
 		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
-			return true, err
+			return err
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // admissionPhase follows Kueue's admission of a queued job's workload.
@@ -528,29 +526,45 @@ func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
 	return nil
 }
 
+// gatePhase lets the job's pods be scheduled once this run's keys are
+// Torus's own. A frozen job made no children in this reconcile, so whether
+// its keys are made is read from the cache.
+func (r *TrainJobReconciler) gatePhase(ctx context.Context, s *scope) error {
+	if s.frozen {
+		s.keysReady = r.keysMade(ctx, s)
+	}
+	return r.ungatePods(ctx, s)
+}
+
+// statusPhase derives the job's status from its JobSet and pods.
+func (r *TrainJobReconciler) statusPhase(_ context.Context, s *scope) error {
+	r.syncStatus(s)
+	return nil
+}
+
 // startPhase holds a job that has not ended to its scheduling timeout and
-// checks its networks; it returns when to look at the timeout again.
-func (r *TrainJobReconciler) startPhase(ctx context.Context, s *scope) (time.Duration, error) {
+// checks its networks.
+func (r *TrainJobReconciler) startPhase(ctx context.Context, s *scope) error {
 	if trainjob.Finished(s.tj) {
-		return 0, nil
+		return nil
 	}
-	wait := r.checkSchedulingTimeout(s)
+	s.lookAgain(r.checkSchedulingTimeout(s))
 	if trainjob.Finished(s.tj) {
-		return 0, nil
+		return nil
 	}
-	_, err := r.syncNetworks(ctx, s)
-	return wait, err
+	if _, err := r.syncNetworks(ctx, s); err != nil {
+		return err
+	}
+	if s.job.Network != nil && !isTrue(s.tj, trainjob.ConditionNetworksReady) {
+		// Multus's report may be late; a missing one becomes an error after
+		// a grace period, with no event to wake us.
+		s.lookAgain(networkStatusGracePeriod / 3)
+	}
+	return nil
 }
 
 // networkRecheck is how often a job blocked on its network setup looks again.
 const networkRecheck = 30 * time.Second
-
-func minPositive(a, b time.Duration) time.Duration {
-	if a <= 0 || b < a {
-		return b
-	}
-	return a
-}
 
 // ensureChildren creates or updates the job's children, in the order its
 // pods need them.
@@ -628,32 +642,32 @@ const progressInterval = time.Second
 
 // writeStatus sends one status patch, only when the status changed; one
 // that only counts progress waits until progressInterval has passed since
-// the job's last such patch, and reports that wait (the reconcile comes
-// back then).
-func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) (time.Duration, error) {
+// the job's last such patch, and the reconcile comes back then.
+func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) error {
 	orderConditions(s.tj.Status.Conditions)
 	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
-		return 0, nil
+		return nil
 	}
 	key := client.ObjectKeyFromObject(orig)
 	progress := len(s.events) == 0 && progressOnly(&orig.Status, &s.tj.Status)
 	if progress {
-		if wait := r.memory.progressWait(key, s.now, progressInterval); wait > 0 {
-			return wait, nil
+		if wait := r.memory.progress.wait(key, s.now, progressInterval); wait > 0 {
+			s.lookAgain(wait)
+			return nil
 		}
 	}
 	err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig))
 	if err == nil && s.tj.ResourceVersion != orig.ResourceVersion {
-		r.memory.wroteStatus(key, orig.ResourceVersion)
+		r.memory.statusWrites.wrote(key, orig.ResourceVersion)
 		if progress {
-			r.memory.wroteProgress(key, s.now)
+			r.memory.progress.wrote(key, s.now)
 		}
 	}
 	// A job deleted meanwhile has no status left to write.
 	if client.IgnoreNotFound(err) != nil {
-		return 0, fmt.Errorf("updating TrainJob status: %w", err)
+		return fmt.Errorf("updating TrainJob status: %w", err)
 	}
-	return 0, nil
+	return nil
 }
 
 // progressOnly reports whether two statuses differ only in what counts
