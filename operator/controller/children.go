@@ -108,8 +108,14 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		return nil
 	case !sameSpec && (isSuspended || wantSuspend):
 		// Templates may change while suspended, and in the same request
-		// that suspends or resumes.
-		updated := existing.DeepCopy()
+		// that suspends or resumes. The update starts from the JobSet as
+		// the API server has it: the cache keeps a bounded part.
+		updated := &jobsetv1alpha2.JobSet{}
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(existing), updated); err != nil {
+			return fmt.Errorf("reading JobSet to update it: %w", err)
+		}
+		// What was decided on the cached JobSet applies to that version.
+		updated.ResourceVersion = existing.ResourceVersion
 		updated.Labels = desired.Labels
 		updated.Annotations = desired.Annotations
 		updated.Spec = desired.Spec

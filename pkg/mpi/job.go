@@ -216,13 +216,29 @@ func GPUs(rl corev1.ResourceList) int64 {
 	return n
 }
 
+// MaxJobRecord bounds a job's record (api.AnnotationJob): a few hundred
+// bytes, and a few KiB with a network profile's attachments and variables.
+// The operator's cache keeps no longer record, so no JobSet anyone writes
+// makes it hold more.
+const MaxJobRecord = 32 << 10
+
 // EncodeJob is a job as api.AnnotationJob records it.
 func EncodeJob(j *Job) (string, error) {
 	data, err := json.Marshal(j)
 	if err != nil {
 		return "", fmt.Errorf("encoding job %s: %w", j.Name, err)
 	}
+	if len(data) > MaxJobRecord {
+		return "", fmt.Errorf("job %s resolves to a record of %d KiB, over Torus's bound of %d KiB: its network profile %s sets too many variables; shorten the profile's env", j.Name, len(data)>>10, MaxJobRecord>>10, j.profileName())
+	}
 	return string(data), nil
+}
+
+func (j *Job) profileName() string {
+	if j.Network == nil {
+		return "(none)"
+	}
+	return j.Network.Profile
 }
 
 // DecodeJob reads a job api.AnnotationJob recorded; false when there is none or

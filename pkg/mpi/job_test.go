@@ -2,7 +2,11 @@ package mpi_test
 
 import (
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
@@ -23,5 +27,18 @@ func TestJobRecordRoundTrip(t *testing.T) {
 		if _, ok := mpi.DecodeJob(s); ok {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+}
+
+// A job whose record would be longer than the cache keeps is refused where
+// it is built, with what to change.
+func TestEncodeJobRefusesARecordTheCacheWouldDrop(t *testing.T) {
+	job := &mpi.Job{Name: "pi", Workers: 1, SlotsPerHost: 1, Network: &mpi.NetworkPlan{Profile: "ib"}}
+	for i := range 2000 {
+		job.Network.Env = append(job.Network.Env, corev1.EnvVar{Name: "NCCL_VAR_" + strconv.Itoa(i), Value: "value"})
+	}
+	_, err := mpi.EncodeJob(job)
+	if err == nil || !strings.Contains(err.Error(), "ib") || !strings.Contains(err.Error(), "env") {
+		t.Errorf("EncodeJob of a %d-variable profile: %v, want a refusal naming the profile and its env", len(job.Network.Env), err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/internal/wrappers"
@@ -154,6 +155,61 @@ func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
 	}
 }
 
+// A JobSet Torus builds keeps through the cache everything the operator
+// and upstream's framework read of it: the record of the job, the marks
+// Torus writes, its controller, suspend, and the JobSet controller's status.
+func TestCachedJobSetKeepsWhatIsRead(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Runtime()
+	tj := wrappers.MakeTrainJob("pi", "ns").UID("uid-1").RuntimeRef("rt").NumNodes(4).Obj()
+	job, err := mpi.ResolveJob(tj, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js.Annotations[api.AnnotationProof] = strings.Repeat("p", 64)
+	js.Annotations[api.AnnotationSpecHash] = strings.Repeat("h", 16)
+	js.Annotations[api.AnnotationSuspendedByTorus] = "true"
+	js.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.SchemeGroupVersion.WithKind("TrainJob"))}
+	js.Spec.Suspend = ptr.To(true)
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	js.Status = jobsetv1alpha2.JobSetStatus{
+		Restarts: 2, RestartsCountTowardsMax: 1, TerminalState: string(jobsetv1alpha2.JobSetFailed),
+		Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed), Status: metav1.ConditionTrue, Reason: "FailedJobs",
+			Message: "jobset failed due to reaching max number of restarts", LastTransitionTime: t0}},
+		ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: mpi.LauncherJob, Failed: 1}, {Name: mpi.NodeJob, Active: 4, Ready: 4}},
+	}
+	out, err := jobSetCacheTransform(js.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := out.(*jobsetv1alpha2.JobSet)
+	for _, k := range []string{api.AnnotationJob, api.AnnotationProof, api.AnnotationSpecHash, api.AnnotationSuspendedByTorus} {
+		if cached.Annotations[k] != js.Annotations[k] {
+			t.Errorf("annotation %s: cached %q, want %q", k, cached.Annotations[k], js.Annotations[k])
+		}
+	}
+	if got, ok := mpi.DecodeJob(cached.Annotations[api.AnnotationJob]); !ok || got.Workers != job.Workers {
+		t.Errorf("the cached record does not decode to the job: %+v", got)
+	}
+	if !metav1.IsControlledBy(cached, tj) {
+		t.Error("the cached JobSet lost its controller")
+	}
+	if diff := cmp.Diff(js.Status, cached.Status); diff != "" {
+		t.Errorf("status (-JobSet +cached):\n%s", diff)
+	}
+	if !ptr.Deref(cached.Spec.Suspend, false) || len(cached.Spec.ReplicatedJobs) != len(js.Spec.ReplicatedJobs) {
+		t.Errorf("spec kept: suspend %v, %d replicated jobs", cached.Spec.Suspend, len(cached.Spec.ReplicatedJobs))
+	}
+	for i, rj := range cached.Spec.ReplicatedJobs {
+		if rj.Name != js.Spec.ReplicatedJobs[i].Name || rj.Replicas != js.Spec.ReplicatedJobs[i].Replicas {
+			t.Errorf("replicated job %d: cached %s x%d, want %s x%d", i, rj.Name, rj.Replicas, js.Spec.ReplicatedJobs[i].Name, js.Spec.ReplicatedJobs[i].Replicas)
+		}
+	}
+}
+
 func messages(fs []diagnosis.Finding) []string {
 	out := make([]string, len(fs))
 	for i, f := range fs {
@@ -204,12 +260,28 @@ func TestCacheTransformsAtTheirWorst(t *testing.T) {
 		Reason: diagnosis.ReasonFailedCreate, Message: "Error creating: " + long(mib), Source: corev1.EventSource{Component: long(mib / 4)},
 		Related: &corev1.ObjectReference{Name: long(mib / 4)}}
 
+	// As many of each list as fit the API server's request size, each
+	// entry as long as validation allows.
+	jobSet := &jobsetv1alpha2.JobSet{ObjectMeta: meta()}
+	jobSet.Annotations[api.AnnotationJob] = long(mpi.MaxJobRecord)
+	jobSet.Annotations[api.AnnotationSpecHash] = long(mib / 4)
+	template := batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: containers()[:1]}}}}
+	jobSet.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{}
+	for i := range 200 {
+		name := long(60) + strconv.Itoa(i)
+		jobSet.Spec.ReplicatedJobs = append(jobSet.Spec.ReplicatedJobs, jobsetv1alpha2.ReplicatedJob{Name: name, Replicas: 1, Template: template})
+		jobSet.Spec.FailurePolicy.Rules = append(jobSet.Spec.FailurePolicy.Rules, jobsetv1alpha2.FailurePolicyRule{Name: long(128) + strconv.Itoa(i), OnJobFailureReasons: []string{long(1024)}})
+		jobSet.Status.ReplicatedJobsStatus = append(jobSet.Status.ReplicatedJobsStatus, jobsetv1alpha2.ReplicatedJobStatus{Name: name})
+		jobSet.Status.Conditions = append(jobSet.Status.Conditions, metav1.Condition{Type: long(312) + strconv.Itoa(i), Reason: long(1024), Message: long(4 << 10)})
+	}
+
 	tests := map[string]struct {
 		transform func(any) (any, error)
 		in        any
 		max       int
 	}{
 		"pod":            {podCacheTransform, pod, 40 << 10},
+		"jobset":         {jobSetCacheTransform, jobSet, mpi.MaxJobRecord + 24<<10},
 		"secret":         {secretCacheTransform, &corev1.Secret{ObjectMeta: meta()}, 2 << 10},
 		"config map":     {metadataCacheTransform, &corev1.ConfigMap{ObjectMeta: meta()}, 2 << 10},
 		"network policy": {metadataCacheTransform, &networkingv1.NetworkPolicy{ObjectMeta: meta()}, 2 << 10},
