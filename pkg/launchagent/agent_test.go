@@ -3,6 +3,7 @@ package launchagent
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"log"
@@ -544,6 +545,43 @@ func TestOpenSSH(t *testing.T) {
 			code := cmd.ProcessState.ExitCode()
 			if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.stderr) || tc.stderr == "" && stderr.Len() > 0 {
 				t.Errorf("ssh %q = %d, stdout %q, stderr %q; want %d, %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestShutdown: a stopped agent passes SIGTERM on to every running
+// command's process group and waits for them; a command that ignores it
+// gets SIGKILL when the shutdown's time runs out; nothing starts after.
+func TestShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command string
+		within  time.Duration
+		wantErr bool
+	}{
+		{name: "commands that stop on SIGTERM are waited for", within: waitTimeout,
+			command: `trap 'sleep 0.3; exit 0' TERM; echo $$; while :; do sleep 0.05; done`},
+		{name: "commands that ignore SIGTERM are killed when the time runs out", within: 300 * time.Millisecond, wantErr: true,
+			command: `trap '' TERM; echo $$; while :; do sleep 0.05; done`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s *Server
+			j := startJobWith(t, func(srv *Server) { s = srv })
+			_, lines := clientProcess(t, j, tc.command)
+			pids := readPIDs(t, lines, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.within)
+			defer cancel()
+			err := s.Shutdown(ctx)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Shutdown = %v, want an error: %t", err, tc.wantErr)
+			}
+			if !tc.wantErr && running(pids[0]) {
+				t.Errorf("Shutdown returned while the command %d still runs", pids[0])
+			}
+			waitGone(t, pids)
+			if _, stderr, code := run(j.client(t), "", "127.0.0.1", "echo late"); code == 0 {
+				t.Errorf("a command started after the shutdown (%q)", stderr)
 			}
 		})
 	}

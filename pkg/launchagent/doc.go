@@ -9,7 +9,12 @@
 // Unlike sshd it needs no root, no passwd entry and no configuration files,
 // passes its own environment on to commands (sshd replaces it), and kills a
 // command's whole process group when its client goes away, so that a job
-// killed on the launcher leaves no daemon behind on the workers.
+// killed on the launcher leaves no daemon behind on the workers. When its
+// pod is stopped, Shutdown passes SIGTERM on to every command's process
+// group at once and waits for them, so that ranks have the pod's grace
+// period to write a checkpoint; torus-launch then exits 0, and as a
+// container's first process it runs under an init of its own that reaps
+// the orphans the ranks leave.
 //
 // The agent listens on every interface of its pod, so any pod of the
 // cluster can connect to it, and it holds to sshd's bounds on what a peer

@@ -2,6 +2,7 @@ package launchagent
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +58,12 @@ type Server struct {
 	// LoginGraceTime is how long a connection has to authenticate before
 	// it is closed (DefaultLoginGraceTime if zero).
 	LoginGraceTime time.Duration
+
+	mu sync.Mutex
+	// running are the commands that have not exited, for Shutdown.
+	running map[*process]struct{}
+	// stopping: Shutdown was called; no command starts any more.
+	stopping bool
 }
 
 // NewServer makes a server presenting hostKey (a PEM private key) and
@@ -202,7 +211,7 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				break
 			}
 			var err error
-			if p, err = start(cmd.Command, env, ch); err != nil {
+			if p, err = s.start(cmd.Command, env, ch); err != nil {
 				s.logf("starting %q: %v", cmd.Command, err)
 				break
 			}
@@ -223,7 +232,11 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		}
 		// Only once exec has its reply may the channel close.
 		if req.Type == "exec" && ok {
-			go func(p *process) { s.finish(ch, p.wait()) }(p)
+			go func(p *process) {
+				state := p.wait()
+				s.forget(p)
+				s.finish(ch, state)
+			}(p)
 		}
 	}
 	if p == nil {
@@ -271,6 +284,68 @@ func (s *Server) finish(ch ssh.Channel, state *os.ProcessState) {
 type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+}
+
+// start runs a client's command and counts it running, unless the server
+// is shutting down.
+func (s *Server) start(command string, env []string, ch ssh.Channel) (*process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil, errors.New("the agent is stopping")
+	}
+	p, err := start(command, env, ch)
+	if err != nil {
+		return nil, err
+	}
+	if s.running == nil {
+		s.running = map[*process]struct{}{}
+	}
+	s.running[p] = struct{}{}
+	return p, nil
+}
+
+func (s *Server) forget(p *process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.running, p)
+}
+
+// Shutdown stops the server's commands as a pod being stopped must: no
+// command starts any more, every running command's process group gets
+// SIGTERM at once, and Shutdown returns when every group has exited, so
+// that ranks have the pod's whole grace period to write a checkpoint. If
+// ctx ends first, what is left gets SIGKILL. Listeners are the caller's to
+// close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = true
+	groups := make([]int, 0, len(s.running))
+	for p := range s.running {
+		groups = append(groups, p.cmd.Process.Pid)
+	}
+	s.mu.Unlock()
+	for _, pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// A group is gone once no process is left in it: its leader is
+		// reaped by wait, the orphans it left by the container's init.
+		groups = slices.DeleteFunc(groups, func(pgid int) bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH })
+		if len(groups) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			for _, pgid := range groups {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			return fmt.Errorf("%d commands still ran when the shutdown's time ran out; killed: %w", len(groups), ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // start runs command with /bin/sh, as sshd does, in a process group of its

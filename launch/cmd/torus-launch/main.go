@@ -47,6 +47,9 @@ func main() {
 	case "wait":
 		err = waitThenExec(args)
 	case "agent":
+		if asInit() {
+			os.Exit(runInit(os.Args[1:]))
+		}
 		err = agent(args)
 	case "ssh":
 		os.Exit(sshMain(args))
@@ -221,7 +224,26 @@ func agent(args []string) error {
 		return err
 	}
 	log.Printf("listening on %s", l.Addr())
-	return s.Serve(l)
+	// A pod stopped (its job done, stopped, preempted or restarted) asks
+	// with SIGTERM: the ranks get it at once and the pod's grace period to
+	// write a checkpoint, after which the kubelet kills what is left. An
+	// agent asked to stop has done its work, and exits 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Printf("stopping: the commands running get SIGTERM; waiting for them to exit")
+	l.Close()
+	if err := s.Shutdown(context.Background()); err != nil {
+		log.Print(err)
+	}
+	log.Printf("stopped")
+	return nil
 }
 
 // sshMain runs an ssh command line and returns ssh's exit code. Its own

@@ -5,14 +5,18 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/torus-mpi/torus/pkg/launchagent"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -192,4 +196,122 @@ func TestSetupThenRunsTheCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentStopsAsAPodIsStopped: the agent runs under an init of its own
+// (as it does as a container's first process), which reaps the orphans its
+// commands leave. SIGTERM reaches the commands at once and they have the
+// time they take to write a checkpoint; the agent then exits 0, so a pod
+// stopped once its job is done never reads as an error.
+func TestAgentStopsAsAPodIsStopped(t *testing.T) {
+	keys, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	agent := torusLaunch(t, "agent", "--listen=127.0.0.1:0",
+		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
+		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
+	agent.Env = append(agent.Env, envAsInit+"=1")
+	stderrPipe, err := agent.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	stderr := bufio.NewReader(stderrPipe)
+	line, err := stderr.ReadString('\n')
+	if err != nil {
+		t.Fatalf("the agent said %q: %v", line, err)
+	}
+	_, addr, _ := strings.Cut(strings.TrimSpace(line), "listening on ")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("the agent said %q", line)
+	}
+	client, err := launchagent.NewClient(writeFile(t, dir, "id", keys.ClientPrivate), writeFile(t, dir, "known_hosts", keys.HostPublic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.Port, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	client.Stdout, client.Stderr = &out, &out
+
+	// A rank that leaves an orphan behind, then runs until it is told to
+	// stop, and writes its checkpoint when it is.
+	checkpoint := filepath.Join(dir, "checkpoint")
+	started := filepath.Join(dir, "started")
+	rank := `sh -c 'sleep 2 &'; trap 'sleep 0.5; echo saved > ` + checkpoint + `; exit 0' TERM; touch ` + started + `; while :; do sleep 0.1; done`
+	code := make(chan int, 1)
+	go func() { code <- client.Run([]string{host, rank}) }()
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("the rank ended with %d before it was stopped: %s", c, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// The orphan is the init's to reap: it is adopted while it sleeps,
+	// and gone, not a zombie, once it has exited.
+	orphans := children(t, agent.Process.Pid, "S")
+	if len(orphans) != 1 {
+		t.Fatalf("the init's sleeping children: %v, want the rank's orphan", orphans)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + orphans[0]); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan %s was not reaped: zombies %v", orphans[0], children(t, agent.Process.Pid, "Z"))
+		}
+	}
+
+	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	err = agent.Wait()
+	if err != nil {
+		t.Errorf("the agent asked to stop exited with %v, want 0; it said %s", err, rest)
+	}
+	if data, err := os.ReadFile(checkpoint); err != nil || string(data) != "saved\n" {
+		t.Errorf("the rank wrote no checkpoint on SIGTERM (%q, %v); the agent said %s", data, err, rest)
+	}
+	if c := <-code; c != 0 {
+		t.Errorf("the rank's session ended with %d, want its own 0: %s", c, out.String())
+	}
+	if !strings.Contains(string(rest), "stopped") {
+		t.Errorf("the agent said %q, want it to say it stopped", rest)
+	}
+}
+
+// children are the sleep processes whose parent is pid and whose state is
+// state (S: sleeping; Z: exited but not reaped).
+func children(t *testing.T, pid int, state string) []string {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range stats {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		comm := string(data[bytes.IndexByte(data, '(')+1 : bytes.LastIndexByte(data, ')')])
+		fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+		if len(fields) > 1 && fields[0] == state && fields[1] == strconv.Itoa(pid) && comm == "sleep" {
+			out = append(out, string(data[:bytes.IndexByte(data, ' ')]))
+		}
+	}
+	return out
 }
