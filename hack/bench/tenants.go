@@ -381,7 +381,7 @@ func tenantsReport(m machine, base memory, steps []tenantStep, answered time.Dur
 		fmt.Fprintf(&b, "| %s | %s%s | %s | %.1f s |\n", s.What, mib1(s.After.Live), per, mib1(s.After.RSS), s.CPU)
 		prev = s.After
 	}
-	fmt.Fprintf(&b, "\nObjects \"at their worst\" carry every field a user may write filled as far as the API server accepts (hack/bench/worst.go). Each informer's watch decodes into a buffer as large as the largest object it has seen, so a few MiB of each step is that buffer and the garbage collector's timing, not what the cache keeps: per-object figures within a few hundred KB of zero are that noise. A JobSet's metadata is cached whole, for Torus and the embedded Trainer framework write JobSets from what they read.\n")
+	fmt.Fprintf(&b, "\nObjects \"at their worst\" carry every field a user may write filled as far as the API server accepts (hack/bench/worst.go). Each informer's watch decodes into a buffer as large as the largest object it has seen, so a few MiB of each step is that buffer and the garbage collector's timing, not what the cache keeps: per-object figures within a few hundred KB of zero are that noise. What each transform keeps of a kind at its worst is bounded in TestCacheTransformsAtTheirWorst (operator/controller/cache_test.go).\n")
 	fmt.Fprintf(&b, "\nA TrainJob created after the flood had its JobSet in %.2f s.\n\n", answered.Seconds())
 	fmt.Fprintf(&b, "## One job's pods\n\nA job of N workers whose N pods all exist (Pending: no node runs them), created from its JobSet's template as the Job controller would; the figures after the operator worked through their events.\n\n")
 	fmt.Fprintf(&b, "| pods | live heap | RSS | operator CPU while they were created |\n| --- | --- | --- | --- |\n")
