@@ -26,6 +26,12 @@ const (
 	// ("5") over the default Open MPI 4 ("4"). The Trainer API has a single
 	// OpenMPI value; the two majors need different environments (PRRTE).
 	AnnotationOpenMPIVersion = Domain + "openmpi-version"
+	// AnnotationMaxRestarts, on a TrainJob, is how many times its whole MPI
+	// world may start again after the program fails, over the runtime's
+	// failurePolicy.maxRestarts (0 by default: a failure fails the job).
+	// A pod disrupted, evicted or preempted, or lost with its node,
+	// restarts the job without spending it.
+	AnnotationMaxRestarts = Domain + "max-restarts"
 	// AnnotationKeepSSHKeys set to "true" keeps a finished job's SSH Secret.
 	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
 	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.

@@ -171,6 +171,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 		Operator:             jobsetv1alpha2.OperatorAll,
 		TargetReplicatedJobs: []string{mpi.LauncherJob},
 	}
+	restartPolicy(js, job)
 	js.Spec.Suspend = tj.Spec.Suspend
 	if opts.Queued(tj) {
 		// Kueue's JobSet integration: the queue travels with the JobSet,
@@ -328,9 +329,12 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 	}
 	if role == api.RoleWorker {
 		// MPI is all or nothing: a replaced worker cannot rejoin a running
-		// MPI world, so a worker failure fails the job at once, naming it.
+		// MPI world, so a worker's failure fails its Job at once, and the
+		// JobSet's failure policy restarts the whole world or fails it
+		// (restartPolicy).
 		spec.BackoffLimit = ptr.To[int32](0)
 	}
+	failOnDisruption(spec)
 
 	ps := &pod.Spec
 	idx := -1

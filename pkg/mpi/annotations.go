@@ -54,6 +54,16 @@ func parseLaunchAgentDelivery(v string) (string, error) {
 		api.AnnotationLaunchAgentDelivery, v, api.LaunchAgentByInitContainer, LaunchBinary, api.LaunchAgentByImageVolume, api.LaunchAgentAuto)
 }
 
+// parseMaxRestarts reads api.AnnotationMaxRestarts.
+func parseMaxRestarts(v string) (int32, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 || n > int64(MaxRestarts) {
+		return 0, fmt.Errorf("annotation %s=%q: set it to how many times the job may start again after its program fails, from 0 to %d (disruptions, evictions, preemptions and lost nodes do not count)",
+			api.AnnotationMaxRestarts, v, MaxRestarts)
+	}
+	return int32(n), nil
+}
+
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
@@ -81,6 +91,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseSSHPort(v)
 		case api.AnnotationSchedulingTimeout:
 			_, err = parseSchedulingTimeout(v)
+		case api.AnnotationMaxRestarts:
+			_, err = parseMaxRestarts(v)
 		case api.AnnotationRemoteLaunch:
 			_, err = parseRemoteLaunch(v)
 		case api.AnnotationLaunchAgentPath:

@@ -26,6 +26,11 @@ func TestCheckAnnotations(t *testing.T) {
 		"the agent's path: another binary's name":      {annotations: map[string]string{api.AnnotationLaunchAgentPath: "/usr/bin/sshd"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
 		"the agent's path: not clean":                  {annotations: map[string]string{api.AnnotationLaunchAgentPath: "/usr/../bin/torus-launch"}, wantBad: []string{api.AnnotationLaunchAgentPath}},
 		"others' annotations are not Torus's to check": {annotations: map[string]string{"example.com/port": "x"}},
+		"a restart budget":                             {annotations: map[string]string{api.AnnotationMaxRestarts: "3"}},
+		"no restarts":                                  {annotations: map[string]string{api.AnnotationMaxRestarts: "0"}},
+		"a negative budget":                            {annotations: map[string]string{api.AnnotationMaxRestarts: "-1"}, wantBad: []string{api.AnnotationMaxRestarts}},
+		"an absurd budget":                             {annotations: map[string]string{api.AnnotationMaxRestarts: "1000000"}, wantBad: []string{api.AnnotationMaxRestarts}},
+		"a budget that is not a number":                {annotations: map[string]string{api.AnnotationMaxRestarts: "always"}, wantBad: []string{api.AnnotationMaxRestarts}},
 		"bad values, each named": {
 			annotations: map[string]string{
 				api.AnnotationSSHPort: "80", api.AnnotationSchedulingTimeout: "0s", api.AnnotationSSHKeyAlgorithm: "dsa",

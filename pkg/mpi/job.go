@@ -58,6 +58,10 @@ type Job struct {
 	SchedulingTimeout time.Duration
 	// Network is the job's resolved MPINetworkProfile, if it selects one.
 	Network *NetworkPlan
+	// MaxRestarts is how many times the program's failure may start the
+	// whole world again (api.AnnotationMaxRestarts, else the runtime's
+	// failurePolicy.maxRestarts).
+	MaxRestarts int32 `json:",omitempty"`
 }
 
 // ResolveJob merges a TrainJob with its MPI runtime.
@@ -145,6 +149,17 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 			return nil, err
 		}
 		job.SchedulingTimeout = d
+	}
+	if fp := rt.Spec.Template.Spec.FailurePolicy; fp != nil {
+		job.MaxRestarts = fp.MaxRestarts
+	}
+	if v, ok := tj.Annotations[api.AnnotationMaxRestarts]; ok {
+		if job.MaxRestarts, err = parseMaxRestarts(v); err != nil {
+			return nil, err
+		}
+	}
+	if job.MaxRestarts < 0 || job.MaxRestarts > MaxRestarts {
+		return nil, fmt.Errorf("%s %q: failurePolicy.maxRestarts is %d: set it from 0 to %d", rt.Kind, rt.Name, job.MaxRestarts, MaxRestarts)
 	}
 	return job, nil
 }

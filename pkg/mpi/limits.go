@@ -15,6 +15,9 @@ const (
 	// 60 bytes (short job and namespace names); CheckSize refuses longer
 	// ones by the hostfile's own size.
 	DefaultMaxNodes int32 = 16384
+	// MaxRestarts bounds a job's restart budget (api.AnnotationMaxRestarts):
+	// the program's own failures, each of which runs the whole world again.
+	MaxRestarts int32 = 100
 	// AbsoluteMaxNodes is what --max-nodes may be raised to, and what
 	// ResolveJob accepts whatever the configuration.
 	AbsoluteMaxNodes int32 = 65536

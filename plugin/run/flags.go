@@ -37,10 +37,13 @@ type jobFlags struct {
 	Topology       string
 	// SchedulingTimeout is a Go duration; empty sets none.
 	SchedulingTimeout string
-	Env               []string
-	Volumes           []string
-	ImagePullSecrets  []string
-	ServiceAccount    string
+	// MaxRestarts is the restart budget, a count; empty leaves the
+	// runtime's.
+	MaxRestarts      string
+	Env              []string
+	Volumes          []string
+	ImagePullSecrets []string
+	ServiceAccount   string
 	// Launch is how ranks are launched: api.RemoteLaunchAgent or
 	// api.RemoteLaunchOpenSSH; empty leaves it to the runtime.
 	Launch string
@@ -61,6 +64,7 @@ const (
 	flagNetwork        = "network"
 	flagTopology       = "topology"
 	flagSchedTimeout   = "scheduling-timeout"
+	flagMaxRestarts    = "max-restarts"
 	flagEnv            = "env"
 	flagVolume         = "volume"
 	flagPullSecret     = "image-pull-secret"
@@ -72,7 +76,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
-	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagEnv, flagVolume,
+	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagEnv, flagVolume,
 	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
@@ -81,6 +85,7 @@ var jobFlagNames = []string{
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
+		MaxRestarts:      f.MaxRestarts,
 		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error
 	if changed(flagWorkers) {

@@ -36,6 +36,7 @@ type Form struct {
 	Network           string   `json:"network,omitempty"`
 	Topology          string   `json:"topology,omitempty"`
 	SchedulingTimeout string   `json:"scheduling-timeout,omitempty"`
+	MaxRestarts       string   `json:"max-restarts,omitempty"`
 	Env               []string `json:"env,omitempty"`
 	// Volumes are PersistentVolumeClaims as --volume takes them:
 	// pvc:CLAIM:/path[:ro].
@@ -104,8 +105,8 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 // flags reads the form's numbers; the rest run's flags parse themselves.
 func (f Form) flags() (*jobFlags, []FieldError) {
 	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
-		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, ServiceAccount: strings.TrimSpace(f.ServiceAccount),
-		Launch: f.Launch}
+		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, MaxRestarts: strings.TrimSpace(f.MaxRestarts),
+		ServiceAccount: strings.TrimSpace(f.ServiceAccount), Launch: f.Launch}
 	for _, s := range f.ImagePullSecrets {
 		if s = strings.TrimSpace(s); s != "" {
 			flags.ImagePullSecrets = append(flags.ImagePullSecrets, s)
@@ -171,6 +172,8 @@ func (f Form) value(flag string) string {
 		return f.Topology
 	case flagSchedTimeout:
 		return f.SchedulingTimeout
+	case flagMaxRestarts:
+		return f.MaxRestarts
 	case flagServiceAccount:
 		return f.ServiceAccount
 	case flagLaunch:
@@ -244,6 +247,7 @@ func formFieldOf(path string) string {
 		{"metadata.annotations[" + api.AnnotationNetworkProfile + "]", flagNetwork},
 		{"metadata.annotations[" + api.AnnotationTopology + "]", flagTopology},
 		{"metadata.annotations[" + api.AnnotationSchedulingTimeout + "]", flagSchedTimeout},
+		{"metadata.annotations[" + api.AnnotationMaxRestarts + "]", flagMaxRestarts},
 		{"metadata.annotations[" + api.AnnotationRemoteLaunch + "]", flagLaunch},
 	} {
 		if strings.HasPrefix(path, p.prefix) {
@@ -275,7 +279,8 @@ func formFieldOf(path string) string {
 func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, notes []string) {
 	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
-		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
+		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], MaxRestarts: tj.Annotations[api.AnnotationMaxRestarts],
+		Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
 	f.Runtime = tj.Spec.RuntimeRef.Name
 	if k := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind); k != trainer.ClusterTrainingRuntimeKind {
 		f.Runtime = k + "/" + f.Runtime

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +78,9 @@ type Spec struct {
 	// SchedulingTimeout is how long the job may wait for all its ranks to
 	// run (a Go duration; api.AnnotationSchedulingTimeout).
 	SchedulingTimeout string
+	// MaxRestarts is how many times the program's failure may start the
+	// whole job again (api.AnnotationMaxRestarts).
+	MaxRestarts string
 	// RemoteLaunch chooses Torus's launch agent or the image's OpenSSH
 	// (api.AnnotationRemoteLaunch); empty leaves it to the runtime.
 	RemoteLaunch string
@@ -134,6 +138,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.SchedulingTimeout != "" {
 		setString(&tj.Annotations, api.AnnotationSchedulingTimeout, s.SchedulingTimeout)
+	}
+	if s.MaxRestarts != "" {
+		setString(&tj.Annotations, api.AnnotationMaxRestarts, s.MaxRestarts)
 	}
 	if s.RemoteLaunch != "" {
 		setString(&tj.Annotations, api.AnnotationRemoteLaunch, s.RemoteLaunch)
@@ -307,6 +314,11 @@ func (s Spec) Validate() error {
 	if s.SchedulingTimeout != "" {
 		if d, err := time.ParseDuration(s.SchedulingTimeout); err != nil || d <= 0 {
 			add("--scheduling-timeout %q must be a positive duration such as 10m or 90s", s.SchedulingTimeout)
+		}
+	}
+	if s.MaxRestarts != "" {
+		if n, err := strconv.ParseInt(s.MaxRestarts, 10, 32); err != nil || n < 0 || n > int64(mpi.MaxRestarts) {
+			add("--max-restarts %q: give how many times the job may start again after its program fails, from 0 to %d (evictions, preemptions and lost nodes do not count)", s.MaxRestarts, mpi.MaxRestarts)
 		}
 	}
 	if s.Runtime != "" {

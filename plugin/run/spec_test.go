@@ -56,6 +56,7 @@ func TestBuildTrainJob(t *testing.T) {
 				CPU: qty("4"), Memory: qty("16Gi"),
 				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
 				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
+				MaxRestarts: "3",
 			},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
@@ -66,6 +67,7 @@ func TestBuildTrainJob(t *testing.T) {
 						api.AnnotationNetworkProfile:    "ib",
 						api.AnnotationTopology:          "cloud.provider.com/topology-rack",
 						api.AnnotationSchedulingTimeout: "10m",
+						api.AnnotationMaxRestarts:       "3",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -210,6 +212,20 @@ func TestSpecValidate(t *testing.T) {
 		"scheduling timeout must be a duration": {
 			spec:    Spec{SchedulingTimeout: "soon"},
 			wantErr: []string{`--scheduling-timeout "soon" must be a positive duration such as 10m or 90s`},
+		},
+		"no restarts":      {spec: Spec{MaxRestarts: "0"}},
+		"a restart budget": {spec: Spec{MaxRestarts: "100"}},
+		"a negative restart budget": {
+			spec:    Spec{MaxRestarts: "-1"},
+			wantErr: []string{`--max-restarts "-1": give how many times the job may start again after its program fails, from 0 to 100`},
+		},
+		"an absurd restart budget": {
+			spec:    Spec{MaxRestarts: "101"},
+			wantErr: []string{`--max-restarts "101": give how many times`},
+		},
+		"a restart budget that is not a count": {
+			spec:    Spec{MaxRestarts: "forever"},
+			wantErr: []string{`--max-restarts "forever": give how many times`},
 		},
 	}
 	for name, tc := range cases {

@@ -361,6 +361,7 @@ var _ = Describe("TrainJobs reconciled by upstream Trainer v2.3.0 and then by To
 // drop-in table of docs/contributors/architecture.md justifies each and
 // gives the values.
 var mpiDifferences = []string{
+	"spec.failurePolicy",
 	"spec.network.enableDNSHostnames",
 	"spec.network.subdomain",
 	"spec.replicatedJobs[launcher].dependsOn",

@@ -1,0 +1,95 @@
+package children_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/internal/wrappers"
+	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/pkg/mpi"
+)
+
+// A job restarts its whole world in the JobSet's and the Job API's own
+// terms: a disrupted pod fails its Job by the pod failure policy, which the
+// JobSet's first rule restarts without spending the budget; anything else
+// spends it; every pod of a run goes before the next run starts.
+func TestBuildJobSetRestartPolicy(t *testing.T) {
+	disrupted := jobsetv1alpha2.FailurePolicyRule{
+		Name: children.RuleDisrupted, Action: jobsetv1alpha2.RestartJobSetAndIgnoreMaxRestarts,
+		OnJobFailureReasons: []string{batchv1.JobReasonPodFailurePolicy}, OnJobFailureMessagePatterns: []string{"DisruptionTarget"},
+	}
+	own := jobsetv1alpha2.FailurePolicyRule{Name: "NoRetryOnConfig", Action: jobsetv1alpha2.FailJobSet, OnJobFailureReasons: []string{batchv1.JobReasonDeadlineExceeded}}
+	onDisruption := batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}}
+	cases := map[string]struct {
+		annotation  string
+		runtime     *jobsetv1alpha2.FailurePolicy
+		onFailure   bool
+		wantPolicy  *jobsetv1alpha2.FailurePolicy
+		wantPodRule bool
+	}{
+		"no budget: a disruption still restarts": {
+			wantPolicy:  &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+			wantPodRule: true,
+		},
+		"the job's budget": {annotation: "3",
+			wantPolicy:  &jobsetv1alpha2.FailurePolicy{MaxRestarts: 3, RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+			wantPodRule: true,
+		},
+		"the runtime's budget, strategy and rules, after Torus's": {
+			runtime:     &jobsetv1alpha2.FailurePolicy{MaxRestarts: 5, RestartStrategy: jobsetv1alpha2.Recreate, Rules: []jobsetv1alpha2.FailurePolicyRule{own}},
+			wantPolicy:  &jobsetv1alpha2.FailurePolicy{MaxRestarts: 5, RestartStrategy: jobsetv1alpha2.Recreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted, own}},
+			wantPodRule: true,
+		},
+		"the job's budget over the runtime's": {annotation: "0",
+			runtime:     &jobsetv1alpha2.FailurePolicy{MaxRestarts: 5, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+			wantPolicy:  &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+			wantPodRule: true,
+		},
+		"pods restarted in place: no pod failure policy, which the Job API refuses for them": {onFailure: true,
+			wantPolicy: &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI)
+			rt.Spec.Template.Spec.FailurePolicy = tc.runtime
+			if tc.onFailure {
+				for i := range rt.Spec.Template.Spec.ReplicatedJobs {
+					rt.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+				}
+			}
+			w := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2)
+			if tc.annotation != "" {
+				w = w.Annotation(api.AnnotationMaxRestarts, tc.annotation)
+			}
+			js, _ := build(t, w.Obj(), rt)
+			if diff := cmp.Diff(tc.wantPolicy, js.Spec.FailurePolicy); diff != "" {
+				t.Errorf("failure policy (-want +got):\n%s", diff)
+			}
+			for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+				pfp := replicatedJob(t, js, name).Template.Spec.PodFailurePolicy
+				if !tc.wantPodRule {
+					if pfp != nil {
+						t.Errorf("%s: pod failure policy %+v, want none", name, pfp)
+					}
+					continue
+				}
+				if pfp == nil || len(pfp.Rules) != 1 || !cmp.Equal(pfp.Rules[0], onDisruption) {
+					t.Errorf("%s: pod failure policy %+v, want its one rule: fail the Job on DisruptionTarget", name, pfp)
+				}
+			}
+			// Built twice from the same runtime, the rules are not doubled.
+			again, _ := build(t, w.Obj(), rt)
+			if !cmp.Equal(js.Spec, again.Spec) {
+				t.Error("a second build differs from the first")
+			}
+		})
+	}
+}
