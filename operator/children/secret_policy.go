@@ -37,7 +37,7 @@ func BuildSSHSecret(tj *trainer.TrainJob, job *mpi.Job, restarts int32, current 
 	}
 	data := mpi.SSHSecretData(tj.Name, restarts, current, next, job.SSH)
 	// The launcher mounts the hostfile from here: one object fewer to
-	// write per job than a ConfigMap of its own (hack/bench).
+	// write per job than a ConfigMap of its own.
 	data[mpi.HostfileKey] = []byte(job.Hostfile())
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{

@@ -47,10 +47,9 @@ func CacheOptions() cache.Options {
 	}
 	jobSetJobs := labels.NewSelector().Add(*ofJobSet)
 	return cache.Options{
-		// Torus never reads managedFields: it creates, updates and
-		// merge-patches, and an update without them keeps the server's. A
-		// heap profile at 1,000 jobs (hack/bench -pprof) showed them as
-		// 6-8 MB of a 48-54 MB in-use heap, mostly the JobSets'.
+		// Torus never reads managedFields, a large part of what an
+		// object holds: it creates, updates and merge-patches, and an
+		// update without them keeps the server's.
 		// JobSets are transformed here rather than by a ByObject entry,
 		// which needs JobSet's API served when the manager is made: the
 		// operator starts (and its webhooks serve) before JobSet is

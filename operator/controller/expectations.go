@@ -38,10 +38,11 @@ func (r *TrainJobReconciler) awaitingCreated(s *scope, kind string, run int32) b
 
 // expectedCreate drops the create events of children the reconciler made
 // and was waiting for: the reconcile that created one already did what its
-// appearance would call for (hack/bench: about four reconciles per job,
-// three of them finding nothing to do). Other create events pass: children
-// listed again after a watch gap or an operator restart, children made by
-// someone else, and a JobSet that already carries its controller's report.
+// appearance would call for, and a reconcile that finds nothing to do
+// still reads every child and pod of the job. Other create events pass:
+// children listed again after a watch gap or an operator restart, children
+// made by someone else, and a JobSet that already carries its controller's
+// report.
 func (r *TrainJobReconciler) expectedCreate(kind string) predicate.Predicate {
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 		run := int32(0)

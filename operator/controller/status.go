@@ -69,8 +69,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		// after it exists, and its watch event brings the job back:
 		// reporting then takes one status write instead of two, and
 		// Created=True also says the JobSet controller took the job up.
-		// (hack/bench: the status patch was the API server's costliest
-		// request per job; see bench/results.md.)
+		// A status patch is the costliest request Torus makes of a job.
 		r.awaitJobSetReport(s)
 		return
 	}

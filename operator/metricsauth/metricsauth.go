@@ -5,9 +5,9 @@
 //
 // controller-runtime ships such a filter, but it is built on
 // k8s.io/apiserver's delegating authenticator and authorizer, which link
-// cel-go, OpenTelemetry and gRPC into the operator: 20 MB of binary and
-// about 15 MiB of resident memory at 1,000 jobs (bench/results.md). This one
-// uses client-go's review clients only.
+// cel-go, OpenTelemetry and gRPC into the operator, which cost it tens of
+// megabytes of binary and resident memory (bench/README.md). This one uses
+// client-go's review clients only.
 package metricsauth
 
 import (
