@@ -32,6 +32,12 @@ const (
 	// A pod disrupted, evicted or preempted, or lost with its node,
 	// restarts the job without spending it.
 	AnnotationMaxRestarts = Domain + "max-restarts"
+	// AnnotationCheckpointVolume, on a TrainJob, is CLAIM or CLAIM:/path: a
+	// PersistentVolumeClaim of its namespace mounted in the launcher and
+	// every worker (at /checkpoint by default), where the program keeps the
+	// checkpoints a restarted run resumes from. Its containers get
+	// TORUS_CHECKPOINT_DIR and TORUS_RESTART_ATTEMPT.
+	AnnotationCheckpointVolume = Domain + "checkpoint-volume"
 	// AnnotationKeepSSHKeys set to "true" keeps a finished job's SSH Secret.
 	AnnotationKeepSSHKeys = Domain + "keep-ssh-keys"
 	// AnnotationSSHPort, on a runtime or a TrainJob, overrides sshd's port.

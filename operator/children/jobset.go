@@ -412,6 +412,11 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 			ctr.Env = mpi.UpsertEnv(ctr.Env, n.Env...)
 		}
 	}
+	if c := b.job.Checkpoint; c != nil {
+		// The launcher too: a program that runs rank 0 there (or reads
+		// its progress) finds the same place.
+		c.Apply(ps, ctr)
+	}
 	if b.job.Implementation.NeedsSearchDomain() {
 		if ps.DNSConfig == nil {
 			ps.DNSConfig = &corev1.PodDNSConfig{}
@@ -425,7 +430,7 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 }
 
 // forwardedEnv names the variables the launcher passes on to every rank:
-// the TrainJob's and the network profile's.
+// the TrainJob's, the network profile's and the checkpoint's.
 func (b podBuilder) forwardedEnv() []string {
 	var names []string
 	if t := b.tj.Spec.Trainer; t != nil {
@@ -438,6 +443,11 @@ func (b podBuilder) forwardedEnv() []string {
 			if !slices.Contains(names, e.Name) {
 				names = append(names, e.Name)
 			}
+		}
+	}
+	if c := b.job.Checkpoint; c != nil {
+		for _, e := range c.Env() {
+			names = append(names, e.Name)
 		}
 	}
 	return names

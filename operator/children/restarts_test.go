@@ -1,6 +1,7 @@
 package children_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,4 +93,69 @@ func TestBuildJobSetRestartPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job's checkpoint claim is mounted in the launcher and every worker, and
+// the program learns where it is and which run it is in, also in ranks that
+// OpenSSH starts (mpirun forwards the variables).
+func TestBuildJobSetCheckpoint(t *testing.T) {
+	for _, launch := range []string{api.RemoteLaunchAgent, api.RemoteLaunchOpenSSH} {
+		t.Run(launch, func(t *testing.T) {
+			tj := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2).
+				Annotation(api.AnnotationCheckpointVolume, "ckpt:/data/ckpt").Annotation(api.AnnotationRemoteLaunch, launch).Obj()
+			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI)
+			job, err := mpi.ResolveJob(tj, rt.Runtime())
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{LaunchImage: "torus:1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+				ps := replicatedJob(t, js, name).Template.Spec.Template.Spec
+				var vol *corev1.Volume
+				for i := range ps.Volumes {
+					if ps.Volumes[i].Name == mpi.CheckpointVolume {
+						vol = &ps.Volumes[i]
+					}
+				}
+				if vol == nil || vol.PersistentVolumeClaim == nil || vol.PersistentVolumeClaim.ClaimName != "ckpt" || vol.PersistentVolumeClaim.ReadOnly {
+					t.Errorf("%s: checkpoint volume %+v, want claim ckpt, writable", name, vol)
+				}
+				ctr := ps.Containers[0]
+				if !cmp.Equal(mountsOf(ctr, mpi.CheckpointVolume), []string{"/data/ckpt"}) {
+					t.Errorf("%s: checkpoint mounted at %v, want /data/ckpt", name, mountsOf(ctr, mpi.CheckpointVolume))
+				}
+				env := map[string]corev1.EnvVar{}
+				for _, e := range ctr.Env {
+					env[e.Name] = e
+				}
+				if env[mpi.EnvCheckpointDir].Value != "/data/ckpt" {
+					t.Errorf("%s: %s = %q", name, mpi.EnvCheckpointDir, env[mpi.EnvCheckpointDir].Value)
+				}
+				if r := env[mpi.EnvRunAttempt].ValueFrom; r == nil || r.FieldRef == nil || r.FieldRef.FieldPath != "metadata.labels['jobset.sigs.k8s.io/restart-attempt']" {
+					t.Errorf("%s: %s = %+v, want JobSet's restart-attempt label", name, mpi.EnvRunAttempt, r)
+				}
+				if name == mpi.LauncherJob {
+					forwarded := env["OMPI_MCA_mca_base_env_list"].Value
+					for _, v := range []string{mpi.EnvCheckpointDir, mpi.EnvRunAttempt} {
+						if !strings.Contains(forwarded, v) {
+							t.Errorf("mpirun forwards %q, without %s", forwarded, v)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func mountsOf(ctr corev1.Container, volume string) []string {
+	var out []string
+	for _, m := range ctr.VolumeMounts {
+		if m.Name == volume {
+			out = append(out, m.MountPath)
+		}
+	}
+	return out
 }

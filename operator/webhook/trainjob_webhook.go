@@ -99,7 +99,7 @@ func recordCreator(ctx context.Context, tj *trainer.TrainJob) error {
 
 // ValidateCreate implements admission.Validator.
 func (w *TrainJobWebhook) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
-	return w.validate(ctx, tj)
+	return w.validate(ctx, tj, nil)
 }
 
 // ValidateUpdate validates spec changes, and changes to Torus's annotations
@@ -109,7 +109,7 @@ func (w *TrainJobWebhook) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trai
 	if equality.Semantic.DeepEqual(oldTJ.Spec, newTJ.Spec) && maps.Equal(torusAnnotations(oldTJ), torusAnnotations(newTJ)) {
 		return nil, nil
 	}
-	return w.validate(ctx, newTJ, validatePatchChange(oldTJ, newTJ)...)
+	return w.validate(ctx, newTJ, oldTJ, validatePatchChange(oldTJ, newTJ)...)
 }
 
 // torusAnnotations are a job's annotations under Torus's domain.
@@ -128,9 +128,10 @@ func (w *TrainJobWebhook) ValidateDelete(context.Context, *trainer.TrainJob) (ad
 	return nil, nil
 }
 
-// validate checks an MPI TrainJob; errs are an update's own findings,
+// validate checks an MPI TrainJob, and an update's against the job it
+// replaces (old; nil on create); errs are an update's own findings,
 // reported with the rest.
-func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob, errs ...*field.Error) (admission.Warnings, error) {
+func (w *TrainJobWebhook) validate(ctx context.Context, tj, old *trainer.TrainJob, errs ...*field.Error) (admission.Warnings, error) {
 	if m := ptr.Deref(tj.Spec.ManagedBy, mpi.TrainerManagedBy); m != mpi.TrainerManagedBy {
 		return nil, nil
 	}
@@ -152,7 +153,46 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj *trainer.TrainJob, er
 	if profileErr != nil {
 		errs = append(errs, profileErr)
 	}
+	checkpointErr, err := w.checkpointClaim(ctx, tj, old, rt)
+	if err != nil {
+		return nil, err
+	}
+	if checkpointErr != nil {
+		errs = append(errs, checkpointErr)
+	}
 	return nil, invalid(tj, errs)
+}
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
+
+// checkpointClaim refuses a job whose checkpoint claim does not exist or
+// cannot be shared by its pods: such a job could not start, or its ranks
+// could not all write their checkpoints. An update is checked only when it
+// names another claim: a claim gone since must not keep a job from being
+// suspended or stopped. The claim is read from the API server, not cached:
+// claims are users' objects, and few jobs name one.
+func (w *TrainJobWebhook) checkpointClaim(ctx context.Context, tj, old *trainer.TrainJob, rt *mpi.Runtime) (*field.Error, error) {
+	v, ok := tj.Annotations[api.AnnotationCheckpointVolume]
+	if !ok || (old != nil && old.Annotations[api.AnnotationCheckpointVolume] == v) {
+		return nil, nil
+	}
+	c, err := mpi.ParseCheckpoint(v, rt.SSHPath())
+	if err != nil {
+		// validateTrainJob has said so.
+		return nil, nil
+	}
+	var pvc corev1.PersistentVolumeClaim
+	found := &pvc
+	switch err := w.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: c.Claim}, &pvc); {
+	case apierrors.IsNotFound(err):
+		found = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading PersistentVolumeClaim %s: %w", c.Claim, err)
+	}
+	if refusal := c.Refusal(found); refusal != "" {
+		return field.Invalid(field.NewPath("metadata", "annotations").Key(api.AnnotationCheckpointVolume), v, refusal), nil
+	}
+	return nil, nil
 }
 
 // profileAccess refuses a job whose namespace may not use the network

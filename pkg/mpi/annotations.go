@@ -93,6 +93,10 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseSchedulingTimeout(v)
 		case api.AnnotationMaxRestarts:
 			_, err = parseMaxRestarts(v)
+		case api.AnnotationCheckpointVolume:
+			// Where Torus mounts its own files depends on the runtime;
+			// resolution checks the path against them.
+			_, err = ParseCheckpoint(v, DefaultSSHPath)
 		case api.AnnotationRemoteLaunch:
 			_, err = parseRemoteLaunch(v)
 		case api.AnnotationLaunchAgentPath:

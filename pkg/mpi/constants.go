@@ -67,7 +67,7 @@ func IsTorusInitContainer(name string) bool {
 // keys and hostfile: a TrainJob's runtime patches may neither define nor
 // mount a volume of that name.
 func IsTorusVolume(name string) bool {
-	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume || name == LaunchImageVolume || name == PodInfoVolume
+	return name == HostfileVolume || name == SSHSecretVolume || name == SSHVolume || name == LaunchVolume || name == LaunchImageVolume || name == PodInfoVolume || name == CheckpointVolume
 }
 
 // TorusMountPaths are the paths at or under which Torus mounts a job's

@@ -40,6 +40,7 @@ var ReservedEnvNames = sets.New(
 	envPRTEHostfile, envPRTEKeepFQDN, envPRTESSHArgs,
 	envIntelHostfile, envIntelBootstrap, envIntelBootstrapArg, envIntelPerHost,
 	envHydraHostfile, envHydraLauncher, EnvHydraLaunchArgs,
+	EnvCheckpointDir, EnvRunAttempt,
 )
 
 // sshArgs are the arguments every implementation passes to ssh: the job's

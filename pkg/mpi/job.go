@@ -62,6 +62,9 @@ type Job struct {
 	// whole world again (api.AnnotationMaxRestarts, else the runtime's
 	// failurePolicy.maxRestarts).
 	MaxRestarts int32 `json:",omitempty"`
+	// Checkpoint is where the job's ranks keep their checkpoints, if it
+	// names a claim (api.AnnotationCheckpointVolume).
+	Checkpoint *Checkpoint `json:",omitempty"`
 }
 
 // ResolveJob merges a TrainJob with its MPI runtime.
@@ -155,6 +158,11 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	}
 	if v, ok := tj.Annotations[api.AnnotationMaxRestarts]; ok {
 		if job.MaxRestarts, err = parseMaxRestarts(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := tj.Annotations[api.AnnotationCheckpointVolume]; ok {
+		if job.Checkpoint, err = ParseCheckpoint(v, job.SSH.Path); err != nil {
 			return nil, err
 		}
 	}

@@ -39,7 +39,9 @@ type jobFlags struct {
 	SchedulingTimeout string
 	// MaxRestarts is the restart budget, a count; empty leaves the
 	// runtime's.
-	MaxRestarts      string
+	MaxRestarts string
+	// Checkpoint is CLAIM[:PATH]; empty sets none.
+	Checkpoint       string
 	Env              []string
 	Volumes          []string
 	ImagePullSecrets []string
@@ -65,6 +67,7 @@ const (
 	flagTopology       = "topology"
 	flagSchedTimeout   = "scheduling-timeout"
 	flagMaxRestarts    = "max-restarts"
+	flagCheckpoint     = "checkpoint-volume"
 	flagEnv            = "env"
 	flagVolume         = "volume"
 	flagPullSecret     = "image-pull-secret"
@@ -76,7 +79,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
-	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagEnv, flagVolume,
+	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagEnv, flagVolume,
 	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
@@ -85,7 +88,7 @@ var jobFlagNames = []string{
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
-		MaxRestarts:      f.MaxRestarts,
+		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint,
 		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error
 	if changed(flagWorkers) {

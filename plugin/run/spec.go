@@ -81,6 +81,9 @@ type Spec struct {
 	// MaxRestarts is how many times the program's failure may start the
 	// whole job again (api.AnnotationMaxRestarts).
 	MaxRestarts string
+	// Checkpoint is CLAIM[:PATH], the claim every rank keeps its
+	// checkpoints on (api.AnnotationCheckpointVolume).
+	Checkpoint string
 	// RemoteLaunch chooses Torus's launch agent or the image's OpenSSH
 	// (api.AnnotationRemoteLaunch); empty leaves it to the runtime.
 	RemoteLaunch string
@@ -141,6 +144,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.MaxRestarts != "" {
 		setString(&tj.Annotations, api.AnnotationMaxRestarts, s.MaxRestarts)
+	}
+	if s.Checkpoint != "" {
+		setString(&tj.Annotations, api.AnnotationCheckpointVolume, s.Checkpoint)
 	}
 	if s.RemoteLaunch != "" {
 		setString(&tj.Annotations, api.AnnotationRemoteLaunch, s.RemoteLaunch)
@@ -319,6 +325,12 @@ func (s Spec) Validate() error {
 	if s.MaxRestarts != "" {
 		if n, err := strconv.ParseInt(s.MaxRestarts, 10, 32); err != nil || n < 0 || n > int64(mpi.MaxRestarts) {
 			add("--max-restarts %q: give how many times the job may start again after its program fails, from 0 to %d (evictions, preemptions and lost nodes do not count)", s.MaxRestarts, mpi.MaxRestarts)
+		}
+	}
+	if s.Checkpoint != "" {
+		if _, err := mpi.ParseCheckpoint(s.Checkpoint, mpi.DefaultSSHPath); err != nil {
+			add("--checkpoint-volume %q: give CLAIM or CLAIM:/path, a ReadWriteMany PersistentVolumeClaim of the job's namespace and where to mount it (default %s): %s",
+				s.Checkpoint, mpi.DefaultCheckpointDir, mpi.CheckpointProblems(err))
 		}
 	}
 	if s.Runtime != "" {

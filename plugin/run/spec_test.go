@@ -56,7 +56,7 @@ func TestBuildTrainJob(t *testing.T) {
 				CPU: qty("4"), Memory: qty("16Gi"),
 				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
 				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
-				MaxRestarts: "3",
+				MaxRestarts: "3", Checkpoint: "ckpt:/data",
 			},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
@@ -68,6 +68,7 @@ func TestBuildTrainJob(t *testing.T) {
 						api.AnnotationTopology:          "cloud.provider.com/topology-rack",
 						api.AnnotationSchedulingTimeout: "10m",
 						api.AnnotationMaxRestarts:       "3",
+						api.AnnotationCheckpointVolume:  "ckpt:/data",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -222,6 +223,16 @@ func TestSpecValidate(t *testing.T) {
 		"an absurd restart budget": {
 			spec:    Spec{MaxRestarts: "101"},
 			wantErr: []string{`--max-restarts "101": give how many times`},
+		},
+		"a checkpoint claim":               {spec: Spec{Checkpoint: "ckpt"}},
+		"a checkpoint claim and its place": {spec: Spec{Checkpoint: "ckpt:/data/ckpt"}},
+		"a checkpoint claim of another namespace": {
+			spec:    Spec{Checkpoint: "team-b/ckpt"},
+			wantErr: []string{`--checkpoint-volume "team-b/ckpt": give CLAIM or CLAIM:/path, a ReadWriteMany PersistentVolumeClaim of the job's namespace and where to mount it (default /checkpoint): a pod mounts claims of its own namespace only, not of team-b`},
+		},
+		"a checkpoint place over Torus's files": {
+			spec:    Spec{Checkpoint: "ckpt:/etc"},
+			wantErr: []string{`--checkpoint-volume "ckpt:/etc": give CLAIM or CLAIM:/path`, "/etc would hide or collide with Torus's /etc/torus-mpi"},
 		},
 		"a restart budget that is not a count": {
 			spec:    Spec{MaxRestarts: "forever"},

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -310,6 +311,45 @@ var _ = Describe("Admission", Ordered, func() {
 		Expect(alice.Create(ctx, forged)).To(Succeed())
 		Expect(fw.Client.Patch(ctx, forged, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/created-by":"alice@example.com"}}}`)))).
 			To(MatchError(ContainSubstring("cannot be changed, added or removed")), "a claim added later, even a true one")
+	})
+
+	It("refuses a checkpoint claim the job's pods cannot share, naming it and what works; a claim deleted since does not hold a job back", func() {
+		claim := func(name string, mode corev1.PersistentVolumeAccessMode) {
+			pvc := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{mode},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+			}
+			Expect(fw.Client.Create(ctx, pvc)).To(Succeed())
+		}
+		claim("ckpt-shared", corev1.ReadWriteMany)
+		claim("ckpt-node", corev1.ReadWriteOnce)
+		job := func(name, value string) *trainer.TrainJob {
+			return wrappers.MakeTrainJob(name, ns.Name).RuntimeRef("wh-openmpi").NumNodes(2).Annotation(api.AnnotationCheckpointVolume, value).Obj()
+		}
+		for _, tc := range []struct{ value, want string }{
+			{"ckpt-missing", "PersistentVolumeClaim ckpt-missing does not exist in the job's namespace"},
+			{"ckpt-node", "PersistentVolumeClaim ckpt-node cannot be shared by the job's pods: its access modes are [ReadWriteOnce]"},
+			{"other/ckpt-shared", "a pod mounts claims of its own namespace only"},
+			{"ckpt-shared:" + mpi.DefaultSSHPath, "would hide or collide with Torus's"},
+		} {
+			err := fw.Client.Create(ctx, job("ckpt-refused", tc.value))
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: want Invalid, got %v", tc.value, err)
+			Expect(err.Error()).To(ContainSubstring("metadata.annotations[torus-mpi.io/checkpoint-volume]"))
+			Expect(err.Error()).To(ContainSubstring(tc.want))
+		}
+		tj := job("ckpt-ok", "ckpt-shared:/data/ckpt")
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+
+		By("the claim deleted: the job may still be suspended, but not pointed at another bad claim")
+		var pvc corev1.PersistentVolumeClaim
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "ckpt-shared"}, &pvc)).To(Succeed())
+		// Deleted, it waits for its protection finalizer (whose controller
+		// does not run here), as a claim a pod still mounts does.
+		Expect(fw.Client.Delete(ctx, &pvc)).To(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`)))).To(Succeed())
+		Expect(fw.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"torus-mpi.io/checkpoint-volume":"ckpt-node"}}}`)))).
+			To(MatchError(ContainSubstring("cannot be shared by the job's pods")))
 	})
 
 	It("lets status and metadata updates through once the runtime is gone", func() {

@@ -141,6 +141,7 @@ export function CreatePage({ from }: { from?: string }) {
               <GridItem>{text('network', 'Network profile', 'An MPINetworkProfile for InfiniBand or RoCE.')}</GridItem>
               <GridItem>{text('topology', 'Topology', 'A node label all pods share a value of, e.g. a rack.')}</GridItem>
               <GridItem>{text('scheduling-timeout', 'Scheduling timeout', 'Fail the job if its pods are not all running by then, e.g. 10m.')}</GridItem>
+              <GridItem>{text('checkpoint-volume', 'Checkpoint volume', 'CLAIM or CLAIM:/path: a ReadWriteMany claim every pod mounts, for checkpoints.')}</GridItem>
               <GridItem>{text('max-restarts', 'Restarts', 'Start the whole job again this many times if its program fails; evictions and lost nodes do not count.')}</GridItem>
               <GridItem span={12}>
                 <LinesField id="volume" label="Volumes" values={form.volume} errors={errorsOf('volume')}
@@ -203,7 +204,7 @@ function LinesField({ id, label, values, errors, help, onChange }: {
 
 // fields the form shows a field for; other errors are the whole job's.
 const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
-  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['service-account'], ['launch']];
+  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['checkpoint-volume'], ['service-account'], ['launch']];
 
 // linesFields are the repeatable flags, each a LinesField with its errors.
 const linesFields = ['env', 'volume', 'image-pull-secret'];
