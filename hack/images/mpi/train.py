@@ -15,6 +15,14 @@ saves the model (NumPy's .npz) to --output, through a temporary file so
 that a reader never sees half a model. The run fails if the ranks' models
 differ at the end or the test accuracy is below --min-accuracy.
 
+With a checkpoint directory (--checkpoint-dir, else $TORUS_CHECKPOINT_DIR,
+which Torus sets for a job with a checkpoint volume), rank 0 saves the
+model, its optimiser state and the epoch after every --checkpoint-every
+epochs, atomically, and a run that finds a checkpoint there continues from
+it: every epoch's shuffle derives from the seed and the epoch alone, so a
+run stopped and resumed ends with the same model, bit for bit, as one that
+ran straight through.
+
   mpirun -n 4 python3 train.py --epochs 30 --output /models/digits.npz
   python3 train.py --evaluate /models/digits.npz
 """
@@ -23,6 +31,7 @@ import hashlib
 import os
 import socket
 import sys
+import time
 
 # One BLAS thread per rank: mpirun already starts a rank per slot.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -83,6 +92,36 @@ def flat(m):
     return np.concatenate([m[k].ravel() for k in PARAMS])
 
 
+CHECKPOINT = "checkpoint.npz"
+
+
+def save_checkpoint(directory, epoch, args, m, velocity):
+    """Writes the state after epoch to a temporary file, flushed to disk,
+    then renames it over the last checkpoint: a run stopped mid-write
+    leaves the previous checkpoint whole."""
+    path = os.path.join(directory, CHECKPOINT)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(f, epoch=epoch, seed=args.seed, hidden=args.hidden,
+                 **{k: m[k] for k in PARAMS}, **{"v_" + k: velocity[k] for k in PARAMS})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(directory, args):
+    """The epoch a checkpoint was saved after, the model and its velocity;
+    0 and nothing when there is none."""
+    path = os.path.join(directory, CHECKPOINT)
+    if not os.path.exists(path):
+        return 0, None, None
+    with np.load(path) as f:
+        if int(f["seed"]) != args.seed or int(f["hidden"]) != args.hidden:
+            raise SystemExit(f"{path} was saved by a training with --seed {int(f['seed'])} --hidden {int(f['hidden'])}, "
+                             f"not --seed {args.seed} --hidden {args.hidden}: remove it, or train as it did")
+        return int(f["epoch"]), {k: f[k] for k in PARAMS}, {k: f["v_" + k] for k in PARAMS}
+
+
 def train(args):
     from mpi4py import MPI
 
@@ -105,7 +144,17 @@ def train(args):
 
     m = init(args.seed, args.hidden)
     velocity = {k: np.zeros_like(v) for k, v in m.items()}
-    for epoch in range(1, args.epochs + 1):
+    start = 0
+    if args.checkpoint_dir:
+        state = load_checkpoint(args.checkpoint_dir, args) if rank == 0 else None
+        start, saved, saved_velocity = comm.bcast(state, root=0)
+        if saved is not None:
+            m, velocity = saved, saved_velocity
+        if rank == 0:
+            attempt = os.environ.get("TORUS_RESTART_ATTEMPT", "0")
+            where = f"from the checkpoint after epoch {start}" if start else "from the start"
+            print(f"run {attempt}: training {where} (checkpoints in {args.checkpoint_dir})", flush=True)
+    for epoch in range(start + 1, args.epochs + 1):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(xs))
         totals = np.zeros(2)  # loss, examples
         for step in range(steps):
@@ -128,6 +177,12 @@ def train(args):
             print(f"epoch {epoch}/{args.epochs} loss {totals[0] / totals[1]:.4f} "
                   f"train accuracy {accuracy(m, x_train, y_train):.4f} "
                   f"test accuracy {accuracy(m, x_test, y_test):.4f}", flush=True)
+            if args.checkpoint_dir and epoch % args.checkpoint_every == 0:
+                save_checkpoint(args.checkpoint_dir, epoch, args, m, velocity)
+                print(f"checkpoint saved after epoch {epoch}", flush=True)
+        if args.pace:
+            # A longer training's epochs, for trying restarts.
+            time.sleep(args.pace)
 
     # Data parallelism holds only if every rank ends with the same model.
     digest = hashlib.sha256(flat(m).tobytes()).hexdigest()
@@ -173,6 +228,10 @@ def main():
     p.add_argument("--output", help="where rank 0 saves the model (.npz)")
     p.add_argument("--min-accuracy", type=float, default=0.0, help="fail below this test accuracy")
     p.add_argument("--evaluate", metavar="MODEL", help="print a saved model's test accuracy and exit")
+    p.add_argument("--checkpoint-dir", default=os.environ.get("TORUS_CHECKPOINT_DIR"),
+                   help="where rank 0 keeps the checkpoint a restarted run resumes from (default $TORUS_CHECKPOINT_DIR)")
+    p.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints")
+    p.add_argument("--pace", type=float, default=0.0, help="seconds every rank waits after each epoch")
     args = p.parse_args()
     if args.evaluate:
         return evaluate(args.evaluate)
