@@ -159,12 +159,13 @@ test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped af
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
 .PHONY: lint
-lint: ## go vet, staticcheck (pinned in hack/testbin/staticcheck) on what ships, gofmt, the repository's text stating the product rather than the history of its making (hack/historycheck), and the code map naming every package (hack/codemapcheck).
+lint: ## go vet, staticcheck (pinned in hack/testbin/staticcheck) on what ships, gofmt, the repository's text stating the product rather than the history of its making (hack/historycheck), the code map naming every package (hack/codemapcheck), and the dashboard's TypeScript type-checked strictly (tsc).
 	$(GO) vet ./... ./hack/... ./test/...
 	hack/testbin/build.sh staticcheck
 	$(TESTBIN)/bin/staticcheck ./...
 	$(GO) run ./hack/historycheck
 	$(GO) run ./hack/codemapcheck
+	hack/web.sh check
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/testbin/\|^hack/tools/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

@@ -1,0 +1,3 @@
+// Stylesheets are imported for their effect: esbuild bundles them beside
+// the script.
+declare module '*.css';
