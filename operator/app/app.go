@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/console"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/operator/metricsauth"
@@ -57,16 +56,11 @@ type Options struct {
 	// QPS and Burst size the client for hundreds of jobs: each job costs a
 	// handful of writes, and client-go's default of 5 QPS would queue them
 	// for minutes.
-	QPS                     float32
-	Burst                   int
-	ClusterDomain           string
-	MaxConcurrentReconciles int
-	JobSetReportTimeout     time.Duration
-	MaxNodes                int32
-	SSHKeyAlgorithm         string
-	// KueueTrainJobIntegration: Kueue's native TrainJob integration admits
-	// jobs instead of its JobSet integration.
-	KueueTrainJobIntegration bool
+	QPS   float32
+	Burst int
+	// Settings are those of the jobs the operator runs, with their own
+	// flags.
+	controller.Settings
 	// PprofAddr serves net/http/pprof, for finding hot spots under load
 	// (hack/bench); off by default.
 	PprofAddr string
@@ -77,19 +71,7 @@ type Options struct {
 	// InstallMonitoring applies a ServiceMonitor and the alerts where the
 	// Prometheus Operator's API is served.
 	InstallMonitoring bool
-	// WatchPodCreationFailures watches the Job controller's FailedCreate
-	// events, which explain pods a quota or policy refused.
-	WatchPodCreationFailures bool
-	// LaunchImage is the image agent jobs' pods take Torus's launch agent
-	// from; empty: the operator's own, read from its pod.
-	LaunchImage string
-	// LauncherAfterWorkers starts launchers once their workers are Ready,
-	// rather than with them (children.BuildOptions.LauncherAfterWorkers).
-	LauncherAfterWorkers bool
-	// LaunchAgentDelivery is how torus-launch reaches agent jobs' pods
-	// (children.BuildOptions.LaunchAgentDelivery).
-	LaunchAgentDelivery string
-	Zap                 zap.Options
+	Zap               zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -110,34 +92,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
 	fs.Float32Var(&o.QPS, "kube-api-qps", 500, "Sustained requests per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
-	fs.StringVar(&o.ClusterDomain, "cluster-domain", mpi.DefaultClusterDomain, "The cluster's DNS domain.")
-	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "TrainJobs reconciled in parallel.")
-	fs.Int32Var(&o.MaxNodes, "max-nodes", mpi.DefaultMaxNodes, fmt.Sprintf(
-		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in its Secret).", mpi.AbsoluteMaxNodes))
-	fs.DurationVar(&o.JobSetReportTimeout, "jobset-report-timeout", controller.DefaultJobSetReportTimeout,
-		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
-	fs.StringVar(&o.SSHKeyAlgorithm, "ssh-key-algorithm", string(mpi.DefaultKeyAlgorithm), fmt.Sprintf(
-		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", api.AnnotationSSHKeyAlgorithm))
+	o.Settings.AddFlags(fs)
 	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
 		"Install the default MPI ClusterTrainingRuntimes ("+strings.Join(mpi.RuntimeNames(), ", ")+") at start; fields an administrator changed are kept.")
 	fs.BoolVar(&o.InstallMonitoring, "install-monitoring", true,
 		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
 		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
-	fs.BoolVar(&o.WatchPodCreationFailures, "watch-pod-creation-failures", true,
-		"Watch the Job controller's FailedCreate events, so that a job whose pods a ResourceQuota, LimitRange, Pod Security or an SCC refused says so (one watch, filtered by the API server).")
-	fs.BoolVar(&o.KueueTrainJobIntegration, "kueue-trainjob-integration", false,
-		"Kueue admits TrainJobs through its native TrainJob integration (spec.suspend, runtimePatches) rather than through "+
-			"its JobSet integration; the JobSet path is the default because it admits Intel MPI and MPICH jobs too.")
-	fs.StringVar(&o.LaunchImage, "launch-image", "",
-		"Image holding "+mpi.LaunchImagePath+", from which jobs using Torus's launch agent (annotation "+api.AnnotationRemoteLaunch+"="+api.RemoteLaunchAgent+") take it (default: the operator's own image, read from its pod).")
-	fs.BoolVar(&o.LauncherAfterWorkers, "launcher-after-workers", false,
-		"Start each launcher once its workers are Ready (JobSet dependsOn) rather than with them: for nodes that run no containers, such as kwok's, where no launcher can wait for its workers.")
-	fs.StringVar(&o.LaunchAgentDelivery, "launch-agent-delivery", api.LaunchAgentAuto,
-		"How "+mpi.LaunchBinary+" reaches the pods of agent jobs whose image does not hold it (annotation "+api.AnnotationLaunchAgentDelivery+" chooses per runtime or job): "+
-			api.LaunchAgentByInitContainer+" (an init container copies it from --launch-image; any node), "+
-			api.LaunchAgentByImageVolume+" (--launch-image mounted as an image volume, so pods start with no init container; every node's runtime must mount image volumes: Kubernetes 1.35 or later with containerd 2.1 or CRI-O 1.31 or later) or "+
-			api.LaunchAgentAuto+" (the image volume where every node a job's pods may run on mounts one and the cluster has no OpenShift SCCs, the init container elsewhere; settled when the job's JobSet is made).")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -181,17 +142,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.EnableWebhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})
 	}
-	if o.MaxNodes < 1 || o.MaxNodes > mpi.AbsoluteMaxNodes {
-		return nil, fmt.Errorf("--max-nodes=%d: set it between 1 and %d", o.MaxNodes, mpi.AbsoluteMaxNodes)
-	}
-	switch o.LaunchAgentDelivery {
-	case api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume, api.LaunchAgentAuto:
-	default:
-		return nil, fmt.Errorf("--launch-agent-delivery=%q: set it to %s, %s or %s", o.LaunchAgentDelivery, api.LaunchAgentByInitContainer, api.LaunchAgentByImageVolume, api.LaunchAgentAuto)
-	}
-	keyAlgorithm, err := mpi.ParseKeyAlgorithm(o.SSHKeyAlgorithm)
-	if err != nil {
-		return nil, fmt.Errorf("--ssh-key-algorithm: %w", err)
+	if err := o.Settings.Validate(); err != nil {
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -221,27 +173,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		} else {
 			ctrl.Log.WithName("setup").Info("No namespace known (not in a pod; neither --namespace nor --leader-election-namespace): the children this process makes are recognised by it alone", "secret", ProofKeySecret)
 		}
-		launchImage := o.LaunchImage
-		if launchImage == "" {
+		settings := o.Settings
+		if settings.LaunchImage == "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			launchImage = ownImage(ctx, mgr.GetAPIReader(), ns)
+			settings.LaunchImage = ownImage(ctx, mgr.GetAPIReader(), ns)
 		}
-		return controller.SetupControllers(mgr, controller.Options{
-			LaunchImage:              launchImage,
-			LauncherAfterWorkers:     o.LauncherAfterWorkers,
-			LaunchAgentDelivery:      o.LaunchAgentDelivery,
-			ProofKeys:                proofKeys,
-			Upstream:                 others,
-			ClusterDomain:            o.ClusterDomain,
-			MaxConcurrentReconciles:  o.MaxConcurrentReconciles,
-			JobSetReportTimeout:      o.JobSetReportTimeout,
-			KueueTrainJobIntegration: o.KueueTrainJobIntegration,
-			MaxNodes:                 o.MaxNodes,
-			SSHKeyAlgorithm:          keyAlgorithm,
-
-			IgnorePodCreationFailures: !o.WatchPodCreationFailures,
-		})
+		return controller.SetupControllers(mgr, controller.Options{Settings: settings, ProofKeys: proofKeys, Upstream: others})
 	}
 	// Without JobSet's API the controllers cannot watch JobSets, but the
 	// webhooks, on which every TrainJob write in the cluster depends, must

@@ -27,7 +27,6 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/api"
-	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/operator/fairqueue"
 	"github.com/torus-mpi/torus/operator/metacreate"
 	"github.com/torus-mpi/torus/operator/startup"
@@ -52,38 +51,10 @@ const DefaultMaxConcurrentReconciles = 32
 // milliseconds, so that a slow or busy one is not reported as missing.
 const DefaultJobSetReportTimeout = 2 * time.Minute
 
-// Options configure the controllers.
+// Options are what SetupControllers needs: the operator's settings for the
+// jobs it runs, and what the process gives the controllers.
 type Options struct {
-	// ClusterDomain is the cluster's DNS domain, for Hydra's search path.
-	ClusterDomain string
-	// LaunchImage is the image agent jobs take Torus's launch agent from
-	// (children.BuildOptions.LaunchImage).
-	LaunchImage string
-	// LauncherAfterWorkers: children.BuildOptions.LauncherAfterWorkers.
-	LauncherAfterWorkers bool
-	// LaunchAgentDelivery: children.BuildOptions.LaunchAgentDelivery.
-	LaunchAgentDelivery string
-	// KueueTrainJobIntegration is true when Kueue's native TrainJob
-	// integration admits TrainJobs (through spec.suspend and
-	// runtimePatches). By default Kueue admits MPI jobs through its JobSet
-	// integration, which takes Intel MPI and MPICH jobs as well.
-	KueueTrainJobIntegration bool
-	// MaxConcurrentReconciles is the number of TrainJobs reconciled at once.
-	MaxConcurrentReconciles int
-	// JobSetReportTimeout is how long a JobSet may go without its
-	// controller's first status before its TrainJob reports
-	// Created=Unknown; zero means DefaultJobSetReportTimeout.
-	JobSetReportTimeout time.Duration
-	// MaxNodes is the largest numNodes a job may have (zero:
-	// mpi.DefaultMaxNodes); larger jobs get Created=False.
-	MaxNodes int32
-	// SSHKeyAlgorithm is the type of jobs' SSH keys where neither a job
-	// nor its runtime chooses one (zero: mpi.DefaultKeyAlgorithm).
-	SSHKeyAlgorithm mpi.KeyAlgorithm
-	// IgnorePodCreationFailures leaves out the watch on the Job
-	// controller's FailedCreate events (pods a quota, LimitRange or Pod
-	// Security refused): jobs then wait without saying why.
-	IgnorePodCreationFailures bool
+	Settings
 	// Upstream reconciles the TrainJobs that are not MPI as upstream
 	// Trainer does (upstream.New); nil leaves them Created=False.
 	Upstream *upstream.Framework
@@ -101,20 +72,12 @@ type Options struct {
 
 // SetupControllers registers Torus's controllers with a manager.
 func SetupControllers(mgr ctrl.Manager, opts Options) error {
-	if opts.ClusterDomain == "" {
-		opts.ClusterDomain = mpi.DefaultClusterDomain
+	if err := opts.Settings.Validate(); err != nil {
+		return err
 	}
-	if opts.MaxConcurrentReconciles == 0 {
-		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	if opts.JobSetReportTimeout == 0 {
-		opts.JobSetReportTimeout = DefaultJobSetReportTimeout
-	}
+	opts.Settings = opts.Settings.withDefaults()
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
-	}
-	if opts.MaxNodes == 0 {
-		opts.MaxNodes = mpi.DefaultMaxNodes
 	}
 	if len(opts.ProofKeys.Current) == 0 {
 		opts.ProofKeys = processProofKeys()
@@ -144,7 +107,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		maxNodes:     opts.MaxNodes,
 		keyAlgorithm: opts.SSHKeyAlgorithm,
 		proofs:       newProofs(opts.ProofKeys),
-		build:        children.BuildOptions{ClusterDomain: opts.ClusterDomain, LaunchImage: opts.LaunchImage, LauncherAfterWorkers: opts.LauncherAfterWorkers, LaunchAgentDelivery: opts.LaunchAgentDelivery, KueueJobSets: !opts.KueueTrainJobIntegration},
+		build:        opts.buildOptions(),
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

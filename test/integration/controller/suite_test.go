@@ -16,7 +16,7 @@ var (
 	// The JobSet controller does not run here: specs play its part
 	// (framework.ObserveJobSet), or, with a short timeout, see Torus
 	// report its silence.
-	fw  = framework.Suite(controller.Options{JobSetReportTimeout: jobSetReportTimeout}, framework.SampleRuntimes)
+	fw  = framework.Suite(controller.Options{Settings: controller.Settings{JobSetReportTimeout: jobSetReportTimeout}}, framework.SampleRuntimes)
 	ctx = context.Background()
 )
 
