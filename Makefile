@@ -95,6 +95,14 @@ verify-generate: generate ## Fail when generated files differ from what is commi
 .PHONY: test
 test: prefetch lint verify-generate testbin test-unit verify-krew verify-rules test-integration test-chaos test-wire test-cluster-suites ## Run every test: lint, generation check, unit (with the fuzz targets' seed corpora), krew manifest, Prometheus rules, integration, chaos, wire and the suites on local clusters.
 
+# A suite's -timeout guards against a hang; it is no bound on speed. Each
+# is at least twice what its tier takes on a busy machine (hack/stress.sh:
+# the cluster tier about 25 minutes, twice its idle time; e2e at most 13;
+# chaos 7), so a slow CI machine fails only by CI's own limit.
+CLUSTER_TIMEOUT ?= 60m
+E2E_TIMEOUT ?= 40m
+CHAOS_TIMEOUT ?= 30m
+
 .PHONY: test-stress
 STRESS_TARGETS ?= test-integration
 STRESS_RUNS ?= 5
@@ -131,7 +139,7 @@ test-integration: testbin ## Integration tests on a real kube-apiserver and etcd
 .PHONY: test-chaos
 test-chaos: build testbin ## The operator binary killed with SIGKILL at random moments while 200 TrainJobs are created and while they finish (real kube-apiserver and etcd).
 	$(call clean-reports,test/chaos)
-	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -v -timeout 15m ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
+	KUBEBUILDER_ASSETS=$(TESTBIN)/bin $(GO_TEST) -count=1 -v -timeout $(CHAOS_TIMEOUT) ./test/chaos/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/chaos)
 
 .PHONY: test-wire
 test-wire: testbin ## Real Open MPI and MPICH ranks over real sshd between network namespaces, from the operator's own objects (root; installs Debian packages; skips without root, fails instead under TORUS_REQUIRE_ROOT_TIERS=1 as in CI).
@@ -147,14 +155,14 @@ node-deps: ## What the real nodes run: Debian's runc, CNI plugins, iptables and 
 test-cluster: build testbin node-deps ## The local cluster's start-up: up under port pressure, dead components named; real MPI jobs across two real nodes, Multus, enforced NetworkPolicies, OpenShift's SCC admission (-openshift); nothing left by down.
 	hack/testbin/build.sh openshift
 	$(call clean-reports,test/cluster)
-	$(GO_TEST) -count=1 -timeout 25m ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
+	$(GO_TEST) -count=1 -timeout $(CLUSTER_TIMEOUT) ./test/cluster/ -ginkgo.v $(GINKGO_REPORT) || $(call ginkgo-failed,test/cluster)
 
 .PHONY: test-e2e
 test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
 	$(call clean-reports,test/e2e)
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout 20m ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); \
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
