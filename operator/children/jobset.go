@@ -620,11 +620,7 @@ func (b podBuilder) callBack(role string) string {
 }
 
 // restartAttemptEnv hands the init container its pod's run.
-func (b podBuilder) restartAttemptEnv() corev1.EnvVar {
-	return corev1.EnvVar{Name: mpi.EnvRestartAttempt, ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + mpi.LabelJobSetRestartAttempt + "']"},
-	}}
-}
+func (b podBuilder) restartAttemptEnv() corev1.EnvVar { return mpi.RunEnv(mpi.EnvRestartAttempt) }
 
 // setInitContainer puts Torus's init container first, replacing one of its
 // name the runtime has.

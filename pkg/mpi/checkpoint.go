@@ -114,8 +114,6 @@ func (c *Checkpoint) Refusal(pvc *corev1.PersistentVolumeClaim) string {
 func (c *Checkpoint) Env() []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: EnvCheckpointDir, Value: c.Dir},
-		{Name: EnvRunAttempt, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']",
-		}}},
+		RunEnv(EnvRunAttempt),
 	}
 }

@@ -72,3 +72,11 @@ func LauncherEnv(impl Implementation, slotsPerHost int32, sshPath string, forwar
 func LauncherDefaults(impl Implementation) []corev1.EnvVar {
 	return slices.Clone(impl.of().defaults)
 }
+
+// RunEnv is a variable named name holding the pod's run: JobSet's
+// restart-attempt label, through the downward API.
+func RunEnv(name string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + LabelJobSetRestartAttempt + "']"},
+	}}
+}
