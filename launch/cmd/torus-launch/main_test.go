@@ -44,6 +44,36 @@ func torusLaunch(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startAgent starts torus-launch's agent with the job's keys, written to
+// dir, on a loopback port, its environment extended by env. It returns the
+// agent, the rest of what it writes to stderr after the line that says
+// where it listens, and that address.
+func startAgent(t *testing.T, keys *mpi.SSHKeys, dir string, env ...string) (agent *exec.Cmd, stderr *bufio.Reader, host, port string) {
+	t.Helper()
+	agent = torusLaunch(t, "agent", "--listen=127.0.0.1:0",
+		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
+		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
+	agent.Env = append(agent.Env, env...)
+	pipe, err := agent.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	stderr = bufio.NewReader(pipe)
+	line, err := stderr.ReadString('\n')
+	if err != nil {
+		t.Fatalf("the agent said %q: %v", line, err)
+	}
+	_, addr, _ := strings.Cut(strings.TrimSpace(line), "listening on ")
+	if host, port, err = net.SplitHostPort(addr); err != nil {
+		t.Fatalf("the agent said %q", line)
+	}
+	return agent, stderr, host, port
+}
+
 // runTorusLaunch runs cmd to its end: its output, its errors and its exit
 // code.
 func runTorusLaunch(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
@@ -79,26 +109,7 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	agent := torusLaunch(t, "agent", "--listen=127.0.0.1:0",
-		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
-		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
-	stderr, err := agent.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the agent said %q: %v", line, err)
-	}
-	_, addr, _ := strings.Cut(strings.TrimSpace(line), "listening on ")
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("the agent said %q", line)
-	}
+	_, _, _, port := startAgent(t, keys, dir)
 	// A port nothing listens on: a worker whose agent has not started.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -209,28 +220,7 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	agent := torusLaunch(t, "agent", "--listen=127.0.0.1:0",
-		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
-		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
-	agent.Env = append(agent.Env, envAsInit+"=1")
-	stderrPipe, err := agent.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-	stderr := bufio.NewReader(stderrPipe)
-	line, err := stderr.ReadString('\n')
-	if err != nil {
-		t.Fatalf("the agent said %q: %v", line, err)
-	}
-	_, addr, _ := strings.Cut(strings.TrimSpace(line), "listening on ")
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("the agent said %q", line)
-	}
+	agent, stderr, host, port := startAgent(t, keys, dir, envAsInit+"=1")
 	client, err := launchagent.NewClient(writeFile(t, dir, "id", keys.ClientPrivate), writeFile(t, dir, "known_hosts", keys.HostPublic))
 	if err != nil {
 		t.Fatal(err)
@@ -241,11 +231,13 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 	var out bytes.Buffer
 	client.Stdout, client.Stderr = &out, &out
 
-	// A rank that leaves an orphan behind, then runs until it is told to
-	// stop, and writes its checkpoint when it is.
+	// A rank that leaves an orphan behind, which lives until the test
+	// releases it, then runs until it is told to stop, and writes its
+	// checkpoint when it is.
 	checkpoint := filepath.Join(dir, "checkpoint")
 	started := filepath.Join(dir, "started")
-	rank := `sh -c 'sleep 2 &'; trap 'sleep 0.5; echo saved > ` + checkpoint + `; exit 0' TERM; touch ` + started + `; while :; do sleep 0.1; done`
+	release := filepath.Join(dir, "release")
+	rank := `sh -c "sh -c 'while [ ! -e ` + release + ` ]; do sleep 0.05; done' &"; trap 'sleep 0.5; echo saved > ` + checkpoint + `; exit 0' TERM; touch ` + started + `; while :; do sleep 0.1; done`
 	code := make(chan int, 1)
 	go func() { code <- client.Run([]string{host, rank}) }()
 	for {
@@ -258,12 +250,18 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	// The orphan is the init's to reap: it is adopted while it sleeps,
-	// and gone, not a zombie, once it has exited.
-	orphans := children(t, agent.Process.Pid, "S")
-	if len(orphans) != 1 {
-		t.Fatalf("the init's sleeping children: %v, want the rank's orphan", orphans)
+	// The orphan is the init's to reap: it is adopted once its parent has
+	// gone, and gone, not a zombie, once it has exited.
+	var orphans []string
+	for deadline := time.Now().Add(30 * time.Second); len(orphans) == 0; time.Sleep(50 * time.Millisecond) {
+		if orphans = children(t, agent.Process.Pid, "S"); len(orphans) == 0 && time.Now().After(deadline) {
+			t.Fatal("the rank's orphan was not adopted by the agent's init")
+		}
 	}
+	if len(orphans) != 1 {
+		t.Fatalf("the init's children: %v, want the rank's orphan alone", orphans)
+	}
+	writeFile(t, dir, "release", nil)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if _, err := os.Stat("/proc/" + orphans[0]); errors.Is(err, os.ErrNotExist) {
 			break
@@ -292,8 +290,9 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 	}
 }
 
-// children are the sleep processes whose parent is pid and whose state is
-// state (S: sleeping; Z: exited but not reaped).
+// children are the shells whose parent is pid and whose state is state
+// (S: sleeping; Z: exited but not reaped): the agent, the init's other
+// child, is no shell.
 func children(t *testing.T, pid int, state string) []string {
 	t.Helper()
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
@@ -309,7 +308,7 @@ func children(t *testing.T, pid int, state string) []string {
 		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
 		comm := string(data[bytes.IndexByte(data, '(')+1 : bytes.LastIndexByte(data, ')')])
 		fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-		if len(fields) > 1 && fields[0] == state && fields[1] == strconv.Itoa(pid) && comm == "sleep" {
+		if len(fields) > 1 && fields[0] == state && fields[1] == strconv.Itoa(pid) && comm == "sh" {
 			out = append(out, string(data[:bytes.IndexByte(data, ' ')]))
 		}
 	}
