@@ -93,13 +93,12 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 	}
 }
 
-// The operator's diagnosis, status and network check read pods from the
-// cache: what podCacheTransform keeps must tell them what the whole pod
-// would. Pods are made from a JobSet Torus builds, with the statuses the
-// kubelet reports for each cause the diagnosis knows.
-func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
+// builtJobSet is the JobSet Torus builds for a TrainJob pi of nodes nodes
+// on an Open MPI runtime, with the job it resolved.
+func builtJobSet(t *testing.T, nodes int32) (*trainer.TrainJob, *mpi.Job, *jobsetv1alpha2.JobSet) {
+	t.Helper()
 	rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Runtime()
-	tj := wrappers.MakeTrainJob("pi", "ns").UID("uid-1").RuntimeRef("rt").NumNodes(2).Obj()
+	tj := wrappers.MakeTrainJob("pi", "ns").UID("uid-1").RuntimeRef("rt").NumNodes(nodes).Obj()
 	job, err := mpi.ResolveJob(tj, rt)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +107,15 @@ func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tj, job, js
+}
+
+// The operator's diagnosis, status and network check read pods from the
+// cache: what podCacheTransform keeps must tell them what the whole pod
+// would. Pods are made from a JobSet Torus builds, with the statuses the
+// kubelet reports for each cause the diagnosis knows.
+func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
+	_, job, js := builtJobSet(t, 2)
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	terminated := func(reason string, code int32, message string) corev1.ContainerState {
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: reason, ExitCode: code, Message: message, FinishedAt: t0}}
@@ -159,16 +167,7 @@ func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
 // and upstream's framework read of it: the record of the job, the marks
 // Torus writes, its controller, suspend, and the JobSet controller's status.
 func TestCachedJobSetKeepsWhatIsRead(t *testing.T) {
-	rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI).Runtime()
-	tj := wrappers.MakeTrainJob("pi", "ns").UID("uid-1").RuntimeRef("rt").NumNodes(4).Obj()
-	job, err := mpi.ResolveJob(tj, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := children.BuildJobSet(tj, rt, job, children.BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tj, job, js := builtJobSet(t, 4)
 	js.Annotations[api.AnnotationProof] = strings.Repeat("p", 64)
 	js.Annotations[api.AnnotationSpecHash] = strings.Repeat("h", 16)
 	js.Annotations[api.AnnotationSuspendedByTorus] = "true"

@@ -61,7 +61,6 @@ func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	s.SSHKeyAlgorithm = mpi.DefaultKeyAlgorithm
 	fs.Var((*keyAlgorithmFlag)(&s.SSHKeyAlgorithm), "ssh-key-algorithm", fmt.Sprintf(
 		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", api.AnnotationSSHKeyAlgorithm))
-	s.IgnorePodCreationFailures = false
 	fs.Var((*negatedFlag)(&s.IgnorePodCreationFailures), "watch-pod-creation-failures",
 		"Watch the Job controller's FailedCreate events, so that a job whose pods a ResourceQuota, LimitRange, Pod Security or an SCC refused says so (one watch, filtered by the API server).")
 	fs.Lookup("watch-pod-creation-failures").NoOptDefVal = "true"
@@ -165,6 +164,3 @@ func (f *negatedFlag) Set(v string) error {
 	*f = negatedFlag(!b)
 	return nil
 }
-
-// IsBoolFlag lets the flag be given without a value.
-func (f *negatedFlag) IsBoolFlag() bool { return true }
