@@ -334,7 +334,6 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		// (restartPolicy).
 		spec.BackoffLimit = ptr.To[int32](0)
 	}
-	failOnDisruption(spec)
 
 	ps := &pod.Spec
 	idx := -1
@@ -397,11 +396,13 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: mpi.HostfileVolume, MountPath: mpi.HostfileDir, ReadOnly: true})
 	}
 
+	worldLostExit := false
 	if b.job.SSH.Agent {
-		b.addLaunchAgent(ps, ctr, role)
+		worldLostExit = b.addLaunchAgent(ps, ctr, role)
 	} else {
 		b.addSSH(ps, ctr, role)
 	}
+	failWhenDisrupted(spec, worldLostExit)
 	if n := b.job.Network; n != nil {
 		if runsRanks || n.AllPods {
 			if err := n.Apply(pod, ctr); err != nil {
@@ -463,8 +464,11 @@ var launchVolumeSize = resource.MustParse("64Mi")
 // (SSHSettings.AgentBinary), the container does so itself; workers run
 // the agent; the launcher waits for every worker's agent before its
 // command; every container gets the client's settings. Nothing of the
-// user's image is run but MPI and the program.
-func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) {
+// user's image is run but MPI and the program. It reports whether the
+// container's exit code is torus-launch's, which says when the job's world
+// lost a host (mpi.ExitWorldLost): a worker's agent, or a launcher whose
+// command Torus wraps.
+func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, role string) (worldLostExit bool) {
 	ps.Volumes = mpi.UpsertVolume(ps.Volumes,
 		b.sshSecretVolume(role),
 		sshDirVolume(),
@@ -505,7 +509,7 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 			b.launcherWaitsInContainer(ps, ctr)
 			ctr.Command = mpi.LaunchFromImageCommand(b.job.SSH, role, ctr.Command)
 		}
-		return
+		return true
 	}
 	ctr.VolumeMounts = append(mounts,
 		corev1.VolumeMount{Name: mpi.SSHVolume, MountPath: b.job.SSH.Path, SubPath: mpi.SSHDirSubPath},
@@ -526,8 +530,10 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		// A worker serves the launcher's remote commands; its ranks are
 		// the agent's children.
 		ctr.Command, ctr.Args = mpi.LaunchAgentCommand(b.job.SSH), nil
+		worldLostExit = true
 	case len(ctr.Command) > 0:
 		b.launcherWaitsInContainer(ps, ctr)
+		worldLostExit = true
 	default:
 		// The image's entrypoint runs, which Torus cannot wrap: the
 		// setup waits before it ends.
@@ -536,6 +542,7 @@ func (b podBuilder) addLaunchAgent(ps *corev1.PodSpec, ctr *corev1.Container, ro
 		initMounts = append(initMounts, podInfoMount())
 	}
 	setInitContainer(ps, b.torusInitContainer(mpi.SSHInitContainer, setup, ctr, initMounts...))
+	return worldLostExit
 }
 
 // launcherWaitsInContainer has the launcher wait for its workers in its

@@ -8,6 +8,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
@@ -17,19 +18,26 @@ import (
 )
 
 // A job restarts its whole world in the JobSet's and the Job API's own
-// terms: a disrupted pod fails its Job by the pod failure policy, which the
-// JobSet's first rule restarts without spending the budget; anything else
-// spends it; every pod of a run goes before the next run starts.
+// terms: a disrupted pod, or torus-launch's exit code for a lost world,
+// fails its Job by the pod failure policy, which the JobSet's first rule
+// restarts without spending the budget; anything else spends it; every pod
+// of a run goes before the next run starts.
 func TestBuildJobSetRestartPolicy(t *testing.T) {
 	disrupted := jobsetv1alpha2.FailurePolicyRule{
 		Name: children.RuleDisrupted, Action: jobsetv1alpha2.RestartJobSetAndIgnoreMaxRestarts,
-		OnJobFailureReasons: []string{batchv1.JobReasonPodFailurePolicy}, OnJobFailureMessagePatterns: []string{"DisruptionTarget"},
+		OnJobFailureReasons:         []string{batchv1.JobReasonPodFailurePolicy},
+		OnJobFailureMessagePatterns: []string{"DisruptionTarget", "with exit code 75 matching FailJob rule"},
 	}
 	own := jobsetv1alpha2.FailurePolicyRule{Name: "NoRetryOnConfig", Action: jobsetv1alpha2.FailJobSet, OnJobFailureReasons: []string{batchv1.JobReasonDeadlineExceeded}}
 	onDisruption := batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailJob,
 		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}}
+	// torus-launch's word that the job's world lost a host.
+	onWorldLost := batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(mpi.TrainerContainer), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{75}}}
 	cases := map[string]struct {
 		annotation  string
+		launch      string
 		runtime     *jobsetv1alpha2.FailurePolicy
 		onFailure   bool
 		wantPolicy  *jobsetv1alpha2.FailurePolicy
@@ -53,6 +61,10 @@ func TestBuildJobSetRestartPolicy(t *testing.T) {
 			wantPolicy:  &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
 			wantPodRule: true,
 		},
+		"torus-launch speaks for the launcher and the workers: its exit code for a lost world too": {launch: api.RemoteLaunchAgent,
+			wantPolicy:  &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
+			wantPodRule: true,
+		},
 		"pods restarted in place: no pod failure policy, which the Job API refuses for them": {onFailure: true,
 			wantPolicy: &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.BlockingRecreate, Rules: []jobsetv1alpha2.FailurePolicyRule{disrupted}},
 		},
@@ -70,7 +82,14 @@ func TestBuildJobSetRestartPolicy(t *testing.T) {
 			if tc.annotation != "" {
 				w = w.Annotation(api.AnnotationMaxRestarts, tc.annotation)
 			}
-			js, _ := build(t, w.Obj(), rt)
+			// OpenSSH's sshd and mpirun speak for themselves: the
+			// disruption alone.
+			wantRules := []batchv1.PodFailurePolicyRule{onDisruption}
+			if tc.launch != "" {
+				w = w.Annotation(api.AnnotationRemoteLaunch, tc.launch)
+				wantRules = append(wantRules, onWorldLost)
+			}
+			js := buildWithLaunchImage(t, w.Obj(), rt)
 			if diff := cmp.Diff(tc.wantPolicy, js.Spec.FailurePolicy); diff != "" {
 				t.Errorf("failure policy (-want +got):\n%s", diff)
 			}
@@ -82,17 +101,30 @@ func TestBuildJobSetRestartPolicy(t *testing.T) {
 					}
 					continue
 				}
-				if pfp == nil || len(pfp.Rules) != 1 || !cmp.Equal(pfp.Rules[0], onDisruption) {
-					t.Errorf("%s: pod failure policy %+v, want its one rule: fail the Job on DisruptionTarget", name, pfp)
+				if pfp == nil || !cmp.Equal(pfp.Rules, wantRules) {
+					t.Errorf("%s: pod failure policy %+v, want %+v: fail the Job on DisruptionTarget, and on exit code 75 where torus-launch speaks", name, pfp, wantRules)
 				}
 			}
 			// Built twice from the same runtime, the rules are not doubled.
-			again, _ := build(t, w.Obj(), rt)
+			again := buildWithLaunchImage(t, w.Obj(), rt)
 			if !cmp.Equal(js.Spec, again.Spec) {
 				t.Error("a second build differs from the first")
 			}
 		})
 	}
+}
+
+func buildWithLaunchImage(t *testing.T, tj *trainer.TrainJob, rt *wrappers.RuntimeWrapper) *jobsetv1alpha2.JobSet {
+	t.Helper()
+	job, err := mpi.ResolveJob(tj, rt.Runtime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{LaunchImage: "torus:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // A job's checkpoint claim is mounted in the launcher and every worker, and

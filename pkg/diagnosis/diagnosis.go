@@ -161,6 +161,13 @@ func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, b
 		f.at = podTime(p)
 		return f, true
 	}
+	if c := disrupted(p); c != nil {
+		f.Reason, f.Terminal = c.Reason, true
+		f.Detail = disruptionDetail(c)
+		f.Fix = restartsFree(p)
+		f.at = c.LastTransitionTime.Time
+		return f, true
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			// The scheduler's own words say what no node has.
@@ -207,6 +214,9 @@ func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, b
 						f.Fix = out.fix
 					}
 				}
+				if t.ExitCode == mpi.ExitWorldLost && cs.Name == mpi.TrainerContainer && contextOf(p).agent {
+					worldLost(&f, p)
+				}
 				if !f.Terminal {
 					f.Detail += " and is restarted by the kubelet" + restarts(cs.RestartCount)
 				}
@@ -243,6 +253,66 @@ func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, b
 		}
 	}
 	return Finding{}, false
+}
+
+// disrupted is the pod's DisruptionTarget condition, if something other
+// than its program stopped it.
+func disrupted(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// disruptionDetail says who stopped a pod, by the reasons Kubernetes gives
+// DisruptionTarget, and in its own words.
+func disruptionDetail(c *corev1.PodCondition) string {
+	var who string
+	switch c.Reason {
+	case "PreemptionByScheduler":
+		who = "the scheduler preempted it for a pod of higher priority"
+	case "DeletionByTaintManager":
+		who = "its node became unavailable, and the node's taint deleted it"
+	case "EvictionByEvictionAPI":
+		who = "it was evicted (a node drain, or another use of the Eviction API)"
+	case "DeletionByPodGC":
+		who = "its node is gone, and the pod garbage collector deleted it"
+	case "TerminationByKubelet":
+		who = "the node's kubelet stopped it (a node shutdown or a resource running short)"
+	default:
+		who = "it was disrupted"
+	}
+	if c.Message != "" {
+		who += " (" + bounded(c.Message) + ")"
+	}
+	return who
+}
+
+// restartsFree says what follows a pod's loss to something other than its
+// program, where the job's pod failure policy tells it from the program's
+// failure: the Job API allows one only for pods never restarted in place.
+func restartsFree(p *corev1.Pod) string {
+	if p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		return ""
+	}
+	return "not the program's failure: the job restarts without counting against its restart budget, and a program that keeps checkpoints (--checkpoint-volume) resumes from its last one"
+}
+
+// worldLost explains torus-launch's exit code for a world that lost a host
+// to something other than the program: a worker's agent stopped while it
+// ran the job's commands, or a launcher whose command failed after that
+// (its own last line names the host) or that was stopped itself.
+func worldLost(f *Finding, p *corev1.Pod) {
+	f.Fix = restartsFree(p)
+	if p.Labels[api.LabelRole] == api.RoleWorker {
+		f.Reason = "Stopped"
+		f.Detail = fmt.Sprintf("its pod was stopped while it ran the job's ranks (exit %d)", mpi.ExitWorldLost)
+		return
+	}
+	f.Reason = "WorldLost"
+	f.Detail = fmt.Sprintf("the job lost a host to something other than the program (exit %d)", mpi.ExitWorldLost)
 }
 
 // contextOf is what a fix names of a pod's job: its name, and where its

@@ -33,6 +33,23 @@ func terminated(reason string, code int32, at time.Time) corev1.PodStatus {
 	}}}
 }
 
+func terminatedWith(code int32, at time.Time, output string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: code, FinishedAt: metav1.NewTime(at), Message: output}},
+	}}}
+}
+
+// agentPod is a pod of a job whose pods run torus-launch.
+func agentPod(role, index string, status corev1.PodStatus) corev1.Pod {
+	p := worker(index, status)
+	if role == api.RoleLauncher {
+		p.Name = "pi-launcher-0-0-abcde"
+		p.Labels[api.LabelRole] = api.RoleLauncher
+	}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir}}
+	return p
+}
+
 func TestPods(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	placement := mpi.NewPlacement("pi", 4, 4, false)
@@ -163,6 +180,42 @@ func TestPods(t *testing.T) {
 			}}})},
 			want: []string{`worker-2 (ranks 8-11) Error: container node exited with code 1; it printed: "epoch 1 loss 0.3" "ValueError: shapes (4,) and (5,) not aligned"; ` +
 				"see kubectl mpi logs pi --worker 2 [pod pi-node-0-2-abcde]"},
+		},
+		"a worker evicted, then the launcher that lost it: the eviction first, in Kubernetes' words": {
+			pods: []corev1.Pod{
+				agentPod(api.RoleLauncher, "0", terminatedWith(75, t0.Add(2*time.Second),
+					"[prterun] daemon lost\ntorus-launch: mpirun exited 1 after the job lost pi-node-0-1.pi: its pod was stopped while it ran the job; "+
+						"the job restarts without counting against its restart budget\n")),
+				func() corev1.Pod {
+					p := agentPod(api.RoleWorker, "1", terminatedWith(75, t0.Add(time.Second), ""))
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+						Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.NewTime(t0)}}
+					return p
+				}(),
+			},
+			want: []string{
+				"worker-1 (ranks 4-7) EvictionByEvictionAPI: it was evicted (a node drain, or another use of the Eviction API) (Eviction API: evicting) [pod pi-node-0-1-abcde]",
+				`launcher WorldLost: the job lost a host to something other than the program (exit 75); it printed: "[prterun] daemon lost" ` +
+					`"torus-launch: mpirun exited 1 after the job lost pi-node-0-1.pi: its pod was stopped while it ran the job; the job restarts without counting against its restart budget" [pod pi-launcher-0-0-abcde]`,
+			},
+		},
+		"a worker's agent stopped mid-run: stopped, not the program's error": {
+			pods: []corev1.Pod{agentPod(api.RoleWorker, "2", terminatedWith(75, t0, ""))},
+			want: []string{"worker-2 (ranks 8-11) Stopped: its pod was stopped while it ran the job's ranks (exit 75) [pod pi-node-0-2-abcde]"},
+		},
+		"exit 75 from OpenSSH's sshd is its own": {
+			pods: []corev1.Pod{worker("2", terminatedWith(75, t0, ""))},
+			want: []string{"worker-2 (ranks 8-11) Error: container node exited with code 75; see kubectl mpi logs pi --worker 2 [pod pi-node-0-2-abcde]"},
+		},
+		"a worker preempted by the scheduler": {
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := worker("0", corev1.PodStatus{Phase: corev1.PodRunning})
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+					Reason: "PreemptionByScheduler", Message: "default-scheduler: preempting to accommodate a higher priority pod", LastTransitionTime: metav1.NewTime(t0)}}
+				return p
+			}()},
+			want: []string{"worker-0 (ranks 0-3) PreemptionByScheduler: the scheduler preempted it for a pod of higher priority " +
+				"(default-scheduler: preempting to accommodate a higher priority pod) [pod pi-node-0-0-abcde]"},
 		},
 		"terminal failures before transient ones": {
 			pods: []corev1.Pod{

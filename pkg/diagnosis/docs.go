@@ -50,6 +50,13 @@ var podExamples = []podExample{
 	{"`Failed`, reason `Evicted`", func(p *corev1.Pod) {
 		p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 	}},
+	{"`DisruptionTarget=True`, reason `EvictionByEvictionAPI` (`PreemptionByScheduler`, `DeletionByTaintManager`, `DeletionByPodGC`, `TerminationByKubelet` alike)", func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}}
+	}},
+	{"terminated, exit code 75, in a job run by the launch agent", func(p *corev1.Pod) {
+		exampleTerminated("Error", mpi.ExitWorldLost, "")(p)
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: mpi.LaunchVolume, MountPath: mpi.LaunchBinDir}}
+	}},
 }
 
 func exampleWaiting(reason, message string) func(p *corev1.Pod) {

@@ -586,3 +586,11 @@ func TestShutdown(t *testing.T) {
 		})
 	}
 }
+
+// The operator's pod failure policy reads the agent's exit code for a lost
+// world: both speak of the same number.
+func TestExitWorldLostIsTheOperators(t *testing.T) {
+	if ExitWorldLost != mpi.ExitWorldLost {
+		t.Errorf("launchagent.ExitWorldLost = %d, mpi.ExitWorldLost = %d", ExitWorldLost, mpi.ExitWorldLost)
+	}
+}

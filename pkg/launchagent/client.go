@@ -53,6 +53,10 @@ type Client struct {
 	// Signals received are sent on to the remote command. Only
 	// signals the SSH protocol names are.
 	Signals <-chan os.Signal
+	// LostHosts is the directory where Run notes a host whose agent
+	// stopped its command, or whose connection was lost before the
+	// command ended (EnvLostHosts); none are noted if empty.
+	LostHosts string
 }
 
 // NewClient reads the client's private key and the hosts' public keys
@@ -126,9 +130,14 @@ func (c *Client) Run(args []string) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &exit):
+		if exit.Signal() == "TERM" && exit.Msg() == StoppedMessage {
+			noteLost(c.LostHosts, cmd.Host, "its pod was stopped while it ran the job")
+		}
 		// 128+n when the command was killed by signal n.
 		return exit.ExitStatus()
 	}
+	// The command's end never came: its host, or the way to it, is gone.
+	noteLost(c.LostHosts, cmd.Host, fmt.Sprintf("the connection was lost while it ran the job (%v)", err))
 	return c.fail("%s: %v", cmd.Host, err)
 }
 

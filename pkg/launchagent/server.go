@@ -64,6 +64,8 @@ type Server struct {
 	running map[*process]struct{}
 	// stopping: Shutdown was called; no command starts any more.
 	stopping bool
+	// interrupted counts the commands Shutdown stopped.
+	interrupted int
 }
 
 // NewServer makes a server presenting hostKey (a PEM private key) and
@@ -234,8 +236,7 @@ func (s *Server) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		if req.Type == "exec" && ok {
 			go func(p *process) {
 				state := p.wait()
-				s.forget(p)
-				s.finish(ch, state)
+				s.finish(ch, state, s.forget(p))
 			}(p)
 		}
 	}
@@ -259,10 +260,21 @@ func orDefault[T int | time.Duration](v, def T) T {
 }
 
 // finish reports how a command ended, as sshd does, and closes its channel.
-func (s *Server) finish(ch ssh.Channel, state *os.ProcessState) {
+// A command Shutdown stopped ends with exit-signal TERM and StoppedMessage,
+// however it exited: the client tells the loss of its host from a failure
+// of the program by that message (ExitError.Msg).
+func (s *Server) finish(ch ssh.Channel, state *os.ProcessState, stopped bool) {
 	_ = ch.CloseWrite()
 	ws, _ := state.Sys().(syscall.WaitStatus)
-	if name, ok := signalName(ws.Signal()); ws.Signaled() && ok {
+	if stopped {
+		msg := struct {
+			Signal     string
+			CoreDumped bool
+			Error      string
+			Lang       string
+		}{Signal: "TERM", Error: StoppedMessage}
+		_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(&msg))
+	} else if name, ok := signalName(ws.Signal()); ws.Signaled() && ok {
 		msg := struct {
 			Signal     string
 			CoreDumped bool
@@ -284,6 +296,8 @@ func (s *Server) finish(ch ssh.Channel, state *os.ProcessState) {
 type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	// stopped: Shutdown sent it SIGTERM (under Server.mu).
+	stopped bool
 }
 
 // start runs a client's command and counts it running, unless the server
@@ -305,10 +319,22 @@ func (s *Server) start(command string, env []string, ch ssh.Channel) (*process, 
 	return p, nil
 }
 
-func (s *Server) forget(p *process) {
+// forget counts p's command ended, and reports whether Shutdown had
+// stopped it.
+func (s *Server) forget(p *process) (stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.running, p)
+	return p.stopped
+}
+
+// Interrupted reports whether Shutdown stopped commands that were running:
+// the work of the job that sent them was cut short, unlike a pod stopped
+// once its launcher has finished.
+func (s *Server) Interrupted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interrupted > 0
 }
 
 // Shutdown stops the server's commands as a pod being stopped must: no
@@ -322,8 +348,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping = true
 	groups := make([]int, 0, len(s.running))
 	for p := range s.running {
+		p.stopped = true
 		groups = append(groups, p.cmd.Process.Pid)
 	}
+	s.interrupted += len(groups)
 	s.mu.Unlock()
 	for _, pgid := range groups {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)

@@ -43,6 +43,15 @@ const (
 	envLaunchPort       = "TORUS_SSH_PORT"
 )
 
+// ExitWorldLost is the exit code by which a container running torus-launch
+// says its job's MPI world lost a host to something other than the
+// program: a worker's agent stopped while it ran the job's commands, or a
+// launcher whose command failed after a host was lost, or that was itself
+// stopped (launchagent.ExitWorldLost, sysexits' EX_TEMPFAIL). The job's
+// pod failure policy fails its Job on it, and the JobSet restarts the job
+// without spending its restart budget.
+const ExitWorldLost = 75
+
 // LaunchClient is the path of the client MPI launchers run in an agent job.
 func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 

@@ -30,30 +30,47 @@ func asInit() bool {
 }
 
 // runInit runs torus-launch with args as its child and does what a
-// container's init does: it forwards the signals it gets to the child,
-// reaps every process that ends up its child (the orphans the ranks leave,
-// which would otherwise stay zombies and hold their process group, so that
-// the agent's shutdown would wait for them), and exits as the child does.
+// container's init does (supervise), and exits as the child does.
 func runInit(args []string) int {
-	// Orphans come here even when this is not PID 1.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return initFail(fmt.Errorf("becoming the reaper of orphans: %w", err))
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return initFail(err)
 	}
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCHLD)
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), envInitChild+"=1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
+	code, _, err := supervise(cmd)
+	if err != nil {
 		return initFail(err)
+	}
+	return code
+}
+
+// canSupervise: supervise runs here.
+const canSupervise = true
+
+// supervise starts cmd and does what a container's init does until it
+// exits: it forwards the signals it gets to cmd, and reaps every process
+// that ends up its child (the orphans the ranks leave, which would
+// otherwise stay zombies and hold their process group, so that the
+// agent's shutdown would wait for them). It returns the status a shell
+// would report for cmd, and whether SIGTERM, a pod's request to stop,
+// came while cmd ran.
+func supervise(cmd *exec.Cmd) (code int, terminated bool, err error) {
+	// Orphans come here even when this is not PID 1.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return 0, false, fmt.Errorf("becoming the reaper of orphans: %w", err)
+	}
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, false, err
 	}
 	child := cmd.Process.Pid
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
+			terminated = terminated || sig == syscall.SIGTERM
 			_ = syscall.Kill(child, sig.(syscall.Signal))
 			continue
 		}
@@ -65,11 +82,11 @@ func runInit(args []string) int {
 				break
 			}
 			if pid == child {
-				return exitCode(ws)
+				return exitCode(ws), terminated, nil
 			}
 		}
 	}
-	return 1
+	return 1, terminated, nil
 }
 
 // exitCode is the status a shell reports for a process that ended so.

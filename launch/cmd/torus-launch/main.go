@@ -45,12 +45,18 @@ func main() {
 	case "setup":
 		err = setup(args)
 	case "wait":
-		err = waitThenExec(args)
+		var code int
+		if code, err = waitThenRun(args); err == nil {
+			os.Exit(code)
+		}
 	case "agent":
 		if asInit() {
 			os.Exit(runInit(os.Args[1:]))
 		}
-		err = agent(args)
+		var code int
+		if code, err = agent(args); err == nil {
+			os.Exit(code)
+		}
 	case "ssh":
 		os.Exit(sshMain(args))
 	default:
@@ -152,10 +158,10 @@ func waitFlags(fs *pflag.FlagSet, w *launchagent.Wait) {
 	fs.DurationVar(&w.Timeout, "ready-timeout", 30*time.Second, "how long to wait for the hosts once every worker is Ready (or from the start, without --workers-ready)")
 }
 
-// waitThenExec waits for the launcher's hosts, then replaces itself with
-// the command after "--": the launcher's program keeps the container's
-// process, its signals and its exit code.
-func waitThenExec(args []string) error {
+// waitThenRun waits for the launcher's hosts, then runs the command after
+// "--" under supervise (runLauncher), and returns the container's exit
+// code.
+func waitThenRun(args []string) (int, error) {
 	fs := pflag.NewFlagSet("wait", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
 	var w launchagent.Wait
@@ -163,23 +169,75 @@ func waitThenExec(args []string) error {
 	waitFlags(fs, &w)
 	fs.DurationVar(&w.Quiet, "quiet-for", 0, "say nothing of what the wait waits for until it has lasted this long")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return 0, err
 	}
 	command := fs.Args()
 	if *dir == "" || w.Hostfile == "" || len(command) == 0 {
-		return errors.New("usage: torus-launch wait --dir=DIR --wait-hostfile=FILE [flags] -- command [args...]")
+		return 0, errors.New("usage: torus-launch wait --dir=DIR --wait-hostfile=FILE [flags] -- command [args...]")
 	}
 	// Found before the wait: a command that is not there fails at once.
-	if _, err := exec.LookPath(command[0]); err != nil {
-		return fmt.Errorf("the launcher's command: %w", err)
+	prog, err := exec.LookPath(command[0])
+	if err != nil {
+		return 0, fmt.Errorf("the launcher's command: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := w.Run(ctx, *dir, os.Stderr)
+	err = w.Run(ctx, *dir, os.Stderr)
 	stop()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return execCommand(command)
+	return runLauncher(prog, command)
+}
+
+// runLauncher runs the launcher's command and returns the container's exit
+// code: the command's own, but for the loss of a host of its MPI world to
+// something other than the program, which it reports as
+// launchagent.ExitWorldLost. The command's clients note the hosts they
+// lose (launchagent.EnvLostHosts); a launcher asked to stop while its
+// command ran lost its world too. A command's own exit code
+// ExitWorldLost becomes 1, so that only a lost world restarts a job
+// without counting against its budget.
+func runLauncher(prog string, command []string) (int, error) {
+	if !canSupervise {
+		return 0, execCommand(command)
+	}
+	lost, err := os.MkdirTemp("", "torus-lost-hosts-")
+	if err != nil {
+		log.Printf("torus-launch: no place to note lost hosts (%v): a host lost counts as the program's failure", err)
+	} else {
+		defer os.RemoveAll(lost)
+	}
+	cmd := exec.Command(prog, command[1:]...)
+	cmd.Args[0] = command[0]
+	cmd.Env = os.Environ()
+	if lost != "" {
+		cmd.Env = append(cmd.Env, launchagent.EnvLostHosts+"="+lost)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	code, terminated, err := supervise(cmd)
+	if err != nil {
+		return 0, fmt.Errorf("running %s: %w", prog, err)
+	}
+	if code == 0 {
+		return 0, nil
+	}
+	var hosts []string
+	if lost != "" {
+		hosts, _ = launchagent.LostHosts(lost)
+	}
+	switch {
+	case len(hosts) > 0:
+		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the job lost %s; the job restarts without counting against its restart budget\n",
+			command[0], code, strings.Join(hosts, "; "))
+		return launchagent.ExitWorldLost, nil
+	case terminated:
+		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the launcher was asked to stop (SIGTERM)\n", command[0], code)
+		return launchagent.ExitWorldLost, nil
+	case code == launchagent.ExitWorldLost:
+		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d, which Torus keeps for a job that lost a host; the launcher exits 1\n", command[0], code)
+		return 1, nil
+	}
+	return code, nil
 }
 
 func parseFile(spec string) (launchagent.SetupFile, error) {
@@ -194,47 +252,53 @@ func parseFile(spec string) (launchagent.SetupFile, error) {
 	return launchagent.SetupFile{Key: parts[0], Name: parts[1], Mode: os.FileMode(mode)}, nil
 }
 
-func agent(args []string) error {
+// agent serves the launcher's commands until its pod is stopped, and
+// returns the agent's exit code: 0, or launchagent.ExitWorldLost when the
+// stop cut short commands that were running.
+func agent(args []string) (int, error) {
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	listen := fs.String("listen", ":2222", "address to listen on")
 	hostKey := fs.String("host-key", "", "the job's host key (PEM private key file)")
 	authorizedKeys := fs.String("authorized-keys", "", "the job's client public key (authorized_keys file)")
 	grace := fs.Duration("kill-grace", launchagent.DefaultKillGrace, "time between SIGTERM and SIGKILL for a command whose client has gone")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return 0, err
 	}
 	// The kubelet timestamps every line.
 	log.SetFlags(0)
 	log.SetPrefix("torus-launch agent: ")
+	// Caught from the start: a pod stopped as it starts stops its agent
+	// as any other does (below).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	key, err := os.ReadFile(*hostKey)
 	if err != nil {
-		return fmt.Errorf("reading the host key: %w", err)
+		return 0, fmt.Errorf("reading the host key: %w", err)
 	}
 	authorized, err := os.ReadFile(*authorizedKeys)
 	if err != nil {
-		return fmt.Errorf("reading the authorized keys: %w", err)
+		return 0, fmt.Errorf("reading the authorized keys: %w", err)
 	}
 	s, err := launchagent.NewServer(key, authorized)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.KillGrace = *grace
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	log.Printf("listening on %s", l.Addr())
 	// A pod stopped (its job done, stopped, preempted or restarted) asks
 	// with SIGTERM: the ranks get it at once and the pod's grace period to
 	// write a checkpoint, after which the kubelet kills what is left. An
-	// agent asked to stop has done its work, and exits 0.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	// agent stopped idle, its launcher done, has done its work and exits
+	// 0; one that stopped running commands says its job lost this host.
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
 	select {
 	case err := <-served:
-		return err
+		return 0, err
 	case <-ctx.Done():
 	}
 	log.Printf("stopping: the commands running get SIGTERM; waiting for them to exit")
@@ -242,8 +306,12 @@ func agent(args []string) error {
 	if err := s.Shutdown(context.Background()); err != nil {
 		log.Print(err)
 	}
+	if s.Interrupted() {
+		log.Printf("stopped the job's commands before they ended: exit %d, this host is lost to the job", launchagent.ExitWorldLost)
+		return launchagent.ExitWorldLost, nil
+	}
 	log.Printf("stopped")
-	return nil
+	return 0, nil
 }
 
 // sshMain runs an ssh command line and returns ssh's exit code. Its own
@@ -272,6 +340,7 @@ func sshMain(args []string) int {
 		}
 	}
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.LostHosts = os.Getenv(launchagent.EnvLostHosts)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	c.Signals = sigs

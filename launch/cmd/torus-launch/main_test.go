@@ -212,9 +212,29 @@ func TestSetupThenRunsTheCommand(t *testing.T) {
 // TestAgentStopsAsAPodIsStopped: the agent runs under an init of its own
 // (as it does as a container's first process), which reaps the orphans its
 // commands leave. SIGTERM reaches the commands at once and they have the
-// time they take to write a checkpoint; the agent then exits 0, so a pod
-// stopped once its job is done never reads as an error.
+// time they take to write a checkpoint; the agent then exits
+// ExitWorldLost, since its job lost this host, and the client notes the
+// host lost. An agent stopped idle, as every worker is once its launcher
+// has finished, exits 0: its pod never reads as an error.
 func TestAgentStopsAsAPodIsStopped(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		keys, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent, stderr, _, _ := startAgent(t, keys, t.TempDir(), envAsInit+"=1")
+		if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		rest, _ := io.ReadAll(stderr)
+		if err := agent.Wait(); err != nil {
+			t.Errorf("the idle agent asked to stop exited with %v, want 0; it said %s", err, rest)
+		}
+	})
+	t.Run("running a rank", agentStopsItsRanks)
+}
+
+func agentStopsItsRanks(t *testing.T) {
 	keys, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +250,7 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 	}
 	var out bytes.Buffer
 	client.Stdout, client.Stderr = &out, &out
+	client.LostHosts = t.TempDir()
 
 	// A rank that leaves an orphan behind, which lives until the test
 	// releases it, then runs until it is told to stop, and writes its
@@ -275,18 +296,21 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest, _ := io.ReadAll(stderr)
-	err = agent.Wait()
-	if err != nil {
-		t.Errorf("the agent asked to stop exited with %v, want 0; it said %s", err, rest)
+	var exit *exec.ExitError
+	if err := agent.Wait(); !errors.As(err, &exit) || exit.ExitCode() != launchagent.ExitWorldLost {
+		t.Errorf("the agent asked to stop while its rank ran exited with %v, want %d; it said %s", err, launchagent.ExitWorldLost, rest)
 	}
 	if data, err := os.ReadFile(checkpoint); err != nil || string(data) != "saved\n" {
 		t.Errorf("the rank wrote no checkpoint on SIGTERM (%q, %v); the agent said %s", data, err, rest)
 	}
-	if c := <-code; c != 0 {
-		t.Errorf("the rank's session ended with %d, want its own 0: %s", c, out.String())
+	if c := <-code; c != 128+int(syscall.SIGTERM) {
+		t.Errorf("the rank's session ended with %d, want %d, as for a command stopped by SIGTERM: %s", c, 128+int(syscall.SIGTERM), out.String())
 	}
-	if !strings.Contains(string(rest), "stopped") {
-		t.Errorf("the agent said %q, want it to say it stopped", rest)
+	if lost, err := launchagent.LostHosts(client.LostHosts); err != nil || len(lost) != 1 || !strings.HasPrefix(lost[0], host+": its pod was stopped") {
+		t.Errorf("the client noted %q (%v), want %s as stopped", lost, err, host)
+	}
+	if !strings.Contains(string(rest), "this host is lost to the job") {
+		t.Errorf("the agent said %q, want it to say its job lost the host", rest)
 	}
 }
 
@@ -313,4 +337,92 @@ func children(t *testing.T, pid int, state string) []string {
 		}
 	}
 	return out
+}
+
+// TestLauncherReportsALostWorld: the launcher's command runs under the
+// wait, which exits ExitWorldLost when the command failed after a host was
+// lost (its agent stopped the command, through the real client), or after
+// the launcher was asked to stop; otherwise the command's own exit code,
+// but for its own ExitWorldLost, which becomes 1.
+func TestLauncherReportsALostWorld(t *testing.T) {
+	keys, err := mpi.GenerateSSHKeys(rand.Reader, mpi.DefaultKeyAlgorithm, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	agent, _, host, port := startAgent(t, keys, dir, envAsInit+"=1")
+	writeFile(t, dir, "id", keys.ClientPrivate)
+	writeFile(t, dir, "known_hosts", keys.HostPublic)
+	hostfile := writeFile(t, dir, "hostfile", []byte(host+" slots=1\n"))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := filepath.Join(dir, "started")
+	for _, tc := range []struct {
+		name string
+		// command is mpirun's part: $0 is torus-launch, whose ssh it runs.
+		command string
+		// stop is who gets SIGTERM once the remote command started.
+		stop     string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "the program fails: its own exit code", command: `"$0" ssh ` + host + ` "exit 3"; exit 3`, wantCode: 3},
+		{name: "the program exits 75 itself: 1", command: `exit 75`, wantCode: 1,
+			wantErr: "torus-launch: sh exited 75, which Torus keeps for a job that lost a host; the launcher exits 1"},
+		{name: "the launcher's pod stopped mid-run: the world is lost", stop: "launcher", wantCode: launchagent.ExitWorldLost,
+			command: `trap 'exit 1' TERM; touch ` + started + `; while :; do sleep 0.1; done`,
+			wantErr: "torus-launch: sh exited 1 after the launcher was asked to stop (SIGTERM)"},
+		// Last: it stops the agent.
+		{name: "a worker's pod stopped mid-run: the world is lost", stop: "agent", wantCode: launchagent.ExitWorldLost,
+			command: `"$0" ssh ` + host + ` "touch ` + started + `; while :; do sleep 0.1; done"; echo "mpirun: a daemon died" >&2; exit 1`,
+			wantErr: "torus-launch: sh exited 1 after the job lost " + host + ": its pod was stopped while it ran the job; the job restarts without counting against its restart budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(started)
+			cmd := torusLaunch(t, "wait", "--dir="+dir, "--wait-hostfile="+hostfile, "--wait-port="+port,
+				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=10s", "--",
+				"sh", "-c", tc.command, self)
+			cmd.Env = append(cmd.Env, launchagent.EnvKey+"="+filepath.Join(dir, "id"),
+				launchagent.EnvKnownHosts+"="+filepath.Join(dir, "known_hosts"), launchagent.EnvPort+"="+port)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			if tc.stop != "" {
+				for {
+					if _, err := os.Stat(started); err == nil {
+						break
+					}
+					select {
+					case err := <-exited:
+						t.Fatalf("the launcher ended (%v) before its command started: %s", err, out.String())
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+				stopped := cmd.Process
+				if tc.stop == "agent" {
+					stopped = agent.Process
+				}
+				if err := stopped.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := <-exited
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode || !strings.Contains(out.String(), tc.wantErr) {
+				t.Errorf("exit %d, said %q; want %d, %q", code, out.String(), tc.wantCode, tc.wantErr)
+			}
+		})
+	}
 }
