@@ -361,6 +361,9 @@ func jobSetCacheTransform(in any) (any, error) {
 	}
 	for _, rj := range js.Status.ReplicatedJobsStatus[:min(len(js.Status.ReplicatedJobsStatus), maxCachedReplicatedJobs)] {
 		rj.Name = cut(rj.Name, validation.DNS1123LabelMaxLength)
+		// Torus restarts whole worlds, never one Job: the per-Job counts
+		// (up to 1,024 each) are not its to keep.
+		rj.JobRestarts, rj.JobRestartsCountTowardsMax = nil, nil
 		out.Status.ReplicatedJobsStatus = append(out.Status.ReplicatedJobsStatus, rj)
 	}
 	for _, c := range js.Status.Conditions[:min(len(js.Status.Conditions), maxCachedConditions)] {

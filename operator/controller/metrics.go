@@ -25,6 +25,7 @@ type Metrics struct {
 	TimeToRunning   *prometheus.HistogramVec
 	Duration        *prometheus.HistogramVec
 	KeyRotations    *prometheus.CounterVec
+	Restarts        *prometheus.CounterVec
 	ReconcileErrors *prometheus.CounterVec
 }
 
@@ -49,6 +50,7 @@ func NewMetrics() *Metrics {
 		TimeToRunning:   histogram("trainjob_time_to_running_seconds", "Seconds from an MPI TrainJob's creation to Running."),
 		Duration:        histogram("trainjob_duration_seconds", "Seconds from an MPI TrainJob's creation to its end, by result (Succeeded or Failed).", "result"),
 		KeyRotations:    counter("ssh_key_rotations_total", "SSH key Secrets replaced with new keys for a restarted or resumed JobSet run."),
+		Restarts:        counter("trainjob_restarts_total", "Restarts of MPI TrainJobs' worlds, by reason: WorldLost (a pod lost to something other than the program: not counted against the job's budget), ProgramFailed (counted), or Unknown.", "reason"),
 		ReconcileErrors: counter("reconcile_errors_total", "TrainJob reconciles that returned an error."),
 	}
 }
@@ -57,7 +59,7 @@ func NewMetrics() *Metrics {
 // those of an earlier start-up attempt of this process (register).
 func (m *Metrics) Register() error {
 	for _, c := range []prometheus.Collector{m.Created, m.Running, m.Succeeded, m.Failed, m.TimeToAdmission,
-		m.TimeToRunning, m.Duration, m.KeyRotations, m.ReconcileErrors} {
+		m.TimeToRunning, m.Duration, m.KeyRotations, m.Restarts, m.ReconcileErrors} {
 		if err := register(c); err != nil {
 			return err
 		}

@@ -93,6 +93,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		terminal++
 	}
 	findings = slices.Concat(findings[:terminal], s.refused, s.sandboxes, findings[terminal:])
+	r.recordRestarts(s)
 
 	switch {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetCompleted):
@@ -103,6 +104,11 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		}
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
 		msg := failureMessage(js, findings, meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning))
+		if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
+			// Every run's end is on the Restarted condition.
+			msg += fmt.Sprintf(" (after %d %s, %d counted against the budget of %d: kubectl mpi describe %s says why each run stopped)",
+				rec.Total, plural(rec.Total, "restart", "restarts"), rec.Counted, rec.Budget, tj.Name)
+		}
 		s.stopRunning(trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonFailed, "%s", msg)
@@ -121,6 +127,16 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, "Admitted by Kueue; the pods are starting")
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSuspended, "The job is suspended")
+	case restarting(js):
+		// The new run's pods are starting, the old run's may still be
+		// going: the latest cause stands until the new world runs.
+		rec := trainjob.RestartsOf(tj)
+		cause := "the previous run stopped"
+		if n := len(rec.Latest); n > 0 {
+			cause = fmt.Sprintf("run %d stopped: %s", rec.Latest[n-1].Run, rec.Latest[n-1].Cause)
+		}
+		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
+			fmt.Sprintf("Starting run %d, which resumes from the program's last checkpoint; %s", js.Status.Restarts, cause))
 	default:
 		reason, msg := runningState(s.pods, s.job, findings)
 		if prev := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning); prev != nil &&
@@ -133,10 +149,16 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 			break
 		}
 		if reason == trainjob.ReasonRunning {
+			if js.Status.Restarts > 0 {
+				msg += fmt.Sprintf(" (run %d)", js.Status.Restarts)
+			}
 			if s.setCondition(trainjob.ConditionRunning, metav1.ConditionTrue, trainjob.ReasonRunning, msg) {
 				s.event(corev1.EventTypeNormal, trainjob.ReasonRunning, "%s", msg)
-				r.metrics.Running.WithLabelValues(tj.Namespace).Inc()
-				r.metrics.TimeToRunning.WithLabelValues(tj.Namespace).Observe(s.now.Sub(tj.CreationTimestamp.Time).Seconds())
+				// A job counts once, by its first run.
+				if js.Status.Restarts == 0 {
+					r.metrics.Running.WithLabelValues(tj.Namespace).Inc()
+					r.metrics.TimeToRunning.WithLabelValues(tj.Namespace).Observe(s.now.Sub(tj.CreationTimestamp.Time).Seconds())
+				}
 			}
 		} else {
 			s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, reason, msg)
@@ -292,6 +314,13 @@ func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding, run
 		return running.Message + "; then " + msg
 	}
 	return msg
+}
+
+func plural(n int32, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // maxConditionMessage is the API's limit on metav1.Condition messages.

@@ -20,12 +20,16 @@ const (
 	// PhaseQueued: Kueue has not admitted the job yet.
 	PhaseQueued = "Queued"
 	// PhasePending: admitted (or not queued), pods are starting.
-	PhasePending   = "Pending"
-	PhaseRunning   = "Running"
-	PhaseSuspended = "Suspended"
-	PhaseComplete  = "Complete"
-	PhaseFailed    = "Failed"
-	PhaseDeleting  = "Deleting"
+	PhasePending = "Pending"
+	// PhaseRestarting: the job lost its MPI world and starts a new one,
+	// which resumes from the program's last checkpoint (ConditionRestarted
+	// says why).
+	PhaseRestarting = "Restarting"
+	PhaseRunning    = "Running"
+	PhaseSuspended  = "Suspended"
+	PhaseComplete   = "Complete"
+	PhaseFailed     = "Failed"
+	PhaseDeleting   = "Deleting"
 )
 
 // State is where a job is and since when.
@@ -73,6 +77,8 @@ func StateOf(tj *trainer.TrainJob) State {
 			return from(PhaseQueued, c)
 		case c.Reason == ReasonSuspended:
 			return from(PhaseSuspended, c)
+		case c.Reason == ReasonRestarting:
+			return from(PhaseRestarting, c)
 		default:
 			s := from(PhasePending, c)
 			// The phase began when the job was created or admitted, not

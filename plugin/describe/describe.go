@@ -168,6 +168,13 @@ func write(w io.Writer, d *data, now time.Time) error {
 	if err := writeNetworks(w, d, placement); err != nil {
 		return err
 	}
+	if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
+		// Why each of the latest runs stopped, as the operator saw it.
+		fmt.Fprintf(w, "\nRestarts: %d, %d counted against the budget of %d\n", rec.Total, rec.Counted, rec.Budget)
+		for _, x := range rec.Latest {
+			fmt.Fprintf(w, "  %s\n", x)
+		}
+	}
 
 	fmt.Fprintln(w, "\nConditions:")
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -266,6 +273,8 @@ func headline(d *data, st trainjob.State, findings []diagnosis.Finding) []Field 
 			f := findings[0]
 			field("Problem", "%s", f.Message())
 		}
+	case trainjob.PhaseRestarting:
+		field("Restarting", "%s", st.Message)
 	case trainjob.PhaseRunning, trainjob.PhaseComplete:
 		if st.Message != "" {
 			field("Status", "%s", st.Message)

@@ -24,8 +24,10 @@ type View struct {
 	Command      string  `json:"command,omitempty"`
 	SlotsPerHost int32   `json:"slotsPerHost"`
 	// MPI names the implementation as people do ("Open MPI 5").
-	MPI        string              `json:"mpi,omitempty"`
-	Hosts      []HostRow           `json:"hosts"`
+	MPI   string    `json:"mpi,omitempty"`
+	Hosts []HostRow `json:"hosts"`
+	// Restarts is the job's record of its restarts.
+	Restarts   trainjob.Restarts   `json:"restarts"`
 	Conditions []metav1.Condition  `json:"conditions"`
 	Events     []Event             `json:"events"`
 	Findings   []diagnosis.Finding `json:"findings,omitempty"`
@@ -55,6 +57,7 @@ func Describe(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now ti
 		SlotsPerHost: d.Info.SlotsPerHost(),
 		MPI:          d.Info.Implementation().DisplayName(),
 		Hosts:        hostRows(d, placement, findings),
+		Restarts:     trainjob.RestartsOf(tj),
 		Conditions:   tj.Status.Conditions,
 		Findings:     findings,
 		Problems:     d.Problems,

@@ -20,7 +20,9 @@ type Summary struct {
 	Ready     int32          `json:"readyWorkers"`
 	Workers   int32          `json:"workers"`
 	// Slots is the MPI world size; 0 when the runtime is unknown.
-	Slots          int32  `json:"slots"`
+	Slots int32 `json:"slots"`
+	// Restarts is how many times the job restarted its MPI world.
+	Restarts       int32  `json:"restarts"`
 	Queue          string `json:"queue,omitempty"`
 	Implementation string `json:"implementation,omitempty"`
 	Runtime        string `json:"runtime"`
@@ -46,6 +48,7 @@ func Summarize(info *Info, now time.Time) Summary {
 		Runtime:        RuntimeName(tj),
 		Created:        tj.CreationTimestamp.Time,
 		Owner:          tj.Annotations[api.AnnotationCreatedBy],
+		Restarts:       trainjob.RestartsOf(tj).Total,
 	}
 	if s.Workers > 0 {
 		s.Slots = info.Placement().Size()

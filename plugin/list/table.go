@@ -14,7 +14,8 @@ import (
 )
 
 // jobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
-// (ready/total), SLOTS (MPI ranks), QUEUE, DURATION, AGE, and with -o wide the MPI
+// (ready/total), SLOTS (MPI ranks), RESTARTS (of the whole MPI world), QUEUE,
+// DURATION, AGE, and with -o wide the MPI
 // implementation, runtime, time in state and the state's message.
 func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	t := &metav1.Table{
@@ -23,6 +24,7 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			{Name: "State", Type: "string"},
 			{Name: "Workers", Type: "string", Description: "ready/total"},
 			{Name: "Slots", Type: "integer", Description: "MPI ranks (world size)"},
+			{Name: "Restarts", Type: "integer", Description: "restarts of the job's whole MPI world"},
 			{Name: "Queue", Type: "string"},
 			{Name: "Duration", Type: "string", Description: "time run since the job last started (Kueue's admission, a resume or its creation) until it ended or now"},
 			{Name: "Age", Type: "string"},
@@ -50,7 +52,7 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			Cells: []any{
 				sum.Name, sum.State.Phase,
 				fmt.Sprintf("%d/%d", sum.Ready, sum.Workers),
-				slots, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
+				slots, sum.Restarts, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
 				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(sum.State.Message, 100),
 			},
 			Object: runtime.RawExtension{Object: info.TrainJob},

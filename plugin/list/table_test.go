@@ -39,9 +39,9 @@ func TestJobTable(t *testing.T) {
 		got = append(got, strings.Fields(l))
 	}
 	want := [][]string{
-		{"NAME", "STATE", "WORKERS", "SLOTS", "QUEUE", "DURATION", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
-		{"pi", "Running", "4/4", "32", "team", "4m30s", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
-		{"old", "Creating", "0/0", "<unknown>", "<none>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
+		{"NAME", "STATE", "WORKERS", "SLOTS", "RESTARTS", "QUEUE", "DURATION", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
+		{"pi", "Running", "4/4", "32", "0", "team", "4m30s", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
+		{"old", "Creating", "0/0", "<unknown>", "0", "<none>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table (-want,+got):\n%s", diff)

@@ -137,7 +137,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
   const [deleting, setDeleting] = useState(false);
   const [usage, setUsage] = useState<JobUsage>();
   const [showAllHosts, setShowAllHosts] = useState(false);
-  const running = v?.state.phase === 'Running' || v?.state.phase === 'Pending';
+  const running = v?.state.phase === 'Running' || v?.state.phase === 'Pending' || v?.state.phase === 'Restarting';
   // Usage is read while the job's pods run and their tiles are drawn, as
   // top --watch: every 5 s from metrics.k8s.io (one request), and, from
   // the kubelets (a request a node), 5 s more for every 64 nodes.
@@ -186,6 +186,19 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                   <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
                 ))}
               </DescriptionList>
+              {v.restarts.total > 0 && (
+                <>
+                  <Title headingLevel="h2" className="torus-section-title">
+                    Restarts: {v.restarts.total}, {v.restarts.counted} counted against the budget of {v.restarts.budget}
+                  </Title>
+                  <Table aria-label="Restarts" variant="compact">
+                    <Thead><Tr><Th>Run</Th><Th>Stopped</Th><Th>Counted</Th><Th>Why</Th></Tr></Thead>
+                    <Tbody>{(v.restarts.latest ?? []).map((x) => (
+                      <Tr key={x.run}><Td>{x.run}</Td><Td>{age(x.at)} ago</Td><Td>{x.counted === undefined ? 'unknown' : x.counted ? 'yes' : 'no'}</Td><Td>{x.cause}</Td></Tr>
+                    ))}</Tbody>
+                  </Table>
+                </>
+              )}
               <Title headingLevel="h2" className="torus-section-title">Hosts and ranks</Title>
               <Topology hosts={v.hosts} usage={usageShown ? usage : undefined} showAll={showAllHosts} setShowAll={setShowAllHosts} />
             </Tab>

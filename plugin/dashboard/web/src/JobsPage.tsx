@@ -48,12 +48,13 @@ const JobRow = memo(function JobRow({ r, all, onDelete }: { r: Row; all: boolean
       <Td dataLabel="Type">{r.type || 'unknown'}</Td>
       <Td dataLabel="State">
         <StateLabel phase={r.state.phase} />
-        {['Queued', 'Pending', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
+        {['Queued', 'Pending', 'Restarting', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
           <div className="torus-why">{r.state.message.length > 120 ? `${r.state.message.slice(0, 119)}…` : r.state.message}</div>
         )}
       </Td>
       <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
       <Td dataLabel="Ranks">{r.slots || '-'}</Td>
+      <Td dataLabel="Restarts">{r.restarts}</Td>
       <Td dataLabel="Queue">{r.queue ?? '-'}</Td>
       <Td dataLabel="Duration">{r.duration ? duration(r.duration / 1e9) : '-'}</Td>
       <Td dataLabel="Age">{age(r.created)}</Td>
@@ -137,7 +138,7 @@ export function JobsPage() {
           <Table aria-label="Jobs" variant="compact">
             <Thead>
               <Tr>
-                <Th>Name</Th>{all && <Th>Namespace</Th>}<Th>Type</Th><Th>State</Th><Th>Workers ready</Th><Th>Ranks</Th>
+                <Th>Name</Th>{all && <Th>Namespace</Th>}<Th>Type</Th><Th>State</Th><Th>Workers ready</Th><Th>Ranks</Th><Th>Restarts</Th>
                 <Th>Queue</Th><Th>Duration</Th><Th>Age</Th><Th screenReaderText="Actions" />
               </Tr>
             </Thead>

@@ -3,7 +3,7 @@
 
 export interface State { phase: string; since: string; reason?: string; message?: string }
 export interface Row {
-  namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number;
+  namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number; restarts: number;
   queue?: string; implementation?: string; runtime: string; duration?: number; created: string; owner?: string; type: string; mpi: boolean;
 }
 export interface Field { name: string; value: string }
@@ -14,9 +14,12 @@ export interface Host {
 export interface Condition { type: string; status: string; reason: string; message: string; lastTransitionTime: string }
 export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
 export interface Finding { pod?: string; host: string; ranks?: string; reason: string; detail: string; fix?: string; output?: string[]; terminal: boolean }
-export interface View extends Omit<Row, 'mpi' | 'type'> {
+// Restart is the end of one run of a job, which restarted its world.
+export interface Restart { run: number; at: string; counted?: boolean; cause: string }
+export interface Restarts { total: number; counted: number; budget: number; latest?: Restart[] }
+export interface View extends Omit<Row, 'mpi' | 'type' | 'restarts'> {
   headline?: Field[]; mpi?: string; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
-  conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
+  restarts: Restarts; conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
 }
 export interface RuntimeInfo { name: string; kind: string; namespace?: string; policy: string; implementation?: string; default: boolean }
 export interface Form {

@@ -3,7 +3,7 @@ import { Label } from '@patternfly/react-core';
 type Color = 'green' | 'red' | 'blue' | 'orange' | 'grey' | 'purple';
 
 const colors: Record<string, Color> = {
-  Running: 'blue', Complete: 'green', Failed: 'red', Queued: 'purple', Pending: 'orange', Blocked: 'red',
+  Running: 'blue', Complete: 'green', Failed: 'red', Queued: 'purple', Pending: 'orange', Restarting: 'orange', Blocked: 'red',
   Suspended: 'grey', Creating: 'grey', Deleting: 'grey',
 };
 

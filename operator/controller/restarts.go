@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/pkg/diagnosis"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
+)
+
+// recordRestarts keeps the job's record of its restarts
+// (trainjob.ConditionRestarted) up to the JobSet's count: why each run
+// stopped, whether the restart spent the budget. The JobSet restarts the
+// world by its failure policy (children.restartPolicy); Torus only says
+// what happened, read from the run's pods while they are still there.
+func (r *TrainJobReconciler) recordRestarts(s *scope) {
+	js := s.jobSet
+	if js.Status.Restarts == 0 {
+		return
+	}
+	rec := trainjob.RestartsOf(s.tj)
+	seen := rec.Recorded()
+	rec.Total, rec.Counted, rec.Budget = js.Status.Restarts, js.Status.RestartsCountTowardsMax, s.job.MaxRestarts
+	if seen >= js.Status.Restarts {
+		// The counts alone may have moved (an earlier Torus's record).
+		r.setRestarted(s, rec, meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRestarted).Reason)
+		return
+	}
+	counted := restartCounted(js)
+	for run := seen; run < js.Status.Restarts; run++ {
+		x := trainjob.Restart{Run: run, At: s.now, Cause: "Torus did not see why: the run's pods were gone when it looked"}
+		if run == js.Status.Restarts-1 {
+			// Only the latest restart's rule is on the JobSet.
+			x.Counted = counted
+			x.Cause = runCause(s, run)
+		}
+		rec.Latest = append(rec.Latest, x)
+	}
+	if n := len(rec.Latest); n > trainjob.MaxRestartsKept {
+		rec.Latest = rec.Latest[n-trainjob.MaxRestartsKept:]
+	}
+	reason := "Unknown"
+	if counted != nil {
+		reason = trainjob.ReasonWorldLost
+		if *counted {
+			reason = trainjob.ReasonProgramFailed
+		}
+	}
+	r.setRestarted(s, rec, reason)
+	last := rec.Latest[len(rec.Latest)-1]
+	s.event(corev1.EventTypeWarning, trainjob.ReasonRestarting, "Run %d stopped (%s): %s; run %d starts",
+		last.Run, countedWord(last.Counted), last.Cause, last.Run+1)
+	r.metrics.Restarts.WithLabelValues(s.tj.Namespace, reason).Add(float64(js.Status.Restarts - seen))
+}
+
+func (r *TrainJobReconciler) setRestarted(s *scope, rec trainjob.Restarts, reason string) {
+	s.setCondition(trainjob.ConditionRestarted, metav1.ConditionTrue, reason, rec.Message())
+}
+
+// restartCounted reads from the JobSet's Restarting condition whether its
+// latest restart spent the budget: Torus's rule for a lost world
+// (children.RuleDisrupted) restarts without. Nil when the condition is
+// gone, the new run's Jobs all ready before Torus looked.
+func restartCounted(js *jobsetv1alpha2.JobSet) *bool {
+	c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetRestarting))
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return ptr.To(c.Reason != "FailurePolicy_"+children.RuleDisrupted)
+}
+
+func countedWord(counted *bool) string {
+	switch {
+	case counted == nil:
+		return "restart counted or not: unknown"
+	case *counted:
+		return "counted against the restart budget"
+	}
+	return "not counted against the restart budget"
+}
+
+// runCause says why run stopped: the first terminal finding of its pods
+// while they are still there, else the problem a pod of the run reported
+// (the Running condition keeps it after the pod has gone), else the
+// JobSet's own words.
+func runCause(s *scope, run int32) string {
+	attempt := strconv.Itoa(int(run))
+	var pods []corev1.Pod
+	for i := range s.pods {
+		if s.pods[i].Labels[mpi.LabelJobSetRestartAttempt] == attempt {
+			pods = append(pods, s.pods[i])
+		}
+	}
+	if fs := diagnosis.Pods(pods, s.job.Placement()); len(fs) > 0 && fs[0].Terminal {
+		return fs[0].Message()
+	}
+	if c := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRunning); c != nil && c.Reason == trainjob.ReasonPodProblem {
+		return c.Message
+	}
+	if c := meta.FindStatusCondition(s.jobSet.Status.Conditions, string(jobsetv1alpha2.JobSetRestarting)); c != nil && c.Status == metav1.ConditionTrue {
+		return fmt.Sprintf("the JobSet says: %s", c.Message)
+	}
+	return "Torus did not see why: the run's pods were gone when it looked"
+}
+
+// restarting reports whether the job's new world is starting after a
+// restart: the JobSet's Restarting condition holds until every Job of the
+// new run is ready.
+func restarting(js *jobsetv1alpha2.JobSet) bool {
+	return js.Status.Restarts > 0 && jobSetCondition(js, jobsetv1alpha2.JobSetRestarting)
+}

@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
+)
+
+// A restart of the job's world is recorded on the job with why its run
+// stopped, read from the run's pods, and whether it spent the budget, read
+// from the JobSet's rule; the job reads Restarting until the new world's
+// Jobs are ready, then Running with its run; a job whose budget is spent
+// fails saying so.
+func TestRecordRestarts(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	evicted := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-1-abcde", Labels: map[string]string{
+			api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "1", mpi.LabelJobSetRestartAttempt: "0",
+		}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: metav1.NewTime(t0),
+		}}},
+	}
+	// JobSet's words for a restart by a rule.
+	restartingBy := func(rule string) metav1.Condition {
+		return metav1.Condition{Type: string(jobsetv1alpha2.JobSetRestarting), Status: metav1.ConditionTrue, Reason: "FailurePolicy_" + rule, Message: "jobset restarted (first failed job: pi-node-0)"}
+	}
+	cases := map[string]struct {
+		restarts, counted int32
+		conds             []metav1.Condition
+		pods              []corev1.Pod
+		before            []metav1.Condition
+		// wantPhase is the job's; wantRecord, the lines of its record.
+		wantPhase  string
+		wantReason string
+		wantRecord []string
+		wantFailed string
+	}{
+		"a worker evicted: not counted, its pod's words": {
+			restarts: 1, conds: []metav1.Condition{restartingBy(children.RuleDisrupted)}, pods: []corev1.Pod{evicted},
+			wantPhase: trainjob.PhaseRestarting, wantReason: trainjob.ReasonWorldLost,
+			wantRecord: []string{
+				"1 restart, 0 counted against the budget of 2",
+				"run 0 stopped 2026-11-29T10:00:05Z (not counted): worker-1 (ranks 2-3) EvictionByEvictionAPI: it was evicted (a node drain, or another use of the Eviction API) (Eviction API: evicting); " +
+					"not the program's failure: the job restarts without counting against its restart budget, and a program that keeps checkpoints (--checkpoint-volume) resumes from its last one [pod pi-node-0-1-abcde]",
+			},
+		},
+		"the program failed, its pods gone: counted, the problem its pod reported": {
+			restarts: 2, counted: 1, conds: []metav1.Condition{restartingBy("TorusOther")},
+			before: []metav1.Condition{
+				{Type: trainjob.ConditionRestarted, Status: metav1.ConditionTrue, Reason: trainjob.ReasonWorldLost,
+					Message: "1 restart, 0 counted against the budget of 2\nrun 0 stopped 2026-11-29T09:00:00Z (not counted): worker-1 EvictionByEvictionAPI"},
+				{Type: trainjob.ConditionRunning, Status: metav1.ConditionFalse, Reason: trainjob.ReasonPodProblem, Message: "launcher Error: container node exited with code 1"},
+			},
+			wantPhase: trainjob.PhaseRestarting, wantReason: trainjob.ReasonProgramFailed,
+			wantRecord: []string{
+				"2 restarts, 1 counted against the budget of 2",
+				"run 0 stopped 2026-11-29T09:00:00Z (not counted): worker-1 EvictionByEvictionAPI",
+				"run 1 stopped 2026-11-29T10:00:05Z (counted): launcher Error: container node exited with code 1",
+			},
+		},
+		"the new world's Jobs ready: Running, with its run": {
+			restarts: 1, conds: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetRestarting), Status: metav1.ConditionFalse, Reason: "JobsReady"}},
+			before: []metav1.Condition{{Type: trainjob.ConditionRestarted, Status: metav1.ConditionTrue, Reason: trainjob.ReasonWorldLost,
+				Message: "1 restart, 0 counted against the budget of 2\nrun 0 stopped 2026-11-29T09:00:00Z (not counted): worker-1 EvictionByEvictionAPI"}},
+			pods:      runningPods("1"),
+			wantPhase: trainjob.PhaseRunning, wantReason: trainjob.ReasonWorldLost,
+			wantRecord: []string{
+				"1 restart, 0 counted against the budget of 2",
+				"run 0 stopped 2026-11-29T09:00:00Z (not counted): worker-1 EvictionByEvictionAPI",
+			},
+		},
+		"the budget spent: the failure says so": {
+			restarts: 2, counted: 2, conds: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed), Status: metav1.ConditionTrue, Reason: "ReachedMaxRestarts", Message: "jobset failed due to reaching max number of restarts"}},
+			before: []metav1.Condition{{Type: trainjob.ConditionRestarted, Status: metav1.ConditionTrue, Reason: trainjob.ReasonProgramFailed,
+				Message: "2 restarts, 2 counted against the budget of 2\nrun 0 stopped 2026-11-29T09:00:00Z (counted): a\nrun 1 stopped 2026-11-29T09:10:00Z (counted): b"}},
+			wantPhase: trainjob.PhaseFailed, wantReason: trainjob.ReasonProgramFailed,
+			wantRecord: []string{
+				"2 restarts, 2 counted against the budget of 2",
+				"run 0 stopped 2026-11-29T09:00:00Z (counted): a",
+				"run 1 stopped 2026-11-29T09:10:00Z (counted): b",
+			},
+			wantFailed: "(after 2 restarts, 2 counted against the budget of 2: kubectl mpi describe pi says why each run stopped)",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"}}
+			tj.Status.Conditions = append([]metav1.Condition{{Type: trainjob.ConditionCreated, Status: metav1.ConditionTrue, Reason: trainjob.ReasonJobSetCreated}}, tc.before...)
+			js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"}}
+			js.Status.Restarts, js.Status.RestartsCountTowardsMax = tc.restarts, tc.counted
+			js.Status.Conditions = tc.conds
+			js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: mpi.NodeJob}}
+			s := &scope{tj: tj, jobSet: js, pods: tc.pods, now: t0.Add(5 * time.Second),
+				job: &mpi.Job{Workers: 2, SlotsPerHost: 2, MaxRestarts: 2}}
+			r := &TrainJobReconciler{metrics: NewMetrics()}
+			r.syncStatus(s)
+
+			st := trainjob.StateOf(tj)
+			if st.Phase != tc.wantPhase {
+				t.Errorf("phase %s (%s), want %s", st.Phase, st.Message, tc.wantPhase)
+			}
+			c := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRestarted)
+			if c == nil {
+				t.Fatal("no Restarted condition")
+			}
+			if got := strings.Split(c.Message, "\n"); c.Reason != tc.wantReason || strings.Join(got, "\n") != strings.Join(tc.wantRecord, "\n") {
+				t.Errorf("Restarted %s:\n%s\nwant %s:\n%s", c.Reason, c.Message, tc.wantReason, strings.Join(tc.wantRecord, "\n"))
+			}
+			// The record reads back as written.
+			if rec := trainjob.RestartsOf(tj); rec.Message() != c.Message || rec.Total != tc.restarts {
+				t.Errorf("read back %+v, rendering\n%s", rec, rec.Message())
+			}
+			if tc.wantFailed != "" {
+				if f := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); f == nil || !strings.Contains(f.Message, tc.wantFailed) {
+					t.Errorf("Failed %+v, want it to say %q", f, tc.wantFailed)
+				}
+			}
+		})
+	}
+}
+
+// runningPods are a running launcher and two ready workers of run attempt.
+func runningPods(attempt string) []corev1.Pod {
+	pod := func(role, index string) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: role + index, Labels: map[string]string{
+				api.LabelJobName: "pi", api.LabelRole: role, "batch.kubernetes.io/job-completion-index": index, mpi.LabelJobSetRestartAttempt: attempt,
+			}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+			},
+		}
+	}
+	return []corev1.Pod{pod(api.RoleLauncher, "0"), pod(api.RoleWorker, "0"), pod(api.RoleWorker, "1")}
+}

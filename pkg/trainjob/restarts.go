@@ -1,0 +1,144 @@
+package trainjob
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// ConditionRestarted is True once the job has restarted its MPI world. Its
+// message counts the restarts, those counted against the budget and the
+// budget on its first line, then says why each of the latest runs
+// stopped, one a line (Restarts): the job's record of its restarts, on
+// the job itself, as long as it lives.
+const ConditionRestarted = "Restarted"
+
+// Reasons of ConditionRestarted, for the latest restart.
+const (
+	// ReasonWorldLost: the world lost a pod to something other than the
+	// program (evicted, preempted, deleted, its node lost); the restart
+	// did not count against the budget.
+	ReasonWorldLost = "WorldLost"
+	// ReasonProgramFailed: the program failed; the restart counted.
+	ReasonProgramFailed = "ProgramFailed"
+	// ReasonRestarting is the Running condition's while the job's new
+	// world starts after a restart.
+	ReasonRestarting = "Restarting"
+)
+
+// MaxRestartsKept is how many runs' ends ConditionRestarted keeps, the
+// latest: a job restarts at most mpi.MaxRestarts times counted, and any
+// number of times not counted.
+const MaxRestartsKept = 10
+
+// maxCause bounds one run's cause in ConditionRestarted.
+const maxCause = 600
+
+// Restart is the end of one run of a job, which restarted it.
+type Restart struct {
+	// Run is the run that stopped: 0 for the first.
+	Run int32 `json:"run"`
+	// At is when Torus saw the restart.
+	At time.Time `json:"at"`
+	// Counted says whether the restart spent the budget; nil when unknown.
+	Counted *bool `json:"counted,omitempty"`
+	// Cause says what stopped the run: the host, what stopped it, and the
+	// program's last words where it failed.
+	Cause string `json:"cause"`
+}
+
+// Restarts is a job's record of its restarts.
+type Restarts struct {
+	// Total is how many times the job restarted, and Counted how many of
+	// those spent its budget of Budget.
+	Total   int32 `json:"total"`
+	Counted int32 `json:"counted"`
+	Budget  int32 `json:"budget"`
+	// Latest are the latest runs' ends, oldest first.
+	Latest []Restart `json:"latest,omitempty"`
+}
+
+// String is the restart's line in ConditionRestarted's message.
+func (r Restart) String() string {
+	counted := ""
+	if r.Counted != nil {
+		counted = "not counted"
+		if *r.Counted {
+			counted = "counted"
+		}
+	}
+	cause := r.Cause
+	if len(cause) > maxCause {
+		cause = cause[:maxCause] + "…"
+	}
+	return fmt.Sprintf("run %d stopped %s (%s): %s", r.Run, r.At.UTC().Format(time.RFC3339), counted, strings.ReplaceAll(cause, "\n", " "))
+}
+
+// Message renders the record as ConditionRestarted's message.
+func (r Restarts) Message() string {
+	lines := []string{fmt.Sprintf("%d %s, %d counted against the budget of %d", r.Total, plural(r.Total, "restart", "restarts"), r.Counted, r.Budget)}
+	for _, x := range r.Latest {
+		lines = append(lines, x.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+func plural(n int32, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+var (
+	summaryLine = regexp.MustCompile(`^(\d+) restarts?, (\d+) counted against the budget of (\d+)$`)
+	restartLine = regexp.MustCompile(`^run (\d+) stopped (\S+) \(((?:not )?counted)?\): (.*)$`)
+)
+
+// RestartsOf reads a job's record of its restarts from ConditionRestarted;
+// the zero Restarts when it has none.
+func RestartsOf(tj *trainer.TrainJob) Restarts {
+	c := meta.FindStatusCondition(tj.Status.Conditions, ConditionRestarted)
+	if c == nil {
+		return Restarts{}
+	}
+	var out Restarts
+	for i, l := range strings.Split(c.Message, "\n") {
+		if i == 0 {
+			if m := summaryLine.FindStringSubmatch(l); m != nil {
+				out.Total, out.Counted, out.Budget = atoi32(m[1]), atoi32(m[2]), atoi32(m[3])
+			}
+			continue
+		}
+		m := restartLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		r := Restart{Run: atoi32(m[1]), Cause: m[4]}
+		r.At, _ = time.Parse(time.RFC3339, m[2])
+		if m[3] != "" {
+			counted := m[3] == "counted"
+			r.Counted = &counted
+		}
+		out.Latest = append(out.Latest, r)
+	}
+	return out
+}
+
+// Recorded is how many restarts the record has seen.
+func (r Restarts) Recorded() int32 {
+	if len(r.Latest) == 0 {
+		return 0
+	}
+	return r.Latest[len(r.Latest)-1].Run + 1
+}
+
+func atoi32(s string) int32 {
+	n, _ := strconv.ParseInt(s, 10, 32)
+	return int32(n)
+}
