@@ -20,16 +20,18 @@ import (
 const doctorLong = `Check that the cluster can run MPI jobs with Torus, and that you can: the Trainer, Torus, JobSet and
 Kueue APIs, the operator (its leader lease) and its webhooks (a dry-run TrainJob), Torus's runtimes,
 your permissions in the namespace, the LocalQueues you may use, the MPINetworkProfiles and their
-NetworkAttachmentDefinitions, and the GPUs nodes offer. Each check passes, warns or fails and says how
+NetworkAttachmentDefinitions, the GPUs nodes offer, and with --checkpoint-volume a claim a job would keep
+its checkpoints on. Each check passes, warns or fails and says how
 to fix it. Exit code 1 when a check fails.`
 
 // doctorOptions are the flags and clients of kubectl mpi doctor.
 type doctorOptions struct {
 	getter plugclient.Getter
 	genericiooptions.IOStreams
-	Output  string
-	Network string
-	MPI     string
+	Output     string
+	Network    string
+	MPI        string
+	Checkpoint string
 
 	namespace string
 	impl      mpi.Implementation
@@ -49,13 +51,14 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 		Use:     "doctor [-o json]",
 		Short:   "Check the cluster and your access for MPI jobs, with a fix for each problem",
 		Long:    doctorLong,
-		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov",
+		Example: "  kubectl mpi doctor\n  kubectl mpi doctor -n team-a -o json\n  kubectl mpi doctor -n team-a --network ib-sriov\n  kubectl mpi doctor -n team-a --checkpoint-volume ckpt",
 		Args:    cmdutil.ExactArgs(0, "no arguments"),
 		RunE:    cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "json for scripts")
 	cmd.Flags().StringVar(&o.Network, "network", "", "Also run the operator's preflight for this MPINetworkProfile in the namespace")
 	cmd.Flags().StringVar(&o.MPI, "mpi", o.MPI, "MPI implementation the --network check assumes (its profile environment)")
+	cmd.Flags().StringVar(&o.Checkpoint, "checkpoint-volume", "", "Also check that this CLAIM[:PATH] would be admitted as a job's checkpoint volume in the namespace")
 	return cmd
 }
 
@@ -84,7 +87,7 @@ func (o *doctorOptions) Validate() error {
 
 // Run checks and reports.
 func (o *doctorOptions) Run(ctx context.Context) error {
-	d := &doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl}
+	d := &doctor{Client: o.client, Discovery: o.kube.Discovery(), Namespace: o.namespace, Network: o.Network, Implementation: o.impl, Checkpoint: o.Checkpoint}
 	results := d.Run(ctx)
 	if o.Output == "json" {
 		enc := json.NewEncoder(o.Out)

@@ -64,6 +64,9 @@ type doctor struct {
 	// MPINetworkProfile in Namespace, for an MPI implementation.
 	Network        string
 	Implementation mpi.Implementation
+	// Checkpoint, when set, also checks that a job's --checkpoint-volume
+	// CLAIM[:PATH] would be admitted in Namespace.
+	Checkpoint string
 
 	groups map[string]bool
 }
@@ -90,8 +93,47 @@ func (d *doctor) Run(ctx context.Context) []result {
 	if d.Network != "" {
 		out = append(out, d.networkPreflight(ctx))
 	}
+	if d.Checkpoint != "" {
+		out = append(out, d.checkpointVolume(ctx))
+	}
 	out = append(out, d.gpus(ctx))
 	return out
+}
+
+// checkpointVolume makes admission's check of a checkpoint claim
+// (mpi.Checkpoint.Refusal): the claim exists in the namespace and every pod
+// of a job, on whichever node, can write to it.
+func (d *doctor) checkpointVolume(ctx context.Context) result {
+	r := result{Check: "Checkpoint volume"}
+	c, err := mpi.ParseCheckpoint(d.Checkpoint, mpi.DefaultSSHPath)
+	if err != nil {
+		r.Status, r.Message = fail, fmt.Sprintf("--checkpoint-volume %q: %s", d.Checkpoint, mpi.CheckpointProblems(err))
+		r.Fix = "name a PersistentVolumeClaim of the namespace, and a directory for it: CLAIM or CLAIM:/path"
+		return r
+	}
+	var pvc corev1.PersistentVolumeClaim
+	found := &pvc
+	switch err := d.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: c.Claim}, &pvc); {
+	case apierrors.IsNotFound(err):
+		found = nil
+	case err != nil:
+		r.Status, r.Message = warn, fmt.Sprintf("cannot read PersistentVolumeClaim %s: %s", c.Claim, firstLine(err))
+		r.Fix = "admission reads the claim with the operator's rights: ask your admin whether it can be used"
+		return r
+	}
+	if refusal := c.Refusal(found); refusal != "" {
+		r.Status, r.Message = fail, refusal
+		r.Fix = fmt.Sprintf("a job with --checkpoint-volume %s in namespace %s would be refused until this is fixed", d.Checkpoint, d.Namespace)
+		return r
+	}
+	r.Status = pass
+	r.Message = fmt.Sprintf("PersistentVolumeClaim %s is ReadWriteMany: every rank of a job in %s finds it at %s ($%s)", c.Claim, d.Namespace, c.Dir, mpi.EnvCheckpointDir)
+	if pvc.Status.Phase != corev1.ClaimBound {
+		r.Status = warn
+		r.Message = fmt.Sprintf("PersistentVolumeClaim %s is ReadWriteMany but %s: a job's pods wait until it is bound", c.Claim, pvc.Status.Phase)
+		r.Fix = fmt.Sprintf("kubectl describe pvc %s -n %s says what it waits for (a volume, its storage class's provisioner)", c.Claim, d.Namespace)
+	}
+	return r
 }
 
 // networkPreflight runs, for one profile, the checks the operator makes

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,38 @@ func TestDoctor(t *testing.T) {
 		Fix:     "check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"}
 	if diff := cmp.Diff(wantStale, d.operator(context.Background())); diff != "" {
 		t.Errorf("stale lease (-want,+got):\n%s", diff)
+	}
+}
+
+// --checkpoint-volume makes admission's check of the claim, and says when
+// the pods would wait for it.
+func TestDoctorCheckpointVolume(t *testing.T) {
+	claim := func(name string, phase corev1.PersistentVolumeClaimPhase, modes ...corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: modes}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}}
+	}
+	c := ctrlfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		claim("shared", corev1.ClaimBound, corev1.ReadWriteMany),
+		claim("waiting", corev1.ClaimPending, corev1.ReadWriteMany),
+		claim("one-node", corev1.ClaimBound, corev1.ReadWriteOnce),
+	).Build()
+	cases := []struct {
+		value  string
+		want   status
+		saying string
+	}{
+		{"shared:/data/ckpt", pass, "PersistentVolumeClaim shared is ReadWriteMany: every rank of a job in ns finds it at /data/ckpt ($TORUS_CHECKPOINT_DIR)"},
+		{"waiting", warn, "PersistentVolumeClaim waiting is ReadWriteMany but Pending: a job's pods wait until it is bound"},
+		{"one-node", fail, "PersistentVolumeClaim one-node cannot be shared by the job's pods: its access modes are [ReadWriteOnce]"},
+		{"absent", fail, "PersistentVolumeClaim absent does not exist in the job's namespace"},
+		{"other/shared", fail, `--checkpoint-volume "other/shared": a pod mounts claims of its own namespace only, not of other`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.value, func(t *testing.T) {
+			r := (&doctor{Client: c, Namespace: "ns", Checkpoint: tc.value}).checkpointVolume(context.Background())
+			if r.Status != tc.want || !strings.HasPrefix(r.Message, tc.saying) || (r.Status != pass && r.Fix == "") {
+				t.Errorf("%s: %s (fix %q), want %s: %s", r.Status, r.Message, r.Fix, tc.want, tc.saying)
+			}
+		})
 	}
 }

@@ -86,6 +86,13 @@ func realNodeRestarts(dirp *string) {
 			counted, _ := kubectl(dir, "get", "jobset", "resumed", "-o", "jsonpath={.status.restartsCountTowardsMax}")
 			Expect(counted).To(Or(BeEmpty(), Equal("0")), "the worker's loss was counted as the program's failure")
 
+			By("describe says the job restarted once, uncounted, and why")
+			describe, _ := kubectlMPI(dir, "describe", "resumed")
+			Expect(describe).To(ContainSubstring("Restarts: 1, 0 counted against the budget of 0"))
+			// The deleted worker's word, or the launcher's that lost it,
+			// whichever the operator saw first.
+			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): (worker-1 \(ranks 2-3\) Stopped: its pod was stopped while it ran the job's ranks|launcher WorldLost: )`))
+
 			By("the second run resumed from the checkpoint, to the model trained straight through")
 			run, _ := kubectlMPI(dir, "logs", "resumed", "--launcher")
 			resumed := regexp.MustCompile(`run 1: training from the checkpoint after epoch (\d+)`).FindStringSubmatch(run)
