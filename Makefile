@@ -232,7 +232,7 @@ bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to a
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real
-bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all pods Running, to every rank past MPI_Init and to Complete for real 2-worker jobs on the real nodes (root), p50/p95 of 10, launched through the image's OpenSSH and through Torus's launch agent, each beside a job of the floor (the same pods as a plain JobSet) and of the floor with one init container per pod, with each step of the start timed; the launcher's start to every rank past MPI_Init across 16 hosts (Open MPI, MPICH); the reference training at 1, 2 and 4 ranks; then the 2-worker jobs with upstream Trainer's controller and MPI runtime on a fresh cluster.
+bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all pods Running, to every rank past MPI_Init and to Complete for real 2-worker jobs on the real nodes (root), p50/p95 of 10, launched through the image's OpenSSH and through Torus's launch agent, each beside a job of the floor (the same pods as a plain JobSet) and of the floor with one init container per pod, with each step of the start timed; the launcher's start to every rank past MPI_Init across 16 hosts (Open MPI, MPICH); the reference training at 1, 2 and 4 ranks; a worker's pod deleted, to every rank of the restarted run past MPI_Init, against the cold start; then the 2-worker jobs with upstream Trainer's controller and MPI runtime on a fresh cluster.
 	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node

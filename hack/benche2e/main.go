@@ -63,7 +63,7 @@ func main() {
 	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
 	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (hack/cluster up -upstream-trainer, with -real-node for real jobs)")
 	queue := fs.Bool("queue", true, "without -real-node, submit Torus's jobs through a Kueue queue")
-	sections := fs.String("sections", "start,launch,training", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks)")
+	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
 	_ = fs.Parse(os.Args[1:])
 	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
 	if *upstream {
@@ -128,6 +128,8 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 				err = runLaunchAtScale(ctx, c, cs, ns)
 			case "training":
 				err = runTrainingScaling(ctx, c, cs, ns)
+			case "restart":
+				err = runRestarts(ctx, c, cs, ns)
 			default:
 				err = fmt.Errorf("-sections: unknown section %q", s)
 			}

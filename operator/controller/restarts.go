@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -19,27 +18,34 @@ import (
 // recordRestarts keeps the job's record of its restarts
 // (trainjob.ConditionRestarted) up to the JobSet's count: why each run
 // stopped, whether the restart spent the budget. The JobSet restarts the
-// world by its failure policy (children.restartPolicy); Torus only says
-// what happened, read from the run's pods while they are still there.
+// world by its failure policy (the children package's restartPolicy);
+// Torus only says what happened, read from the run's pods while they are
+// still there.
 func (r *TrainJobReconciler) recordRestarts(s *scope) {
 	js := s.jobSet
 	if js.Status.Restarts == 0 {
 		return
 	}
 	rec := trainjob.RestartsOf(s.tj)
-	seen := rec.Recorded()
+	seen, countedBefore := rec.Recorded(), rec.Counted
 	rec.Total, rec.Counted, rec.Budget = js.Status.Restarts, js.Status.RestartsCountTowardsMax, s.job.MaxRestarts
 	if seen >= js.Status.Restarts {
 		// The counts alone may have moved (an earlier Torus's record).
 		r.setRestarted(s, rec, meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRestarted).Reason)
 		return
 	}
-	counted := restartCounted(js)
+	// The JobSet counts the restarts that spent the budget: those of the
+	// new ones are told apart when all or none of them did.
+	var counted *bool
+	switch fresh, spent := js.Status.Restarts-seen, js.Status.RestartsCountTowardsMax-countedBefore; spent {
+	case 0:
+		counted = ptr.To(false)
+	case fresh:
+		counted = ptr.To(true)
+	}
 	for run := seen; run < js.Status.Restarts; run++ {
-		x := trainjob.Restart{Run: run, At: s.now, Cause: "Torus did not see why: the run's pods were gone when it looked"}
+		x := trainjob.Restart{Run: run, At: s.now, Counted: counted, Cause: "Torus did not see why: the run's pods were gone when it looked"}
 		if run == js.Status.Restarts-1 {
-			// Only the latest restart's rule is on the JobSet.
-			x.Counted = counted
 			x.Cause = runCause(s, run)
 		}
 		rec.Latest = append(rec.Latest, x)
@@ -63,18 +69,6 @@ func (r *TrainJobReconciler) recordRestarts(s *scope) {
 
 func (r *TrainJobReconciler) setRestarted(s *scope, rec trainjob.Restarts, reason string) {
 	s.setCondition(trainjob.ConditionRestarted, metav1.ConditionTrue, reason, rec.Message())
-}
-
-// restartCounted reads from the JobSet's Restarting condition whether its
-// latest restart spent the budget: Torus's rule for a lost world
-// (children.RuleDisrupted) restarts without. Nil when the condition is
-// gone, the new run's Jobs all ready before Torus looked.
-func restartCounted(js *jobsetv1alpha2.JobSet) *bool {
-	c := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetRestarting))
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return nil
-	}
-	return ptr.To(c.Reason != "FailurePolicy_"+children.RuleDisrupted)
 }
 
 func countedWord(counted *bool) string {

@@ -67,16 +67,16 @@ type Restarts struct {
 func (r Restart) String() string {
 	counted := ""
 	if r.Counted != nil {
-		counted = "not counted"
+		counted = " (not counted)"
 		if *r.Counted {
-			counted = "counted"
+			counted = " (counted)"
 		}
 	}
 	cause := r.Cause
 	if len(cause) > maxCause {
 		cause = cause[:maxCause] + "…"
 	}
-	return fmt.Sprintf("run %d stopped %s (%s): %s", r.Run, r.At.UTC().Format(time.RFC3339), counted, strings.ReplaceAll(cause, "\n", " "))
+	return fmt.Sprintf("run %d stopped %s%s: %s", r.Run, r.At.UTC().Format(time.RFC3339), counted, strings.ReplaceAll(cause, "\n", " "))
 }
 
 // Message renders the record as ConditionRestarted's message.
@@ -97,7 +97,7 @@ func plural(n int32, one, many string) string {
 
 var (
 	summaryLine = regexp.MustCompile(`^(\d+) restarts?, (\d+) counted against the budget of (\d+)$`)
-	restartLine = regexp.MustCompile(`^run (\d+) stopped (\S+) \(((?:not )?counted)?\): (.*)$`)
+	restartLine = regexp.MustCompile(`^run (\d+) stopped (\S+?)(?: \(((?:not )?counted)\))?: (.*)$`)
 )
 
 // RestartsOf reads a job's record of its restarts from ConditionRestarted;

@@ -19,7 +19,7 @@ import (
 // straight through, and once losing a worker mid-run: the job restarts its
 // whole world and resumes from its last checkpoint, to the same model.
 func realNodeRestarts(dirp *string) {
-	Context("a training that loses a worker on the real nodes", Ordered, func() {
+	Context("a training that loses a worker or its launcher on the real nodes, and one that always fails", Ordered, func() {
 		var dir, straight string
 		// train is the reference training, trained to out.
 		train := func(out string, more ...string) []string {
@@ -27,25 +27,30 @@ func realNodeRestarts(dirp *string) {
 		}
 		sha := regexp.MustCompile(`model saved to \S+ \(sha256 ([0-9a-f]{64})\)`)
 
-		BeforeAll(func() {
-			dir = *dirp
-			// The local cluster's volumes are one directory of the machine's
-			// that every real node mounts: ReadWriteMany, as a shared file
-			// system's.
+		// claim makes a ReadWriteMany claim of the local cluster's: one
+		// directory of the machine's that every real node mounts, as a
+		// shared file system's. Each job that keeps checkpoints has its own.
+		claim := func(name string) {
 			apply(dir, &corev1.PersistentVolumeClaim{
 				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{Name: "restarts", Namespace: "default"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 					StorageClassName: ptr.To("local"),
 					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
 				},
 			})
-			DeferCleanup(func() { kubectl(dir, "delete", "pvc", "restarts", "--wait=false") })
+			DeferCleanup(func() { kubectl(dir, "delete", "pvc", name, "--wait=false") })
+		}
+
+		BeforeAll(func() {
+			dir = *dirp
+			claim("restarts-worker")
+			claim("restarts-launcher")
 
 			By("training straight through, without checkpoints")
 			out, code := kubectlMPI(dir, append([]string{"run", "straight", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-				"--volume", "pvc:restarts:/out", "--wait", "--timeout", "6m"}, train("/out/straight.npz")...)...)
+				"--volume", "pvc:restarts-worker:/out", "--wait", "--timeout", "6m"}, train("/out/straight.npz")...)...)
 			if code != 0 {
 				Fail(fmt.Sprintf("the straight training did not complete (exit %d):\n%s\n%s", code, out, jobReport(dir, "straight", nil)))
 			}
@@ -56,45 +61,47 @@ func realNodeRestarts(dirp *string) {
 			kubectlMPI(dir, "delete", "straight")
 		})
 
-		It("restarts the whole world without spending its budget when a worker's pod is deleted, and resumes to the same model", func() {
-			DeferCleanup(func() { kubectlMPI(dir, "delete", "resumed") })
-			// No budget at all: only a restart that does not count lets the
-			// job complete.
-			out, code := kubectlMPI(dir, append([]string{"run", "resumed", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-				"--checkpoint-volume", "restarts", "--max-restarts", "0"}, train("/checkpoint/resumed.npz", "--pace", "2")...)...)
+		// loseMidTraining trains with no restart budget at all, deletes the
+		// pod of replicatedJob's index once the run has saved a checkpoint,
+		// and checks that the job restarted without spending the budget,
+		// resumed from the checkpoint and ended with the straight model;
+		// describe's cause of the restart must match cause.
+		loseMidTraining := func(name, replicatedJob, index, cause string) {
+			GinkgoHelper()
+			DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
+			out, code := kubectlMPI(dir, append([]string{"run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+				"--checkpoint-volume", "restarts-" + replicatedJobRole(replicatedJob), "--max-restarts", "0"}, train("/checkpoint/model.npz", "--pace", "2")...)...)
 			Expect(code).To(Equal(0), out)
-			logs := kubectlMPIInBackground(dir, "logs", "resumed", "-f")
+			logs := kubectlMPIInBackground(dir, "logs", name, "-f")
 
-			By("a worker's pod deleted once the run has saved a checkpoint")
+			By("the pod deleted once the run has saved a checkpoint")
 			Eventually(func() string {
-				out, _ := kubectlMPI(dir, "logs", "resumed", "--launcher")
+				out, _ := kubectlMPI(dir, "logs", name, "--launcher")
 				return out
-			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, "resumed", nil))
-			worker, _ := kubectl(dir, "get", "pods", "-o", "name", "-l",
-				"jobset.sigs.k8s.io/jobset-name=resumed,jobset.sigs.k8s.io/replicatedjob-name=node,jobset.sigs.k8s.io/restart-attempt=0,batch.kubernetes.io/job-completion-index=1")
-			Expect(strings.TrimSpace(worker)).NotTo(BeEmpty())
-			out, code = kubectl(dir, "delete", strings.TrimSpace(worker), "--wait=false")
+			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, name, nil))
+			pod, _ := kubectl(dir, "get", "pods", "-o", "name", "-l",
+				"jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/replicatedjob-name="+replicatedJob+",jobset.sigs.k8s.io/restart-attempt=0,batch.kubernetes.io/job-completion-index="+index)
+			Expect(strings.TrimSpace(pod)).NotTo(BeEmpty())
+			out, code = kubectl(dir, "delete", strings.TrimSpace(pod), "--wait=false")
 			Expect(code).To(Equal(0), out)
 
 			By("the job restarted, not failed, and completes")
-			out, code = kubectlMPI(dir, "wait", "resumed", "--timeout", "6m")
+			out, code = kubectlMPI(dir, "wait", name, "--timeout", "6m")
 			if code != 0 {
-				Fail(fmt.Sprintf("the job did not complete after its worker was deleted (exit %d):\n%s\n%s", code, out, jobReport(dir, "resumed", logs)))
+				Fail(fmt.Sprintf("the job did not complete after its pod was deleted (exit %d):\n%s\n%s", code, out, jobReport(dir, name, logs)))
 			}
-			restarts, _ := kubectl(dir, "get", "jobset", "resumed", "-o", "jsonpath={.status.restarts}")
+			restarts, _ := kubectl(dir, "get", "jobset", name, "-o", "jsonpath={.status.restarts}")
 			Expect(restarts).To(Equal("1"))
-			counted, _ := kubectl(dir, "get", "jobset", "resumed", "-o", "jsonpath={.status.restartsCountTowardsMax}")
-			Expect(counted).To(Or(BeEmpty(), Equal("0")), "the worker's loss was counted as the program's failure")
+			counted, _ := kubectl(dir, "get", "jobset", name, "-o", "jsonpath={.status.restartsCountTowardsMax}")
+			Expect(counted).To(Or(BeEmpty(), Equal("0")), "the pod's loss was counted as the program's failure")
 
 			By("describe says the job restarted once, uncounted, and why")
-			describe, _ := kubectlMPI(dir, "describe", "resumed")
+			describe, _ := kubectlMPI(dir, "describe", name)
 			Expect(describe).To(ContainSubstring("Restarts: 1, 0 counted against the budget of 0"))
-			// The deleted worker's word, or the launcher's that lost it,
-			// whichever the operator saw first.
-			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): (worker-1 \(ranks 2-3\) Stopped: its pod was stopped while it ran the job's ranks|launcher WorldLost: )`))
+			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): (%s)`, cause))
 
 			By("the second run resumed from the checkpoint, to the model trained straight through")
-			run, _ := kubectlMPI(dir, "logs", "resumed", "--launcher")
+			run, _ := kubectlMPI(dir, "logs", name, "--launcher")
 			resumed := regexp.MustCompile(`run 1: training from the checkpoint after epoch (\d+)`).FindStringSubmatch(run)
 			Expect(resumed).NotTo(BeNil(), run)
 			from, _ := strconv.Atoi(resumed[1])
@@ -109,6 +116,38 @@ func realNodeRestarts(dirp *string) {
 			m := sha.FindStringSubmatch(run)
 			Expect(m).NotTo(BeNil(), run)
 			Expect(m[1]).To(Equal(straight), "the resumed training ended with another model than the straight one")
+		}
+
+		It("restarts the whole world without spending its budget when a worker's pod is deleted, and resumes to the same model", func() {
+			// The deleted worker's word, or the launcher's that lost it,
+			// whichever the operator saw first.
+			loseMidTraining("lost-worker", "node", "1",
+				`worker-1 \(ranks 2-3\) Stopped: its pod was stopped while it ran the job's ranks|launcher WorldLost: `)
+		})
+
+		It("restarts the whole world without spending its budget when the launcher's pod is deleted, and resumes to the same model", func() {
+			loseMidTraining("lost-launcher", "launcher", "0", `launcher WorldLost: `)
+		})
+
+		It("fails a program that always fails once its budget is spent, saying why each run stopped", func() {
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "always-fails") })
+			out, code := kubectlMPI(dir, "run", "always-fails", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
+				"--max-restarts", "1", "--wait", "--timeout", "6m", "--",
+				"mpirun", "-n", "2", "python3", "-c", "import sys; print('the program gives up', flush=True); sys.exit(3)")
+			Expect(code).NotTo(Equal(0), out)
+			describe, _ := kubectlMPI(dir, "describe", "always-fails")
+			Expect(describe).To(MatchRegexp(`State:\s+Failed`), describe)
+			Expect(describe).To(ContainSubstring("after 1 restart, 1 counted against the budget of 1"), describe)
+			Expect(describe).To(ContainSubstring("Restarts: 1, 1 counted against the budget of 1"), describe)
+			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(counted\): launcher Error: container node exited with code 3`), describe)
 		})
 	})
+}
+
+// replicatedJobRole names the claim of a loseMidTraining job.
+func replicatedJobRole(replicatedJob string) string {
+	if replicatedJob == "launcher" {
+		return "launcher"
+	}
+	return "worker"
 }
