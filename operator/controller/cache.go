@@ -189,6 +189,10 @@ const (
 	maxCachedContainers = 16
 	maxCachedPorts      = 8
 	maxCachedImage      = 512
+	// maxCachedMounts and maxCachedMountPath bound the mounts kept of a
+	// container: Torus's own, at most two of each of three volumes.
+	maxCachedMounts    = 6
+	maxCachedMountPath = 256
 	// maxCachedEventMessage is what the cache keeps of an event's message;
 	// events.k8s.io caps a note at 1 KiB, core/v1 Events at nothing.
 	maxCachedEventMessage = 2 << 10
@@ -283,10 +287,15 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
 		}
 		// Where the job's sshd configuration is, for the fixes that name
-		// it; which container waits for the workers (markWorkersReady).
+		// it; which container waits for the workers (markWorkersReady);
+		// which runs torus-launch, whose exit code 75 says the job lost a
+		// host (diagnosis). Torus mounts each at most twice.
 		for _, m := range c.VolumeMounts {
-			if m.Name == mpi.SSHVolume || m.Name == mpi.PodInfoVolume {
-				out[i].VolumeMounts = append(out[i].VolumeMounts, m)
+			if len(out[i].VolumeMounts) == maxCachedMounts {
+				break
+			}
+			if m.Name == mpi.SSHVolume || m.Name == mpi.PodInfoVolume || m.Name == mpi.LaunchVolume {
+				out[i].VolumeMounts = append(out[i].VolumeMounts, corev1.VolumeMount{Name: m.Name, MountPath: cut(m.MountPath, maxCachedMountPath), SubPath: cut(m.SubPath, maxCachedMountPath)})
 			}
 		}
 		// The port the kubelet probes sshd on, which tells a refused

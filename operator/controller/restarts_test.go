@@ -92,7 +92,7 @@ func TestRecordRestarts(t *testing.T) {
 				"run 0 stopped 2026-11-29T09:00:00Z (counted): a",
 				"run 1 stopped 2026-11-29T09:10:00Z (counted): b",
 			},
-			wantFailed: "(after 2 restarts, 2 counted against the budget of 2: kubectl mpi describe pi says why each run stopped)",
+			wantFailed: "After 2 restarts, 2 counted against the budget of 2 (kubectl mpi describe pi says why each run stopped): ",
 		},
 	}
 	for name, tc := range cases {

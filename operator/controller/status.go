@@ -105,9 +105,10 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
 		msg := failureMessage(js, findings, meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning))
 		if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
-			// Every run's end is on the Restarted condition.
-			msg += fmt.Sprintf(" (after %d %s, %d counted against the budget of %d: kubectl mpi describe %s says why each run stopped)",
-				rec.Total, plural(rec.Total, "restart", "restarts"), rec.Counted, rec.Budget, tj.Name)
+			// Said first, where a truncated message keeps it; every
+			// run's end is on the Restarted condition.
+			msg = fmt.Sprintf("After %d %s, %d counted against the budget of %d (kubectl mpi describe %s says why each run stopped): %s",
+				rec.Total, plural(rec.Total, "restart", "restarts"), rec.Counted, rec.Budget, tj.Name, msg)
 		}
 		s.stopRunning(trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {

@@ -180,7 +180,9 @@ func write(w io.Writer, d *data, now time.Time) error {
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 	for _, c := range tj.Status.Conditions {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, printers.Age(c.LastTransitionTime.Time, now), printers.Truncate(c.Message, 160))
+		// One line each: a message of several (Restarted) is joined.
+		msg := strings.ReplaceAll(strings.TrimSpace(c.Message), "\n", "; ")
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, printers.Age(c.LastTransitionTime.Time, now), printers.Truncate(msg, 160))
 	}
 	if len(tj.Status.Conditions) == 0 {
 		fmt.Fprintln(tw, "  <none>")
