@@ -72,6 +72,11 @@ const (
 	// to run before it fails with reason SchedulingTimeout, releasing what
 	// it holds. Time queued in Kueue before admission does not count.
 	AnnotationSchedulingTimeout = Domain + "scheduling-timeout"
+	// AnnotationTerminationGracePeriod, on a runtime or a TrainJob, is how
+	// long every rank has, from SIGTERM, to write a checkpoint and exit
+	// when the job is stopped, preempted or restarted (a Go duration of
+	// whole seconds, such as 5m): its pods' terminationGracePeriodSeconds.
+	AnnotationTerminationGracePeriod = Domain + "termination-grace-period"
 	// AnnotationTopology, on a runtime or a TrainJob, names the node label
 	// (e.g. a rack or block label) whose domain all of the job's pods must
 	// share; it becomes Kueue's topology-aware scheduling annotations.

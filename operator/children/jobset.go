@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -403,6 +404,11 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		b.addSSH(ps, ctr, role)
 	}
 	failWhenDisrupted(spec, worldLostExit)
+	if d := b.job.TerminationGracePeriod; d > 0 {
+		// Every rank's time to checkpoint from SIGTERM, the launcher's
+		// too: it forwards SIGTERM to mpirun.
+		ps.TerminationGracePeriodSeconds = ptr.To(int64(d / time.Second))
+	}
 	if n := b.job.Network; n != nil {
 		if runsRanks || n.AllPods {
 			if err := n.Apply(pod, ctr); err != nil {

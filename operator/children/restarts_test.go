@@ -191,3 +191,35 @@ func mountsOf(ctr corev1.Container, volume string) []string {
 	}
 	return out
 }
+
+// A job's grace period is every pod's, the launcher's too, whether the job
+// or its runtime sets it; without one, the runtime's pods keep theirs.
+func TestBuildJobSetTerminationGracePeriod(t *testing.T) {
+	cases := map[string]struct {
+		job, runtime string
+		want         *int64
+	}{
+		"the job's":           {job: "5m", want: ptr.To[int64](300)},
+		"the runtime's":       {runtime: "90s", want: ptr.To[int64](90)},
+		"the job's over it":   {job: "2m", runtime: "90s", want: ptr.To[int64](120)},
+		"none: the pods' own": {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rt := wrappers.MakeMPIRuntime("rt", trainer.MPIImplementationOpenMPI)
+			if tc.runtime != "" {
+				rt.Annotation(api.AnnotationTerminationGracePeriod, tc.runtime)
+			}
+			w := wrappers.MakeTrainJob("pi", "ns").RuntimeRef("rt").NumNodes(2)
+			if tc.job != "" {
+				w = w.Annotation(api.AnnotationTerminationGracePeriod, tc.job)
+			}
+			js := buildWithLaunchImage(t, w.Obj(), rt)
+			for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+				if got := replicatedJob(t, js, name).Template.Spec.Template.Spec.TerminationGracePeriodSeconds; !cmp.Equal(got, tc.want) {
+					t.Errorf("%s: terminationGracePeriodSeconds %v, want %v", name, ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
+				}
+			}
+		})
+	}
+}

@@ -64,6 +64,16 @@ func parseMaxRestarts(v string) (int32, error) {
 	return int32(n), nil
 }
 
+// parseTerminationGracePeriod reads api.AnnotationTerminationGracePeriod.
+func parseTerminationGracePeriod(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second || d > MaxTerminationGracePeriod || d%time.Second != 0 {
+		return 0, fmt.Errorf("annotation %s=%q: set it to how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to %s (such as 90s or 5m): Kueue's preemptor and a node drain wait that long",
+			api.AnnotationTerminationGracePeriod, v, MaxTerminationGracePeriod)
+	}
+	return d, nil
+}
+
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
 func parseSchedulingTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
@@ -93,6 +103,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseSchedulingTimeout(v)
 		case api.AnnotationMaxRestarts:
 			_, err = parseMaxRestarts(v)
+		case api.AnnotationTerminationGracePeriod:
+			_, err = parseTerminationGracePeriod(v)
 		case api.AnnotationCheckpointVolume:
 			// Where Torus mounts its own files depends on the runtime;
 			// resolution checks the path against them.

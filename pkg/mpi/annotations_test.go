@@ -31,6 +31,10 @@ func TestCheckAnnotations(t *testing.T) {
 		"a negative budget":                            {annotations: map[string]string{api.AnnotationMaxRestarts: "-1"}, wantBad: []string{api.AnnotationMaxRestarts}},
 		"an absurd budget":                             {annotations: map[string]string{api.AnnotationMaxRestarts: "1000000"}, wantBad: []string{api.AnnotationMaxRestarts}},
 		"a budget that is not a number":                {annotations: map[string]string{api.AnnotationMaxRestarts: "always"}, wantBad: []string{api.AnnotationMaxRestarts}},
+		"a grace period":                               {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "5m"}},
+		"a grace period longer than an hour":           {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "2h"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
+		"a grace period of a fraction of a second":     {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "1500ms"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
+		"no grace period":                              {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "0s"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
 		"bad values, each named": {
 			annotations: map[string]string{
 				api.AnnotationSSHPort: "80", api.AnnotationSchedulingTimeout: "0s", api.AnnotationSSHKeyAlgorithm: "dsa",

@@ -65,6 +65,10 @@ type Job struct {
 	// Checkpoint is where the job's ranks keep their checkpoints, if it
 	// names a claim (api.AnnotationCheckpointVolume).
 	Checkpoint *Checkpoint `json:",omitempty"`
+	// TerminationGracePeriod is how long every rank has from SIGTERM to
+	// exit (api.AnnotationTerminationGracePeriod); zero leaves the pods'
+	// own.
+	TerminationGracePeriod time.Duration `json:",omitempty"`
 }
 
 // ResolveJob merges a TrainJob with its MPI runtime.
@@ -155,6 +159,11 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	}
 	if fp := rt.Spec.Template.Spec.FailurePolicy; fp != nil {
 		job.MaxRestarts = fp.MaxRestarts
+	}
+	if v, ok := firstAnnotation(api.AnnotationTerminationGracePeriod, tj.Annotations, rt.Annotations); ok {
+		if job.TerminationGracePeriod, err = parseTerminationGracePeriod(v); err != nil {
+			return nil, err
+		}
 	}
 	if v, ok := tj.Annotations[api.AnnotationMaxRestarts]; ok {
 		if job.MaxRestarts, err = parseMaxRestarts(v); err != nil {

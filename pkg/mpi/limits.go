@@ -1,5 +1,7 @@
 package mpi
 
+import "time"
+
 import "fmt"
 
 // Bounds on a job's size. A TrainJob's numNodes and numProcPerNode are
@@ -18,6 +20,12 @@ const (
 	// MaxRestarts bounds a job's restart budget (api.AnnotationMaxRestarts):
 	// the program's own failures, each of which runs the whole world again.
 	MaxRestarts int32 = 100
+	// MaxTerminationGracePeriod bounds a job's grace period
+	// (api.AnnotationTerminationGracePeriod). Kueue admits the job that
+	// preempts another only once the preempted job's pods are gone, and a
+	// node drain waits for them too: a job's grace period is time it holds
+	// its quota and its nodes from others.
+	MaxTerminationGracePeriod = time.Hour
 	// AbsoluteMaxNodes is what --max-nodes may be raised to, and what
 	// ResolveJob accepts whatever the configuration.
 	AbsoluteMaxNodes int32 = 65536

@@ -139,6 +139,7 @@ func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
 	f.StringVar(&j.SchedulingTimeout, flagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")
 	f.StringVar(&j.Checkpoint, flagCheckpoint, "", "CLAIM[:PATH]: a ReadWriteMany PersistentVolumeClaim mounted in the launcher and every worker (at "+mpi.DefaultCheckpointDir+" by default), for the checkpoints a restarted job resumes from; the program finds it in $"+mpi.EnvCheckpointDir+", and its run in $"+mpi.EnvRunAttempt)
 	f.StringVar(&j.MaxRestarts, flagMaxRestarts, "", fmt.Sprintf("Start the whole job again, up to this many times (0 to %d), when its program fails; a pod evicted, preempted or lost with its node restarts it without counting (default: the runtime's failurePolicy.maxRestarts, else 0)", mpi.MaxRestarts))
+	f.StringVar(&j.TerminationGracePeriod, flagGracePeriod, "", fmt.Sprintf("How long every rank has from SIGTERM to write a checkpoint and exit when the job is stopped, preempted or restarted, whole seconds up to %s (e.g. 5m; default: the runtime's, else 30s)", mpi.MaxTerminationGracePeriod))
 	f.StringArrayVar(&j.Env, flagEnv, nil, "Environment variable NAME=VALUE for the launcher and the workers (repeatable)")
 	f.StringArrayVar(&j.Volumes, flagVolume, nil, "PersistentVolumeClaim to mount into the launcher and the workers: pvc:CLAIM:/path[:ro] (repeatable)")
 	f.StringArrayVar(&j.ImagePullSecrets, flagPullSecret, nil, "Secret the kubelet pulls the image with, in the job's namespace (repeatable)")

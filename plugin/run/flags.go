@@ -41,11 +41,14 @@ type jobFlags struct {
 	// runtime's.
 	MaxRestarts string
 	// Checkpoint is CLAIM[:PATH]; empty sets none.
-	Checkpoint       string
-	Env              []string
-	Volumes          []string
-	ImagePullSecrets []string
-	ServiceAccount   string
+	Checkpoint string
+	// TerminationGracePeriod is a Go duration; empty leaves the
+	// runtime's.
+	TerminationGracePeriod string
+	Env                    []string
+	Volumes                []string
+	ImagePullSecrets       []string
+	ServiceAccount         string
 	// Launch is how ranks are launched: api.RemoteLaunchAgent or
 	// api.RemoteLaunchOpenSSH; empty leaves it to the runtime.
 	Launch string
@@ -67,6 +70,7 @@ const (
 	flagTopology       = "topology"
 	flagSchedTimeout   = "scheduling-timeout"
 	flagMaxRestarts    = "max-restarts"
+	flagGracePeriod    = "termination-grace-period"
 	flagCheckpoint     = "checkpoint-volume"
 	flagEnv            = "env"
 	flagVolume         = "volume"
@@ -79,7 +83,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
-	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagEnv, flagVolume,
+	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagGracePeriod, flagEnv, flagVolume,
 	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
@@ -88,7 +92,7 @@ var jobFlagNames = []string{
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
-		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint,
+		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint, TerminationGracePeriod: f.TerminationGracePeriod,
 		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error
 	if changed(flagWorkers) {

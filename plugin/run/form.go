@@ -38,6 +38,7 @@ type Form struct {
 	SchedulingTimeout string   `json:"scheduling-timeout,omitempty"`
 	MaxRestarts       string   `json:"max-restarts,omitempty"`
 	Checkpoint        string   `json:"checkpoint-volume,omitempty"`
+	GracePeriod       string   `json:"termination-grace-period,omitempty"`
 	Env               []string `json:"env,omitempty"`
 	// Volumes are PersistentVolumeClaims as --volume takes them:
 	// pvc:CLAIM:/path[:ro].
@@ -107,7 +108,7 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 func (f Form) flags() (*jobFlags, []FieldError) {
 	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
 		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, MaxRestarts: strings.TrimSpace(f.MaxRestarts),
-		Checkpoint:     strings.TrimSpace(f.Checkpoint),
+		Checkpoint: strings.TrimSpace(f.Checkpoint), TerminationGracePeriod: strings.TrimSpace(f.GracePeriod),
 		ServiceAccount: strings.TrimSpace(f.ServiceAccount), Launch: f.Launch}
 	for _, s := range f.ImagePullSecrets {
 		if s = strings.TrimSpace(s); s != "" {
@@ -178,6 +179,8 @@ func (f Form) value(flag string) string {
 		return f.MaxRestarts
 	case flagCheckpoint:
 		return f.Checkpoint
+	case flagGracePeriod:
+		return f.GracePeriod
 	case flagServiceAccount:
 		return f.ServiceAccount
 	case flagLaunch:
@@ -253,6 +256,7 @@ func formFieldOf(path string) string {
 		{"metadata.annotations[" + api.AnnotationSchedulingTimeout + "]", flagSchedTimeout},
 		{"metadata.annotations[" + api.AnnotationMaxRestarts + "]", flagMaxRestarts},
 		{"metadata.annotations[" + api.AnnotationCheckpointVolume + "]", flagCheckpoint},
+		{"metadata.annotations[" + api.AnnotationTerminationGracePeriod + "]", flagGracePeriod},
 		{"metadata.annotations[" + api.AnnotationRemoteLaunch + "]", flagLaunch},
 	} {
 		if strings.HasPrefix(path, p.prefix) {
@@ -285,8 +289,8 @@ func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, note
 	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
 		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], MaxRestarts: tj.Annotations[api.AnnotationMaxRestarts],
-		Checkpoint: tj.Annotations[api.AnnotationCheckpointVolume],
-		Launch:     tj.Annotations[api.AnnotationRemoteLaunch]}
+		Checkpoint: tj.Annotations[api.AnnotationCheckpointVolume], GracePeriod: tj.Annotations[api.AnnotationTerminationGracePeriod],
+		Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
 	f.Runtime = tj.Spec.RuntimeRef.Name
 	if k := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind); k != trainer.ClusterTrainingRuntimeKind {
 		f.Runtime = k + "/" + f.Runtime

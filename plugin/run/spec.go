@@ -84,6 +84,9 @@ type Spec struct {
 	// Checkpoint is CLAIM[:PATH], the claim every rank keeps its
 	// checkpoints on (api.AnnotationCheckpointVolume).
 	Checkpoint string
+	// TerminationGracePeriod is how long every rank has from SIGTERM to
+	// exit (a Go duration; api.AnnotationTerminationGracePeriod).
+	TerminationGracePeriod string
 	// RemoteLaunch chooses Torus's launch agent or the image's OpenSSH
 	// (api.AnnotationRemoteLaunch); empty leaves it to the runtime.
 	RemoteLaunch string
@@ -147,6 +150,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.Checkpoint != "" {
 		setString(&tj.Annotations, api.AnnotationCheckpointVolume, s.Checkpoint)
+	}
+	if s.TerminationGracePeriod != "" {
+		setString(&tj.Annotations, api.AnnotationTerminationGracePeriod, s.TerminationGracePeriod)
 	}
 	if s.RemoteLaunch != "" {
 		setString(&tj.Annotations, api.AnnotationRemoteLaunch, s.RemoteLaunch)
@@ -331,6 +337,12 @@ func (s Spec) Validate() error {
 		if _, err := mpi.ParseCheckpoint(s.Checkpoint, mpi.DefaultSSHPath); err != nil {
 			add("--checkpoint-volume %q: give CLAIM or CLAIM:/path, a ReadWriteMany PersistentVolumeClaim of the job's namespace and where to mount it (default %s): %s",
 				s.Checkpoint, mpi.DefaultCheckpointDir, mpi.CheckpointProblems(err))
+		}
+	}
+	if s.TerminationGracePeriod != "" {
+		if d, err := time.ParseDuration(s.TerminationGracePeriod); err != nil || d < time.Second || d > mpi.MaxTerminationGracePeriod || d%time.Second != 0 {
+			add("--termination-grace-period %q: give how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to %s (such as 90s or 5m): Kueue's preemptor and a node drain wait that long",
+				s.TerminationGracePeriod, mpi.MaxTerminationGracePeriod)
 		}
 	}
 	if s.Runtime != "" {

@@ -56,7 +56,7 @@ func TestBuildTrainJob(t *testing.T) {
 				CPU: qty("4"), Memory: qty("16Gi"),
 				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
 				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
-				MaxRestarts: "3", Checkpoint: "ckpt:/data",
+				MaxRestarts: "3", Checkpoint: "ckpt:/data", TerminationGracePeriod: "5m",
 			},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
@@ -64,11 +64,12 @@ func TestBuildTrainJob(t *testing.T) {
 					Name: "train", Namespace: "ml",
 					Labels: map[string]string{mpi.KueueQueueLabel: "team"},
 					Annotations: map[string]string{
-						api.AnnotationNetworkProfile:    "ib",
-						api.AnnotationTopology:          "cloud.provider.com/topology-rack",
-						api.AnnotationSchedulingTimeout: "10m",
-						api.AnnotationMaxRestarts:       "3",
-						api.AnnotationCheckpointVolume:  "ckpt:/data",
+						api.AnnotationNetworkProfile:         "ib",
+						api.AnnotationTopology:               "cloud.provider.com/topology-rack",
+						api.AnnotationSchedulingTimeout:      "10m",
+						api.AnnotationMaxRestarts:            "3",
+						api.AnnotationCheckpointVolume:       "ckpt:/data",
+						api.AnnotationTerminationGracePeriod: "5m",
 					},
 				},
 				Spec: trainer.TrainJobSpec{
@@ -233,6 +234,15 @@ func TestSpecValidate(t *testing.T) {
 		"a checkpoint place over Torus's files": {
 			spec:    Spec{Checkpoint: "ckpt:/etc"},
 			wantErr: []string{`--checkpoint-volume "ckpt:/etc": give CLAIM or CLAIM:/path`, "/etc would hide or collide with Torus's /etc/torus-mpi"},
+		},
+		"a grace period": {spec: Spec{TerminationGracePeriod: "90s"}},
+		"a grace period longer than an hour": {
+			spec:    Spec{TerminationGracePeriod: "90m"},
+			wantErr: []string{`--termination-grace-period "90m": give how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to 1h0m0s`},
+		},
+		"a grace period that is no duration": {
+			spec:    Spec{TerminationGracePeriod: "long"},
+			wantErr: []string{`--termination-grace-period "long": give how long`},
 		},
 		"a restart budget that is not a count": {
 			spec:    Spec{MaxRestarts: "forever"},

@@ -25,7 +25,7 @@ export interface RuntimeInfo { name: string; kind: string; namespace?: string; p
 export interface Form {
   name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
   gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; network?: string;
-  topology?: string; 'scheduling-timeout'?: string; 'max-restarts'?: string; 'checkpoint-volume'?: string; env?: string[]; volume?: string[];
+  topology?: string; 'scheduling-timeout'?: string; 'max-restarts'?: string; 'termination-grace-period'?: string; 'checkpoint-volume'?: string; env?: string[]; volume?: string[];
   'image-pull-secret'?: string[]; 'service-account'?: string; launch?: string;
 }
 export interface FieldError { field: string; message: string }
