@@ -134,6 +134,7 @@ func addJobFlags(f *pflag.FlagSet, j *jobFlags) {
 	f.StringVar(&j.MPI, flagMPI, "", "MPI implementation: "+strings.Join(mpi.CLINames(), ", ")+" (default "+mpi.OpenMPI.CLIName()+"); picks the runtime unless --runtime is set")
 	f.StringVar(&j.Runtime, flagRuntime, "", "Runtime: NAME of a ClusterTrainingRuntime, or TrainingRuntime/NAME in the job's namespace")
 	f.StringVar(&j.Queue, flagQueue, "", "Kueue LocalQueue that admits the whole job at once")
+	f.StringVar(&j.Priority, flagPriority, "", "Kueue WorkloadPriorityClass of the job (label kueue.x-k8s.io/priority-class): in its queue a job of higher priority is admitted first, and may preempt one of lower")
 	f.StringVar(&j.Network, flagNetwork, "", "MPINetworkProfile for InfiniBand/RoCE (annotation torus-mpi.io/network-profile)")
 	f.StringVar(&j.Topology, flagTopology, "", "Node label whose domain all pods must share, e.g. cloud.provider.com/topology-rack")
 	f.StringVar(&j.SchedulingTimeout, flagSchedTimeout, "", "Fail the job if its ranks have not all run this long after it started (e.g. 10m); time queued in Kueue does not count")

@@ -33,8 +33,10 @@ type jobFlags struct {
 	MPI            string
 	Runtime        string
 	Queue          string
-	Network        string
-	Topology       string
+	// Priority is a Kueue WorkloadPriorityClass; empty sets none.
+	Priority string
+	Network  string
+	Topology string
 	// SchedulingTimeout is a Go duration; empty sets none.
 	SchedulingTimeout string
 	// MaxRestarts is the restart budget, a count; empty leaves the
@@ -66,6 +68,7 @@ const (
 	flagMPI            = "mpi"
 	flagRuntime        = "runtime"
 	flagQueue          = "queue"
+	flagPriority       = "priority"
 	flagNetwork        = "network"
 	flagTopology       = "topology"
 	flagSchedTimeout   = "scheduling-timeout"
@@ -83,7 +86,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
-	flagMPI, flagRuntime, flagQueue, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagGracePeriod, flagEnv, flagVolume,
+	flagMPI, flagRuntime, flagQueue, flagPriority, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagGracePeriod, flagEnv, flagVolume,
 	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
@@ -91,7 +94,7 @@ var jobFlagNames = []string{
 // Spec; command is what follows --. Every problem is reported at once.
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
-		Queue: f.Queue, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
+		Queue: f.Queue, Priority: f.Priority, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
 		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint, TerminationGracePeriod: f.TerminationGracePeriod,
 		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error

@@ -33,6 +33,7 @@ type Form struct {
 	MPI               string   `json:"mpi,omitempty"`
 	Runtime           string   `json:"runtime,omitempty"`
 	Queue             string   `json:"queue,omitempty"`
+	Priority          string   `json:"priority,omitempty"`
 	Network           string   `json:"network,omitempty"`
 	Topology          string   `json:"topology,omitempty"`
 	SchedulingTimeout string   `json:"scheduling-timeout,omitempty"`
@@ -106,7 +107,7 @@ func SubmitForm(ctx context.Context, c client.Client, f Form, dryRun bool) Outco
 
 // flags reads the form's numbers; the rest run's flags parse themselves.
 func (f Form) flags() (*jobFlags, []FieldError) {
-	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue,
+	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue, Priority: strings.TrimSpace(f.Priority),
 		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, MaxRestarts: strings.TrimSpace(f.MaxRestarts),
 		Checkpoint: strings.TrimSpace(f.Checkpoint), TerminationGracePeriod: strings.TrimSpace(f.GracePeriod),
 		ServiceAccount: strings.TrimSpace(f.ServiceAccount), Launch: f.Launch}
@@ -169,6 +170,8 @@ func (f Form) value(flag string) string {
 		return f.Runtime
 	case flagQueue:
 		return f.Queue
+	case flagPriority:
+		return f.Priority
 	case flagNetwork:
 		return f.Network
 	case flagTopology:
@@ -251,6 +254,7 @@ func formFieldOf(path string) string {
 		{"spec.trainer.resourcesPerNode", flagCPU},
 		{"spec.runtimeRef", flagRuntime},
 		{"metadata.labels[" + mpi.KueueQueueLabel + "]", flagQueue},
+		{"metadata.labels[" + mpi.KueuePriorityLabel + "]", flagPriority},
 		{"metadata.annotations[" + api.AnnotationNetworkProfile + "]", flagNetwork},
 		{"metadata.annotations[" + api.AnnotationTopology + "]", flagTopology},
 		{"metadata.annotations[" + api.AnnotationSchedulingTimeout + "]", flagSchedTimeout},
@@ -286,7 +290,7 @@ func formFieldOf(path string) string {
 // patch are read from the job. notes say what of the job the form cannot
 // carry.
 func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, notes []string) {
-	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel],
+	f = Form{Namespace: tj.Namespace, Queue: tj.Labels[mpi.KueueQueueLabel], Priority: tj.Labels[mpi.KueuePriorityLabel],
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
 		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], MaxRestarts: tj.Annotations[api.AnnotationMaxRestarts],
 		Checkpoint: tj.Annotations[api.AnnotationCheckpointVolume], GracePeriod: tj.Annotations[api.AnnotationTerminationGracePeriod],

@@ -71,6 +71,8 @@ type Spec struct {
 
 	// Queue is the Kueue LocalQueue.
 	Queue string
+	// Priority is the Kueue WorkloadPriorityClass.
+	Priority string
 	// NetworkProfile names an MPINetworkProfile.
 	NetworkProfile string
 	// Topology names the node label whose domain all pods must share.
@@ -132,6 +134,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	for k, v := range s.Annotations {
 		setString(&tj.Annotations, k, v)
+	}
+	if s.Priority != "" {
+		setString(&tj.Labels, mpi.KueuePriorityLabel, s.Priority)
 	}
 	if s.Queue != "" {
 		setString(&tj.Labels, mpi.KueueQueueLabel, s.Queue)
@@ -302,6 +307,11 @@ func (s Spec) Validate() error {
 	if s.ServiceAccount != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.ServiceAccount) {
 			add("--service-account %q is not a ServiceAccount name: %s", s.ServiceAccount, msg)
+		}
+	}
+	if s.Priority != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.Priority) {
+			add("--priority %q: name a WorkloadPriorityClass (kubectl get workloadpriorityclasses): %s", s.Priority, msg)
 		}
 	}
 	if s.Queue != "" {

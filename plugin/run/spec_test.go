@@ -55,14 +55,14 @@ func TestBuildTrainJob(t *testing.T) {
 				Workers: ptr.To[int32](4), SlotsPerWorker: ptr.To[int32](2), GPUs: ptr.To[int64](2),
 				CPU: qty("4"), Memory: qty("16Gi"),
 				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
-				Queue: "team", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
+				Queue: "team", Priority: "high", NetworkProfile: "ib", Topology: "cloud.provider.com/topology-rack", SchedulingTimeout: "10m",
 				MaxRestarts: "3", Checkpoint: "ckpt:/data", TerminationGracePeriod: "5m",
 			},
 			want: &trainer.TrainJob{
 				TypeMeta: typeMeta,
 				ObjectMeta: metav1.ObjectMeta{
 					Name: "train", Namespace: "ml",
-					Labels: map[string]string{mpi.KueueQueueLabel: "team"},
+					Labels: map[string]string{mpi.KueueQueueLabel: "team", mpi.KueuePriorityLabel: "high"},
 					Annotations: map[string]string{
 						api.AnnotationNetworkProfile:         "ib",
 						api.AnnotationTopology:               "cloud.provider.com/topology-rack",

@@ -142,6 +142,7 @@ export function CreatePage({ from }: { from?: string }) {
               <GridItem>{text('topology', 'Topology', 'A node label all pods share a value of, e.g. a rack.')}</GridItem>
               <GridItem>{text('scheduling-timeout', 'Scheduling timeout', 'Fail the job if its pods are not all running by then, e.g. 10m.')}</GridItem>
               <GridItem>{text('checkpoint-volume', 'Checkpoint volume', 'CLAIM or CLAIM:/path: a ReadWriteMany claim every pod mounts, for checkpoints.')}</GridItem>
+              <GridItem>{text('priority', 'Priority', 'A Kueue WorkloadPriorityClass: a job of higher priority is admitted first, and may preempt one of lower.')}</GridItem>
               <GridItem>{text('termination-grace-period', 'Grace period', 'How long every rank has to write a checkpoint when the job is stopped, preempted or restarted, e.g. 5m.')}</GridItem>
               <GridItem>{text('max-restarts', 'Restarts', 'Start the whole job again this many times if its program fails; evictions and lost nodes do not count.')}</GridItem>
               <GridItem span={12}>
@@ -205,7 +206,7 @@ function LinesField({ id, label, values, errors, help, onChange }: {
 
 // fields the form shows a field for; other errors are the whole job's.
 const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
-  ['runtime'], ['queue'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['termination-grace-period'], ['checkpoint-volume'], ['service-account'], ['launch']];
+  ['runtime'], ['queue'], ['priority'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['termination-grace-period'], ['checkpoint-volume'], ['service-account'], ['launch']];
 
 // linesFields are the repeatable flags, each a LinesField with its errors.
 const linesFields = ['env', 'volume', 'image-pull-secret'];

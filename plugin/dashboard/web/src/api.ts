@@ -24,7 +24,7 @@ export interface View extends Omit<Row, 'mpi' | 'type' | 'restarts'> {
 export interface RuntimeInfo { name: string; kind: string; namespace?: string; policy: string; implementation?: string; default: boolean }
 export interface Form {
   name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
-  gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; network?: string;
+  gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; priority?: string; network?: string;
   topology?: string; 'scheduling-timeout'?: string; 'max-restarts'?: string; 'termination-grace-period'?: string; 'checkpoint-volume'?: string; env?: string[]; volume?: string[];
   'image-pull-secret'?: string[]; 'service-account'?: string; launch?: string;
 }
