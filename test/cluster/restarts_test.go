@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,7 +21,7 @@ import (
 // straight through, and once losing a worker mid-run: the job restarts its
 // whole world and resumes from its last checkpoint, to the same model.
 func realNodeRestarts(dirp *string) {
-	Context("a training that loses a worker or its launcher on the real nodes, and one that always fails", Ordered, func() {
+	Context("a training that loses a worker or its launcher on the real nodes, or is preempted, and one that always fails", Ordered, func() {
 		var dir, straight string
 		// train is the reference training, trained to out.
 		train := func(out string, more ...string) []string {
@@ -129,6 +131,50 @@ func realNodeRestarts(dirp *string) {
 			loseMidTraining("lost-launcher", "launcher", "0", `launcher WorldLost: `)
 		})
 
+		It("stops a training that Kueue preempts for a job of higher priority, and resumes it from its checkpoint once readmitted, to the same model", func() {
+			queue := filepath.Join(dir, "preempt.yaml")
+			Expect(os.WriteFile(queue, []byte(preemptQueue), 0o644)).To(Succeed())
+			out, code := kubectl(dir, "apply", "-f", queue)
+			Expect(code).To(Equal(0), out)
+			DeferCleanup(func() { kubectl(dir, "delete", "-f", queue, "--wait=false") })
+			claim("restarts-preempt")
+			DeferCleanup(func() { kubectlMPI(dir, "delete", "preempted"); kubectlMPI(dir, "delete", "urgent") })
+
+			// 2 workers of 400m: 800m of the queue's 1 CPU, with no budget
+			// for restarts.
+			out, code = kubectlMPI(dir, append([]string{"run", "preempted", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+				"--cpu", "400m", "--queue", "preempt", "--priority", "torus-test-low", "--checkpoint-volume", "restarts-preempt", "--max-restarts", "0"},
+				train("/checkpoint/model.npz", "--pace", "2")...)...)
+			Expect(code).To(Equal(0), out)
+			logs := kubectlMPIInBackground(dir, "logs", "preempted", "-f")
+			Eventually(func() string {
+				out, _ := kubectlMPI(dir, "logs", "preempted", "--launcher")
+				return out
+			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, "preempted", nil))
+
+			By("a job of higher priority that does not fit beside it: Kueue preempts the training")
+			out, code = kubectlMPI(dir, "run", "urgent", "--runtime", "torus-openmpi-local", "--workers", "1", "--slots-per-worker", "1",
+				"--cpu", "400m", "--queue", "preempt", "--priority", "torus-test-high", "--", "mpirun", "-n", "1", "python3", "/opt/torus/pi.py", "20000")
+			Expect(code).To(Equal(0), out)
+			Eventually(func() string {
+				out, _ := kubectl(dir, "get", "trainjob", "preempted", "-o", `jsonpath={.status.conditions[?(@.type=="Admitted")].reason}`)
+				return out
+			}, 2*time.Minute, time.Second).Should(Equal("Evicted"), "the training was not preempted:\n%s", jobReport(dir, "preempted", nil))
+			out, code = kubectlMPI(dir, "wait", "urgent", "--timeout", "4m")
+			Expect(code).To(Equal(0), "the job of higher priority did not complete:\n%s\n%s", out, jobReport(dir, "urgent", nil))
+
+			By("readmitted, the training resumes from its checkpoint and completes")
+			out, code = kubectlMPI(dir, "wait", "preempted", "--timeout", "6m")
+			if code != 0 {
+				Fail(fmt.Sprintf("the preempted training did not complete (exit %d):\n%s\n%s", code, out, jobReport(dir, "preempted", logs)))
+			}
+			run, _ := kubectlMPI(dir, "logs", "preempted", "--launcher")
+			Expect(run).To(MatchRegexp(`training from the checkpoint after epoch ([3-9]|1[01])`))
+			m := sha.FindStringSubmatch(run)
+			Expect(m).NotTo(BeNil(), run)
+			Expect(m[1]).To(Equal(straight), "the preempted training ended with another model than the straight one")
+		})
+
 		It("fails a program that always fails once its budget is spent, saying why each run stopped", func() {
 			DeferCleanup(func() { kubectlMPI(dir, "delete", "always-fails") })
 			out, code := kubectlMPI(dir, "run", "always-fails", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
@@ -144,6 +190,43 @@ func realNodeRestarts(dirp *string) {
 		})
 	})
 }
+
+// preemptQueue is a queue of 1 CPU where a job of torus-test-high
+// preempts one of torus-test-low that leaves it no room.
+const preemptQueue = `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: torus-test-low}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: torus-test-high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: preempt}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: preempt}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: preempt
+      resources:
+      - {name: cpu, nominalQuota: "1"}
+      - {name: memory, nominalQuota: 16Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: preempt, namespace: default}
+spec: {clusterQueue: preempt}
+`
 
 // replicatedJobRole names the claim of a loseMidTraining job.
 func replicatedJobRole(replicatedJob string) string {
