@@ -53,7 +53,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		// here) takes it up; without kubelets no pod runs.
 		framework.ObserveJobSet(ctx, fw.Client, &tj)
 		Eventually(func() string { return kubectlMPI("", "-n", ns, "list").Stdout }, framework.Timeout, framework.Interval).
-			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+<none>\s+`))
+			Should(MatchRegexp(`(?m)^pi\s+Pending\s+0/3\s+6\s+0\s+<none>\s+`))
 		// The operator records its events after the status it lists by,
 		// through an asynchronous recorder.
 		Eventually(func(g Gomega) {
