@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,11 @@ func TestRecordRestarts(t *testing.T) {
 			st := trainjob.StateOf(tj)
 			if st.Phase != tc.wantPhase {
 				t.Errorf("phase %s (%s), want %s", st.Phase, st.Message, tc.wantPhase)
+			}
+			// A job without a checkpoint claim is told that its program
+			// starts again from the start.
+			if want := fmt.Sprintf("Starting run %d, which starts the program again: the job keeps no checkpoints (--checkpoint-volume); run %d stopped: ", tc.restarts, tc.restarts-1); st.Phase == trainjob.PhaseRestarting && !strings.HasPrefix(st.Message, want) {
+				t.Errorf("Restarting says %q, want it to begin %q", st.Message, want)
 			}
 			c := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRestarted)
 			if c == nil {

@@ -136,8 +136,12 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		if n := len(rec.Latest); n > 0 {
 			cause = fmt.Sprintf("run %d stopped: %s", rec.Latest[n-1].Run, rec.Latest[n-1].Cause)
 		}
+		resumes := "which starts the program again: the job keeps no checkpoints (--checkpoint-volume)"
+		if c := s.job.Checkpoint; c != nil {
+			resumes = "which resumes from the program's last checkpoint in " + c.Claim
+		}
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
-			fmt.Sprintf("Starting run %d, which resumes from the program's last checkpoint; %s", js.Status.Restarts, cause))
+			fmt.Sprintf("Starting run %d, %s; %s", js.Status.Restarts, resumes, cause))
 	default:
 		reason, msg := runningState(s.pods, s.job, findings)
 		if prev := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning); prev != nil &&
