@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -592,5 +593,84 @@ func TestShutdown(t *testing.T) {
 func TestExitWorldLostIsTheOperators(t *testing.T) {
 	if ExitWorldLost != mpi.ExitWorldLost {
 		t.Errorf("launchagent.ExitWorldLost = %d, mpi.ExitWorldLost = %d", ExitWorldLost, mpi.ExitWorldLost)
+	}
+}
+
+// A host that stops answering, as a dead node does, is given up after
+// AliveCountMax unanswered asks and noted lost; one that answers keeps its
+// command however long it runs.
+func TestKeepAlive(t *testing.T) {
+	j := startJob(t)
+	// A proxy to the agent that, once frozen, swallows every byte both
+	// ways, holding the connections open: a host gone silent.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var frozen atomic.Bool
+	var mu sync.Mutex
+	var conns []net.Conn
+	// Closed, the agent sees its client gone and stops the command.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", j.addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						dst.Close()
+						return
+					}
+					if !frozen.Load() {
+						_, _ = dst.Write(buf[:n])
+					}
+				}
+			}
+			go pipe(out, in)
+			go pipe(in, out)
+		}
+	}()
+	proxyPort := l.Addr().(*net.TCPAddr).Port
+
+	c := j.client(t)
+	c.Port, c.AliveInterval, c.AliveCountMax, c.LostHosts = proxyPort, 50*time.Millisecond, 3, t.TempDir()
+	if _, stderr, code := run(c, "", "127.0.0.1", "sleep 1"); code != 0 {
+		t.Fatalf("a command outliving many asks, all answered, ended with %d: %s", code, stderr)
+	}
+	if lost, _ := LostHosts(c.LostHosts); len(lost) != 0 {
+		t.Fatalf("a host that answered was noted lost: %q", lost)
+	}
+
+	time.AfterFunc(300*time.Millisecond, func() { frozen.Store(true) })
+	start := time.Now()
+	_, stderr, code := run(c, "", "127.0.0.1", "sleep 5")
+	if code != ExitFailure || !strings.Contains(stderr, "no answer for 150ms") {
+		t.Errorf("a silent host's command ended with %d, saying %q; want %d, no answer", code, stderr, ExitFailure)
+	}
+	if took := time.Since(start); took > waitTimeout {
+		t.Errorf("the silent host was given up after %s", took)
+	}
+	if lost, err := LostHosts(c.LostHosts); err != nil || len(lost) != 1 || !strings.HasPrefix(lost[0], "127.0.0.1: the connection was lost while it ran the job (no answer for 150ms)") {
+		t.Errorf("lost hosts %q (%v)", lost, err)
 	}
 }

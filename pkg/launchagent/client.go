@@ -57,7 +57,23 @@ type Client struct {
 	// stopped its command, or whose connection was lost before the
 	// command ended (EnvLostHosts); none are noted if empty.
 	LostHosts string
+	// AliveInterval is how often Run asks a host whether it is still
+	// there while its command runs, and AliveCountMax how many asks may
+	// go unanswered before Run gives the host up as lost, as OpenSSH's
+	// ServerAliveInterval and ServerAliveCountMax do (DefaultAliveInterval
+	// and DefaultAliveCountMax if zero). A node that dies sends nothing:
+	// without them a launcher would learn of it only from TCP's own
+	// timeouts, up to a quarter of an hour later.
+	AliveInterval time.Duration
+	AliveCountMax int
 }
+
+// Defaults of Client.AliveInterval and Client.AliveCountMax: a host
+// silent for 45 s is lost.
+const (
+	DefaultAliveInterval = 15 * time.Second
+	DefaultAliveCountMax = 3
+)
 
 // NewClient reads the client's private key and the hosts' public keys
 // (ParseHostKeys) from files.
@@ -110,6 +126,8 @@ func (c *Client) Run(args []string) int {
 	}
 	done := make(chan struct{})
 	defer close(done)
+	silent := make(chan struct{})
+	go c.keepAlive(conn, done, silent)
 	go func() {
 		for {
 			select {
@@ -137,8 +155,54 @@ func (c *Client) Run(args []string) int {
 		return exit.ExitStatus()
 	}
 	// The command's end never came: its host, or the way to it, is gone.
+	select {
+	case <-silent:
+		err = fmt.Errorf("no answer for %s", c.aliveInterval()*time.Duration(c.aliveCountMax()))
+	default:
+	}
 	noteLost(c.LostHosts, cmd.Host, fmt.Sprintf("the connection was lost while it ran the job (%v)", err))
 	return c.fail("%s: %v", cmd.Host, err)
+}
+
+func (c *Client) aliveInterval() time.Duration {
+	return orDefault(c.AliveInterval, DefaultAliveInterval)
+}
+func (c *Client) aliveCountMax() int { return orDefault(c.AliveCountMax, DefaultAliveCountMax) }
+
+// keepAlive asks the host every AliveInterval whether it is there, one ask
+// at a time, until done; after AliveCountMax intervals without an answer
+// it closes the connection, which ends the session's wait, and closes
+// silent. The agent answers every global request (it refuses them).
+func (c *Client) keepAlive(conn *ssh.Client, done <-chan struct{}, silent chan<- struct{}) {
+	tick := time.NewTicker(c.aliveInterval())
+	defer tick.Stop()
+	answers := make(chan error, 1)
+	asking, missed := false, 0
+	for {
+		select {
+		case <-done:
+			return
+		case err := <-answers:
+			asking, missed = false, 0
+			if err != nil {
+				return // the connection is gone: the wait says so
+			}
+		case <-tick.C:
+			if asking {
+				if missed++; missed >= c.aliveCountMax() {
+					close(silent)
+					conn.Close()
+					return
+				}
+				continue
+			}
+			asking = true
+			go func() {
+				_, _, err := conn.SendRequest("keepalive@openssh.com", true, nil)
+				answers <- err
+			}()
+		}
+	}
 }
 
 func (c *Client) fail(format string, args ...any) int {
