@@ -12,9 +12,12 @@
 // killed on the launcher leaves no daemon behind on the workers. When its
 // pod is stopped, Shutdown passes SIGTERM on to every command's process
 // group at once and waits for them, so that ranks have the pod's grace
-// period to write a checkpoint; torus-launch then exits 0, and as a
+// period to write a checkpoint; torus-launch then exits 0, or
+// ExitWorldLost when the stop cut commands short (see lost.go), and as a
 // container's first process it runs under an init of its own that reaps
-// the orphans the ranks leave.
+// the orphans the ranks leave. Client asks its host every AliveInterval
+// whether it is still there while a command runs, and gives a silent one
+// up as lost, as it does one whose connection breaks.
 //
 // The agent listens on every interface of its pod, so any pod of the
 // cluster can connect to it, and it holds to sshd's bounds on what a peer
