@@ -54,24 +54,35 @@ func parseLaunchAgentDelivery(v string) (string, error) {
 		api.AnnotationLaunchAgentDelivery, v, api.LaunchAgentByInitContainer, LaunchBinary, api.LaunchAgentByImageVolume, api.LaunchAgentAuto)
 }
 
-// parseMaxRestarts reads api.AnnotationMaxRestarts.
-func parseMaxRestarts(v string) (int32, error) {
+// ParseMaxRestarts reads a restart budget (api.AnnotationMaxRestarts,
+// kubectl mpi run --max-restarts); its error says what to give, for the
+// caller to name where it came from.
+func ParseMaxRestarts(v string) (int32, error) {
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n < 0 || n > int64(MaxRestarts) {
-		return 0, fmt.Errorf("annotation %s=%q: set it to how many times the job may start again after its program fails, from 0 to %d (disruptions, evictions, preemptions and lost nodes do not count)",
-			api.AnnotationMaxRestarts, v, MaxRestarts)
+		return 0, fmt.Errorf("give how many times the job may start again after its program fails, from 0 to %d (evictions, preemptions and lost nodes do not count)", MaxRestarts)
 	}
 	return int32(n), nil
 }
 
-// parseTerminationGracePeriod reads api.AnnotationTerminationGracePeriod.
-func parseTerminationGracePeriod(v string) (time.Duration, error) {
+// ParseTerminationGracePeriod reads a grace period
+// (api.AnnotationTerminationGracePeriod, kubectl mpi run
+// --termination-grace-period); its error says what to give.
+func ParseTerminationGracePeriod(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d < time.Second || d > MaxTerminationGracePeriod || d%time.Second != 0 {
-		return 0, fmt.Errorf("annotation %s=%q: set it to how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to %s (such as 90s or 5m): Kueue's preemptor and a node drain wait that long",
-			api.AnnotationTerminationGracePeriod, v, MaxTerminationGracePeriod)
+		return 0, fmt.Errorf("give how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to %s (such as 90s or 5m): Kueue's preemptor and a node drain wait that long", MaxTerminationGracePeriod)
 	}
 	return d, nil
+}
+
+// parseAnnotation names the annotation in parse's error.
+func parseAnnotation[T any](name, v string, parse func(string) (T, error)) (T, error) {
+	x, err := parse(v)
+	if err != nil {
+		return x, fmt.Errorf("annotation %s=%q: %w", name, v, err)
+	}
+	return x, nil
 }
 
 // parseSchedulingTimeout reads api.AnnotationSchedulingTimeout.
@@ -102,9 +113,9 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 		case api.AnnotationSchedulingTimeout:
 			_, err = parseSchedulingTimeout(v)
 		case api.AnnotationMaxRestarts:
-			_, err = parseMaxRestarts(v)
+			_, err = parseAnnotation(k, v, ParseMaxRestarts)
 		case api.AnnotationTerminationGracePeriod:
-			_, err = parseTerminationGracePeriod(v)
+			_, err = parseAnnotation(k, v, ParseTerminationGracePeriod)
 		case api.AnnotationCheckpointVolume:
 			// Where Torus mounts its own files depends on the runtime;
 			// resolution checks the path against them.

@@ -161,12 +161,12 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 		job.MaxRestarts = fp.MaxRestarts
 	}
 	if v, ok := firstAnnotation(api.AnnotationTerminationGracePeriod, tj.Annotations, rt.Annotations); ok {
-		if job.TerminationGracePeriod, err = parseTerminationGracePeriod(v); err != nil {
+		if job.TerminationGracePeriod, err = parseAnnotation(api.AnnotationTerminationGracePeriod, v, ParseTerminationGracePeriod); err != nil {
 			return nil, err
 		}
 	}
 	if v, ok := tj.Annotations[api.AnnotationMaxRestarts]; ok {
-		if job.MaxRestarts, err = parseMaxRestarts(v); err != nil {
+		if job.MaxRestarts, err = parseAnnotation(api.AnnotationMaxRestarts, v, ParseMaxRestarts); err != nil {
 			return nil, err
 		}
 	}

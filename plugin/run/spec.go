@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -339,8 +338,8 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.MaxRestarts != "" {
-		if n, err := strconv.ParseInt(s.MaxRestarts, 10, 32); err != nil || n < 0 || n > int64(mpi.MaxRestarts) {
-			add("--max-restarts %q: give how many times the job may start again after its program fails, from 0 to %d (evictions, preemptions and lost nodes do not count)", s.MaxRestarts, mpi.MaxRestarts)
+		if _, err := mpi.ParseMaxRestarts(s.MaxRestarts); err != nil {
+			add("--max-restarts %q: %v", s.MaxRestarts, err)
 		}
 	}
 	if s.Checkpoint != "" {
@@ -350,9 +349,8 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.TerminationGracePeriod != "" {
-		if d, err := time.ParseDuration(s.TerminationGracePeriod); err != nil || d < time.Second || d > mpi.MaxTerminationGracePeriod || d%time.Second != 0 {
-			add("--termination-grace-period %q: give how long every rank has from SIGTERM to write a checkpoint and exit, whole seconds from 1s to %s (such as 90s or 5m): Kueue's preemptor and a node drain wait that long",
-				s.TerminationGracePeriod, mpi.MaxTerminationGracePeriod)
+		if _, err := mpi.ParseTerminationGracePeriod(s.TerminationGracePeriod); err != nil {
+			add("--termination-grace-period %q: %v", s.TerminationGracePeriod, err)
 		}
 	}
 	if s.Runtime != "" {
