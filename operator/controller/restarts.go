@@ -44,7 +44,7 @@ func (r *TrainJobReconciler) recordRestarts(s *scope) {
 		counted = ptr.To(true)
 	}
 	for run := seen; run < js.Status.Restarts; run++ {
-		x := trainjob.Restart{Run: run, At: s.now, Counted: counted, Cause: "Torus did not see why: the run's pods were gone when it looked"}
+		x := trainjob.Restart{Run: run, At: s.now, Counted: counted, Cause: causeUnseen}
 		if run == js.Status.Restarts-1 {
 			x.Cause = runCause(s, run)
 		}
@@ -102,8 +102,11 @@ func runCause(s *scope, run int32) string {
 	if c := meta.FindStatusCondition(s.jobSet.Status.Conditions, string(jobsetv1alpha2.JobSetRestarting)); c != nil && c.Status == metav1.ConditionTrue {
 		return fmt.Sprintf("the JobSet says: %s", c.Message)
 	}
-	return "Torus did not see why: the run's pods were gone when it looked"
+	return causeUnseen
 }
+
+// causeUnseen is the cause of a run whose end Torus did not see.
+const causeUnseen = "Torus did not see why: the run's pods were gone when it looked"
 
 // restarting reports whether the job's new world is starting after a
 // restart: the JobSet's Restarting condition holds until every Job of the

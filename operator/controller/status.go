@@ -107,8 +107,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
 			// Said first, where a truncated message keeps it; every
 			// run's end is on the Restarted condition.
-			msg = fmt.Sprintf("After %d %s, %d counted against the budget of %d (kubectl mpi describe %s says why each run stopped): %s",
-				rec.Total, plural(rec.Total, "restart", "restarts"), rec.Counted, rec.Budget, tj.Name, msg)
+			msg = fmt.Sprintf("After %s (kubectl mpi describe %s says why each run stopped): %s", rec.Summary(), tj.Name, msg)
 		}
 		s.stopRunning(trainjob.ReasonFailed, msg)
 		if s.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainjob.ReasonFailed, msg) {
@@ -319,13 +318,6 @@ func failureMessage(js *jobsetv1alpha2.JobSet, findings []diagnosis.Finding, run
 		return running.Message + "; then " + msg
 	}
 	return msg
-}
-
-func plural(n int32, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // maxConditionMessage is the API's limit on metav1.Condition messages.

@@ -79,9 +79,15 @@ func (r Restart) String() string {
 	return fmt.Sprintf("run %d stopped %s%s: %s", r.Run, r.At.UTC().Format(time.RFC3339), counted, strings.ReplaceAll(cause, "\n", " "))
 }
 
+// Summary counts the restarts: "2 restarts, 1 counted against the budget
+// of 3".
+func (r Restarts) Summary() string {
+	return fmt.Sprintf("%d %s, %d counted against the budget of %d", r.Total, plural(r.Total, "restart", "restarts"), r.Counted, r.Budget)
+}
+
 // Message renders the record as ConditionRestarted's message.
 func (r Restarts) Message() string {
-	lines := []string{fmt.Sprintf("%d %s, %d counted against the budget of %d", r.Total, plural(r.Total, "restart", "restarts"), r.Counted, r.Budget)}
+	lines := []string{r.Summary()}
 	for _, x := range r.Latest {
 		lines = append(lines, x.String())
 	}
