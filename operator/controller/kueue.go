@@ -74,7 +74,11 @@ func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 		return ""
 	}
 	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
-		msg := fmt.Sprintf("Kueue evicted the job (%s: %s); it waits in LocalQueue %q to run again from the start", c.Reason, c.Message, queue)
+		again := "from the start"
+		if s.job != nil && s.job.Checkpoint != nil {
+			again = "from the program's last checkpoint in " + s.job.Checkpoint.Claim
+		}
+		msg := fmt.Sprintf("Kueue evicted the job (%s: %s); it waits in LocalQueue %q to run again %s", c.Reason, c.Message, queue, again)
 		if s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonEvicted, msg) || wasAdmitted {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonRequeued, "%s", msg)
 		}

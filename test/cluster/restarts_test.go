@@ -156,10 +156,13 @@ func realNodeRestarts(dirp *string) {
 			out, code = kubectlMPI(dir, "run", "urgent", "--runtime", "torus-openmpi-local", "--workers", "1", "--slots-per-worker", "1",
 				"--cpu", "400m", "--queue", "preempt", "--priority", "torus-test-high", "--", "mpirun", "-n", "1", "python3", "/opt/torus/pi.py", "20000")
 			Expect(code).To(Equal(0), out)
+			// The event stays, where Admitted=False reason Evicted lasts only
+			// until Kueue admits the training again.
 			Eventually(func() string {
-				out, _ := kubectl(dir, "get", "trainjob", "preempted", "-o", `jsonpath={.status.conditions[?(@.type=="Admitted")].reason}`)
+				out, _ := kubectl(dir, "get", "events", "--field-selector", "involvedObject.kind=TrainJob,involvedObject.name=preempted,reason=Requeued",
+					"-o", "jsonpath={.items[*].message}")
 				return out
-			}, 2*time.Minute, time.Second).Should(Equal("Evicted"), "the training was not preempted:\n%s", jobReport(dir, "preempted", nil))
+			}, 2*time.Minute, time.Second).Should(ContainSubstring("Kueue evicted the job (Preempted: "), "the training was not preempted:\n%s", jobReport(dir, "preempted", nil))
 			out, code = kubectlMPI(dir, "wait", "urgent", "--timeout", "4m")
 			Expect(code).To(Equal(0), "the job of higher priority did not complete:\n%s\n%s", out, jobReport(dir, "urgent", nil))
 
