@@ -77,7 +77,7 @@ $(CONTROLLER_GEN):
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/, and the troubleshooting guide's launch failures.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/, and the troubleshooting guide's pod states, launch and program failures.
 	$(CONTROLLER_GEN) object paths="./api/..."
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=kustomize/crd/torus
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac

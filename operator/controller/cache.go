@@ -193,6 +193,11 @@ const (
 	// container: Torus's own, at most two of each of three volumes.
 	maxCachedMounts    = 6
 	maxCachedMountPath = 256
+	// maxCachedLimits bounds the limits kept of a container: its memory
+	// and GPUs, of one vendor or two. maxCachedEnvValue bounds the one
+	// variable kept, a list of interface names.
+	maxCachedLimits   = 3
+	maxCachedEnvValue = 256
 	// maxCachedEventMessage is what the cache keeps of an event's message;
 	// events.k8s.io caps a note at 1 KiB, core/v1 Events at nothing.
 	maxCachedEventMessage = 2 << 10
@@ -283,8 +288,29 @@ func containerSummaries(cs []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, min(len(cs), maxCachedContainers))
 	for i, c := range cs[:len(out)] {
 		out[i] = corev1.Container{Name: c.Name, Image: cut(c.Image, maxCachedImage)}
-		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-			out[i].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
+		// The memory limit an OOMKilled rank exceeded; the GPUs a rank was
+		// given and the interfaces NCCL was told to use, which the fixes of
+		// GPU failures name.
+		kept := []corev1.ResourceName{corev1.ResourceMemory}
+		for name := range c.Resources.Limits {
+			if mpi.IsGPU(name) {
+				kept = append(kept, name)
+			}
+		}
+		slices.Sort(kept[1:])
+		for _, name := range kept[:min(len(kept), maxCachedLimits)] {
+			if q, ok := c.Resources.Limits[name]; ok {
+				if out[i].Resources.Limits == nil {
+					out[i].Resources.Limits = corev1.ResourceList{}
+				}
+				out[i].Resources.Limits[name] = q
+			}
+		}
+		for _, e := range c.Env {
+			if e.Name == mpi.EnvNCCLSocketIfName {
+				out[i].Env = []corev1.EnvVar{{Name: e.Name, Value: cut(e.Value, maxCachedEnvValue)}}
+				break
+			}
 		}
 		// Where the job's sshd configuration is, for the fixes that name
 		// it; which container waits for the workers (markWorkersReady);

@@ -40,12 +40,14 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 		}
 	}
 	keptLabels := map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": "0"}
-	memory := resource.MustParse("16Gi")
+	memory, gpus := resource.MustParse("16Gi"), resource.MustParse("8")
 	pod := &corev1.Pod{ObjectMeta: meta(), Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever, NodeName: "node-a",
-		Containers: []corev1.Container{{Name: "node", Image: "mpi:1", Command: []string{big}, Env: []corev1.EnvVar{{Name: "A", Value: big}},
+		Containers: []corev1.Container{{Name: "node", Image: "mpi:1", Command: []string{big},
+			Env:          []corev1.EnvVar{{Name: "A", Value: big}, {Name: mpi.EnvNCCLSocketIfName, Value: "net1," + big}},
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}},
-			Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory, corev1.ResourceCPU: resource.MustParse("2")}}}},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory, corev1.ResourceCPU: resource.MustParse("2"),
+				"nvidia.com/gpu": gpus, "amd.com/gpu": gpus, "example.com/gpu": gpus, "rdma/ib": gpus}}}},
 		Volumes: []corev1.Volume{{Name: "v"}},
 	}, Status: corev1.PodStatus{Phase: corev1.PodRunning, Message: "running"}}
 
@@ -58,7 +60,9 @@ func TestCacheTransformsBoundWhatUsersWrite(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-0-abcde", Namespace: "team", UID: "uid-1", ResourceVersion: "7", Labels: keptLabels,
 				Annotations: map[string]string{mpi.MultusNetworkStatus: `[{"name":"cbr0"}]`}, OwnerReferences: pod.OwnerReferences},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, NodeName: "node-a", Containers: []corev1.Container{{Name: "node", Image: "mpi:1",
-				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory}},
+				// Memory, and the first GPUs of the bound by name.
+				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: memory, "amd.com/gpu": gpus, "example.com/gpu": gpus}},
+				Env:          []corev1.EnvVar{{Name: mpi.EnvNCCLSocketIfName, Value: ("net1," + big)[:maxCachedEnvValue]}},
 				VolumeMounts: []corev1.VolumeMount{{Name: mpi.SSHVolume, MountPath: "/home/mpiuser/.ssh", SubPath: mpi.SSHDirSubPath}}}}},
 			Status: pod.Status,
 		}},
@@ -130,6 +134,13 @@ func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
 			Reason: corev1.PodReasonUnschedulable, Message: "0/4 nodes are available", LastTransitionTime: t0}}},
 		"evicted":    {Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
 		"init crash": {Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: mpi.SSHInitContainer, RestartCount: 3, State: terminated("Error", 1, "chmod: Operation not permitted")}}},
+		// The fixes name the GPUs per worker and NCCL's interfaces.
+		"NCCL duplicate GPU": {Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+			State: terminated("Error", 1, "NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60\n")}}},
+		"no GPU visible": {Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+			State: terminated("Error", 1, "RuntimeError: No CUDA GPUs are available\n")}}},
+		"NCCL without an interface": {Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+			State: terminated("Error", 1, "NCCL WARN Bootstrap : no socket interface found\n")}}},
 	}
 	for name, status := range statuses {
 		t.Run(name, func(t *testing.T) {
@@ -142,6 +153,12 @@ func TestDiagnosisOfCachedPodsIsTheDiagnosisOfPods(t *testing.T) {
 					p.Labels = map[string]string{}
 				}
 				p.Labels["batch.kubernetes.io/job-completion-index"] = "0"
+				for i := range p.Spec.Containers {
+					if c := &p.Spec.Containers[i]; c.Name == mpi.TrainerContainer {
+						c.Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+						c.Env = append(c.Env, corev1.EnvVar{Name: mpi.EnvNCCLSocketIfName, Value: "ib9"})
+					}
+				}
 				pods = append(pods, p)
 			}
 			cached := make([]corev1.Pod, len(pods))

@@ -45,7 +45,7 @@ func NewMetrics() *Metrics {
 		Created:         counter("trainjobs_created_total", "MPI TrainJobs whose JobSet Torus created."),
 		Running:         counter("trainjobs_running_total", "MPI TrainJobs that reached Running."),
 		Succeeded:       counter("trainjobs_succeeded_total", "MPI TrainJobs that completed."),
-		Failed:          counter("trainjobs_failed_total", "MPI TrainJobs that failed, by cause: the first failing pod's (OOMKilled, Error, SSHConnectionRefused, HostNotResolved, ...), or the Failed condition's reason (DeadlineExceeded, SchedulingTimeout, NetworkNotReady, Failed).", "reason"),
+		Failed:          counter("trainjobs_failed_total", "MPI TrainJobs that failed, by cause: the first failing pod's (OOMKilled, Error, SSHConnectionRefused, CUDAOutOfMemory, NCCLError, PythonException, ...), or the Failed condition's reason (DeadlineExceeded, SchedulingTimeout, NetworkNotReady, Failed).", "reason"),
 		TimeToAdmission: histogram("trainjob_time_to_admission_seconds", "Seconds from an MPI TrainJob's creation to Kueue's admission."),
 		TimeToRunning:   histogram("trainjob_time_to_running_seconds", "Seconds from an MPI TrainJob's creation to Running."),
 		Duration:        histogram("trainjob_duration_seconds", "Seconds from an MPI TrainJob's creation to its end, by result (Succeeded or Failed).", "result"),

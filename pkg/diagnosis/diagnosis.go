@@ -6,6 +6,7 @@ package diagnosis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,9 +69,10 @@ func (f Finding) Quote() string {
 // since in MPI one rank's death makes the others fail after it.
 func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
 	var out []Finding
-	workers := workersSSHD(pods)
+	job := jobFacts{sshd: workersSSHD(pods), slots: placement.SlotsPerHost}
+	job.gpus, job.gpuResource = workerGPUs(pods)
 	for i := range pods {
-		if f, ok := pod(&pods[i], placement, workers); ok {
+		if f, ok := pod(&pods[i], placement, job); ok {
 			out = append(out, f)
 		}
 	}
@@ -132,6 +134,39 @@ func workersSSHD(pods []corev1.Pod) workerSSHD {
 	return w
 }
 
+// jobFacts is what a finding's fix names of the job's pods as a whole.
+type jobFacts struct {
+	sshd workerSSHD
+	// slots is the job's ranks per worker.
+	slots int32
+	// gpus is each worker's GPUs, of the extended resource gpuResource.
+	gpus        int64
+	gpuResource string
+}
+
+// workerGPUs is what a worker's rank container asks of GPUs: the count and
+// the extended resource (nvidia.com/gpu, amd.com/gpu, ...).
+func workerGPUs(pods []corev1.Pod) (int64, string) {
+	for i := range pods {
+		if pods[i].Labels[api.LabelRole] != api.RoleWorker {
+			continue
+		}
+		c := findContainer(&pods[i], mpi.TrainerContainer)
+		if c == nil {
+			continue
+		}
+		var names []string
+		for name := range c.Resources.Limits {
+			if mpi.IsGPU(name) {
+				names = append(names, string(name))
+			}
+		}
+		slices.Sort(names)
+		return mpi.GPUs(c.Resources.Limits), strings.Join(names, ", ")
+	}
+	return 0, ""
+}
+
 // probedPort is the TCP port a container's startup or readiness probe
 // checks, or "".
 func probedPort(c *corev1.Container) string {
@@ -151,7 +186,7 @@ func probedPort(c *corev1.Container) string {
 	return ""
 }
 
-func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, bool) {
+func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 	host, ranks := HostOf(p, placement)
 	f := Finding{Pod: p.Name, Host: host, Ranks: ranks}
 	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
@@ -201,10 +236,12 @@ func pod(p *corev1.Pod, placement mpi.Placement, workers workerSSHD) (Finding, b
 					// The program's own words, where the kubelet kept them
 					// (terminationMessagePolicy FallbackToLogsOnError).
 					ctx := contextOf(p)
+					ctx.logs = "kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host)
+					ctx.slots, ctx.gpus, ctx.gpuResource = job.slots, job.gpus, job.gpuResource
 					// Every worker passed its probe of that port before the
 					// launcher started, and none had stopped when it failed.
-					if workers.firstStop.IsZero() || !workers.firstStop.Before(t.FinishedAt.Time) {
-						ctx.servingPort = workers.port
+					if w := job.sshd; w.firstStop.IsZero() || !w.firstStop.Before(t.FinishedAt.Time) {
+						ctx.servingPort = w.port
 					}
 					out := readOutput(t.Message, ctx)
 					f.Output = out.quote
@@ -325,6 +362,17 @@ func contextOf(p *corev1.Pod) failureContext {
 				c.sshdConfig = mpi.SSHDConfigPath(m.MountPath)
 			}
 			c.agent = c.agent || m.Name == mpi.LaunchVolume
+		}
+		for _, e := range ctr.Env {
+			if e.Name == mpi.EnvNCCLSocketIfName {
+				c.socketIfName = e.Value
+			}
+		}
+	}
+	for _, a := range mpi.PodAttachments(p) {
+		// "net1 192.168.1.7 (mpi-networks/ib)": the interface comes first.
+		if name, _, _ := strings.Cut(a, " "); name != "unreadable" {
+			c.interfaces = append(c.interfaces, name)
 		}
 	}
 	return c

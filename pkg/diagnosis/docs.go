@@ -40,7 +40,7 @@ var podExamples = []podExample{
 		p.Status.ContainerStatuses[0].RestartCount = 4
 	}},
 	{"terminated, `OOMKilled`", exampleTerminated("OOMKilled", 137, "")},
-	{"terminated, exit code not 0", exampleTerminated("Error", 1, "Traceback (most recent call last):\nValueError: learning rate must be positive")},
+	{"terminated, exit code not 0", exampleTerminated("Error", 1, "epoch 3: loss is nan, stopping")},
 	{"terminated, `StartError` (the SSH setup)", func(p *corev1.Pod) {
 		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: mpi.SSHInitContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			Reason: "StartError", ExitCode: 128,

@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -35,21 +36,53 @@ const (
 	quoteLineSize = 240
 )
 
-// launchFailure is one kind of failure recognised in output lines.
-type launchFailure struct {
+// outputFailure is one kind of failure recognised in output lines.
+type outputFailure struct {
 	reason string
-	// examples are lines launchers and ssh print for it, for the
-	// troubleshooting guide (LaunchFailureDocs) and the tests.
+	// weight says how much a line of this kind tells of the cause.
+	weight weight
+	// program: the failure is the program's (a GPU, NCCL or PyTorch
+	// failure), not its launch's; the troubleshooting guide lists them apart.
+	program bool
+	// examples are lines launchers, ssh and programs print for it, for the
+	// troubleshooting guide (OutputFailureDocs) and the tests.
 	examples []string
 	match    *regexp.Regexp
 	// explain gives the detail and the fix from the match's groups.
 	explain func(m []string, c failureContext) (detail, fix string)
 }
 
+// weight orders what the lines of an output say of a failure. The cause is
+// the earliest line of the lowest weight: a rank that loses a peer reports
+// it after the peer's own error, and the launcher sums up last.
+type weight int
+
+const (
+	// own: a rank's or the launcher's own failure, in specific words.
+	own weight = iota
+	// ownGeneric: a library's general error ("NCCL error in: ..."), whose
+	// specific words may follow it.
+	ownGeneric
+	// exception: a Python exception no rule knows.
+	exception
+	// warning: a library's warning, which may be why the program failed
+	// or may be of no consequence.
+	warning
+	// verdict: the launcher's report of a rank it lost, such as a signal.
+	verdict
+	// echo: what ranks say when another failed or never came: a rendezvous
+	// or a collective that timed out, a peer gone.
+	echo
+	// unknown: a line no rule knows.
+	unknown
+)
+
 // failureContext is what a fix names of the failed pod's job.
 type failureContext struct {
 	// job and namespace name the TrainJob.
 	job, namespace string
+	// logs is the command that shows the failed container's output.
+	logs string
 	// sshdConfig is the path of the job's sshd configuration in its pods.
 	sshdConfig string
 	// servingPort is the port every worker's sshd answered the kubelet's
@@ -57,6 +90,33 @@ type failureContext struct {
 	servingPort string
 	// agent: the job's workers run Torus's launch agent, not sshd.
 	agent bool
+	// slots is the job's ranks per worker; gpus its GPUs per worker, of
+	// the extended resource gpuResource.
+	slots       int32
+	gpus        int64
+	gpuResource string
+	// socketIfName is NCCL_SOCKET_IFNAME as the failed container had it;
+	// interfaces the secondary networks Multus attached to its pod.
+	socketIfName string
+	interfaces   []string
+	// rank is the rank the failing line is of, when the output says it.
+	rank string
+}
+
+// who names the rank a line is of.
+func (c failureContext) who() string {
+	if c.rank == "" {
+		return "a rank"
+	}
+	return "rank " + c.rank
+}
+
+// logsHint is where the whole output is.
+func (c failureContext) logsHint() string {
+	if c.logs == "" {
+		return "kubectl mpi logs " + c.job
+	}
+	return c.logs
 }
 
 // sshd is the command line a worker's sshd needs to serve the job.
@@ -75,11 +135,12 @@ func (c failureContext) server() string {
 	return "sshd"
 }
 
-// launchFailures are tried on each line of output, earliest line first:
-// the first failure a launcher prints is the cause of those after it.
-var launchFailures = []launchFailure{
+// launchFailures are what MPI launchers and ssh print when they cannot
+// start or keep the job's ranks.
+var launchFailures = []outputFailure{
 	{
 		reason:   ReasonHostNotResolved,
+		weight:   own,
 		examples: []string{`ssh: Could not resolve hostname pi-node-0-1.pi: Name or service not known`, `[proxy:0@pi-launcher-0-0] HYDU_sock_connect: unable to get host address for pi-node-0-1.pi (1)`},
 		// ssh; Hydra's proxies (MPICH, Intel MPI); glibc's words.
 		match: regexp.MustCompile(`(?i)(?:could not resolve hostname|unable to get host address for|could not resolve host) +([^ :]+)|(name or service not known|temporary failure in name resolution|no address associated with hostname)`),
@@ -94,6 +155,7 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonSSHConnectionRefused,
+		weight:   own,
 		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`, `torus-ssh: connect to host pi-node-0-1.pi port 2222: Connection refused`},
 		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): Connection refused`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -110,6 +172,7 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonHostUnreachable,
+		weight:   own,
 		examples: []string{`ssh: connect to host pi-node-0-1.pi port 2222: Connection timed out`, `ssh: connect to host pi-node-0-1.pi port 2222: No route to host`},
 		match:    regexp.MustCompile(`connect to host ([^ ]+) port ([0-9]+): (Connection timed out|No route to host|Network is unreachable)`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -119,6 +182,7 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonHostKeyMismatch,
+		weight:   own,
 		examples: []string{`Host key verification failed.`, `@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @`},
 		match:    regexp.MustCompile(`Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No [A-Z0-9-]+ host key is known for ([^ ]+)`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -128,6 +192,7 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonSSHAuthFailed,
+		weight:   own,
 		examples: []string{`mpiuser@pi-node-0-1.pi: Permission denied (publickey).`},
 		match:    regexp.MustCompile(`Permission denied \(publickey`),
 		explain: func(m []string, c failureContext) (string, string) {
@@ -137,12 +202,13 @@ var launchFailures = []launchFailure{
 	},
 	{
 		reason:   ReasonRankKilled,
+		weight:   verdict,
 		examples: []string{`prterun noticed that process rank 3 with PID 41 on node pi-node-0-1 exited on signal 9 (Killed).`, `=   KILLED BY SIGNAL: 9 (Killed)`},
 		// Open MPI 4 (mpirun) and 5 (prterun); Hydra (MPICH, Intel MPI).
 		match: regexp.MustCompile(`process rank ([0-9]+) with PID [0-9]+ on node ([^ ]+) exited on signal ([0-9]+)|KILLED BY SIGNAL: ([0-9]+)|EXIT STRING: [A-Za-z ]+\(signal ([0-9]+)\)`),
 		explain: func(m []string, c failureContext) (string, string) {
 			sig := m[3] + m[4] + m[5]
-			who := "a rank"
+			who := c.who()
 			if m[1] != "" {
 				who = fmt.Sprintf("rank %s on %s", m[1], m[2])
 			}
@@ -150,57 +216,176 @@ var launchFailures = []launchFailure{
 			if sig == "9" {
 				return detail + " (SIGKILL)", "signal 9 is what the kernel's OOM killer and an evicting node send: see the workers' findings and raise --memory if a rank ran out of it"
 			}
-			return detail, "see the ranks' logs (kubectl mpi logs " + c.job + ")"
+			return detail, "see the ranks' output (" + c.logsHint() + ")"
 		},
 	},
 }
 
-// LaunchDoc is one launch failure as the troubleshooting guide lists it:
-// what Torus says of it, computed from its first example, in a job's words.
-type LaunchDoc struct {
+// OutputDoc is one failure read from output as the troubleshooting guide
+// lists it: what Torus says of it, computed from its first example, in a
+// job's words.
+type OutputDoc struct {
 	Reason   string
 	Examples []string
 	Detail   string
 	Fix      string
+	// Program: the program's failure, not its launch's.
+	Program bool
 }
 
-// LaunchFailureDocs describes every launch failure Torus recognises, each
-// read from its own examples as a failed container's output would be, for
-// a job of that name and namespace whose pods' sshd configuration is at
-// sshdConfig; a failure read otherwise while every worker is Ready has a
-// second entry.
-func LaunchFailureDocs(job, namespace, sshdConfig string) []LaunchDoc {
-	c := failureContext{job: job, namespace: namespace, sshdConfig: sshdConfig}
-	out := make([]LaunchDoc, 0, len(launchFailures))
+// OutputFailureDocs describes every failure Torus recognises in output,
+// each read from its own examples as a failed container's output would be,
+// for a job of that name and namespace whose pods' sshd configuration is at
+// sshdConfig, with 4 ranks and 2 GPUs per worker; a failure read otherwise
+// while every worker is Ready has a second entry, and a Python exception
+// comes last.
+func OutputFailureDocs(job, namespace, sshdConfig string) []OutputDoc {
+	c := failureContext{job: job, namespace: namespace, sshdConfig: sshdConfig, logs: "kubectl mpi logs " + job + " --launcher",
+		slots: 4, gpus: 2, gpuResource: "nvidia.com/gpu"}
+	all := slices.Concat(launchFailures, programFailures)
+	out := make([]OutputDoc, 0, len(all))
 	serving := c
 	serving.servingPort = "2222"
-	for _, f := range launchFailures {
+	for _, f := range all {
 		o := readOutput(f.examples[0], c)
-		out = append(out, LaunchDoc{Reason: o.reason, Examples: f.examples, Detail: o.detail, Fix: o.fix})
+		out = append(out, OutputDoc{Reason: o.reason, Examples: f.examples, Detail: o.detail, Fix: o.fix, Program: f.program})
 		// Some failures mean another thing when every worker is Ready.
 		if s := readOutput(f.examples[0], serving); s.detail != o.detail {
-			out = append(out, LaunchDoc{Reason: s.reason, Examples: f.examples[:1], Detail: s.detail, Fix: s.fix})
+			out = append(out, OutputDoc{Reason: s.reason, Examples: f.examples[:1], Detail: s.detail, Fix: s.fix, Program: f.program})
 		}
 	}
-	return out
+	const raised = "ValueError: learning rate must be positive"
+	e := readOutput("[rank2]: Traceback (most recent call last):\n[rank2]:   File \"train.py\", line 40, in <module>\n[rank2]: "+raised, c)
+	return append(out, OutputDoc{Reason: e.reason, Examples: []string{raised + " (ending a traceback)"}, Detail: e.detail, Fix: e.fix, Program: true})
 }
 
 // output is what a failed container's last lines say.
 type output struct {
-	// quote is the last meaningful lines, or the one that names the
-	// failure, escaped and bounded.
+	// quote is the last meaningful lines, or those that name the failure,
+	// escaped and bounded.
 	quote []string
-	// reason, detail and fix are set when a launch failure was recognised.
+	// reason, detail and fix are set when a failure was recognised.
 	reason, detail, fix string
 }
+
+// outLine is one meaningful line of output.
+type outLine struct {
+	// text is the line without the prefix that names its rank; rank is
+	// that rank, or "".
+	text, rank string
+	// raw is the line as printed, for the quote.
+	raw string
+}
+
+// rankPrefix is how launchers and PyTorch mark a rank's lines: PyTorch's
+// "[rank1]:", Open MPI's --tag-output "[1,1]<stderr>:".
+var rankPrefix = regexp.MustCompile(`^\[(?:rank([0-9]+)|[0-9]+,([0-9]+))\](?:<std(?:out|err)>)?:\s?`)
+
+// verdictRank is how launchers name the rank they lost, for a cause whose
+// own lines do not: Open MPI's "process rank 1" and "Process name:
+// [[29422,1],1]", Hydra's "RANK 1 PID", MPI_Abort's "on rank 1".
+var verdictRank = regexp.MustCompile(`process rank ([0-9]+) with PID|Process name: \[\[?[^\],]+,([0-9]+)\]|RANK ([0-9]+) PID [0-9]+ RUNNING AT|MPI_ABORT was invoked on rank ([0-9]+)`)
+
+// A Python exception: the line that ends a traceback.
+var (
+	traceback     = regexp.MustCompile(`^Traceback \(most recent call last\):`)
+	tracebackFile = regexp.MustCompile(`^File "[^"]*", line [0-9]+`)
+	exceptionLine = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt))(?:: (.*))?$`)
+)
+
+// ncclErrorType is the line before NCCL's "Last error:", naming its kind.
+var ncclErrorType = regexp.MustCompile(`nccl[A-Z][A-Za-z]*:`)
 
 // readOutput reads the end of a failed container's output, as the kubelet
 // keeps it in the termination message. Key material is never quoted.
 func readOutput(msg string, c failureContext) output {
-	var lines []string
+	lines := meaningfulLines(msg)
+	var (
+		best    = unknown
+		at      int
+		rule    *outputFailure
+		groups  []string
+		inTrace = map[string]bool{}
+	)
+	for i, l := range lines {
+		w, f, m := classify(l)
+		if f == nil {
+			switch {
+			case traceback.MatchString(l.text):
+				inTrace[l.rank] = true
+				continue
+			case !inTrace[l.rank]:
+				continue
+			}
+			if m = exceptionLine.FindStringSubmatch(l.text); m == nil {
+				continue
+			}
+			w = exception
+		}
+		inTrace[l.rank] = false
+		if w < best {
+			best, at, rule, groups = w, i, f, m
+		}
+	}
+	if best == unknown {
+		var out output
+		for _, l := range lines[max(0, len(lines)-quoteLines):] {
+			out.quote = append(out.quote, quote(l.raw))
+		}
+		return out
+	}
+	c.rank = lines[at].rank
+	if c.rank == "" && rule != nil {
+		c.rank = namedRank(rule.match, groups)
+	}
+	if c.rank == "" {
+		// The launcher names the rank it lost when the cause's own
+		// lines do not.
+		for _, l := range lines {
+			if m := verdictRank.FindStringSubmatch(l.text); m != nil {
+				c.rank = strings.Join(m[1:], "")
+				break
+			}
+		}
+	}
+	if rule == nil {
+		return pythonException(groups, lines[at], c, lastFrame(lines[:at], lines[at].rank))
+	}
+	out := output{reason: rule.reason, quote: []string{quote(lines[at].raw)}}
+	out.detail, out.fix = rule.explain(groups, c)
+	return out
+}
+
+// classify finds the first failure a line matches, and its weight.
+func classify(l outLine) (weight, *outputFailure, []string) {
+	for _, list := range [][]outputFailure{launchFailures, programFailures} {
+		for i := range list {
+			if m := list[i].match.FindStringSubmatch(l.text); m != nil {
+				return list[i].weight, &list[i], m
+			}
+		}
+	}
+	return unknown, nil, nil
+}
+
+// namedRank is the match's group named "rank", where the line itself says
+// which rank it is of.
+func namedRank(re *regexp.Regexp, m []string) string {
+	if i := re.SubexpIndex("rank"); i > 0 && i < len(m) {
+		return m[i]
+	}
+	return ""
+}
+
+// meaningfulLines splits output into its meaningful lines, without key
+// material, each with the rank its prefix names; NCCL's "Last error:" is
+// joined to the line after it, and to the error kind before it.
+func meaningfulLines(msg string) []outLine {
+	var lines []outLine
 	inKey := false
-	for _, l := range strings.Split(msg, "\n") {
-		l = strings.TrimSpace(l)
+	raw := strings.Split(msg, "\n")
+	for i := 0; i < len(raw); i++ {
+		l := strings.TrimSpace(raw[i])
 		switch {
 		case strings.HasPrefix(l, "-----BEGIN"):
 			inKey = !strings.Contains(l, "PUBLIC KEY")
@@ -211,22 +396,55 @@ func readOutput(msg string, c failureContext) output {
 		case inKey || !meaningful(l):
 			continue
 		}
-		lines = append(lines, l)
-	}
-	var out output
-	for _, l := range lines {
-		for _, f := range launchFailures {
-			if m := f.match.FindStringSubmatch(l); m != nil {
-				out.reason = f.reason
-				out.detail, out.fix = f.explain(m, c)
-				out.quote = []string{quote(l)}
-				return out
+		ol := outLine{text: l, raw: l}
+		if m := rankPrefix.FindStringSubmatch(l); m != nil {
+			ol.rank = m[1] + m[2]
+			ol.text = strings.TrimSpace(l[len(m[0]):])
+		}
+		if ol.text == "Last error:" && i+1 < len(raw) {
+			next := strings.TrimSpace(raw[i+1])
+			if m := rankPrefix.FindStringSubmatch(next); m != nil {
+				next = strings.TrimSpace(next[len(m[0]):])
 			}
+			ol.text = "Last error: " + next
+			ol.raw += " " + next
+			if n := len(lines); n > 0 && lines[n-1].rank == ol.rank && ncclErrorType.MatchString(lines[n-1].text) {
+				ol.text = lines[n-1].text + " " + ol.text
+			}
+			i++
+		}
+		lines = append(lines, ol)
+	}
+	return lines
+}
+
+// lastFrame is the traceback's innermost frame of a rank: where the
+// exception was raised.
+func lastFrame(before []outLine, rank string) string {
+	for i := len(before) - 1; i >= 0; i-- {
+		if l := before[i]; l.rank == rank && tracebackFile.MatchString(l.text) {
+			return l.raw
+		}
+		if l := before[i]; l.rank == rank && traceback.MatchString(l.text) {
+			break
 		}
 	}
-	for _, l := range lines[max(0, len(lines)-quoteLines):] {
-		out.quote = append(out.quote, quote(l))
+	return ""
+}
+
+// pythonException explains an exception no rule knows: the program's own.
+func pythonException(m []string, l outLine, c failureContext, frame string) output {
+	what := m[1]
+	if m[2] != "" {
+		what += ": " + m[2]
 	}
+	out := output{reason: ReasonPythonException}
+	out.detail = c.who() + " raised " + bounded(what)
+	out.fix = "the program's own error: its traceback is in " + c.logsHint()
+	if frame != "" {
+		out.quote = append(out.quote, quote(frame))
+	}
+	out.quote = append(out.quote, quote(l.raw))
 	return out
 }
 

@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,12 +73,38 @@ func TestReadOutput(t *testing.T) {
 				"=   KILLED BY SIGNAL: 9 (Killed)\n" +
 				"===================================================================================\n",
 			wantReason: ReasonRankKilled,
-			wantDetail: "a rank was killed by signal 9 (SIGKILL)",
+			wantDetail: "rank 2 was killed by signal 9 (SIGKILL)",
 			wantQuote:  []string{"=   KILLED BY SIGNAL: 9 (Killed)"},
 		},
 		"an unrecognised failure quotes the last meaningful lines, rules and blanks skipped": {
-			msg:       "loading data\nepoch 1\nTraceback (most recent call last):\n  File \"train.py\", line 3\nValueError: bad shape\n\n-----\n",
-			wantQuote: []string{"Traceback (most recent call last):", `File "train.py", line 3`, "ValueError: bad shape"},
+			msg:       "loading data\nepoch 1\nepoch 2\nloss is nan\n\n-----\n",
+			wantQuote: []string{"epoch 1", "epoch 2", "loss is nan"},
+		},
+		"a Python exception, with the frame that raised it": {
+			msg:        "loading data\nTraceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nValueError: bad shape\n\n-----\n",
+			wantReason: ReasonPythonException,
+			wantDetail: "a rank raised ValueError: bad shape",
+			wantQuote:  []string{`File "train.py", line 3, in <module>`, "ValueError: bad shape"},
+		},
+		"a rank's exception names the rank mpi4py's abort names": {
+			msg: "Traceback (most recent call last):\n  File \"/opt/hang.py\", line 9, in <module>\nRuntimeError: rank 1 gives up\n" +
+				"--------------------------------------------------------------------------\n" +
+				"MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 1.\n",
+			wantReason: ReasonPythonException,
+			wantDetail: "rank 1 raised RuntimeError: rank 1 gives up",
+		},
+		"an exception in a rank's own words outweighs the launcher's verdict on another": {
+			msg: "[1,3]<stderr>:Traceback (most recent call last):\n[1,3]<stderr>:  File \"train.py\", line 7, in <module>\n[1,3]<stderr>:KeyError: 'labels'\n" +
+				"mpirun noticed that process rank 0 with PID 0 on node pi-node-0-0 exited on signal 9 (Killed).\n",
+			wantReason: ReasonPythonException,
+			wantDetail: "rank 3 raised KeyError: 'labels'",
+			wantQuote:  []string{`[1,3]<stderr>:  File "train.py", line 7, in <module>`, "[1,3]<stderr>:KeyError: 'labels'"},
+		},
+		"a library's warning does not outweigh the program's exception": {
+			msg: "host:41:41 [0] misc/utils.cc:90 NCCL WARN Could not find real path of /sys/class/net/eth9\n" +
+				"Traceback (most recent call last):\n  File \"train.py\", line 7, in <module>\nKeyError: 'labels'\n",
+			wantReason: ReasonPythonException,
+			wantDetail: "a rank raised KeyError: 'labels'",
 		},
 		"control characters are escaped, never passed to a terminal": {
 			msg:       "\x1b[31mfatal\x1b[0m: bad\x07 input\n",
@@ -110,8 +137,8 @@ func TestReadOutput(t *testing.T) {
 
 // Every example the troubleshooting guide shows is recognised as the
 // failure it illustrates, and none as another.
-func TestLaunchFailureExamples(t *testing.T) {
-	for _, f := range launchFailures {
+func TestOutputFailureExamples(t *testing.T) {
+	for _, f := range slices.Concat(launchFailures, programFailures) {
 		if len(f.examples) == 0 {
 			t.Errorf("%s has no example", f.reason)
 		}
@@ -121,7 +148,7 @@ func TestLaunchFailureExamples(t *testing.T) {
 			}
 		}
 	}
-	for _, d := range LaunchFailureDocs("NAME", "NS", "<sshAuthMountPath>/sshd_config") {
+	for _, d := range OutputFailureDocs("NAME", "NS", "<sshAuthMountPath>/sshd_config") {
 		if d.Reason == "" || d.Detail == "" || d.Fix == "" {
 			t.Errorf("%+v: a reason, a detail and a fix each", d)
 		}

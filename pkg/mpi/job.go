@@ -241,12 +241,21 @@ func gpusPerNode(tj *trainer.TrainJob, rt *Runtime) int64 {
 func GPUs(rl corev1.ResourceList) int64 {
 	var n int64
 	for name, q := range rl {
-		if strings.HasSuffix(string(name), "/gpu") {
+		if IsGPU(name) {
 			n += q.Value()
 		}
 	}
 	return n
 }
+
+// IsGPU reports whether a resource is a GPU: an extended resource named
+// <vendor>/gpu (nvidia.com/gpu, amd.com/gpu).
+func IsGPU(name corev1.ResourceName) bool {
+	return strings.HasSuffix(string(name), "/gpu")
+}
+
+// EnvNCCLSocketIfName names the interfaces NCCL may use.
+const EnvNCCLSocketIfName = "NCCL_SOCKET_IFNAME"
 
 // MaxJobRecord bounds a job's record (api.AnnotationJob): a few hundred
 // bytes, and a few KiB with a network profile's attachments and variables.

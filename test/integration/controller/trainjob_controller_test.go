@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,6 +30,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -384,6 +387,51 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(eventReasons(tj)(Default)).NotTo(ContainElement("SSHKeysCreated"), "the first run's keys are named in JobSetCreated")
 		// The failure metric counts the job by its cause.
 		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "OOMKilled"})).To(BeEquivalentTo(1))
+	})
+
+	It("names a GPU program's failure in the program's own words, from the end of the launcher's output", func() {
+		// Two NCCL ranks on one GPU, as recorded on a real one (without
+		// the recorder's "[exit code ...]" notes).
+		recorded, err := os.ReadFile(filepath.Join(corpus.Dir("gpu-failures"), "nccl-duplicate-gpu.txt"))
+		Expect(err).NotTo(HaveOccurred())
+		tj := wrappers.MakeTrainJob("dupgpu", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).NumProcPerNode(2).
+			Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		js := getJobSet(tj)
+		Eventually(js, framework.Timeout, framework.Interval).ShouldNot(BeNil())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+
+		pod := func(name, rjob, role string, status corev1.PodStatus) {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name, Labels: map[string]string{
+					api.LabelJobName: "dupgpu", api.LabelRole: role, "batch.kubernetes.io/job-completion-index": "0",
+				}},
+				Spec: container(js(Default), rjob),
+			}
+			p.Spec.NodeName = "node-a"
+			framework.ControlledBy(p, framework.JobOf(ctx, fw.Client, tj, rjob))
+			Expect(fw.Client.Create(ctx, p)).To(Succeed())
+			p.Status = status
+			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
+		}
+		By("a worker given one GPU, and a launcher whose ranks failed in NCCL, as the kubelet keeps its output")
+		pod("dupgpu-node-0-0-a1b2c", "node", api.RoleWorker, corev1.PodStatus{Phase: corev1.PodRunning})
+		pod("dupgpu-launcher-0-0-d3e4f", "launcher", api.RoleLauncher, corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now(),
+				Message: kubeletTail(regexp.MustCompile(`(?m)^\[exit code .*\]$`).ReplaceAllString(string(recorded), ""))}},
+		}}})
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", trainjob.ReasonPodProblem), HaveField("Message", ContainSubstring("[pod dupgpu-launcher-0-0-d3e4f]"))))
+		setJobSetCondition(tj, jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures")
+
+		Eventually(condition(tj, trainer.TrainJobFailed), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionTrue),
+			HaveField("Message", And(
+				HavePrefix("launcher NCCLDuplicateGPU: container node exited with code 1: NCCL ranks 0 and 1 share one GPU (CUDA device 60)"),
+				ContainSubstring("the job runs 2 ranks per worker on 1 GPU: make them equal (--slots-per-worker 1, or --gpus 2)"),
+				ContainSubstring("Duplicate GPU detected"))),
+		))
+		Expect(framework.MetricValue("torus_trainjobs_failed_total", map[string]string{"namespace": ns.Name, "reason": "NCCLDuplicateGPU"})).To(BeEquivalentTo(1))
 	})
 
 	It("counts as its pods only those of its own Jobs, not pods that wear its labels or name its Job falsely", func() {
@@ -1070,3 +1118,18 @@ var _ = Describe("MPI TrainJob", func() {
 		Consistently(func() []string { return ours(before) }, framework.ShortWindow, framework.Interval).Should(BeEmpty())
 	})
 })
+
+// kubeletTail is what the kubelet keeps of a container's output as its
+// termination message under FallbackToLogsOnError: the last 80 lines, and
+// of those the last 2 KiB.
+func kubeletTail(out string) string {
+	lines := strings.SplitAfter(out, "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	s := strings.Join(lines, "")
+	if len(s) > 2048 {
+		s = s[len(s)-2048:]
+	}
+	return s
+}
