@@ -77,6 +77,11 @@ const (
 	// when the job is stopped, preempted or restarted (a Go duration of
 	// whole seconds, such as 5m): its pods' terminationGracePeriodSeconds.
 	AnnotationTerminationGracePeriod = Domain + "termination-grace-period"
+	// AnnotationStallTimeout, on a runtime or a TrainJob, is how long (a Go
+	// duration, e.g. "30m") a running job's launcher may print nothing
+	// before the job fails with reason Stalled, releasing what it holds: a
+	// rank that raised while the others wait in a collective never ends.
+	AnnotationStallTimeout = Domain + "stall-timeout"
 	// AnnotationTopology, on a runtime or a TrainJob, names the node label
 	// (e.g. a rack or block label) whose domain all of the job's pods must
 	// share; it becomes Kueue's topology-aware scheduling annotations.

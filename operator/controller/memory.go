@@ -33,6 +33,8 @@ type memory struct {
 	conflicts conflictBackoff
 	// sandboxes: the last read of the kubelet's sandbox events.
 	sandboxes sandboxReads
+	// launchers: the last read of the running launcher's output.
+	launchers launcherReads
 }
 
 // store is what memory needs of each of its stores.
@@ -43,7 +45,7 @@ type store interface {
 
 // stores lists every store of m; a test holds it to memory's fields.
 func (m *memory) stores() []store {
-	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes}
+	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers}
 }
 
 // forget drops what is remembered of a job that is gone.
@@ -324,3 +326,26 @@ func (c *conflictBackoff) conflicted(job client.ObjectKey) time.Duration {
 
 // unconflicted forgets a job's conflicts once its children are made.
 func (c *conflictBackoff) unconflicted(job client.ObjectKey) { c.forget(job) }
+
+// launcherReads holds each running job's last read of the end of its
+// launcher's output (stallPhase).
+type launcherReads struct{ perJob[launcherRead] }
+
+// launcherRead is what the end of a launcher pod's output said when read.
+type launcherRead struct {
+	pod   types.UID
+	at    time.Time
+	quiet diagnosis.Quiet
+	// err: the read failed; it is tried again when the read is due.
+	err error
+}
+
+// last returns the job's last read of that launcher pod's output if it is
+// younger than maxAge at now.
+func (r *launcherReads) last(job client.ObjectKey, pod types.UID, now time.Time, maxAge time.Duration) (launcherRead, bool) {
+	read, ok := r.get(job)
+	return read, ok && read.pod == pod && now.Sub(read.at) < maxAge
+}
+
+// read records a read of a launcher's output.
+func (r *launcherReads) read(job client.ObjectKey, read launcherRead) { r.set(job, read) }

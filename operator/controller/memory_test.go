@@ -118,6 +118,7 @@ func TestMemoryForgets(t *testing.T) {
 		m.deadlines.warn(key, "uid-1/0")
 		m.conflicts.conflicted(key)
 		m.sandboxes.read(key, &sandboxRead{at: t0})
+		m.launchers.read(key, launcherRead{pod: "pod-uid", at: t0})
 	}
 	fill()
 	for _, s := range m.stores() {

@@ -99,17 +99,21 @@ func (m *Metrics) failed(tj *trainer.TrainJob, reason string, now time.Time) {
 // from the manager's cache: no API request, and a count that is right after
 // an operator restart, which counters are not.
 type jobsCollector struct {
-	reader client.Reader
-	desc   *prometheus.Desc
+	reader        client.Reader
+	desc, stalled *prometheus.Desc
 }
 
 func newJobsCollector(reader client.Reader) *jobsCollector {
-	return &jobsCollector{reader: reader, desc: prometheus.NewDesc("torus_trainjobs",
-		"MPI TrainJobs by namespace and state: the phase kubectl mpi shows (trainjob.StateOf).",
-		[]string{"namespace", "state"}, nil)}
+	return &jobsCollector{reader: reader,
+		desc: prometheus.NewDesc("torus_trainjobs",
+			"MPI TrainJobs by namespace and state: the phase kubectl mpi shows (trainjob.StateOf).",
+			[]string{"namespace", "state"}, nil),
+		stalled: prometheus.NewDesc("torus_trainjobs_stalled",
+			"Running MPI TrainJobs that are probably stuck, by namespace: their launcher's output ended in a rank's failure and has been quiet since (condition Stalled).",
+			[]string{"namespace"}, nil)}
 }
 
-func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.stalled }
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -120,11 +124,19 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[[2]string]int{}
+	stalled := map[string]int{}
 	for i := range list.Items {
 		tj := &list.Items[i]
-		counts[[2]string{tj.Namespace, trainjob.StateOf(tj).Phase}]++
+		st := trainjob.StateOf(tj)
+		counts[[2]string{tj.Namespace, st.Phase}]++
+		if st.Stalled != "" {
+			stalled[tj.Namespace]++
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	for ns, n := range stalled {
+		ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, float64(n), ns)
 	}
 }

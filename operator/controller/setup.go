@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,6 +112,11 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}
+	clientset, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("a client for pods' logs: %w", err)
+	}
+	r.pods = clientset.CoreV1()
 	kueueServed, err := startup.Served(mgr.GetRESTMapper(), kueue.SchemeGroupVersion.WithKind("Workload").GroupKind(), kueue.SchemeGroupVersion.Version)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -63,6 +64,8 @@ type TrainJobReconciler struct {
 	upstream reconcile.Reconciler
 	// proofs stamp the children Torus makes and recognise them.
 	proofs proofs
+	// pods reads a running launcher's output (stallPhase); nil reads none.
+	pods corev1client.PodsGetter
 }
 
 // scope is the state of one reconcile.
@@ -187,6 +190,7 @@ func managedByTorus(tj *trainer.TrainJob) bool {
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
@@ -376,7 +380,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) error {
 func (r *TrainJobReconciler) progress(ctx context.Context, s *scope) error {
 	for _, p := range []phase{
 		r.resolvePhase, r.deadlinePhase, r.childrenPhase, r.admissionPhase, r.podsPhase,
-		r.gatePhase, r.markWorkersReady, r.statusPhase, r.startPhase,
+		r.gatePhase, r.markWorkersReady, r.statusPhase, r.startPhase, r.stallPhase,
 	} {
 		if err := p(ctx, s); err != nil || s.stop {
 			return err
@@ -629,7 +633,8 @@ func orderConditions(conds []metav1.Condition) {
 func stoppedByTorus(tj *trainer.TrainJob) bool {
 	c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed)
 	return c != nil && c.Status == metav1.ConditionTrue &&
-		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady || c.Reason == trainjob.ReasonSchedulingTimeout)
+		(c.Reason == trainjob.ReasonDeadlineExceeded || c.Reason == trainjob.ReasonNetworkNotReady || c.Reason == trainjob.ReasonSchedulingTimeout ||
+			c.Reason == trainjob.ReasonStalled)
 }
 
 // progressInterval spaces the status patches of a job that only count its

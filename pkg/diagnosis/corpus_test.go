@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/torus-mpi/torus/internal/corpus"
 )
@@ -135,5 +136,21 @@ func TestGPUCorpusFirstCause(t *testing.T) {
 				t.Errorf("read as %q (%s), want %q", got.reason, got.detail, tc.want)
 			}
 		})
+	}
+}
+
+// The recorded hang, a rank out of GPU memory while the other waits in a
+// barrier, read as a running job's launcher output with the kubelet's
+// timestamps: quiet since its last line, after that failure.
+func TestGPUCorpusHang(t *testing.T) {
+	out := gpuCorpus(t)["mpirun-rank-oom-then-hang.txt"]
+	t0 := time.Date(2026, 11, 28, 21, 40, 0, 0, time.UTC)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	q := ReadQuiet(stamped(t0, lines...), "train")
+	if q.Reason != ReasonCUDAOutOfMemory || !strings.HasPrefix(q.Detail, "a rank ran out of GPU memory: it asked for 16.00 GiB") {
+		t.Errorf("read as %q: %q", q.Reason, q.Detail)
+	}
+	if want := t0.Add(time.Duration(len(lines)-1) * time.Second); !q.LastOutput.Equal(want) {
+		t.Errorf("last output at %v, want %v", q.LastOutput, want)
 	}
 }

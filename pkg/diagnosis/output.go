@@ -299,6 +299,13 @@ var ncclErrorType = regexp.MustCompile(`nccl[A-Z][A-Za-z]*:`)
 // readOutput reads the end of a failed container's output, as the kubelet
 // keeps it in the termination message. Key material is never quoted.
 func readOutput(msg string, c failureContext) output {
+	out, _ := readOutputWeighed(msg, c)
+	return out
+}
+
+// readOutputWeighed is readOutput, with the weight of the line it read the
+// failure from (unknown when none).
+func readOutputWeighed(msg string, c failureContext) (output, weight) {
 	lines := meaningfulLines(msg)
 	var (
 		best    = unknown
@@ -332,7 +339,7 @@ func readOutput(msg string, c failureContext) output {
 		for _, l := range lines[max(0, len(lines)-quoteLines):] {
 			out.quote = append(out.quote, quote(l.raw))
 		}
-		return out
+		return out, unknown
 	}
 	c.rank = lines[at].rank
 	if c.rank == "" && rule != nil {
@@ -349,11 +356,11 @@ func readOutput(msg string, c failureContext) output {
 		}
 	}
 	if rule == nil {
-		return pythonException(groups, lines[at], c, lastFrame(lines[:at], lines[at].rank))
+		return pythonException(groups, lines[at], c, lastFrame(lines[:at], lines[at].rank)), best
 	}
 	out := output{reason: rule.reason, quote: []string{quote(lines[at].raw)}}
 	out.detail, out.fix = rule.explain(groups, c)
-	return out
+	return out, best
 }
 
 // classify finds the first failure a line matches, and its weight.

@@ -76,6 +76,16 @@ func ParseTerminationGracePeriod(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// ParseStallTimeout reads a stall timeout (api.AnnotationStallTimeout,
+// kubectl mpi run --stall-timeout); its error says what to give.
+func ParseStallTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinStallTimeout || d > MaxStallTimeout {
+		return 0, fmt.Errorf("give how long the job's launcher may print nothing before the job fails, from %s to %s (such as 30m or 2h): longer than the program's quietest stretch", MinStallTimeout, MaxStallTimeout)
+	}
+	return d, nil
+}
+
 // parseAnnotation names the annotation in parse's error.
 func parseAnnotation[T any](name, v string, parse func(string) (T, error)) (T, error) {
 	x, err := parse(v)
@@ -116,6 +126,8 @@ func CheckAnnotations(annotations map[string]string) map[string]error {
 			_, err = parseAnnotation(k, v, ParseMaxRestarts)
 		case api.AnnotationTerminationGracePeriod:
 			_, err = parseAnnotation(k, v, ParseTerminationGracePeriod)
+		case api.AnnotationStallTimeout:
+			_, err = parseAnnotation(k, v, ParseStallTimeout)
 		case api.AnnotationCheckpointVolume:
 			// Where Torus mounts its own files depends on the runtime;
 			// resolution checks the path against them.

@@ -35,6 +35,9 @@ func TestCheckAnnotations(t *testing.T) {
 		"a grace period longer than an hour":           {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "2h"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
 		"a grace period of a fraction of a second":     {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "1500ms"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
 		"no grace period":                              {annotations: map[string]string{api.AnnotationTerminationGracePeriod: "0s"}, wantBad: []string{api.AnnotationTerminationGracePeriod}},
+		"a stall timeout":                              {annotations: map[string]string{api.AnnotationStallTimeout: "45m"}},
+		"a stall timeout of seconds":                   {annotations: map[string]string{api.AnnotationStallTimeout: "30s"}, wantBad: []string{api.AnnotationStallTimeout}},
+		"a stall timeout of a month":                   {annotations: map[string]string{api.AnnotationStallTimeout: "720h"}, wantBad: []string{api.AnnotationStallTimeout}},
 		"bad values, each named": {
 			annotations: map[string]string{
 				api.AnnotationSSHPort: "80", api.AnnotationSchedulingTimeout: "0s", api.AnnotationSSHKeyAlgorithm: "dsa",

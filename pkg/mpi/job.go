@@ -69,6 +69,10 @@ type Job struct {
 	// exit (api.AnnotationTerminationGracePeriod); zero leaves the pods'
 	// own.
 	TerminationGracePeriod time.Duration `json:",omitempty"`
+	// StallTimeout is how long the running job's launcher may print
+	// nothing before the job fails (api.AnnotationStallTimeout); zero
+	// waits for ever.
+	StallTimeout time.Duration `json:",omitempty"`
 }
 
 // ResolveJob merges a TrainJob with its MPI runtime.
@@ -162,6 +166,11 @@ func ResolveJob(tj *trainer.TrainJob, rt *Runtime) (*Job, error) {
 	}
 	if v, ok := firstAnnotation(api.AnnotationTerminationGracePeriod, tj.Annotations, rt.Annotations); ok {
 		if job.TerminationGracePeriod, err = parseAnnotation(api.AnnotationTerminationGracePeriod, v, ParseTerminationGracePeriod); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := firstAnnotation(api.AnnotationStallTimeout, tj.Annotations, rt.Annotations); ok {
+		if job.StallTimeout, err = parseAnnotation(api.AnnotationStallTimeout, v, ParseStallTimeout); err != nil {
 			return nil, err
 		}
 	}

@@ -26,6 +26,12 @@ const (
 	// node drain waits for them too: a job's grace period is time it holds
 	// its quota and its nodes from others.
 	MaxTerminationGracePeriod = time.Hour
+	// MinStallTimeout and MaxStallTimeout bound a job's stall timeout
+	// (api.AnnotationStallTimeout): the operator reads the end of a
+	// running job's launcher output a few times within it, and a training
+	// that prints nothing for a week is not watched by a timeout.
+	MinStallTimeout = time.Minute
+	MaxStallTimeout = 7 * 24 * time.Hour
 	// AbsoluteMaxNodes is what --max-nodes may be raised to, and what
 	// ResolveJob accepts whatever the configuration.
 	AbsoluteMaxNodes int32 = 65536

@@ -40,6 +40,19 @@ const (
 	ReasonSSHKeysDeleted      = "SSHKeysDeleted"
 )
 
+// ConditionStalled is True while a running job is probably stuck: its
+// launcher's output ended in a rank's failure (an exception, a CUDA or NCCL
+// error) and has been quiet since, as when the other ranks wait for the
+// failed one in a collective. It goes once the output goes on, or the job
+// stops running.
+const ConditionStalled = "Stalled"
+
+// Reasons of ConditionStalled, and of a job failed for its stall timeout.
+const (
+	ReasonQuietAfterFailure = "QuietAfterFailure"
+	ReasonStalled           = "Stalled"
+)
+
 // ConditionAdmitted mirrors the job's Kueue workload: True once Kueue
 // admitted the whole job (launcher and every worker), False with Kueue's
 // own words while it waits, or after it was evicted or preempted.

@@ -39,6 +39,10 @@ type State struct {
 	Since   time.Time `json:"since"`
 	Reason  string    `json:"reason,omitempty"`
 	Message string    `json:"message,omitempty"`
+	// Stalled says why a running job is probably stuck (ConditionStalled),
+	// and since when; empty while it is not.
+	Stalled      string    `json:"stalled,omitempty"`
+	StalledSince time.Time `json:"stalledSince,omitzero"`
 }
 
 // StateOf derives a job's state from its conditions.
@@ -72,7 +76,11 @@ func StateOf(tj *trainer.TrainJob) State {
 	if c := meta.FindStatusCondition(conds, ConditionRunning); c != nil {
 		switch {
 		case c.Status == metav1.ConditionTrue:
-			return from(PhaseRunning, c)
+			st := from(PhaseRunning, c)
+			if s := trueCondition(conds, ConditionStalled); s != nil {
+				st.Stalled, st.StalledSince = s.Message, s.LastTransitionTime.Time
+			}
+			return st
 		case c.Reason == ReasonQueued:
 			return from(PhaseQueued, c)
 		case c.Reason == ReasonSuspended:

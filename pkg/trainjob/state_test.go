@@ -44,6 +44,17 @@ func TestStateOf(t *testing.T) {
 			conds: []metav1.Condition{cond(ConditionRunning, metav1.ConditionTrue, "Running", "Launcher running", 3)},
 			want:  State{Phase: PhaseRunning, Since: t0.Add(3 * time.Second), Reason: "Running", Message: "Launcher running"},
 		},
+		"running, probably stuck": {
+			conds: []metav1.Condition{cond(ConditionRunning, metav1.ConditionTrue, "Running", "Launcher running", 3),
+				cond(ConditionStalled, metav1.ConditionTrue, ReasonQuietAfterFailure, "Probably stuck: rank 1 raised", 9)},
+			want: State{Phase: PhaseRunning, Since: t0.Add(3 * time.Second), Reason: "Running", Message: "Launcher running",
+				Stalled: "Probably stuck: rank 1 raised", StalledSince: t0.Add(9 * time.Second)},
+		},
+		"no longer stuck": {
+			conds: []metav1.Condition{cond(ConditionRunning, metav1.ConditionTrue, "Running", "Launcher running", 3),
+				cond(ConditionStalled, metav1.ConditionFalse, "OutputResumed", "", 9)},
+			want: State{Phase: PhaseRunning, Since: t0.Add(3 * time.Second), Reason: "Running", Message: "Launcher running"},
+		},
 		"blocked on a missing runtime": {
 			conds: []metav1.Condition{cond(ConditionCreated, metav1.ConditionFalse, "RuntimeNotFound", "not found", 1)},
 			want:  State{Phase: PhaseBlocked, Since: t0.Add(time.Second), Reason: "RuntimeNotFound", Message: "not found"},

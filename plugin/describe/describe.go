@@ -235,11 +235,11 @@ func headline(d *data, st trainjob.State, findings []diagnosis.Finding) []Field 
 	tj := d.Info.TrainJob
 	switch st.Phase {
 	case trainjob.PhaseFailed:
-		// A job Torus stopped (its scheduling timeout or deadline) failed
-		// for that, whatever its pods show while they go; the message
-		// names what it waited for.
+		// A job Torus stopped (its scheduling timeout, deadline or stall
+		// timeout) failed for that, whatever its pods show while they go;
+		// the message names what it waited for.
 		f := firstTerminal(findings)
-		if st.Reason == trainjob.ReasonSchedulingTimeout || st.Reason == trainjob.ReasonDeadlineExceeded {
+		if st.Reason == trainjob.ReasonSchedulingTimeout || st.Reason == trainjob.ReasonDeadlineExceeded || st.Reason == trainjob.ReasonStalled {
 			f = nil
 		}
 		if f != nil {
@@ -280,6 +280,9 @@ func headline(d *data, st trainjob.State, findings []diagnosis.Finding) []Field 
 	case trainjob.PhaseRunning, trainjob.PhaseComplete:
 		if st.Message != "" {
 			field("Status", "%s", st.Message)
+		}
+		if st.Stalled != "" {
+			field("Stalled", "since %s: %s", st.StalledSince.UTC().Format(time.RFC3339), st.Stalled)
 		}
 	}
 	// Any job that has not finished needs the operator to move on (to be

@@ -48,12 +48,17 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 		if impl == "" {
 			impl = "<unknown>"
 		}
+		// A job that runs but is probably stuck says so first.
+		msg := sum.State.Message
+		if sum.State.Stalled != "" {
+			msg = sum.State.Stalled
+		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{
 				sum.Name, sum.State.Phase,
 				fmt.Sprintf("%d/%d", sum.Ready, sum.Workers),
 				slots, sum.Restarts, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
-				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(sum.State.Message, 100),
+				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(msg, 100),
 			},
 			Object: runtime.RawExtension{Object: info.TrainJob},
 		})

@@ -47,10 +47,12 @@ type jobFlags struct {
 	// TerminationGracePeriod is a Go duration; empty leaves the
 	// runtime's.
 	TerminationGracePeriod string
-	Env                    []string
-	Volumes                []string
-	ImagePullSecrets       []string
-	ServiceAccount         string
+	// StallTimeout is a Go duration; empty leaves the runtime's.
+	StallTimeout     string
+	Env              []string
+	Volumes          []string
+	ImagePullSecrets []string
+	ServiceAccount   string
 	// Launch is how ranks are launched: api.RemoteLaunchAgent or
 	// api.RemoteLaunchOpenSSH; empty leaves it to the runtime.
 	Launch string
@@ -74,6 +76,7 @@ const (
 	flagSchedTimeout   = "scheduling-timeout"
 	flagMaxRestarts    = "max-restarts"
 	flagGracePeriod    = "termination-grace-period"
+	flagStallTimeout   = "stall-timeout"
 	flagCheckpoint     = "checkpoint-volume"
 	flagEnv            = "env"
 	flagVolume         = "volume"
@@ -86,7 +89,7 @@ const (
 // behaves), for rerun's overrides and run -f's conflicts.
 var jobFlagNames = []string{
 	flagImage, flagWorkers, flagSlotsPerWorker, flagGPUs, flagGPUResource, flagCPU, flagMemory,
-	flagMPI, flagRuntime, flagQueue, flagPriority, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagGracePeriod, flagEnv, flagVolume,
+	flagMPI, flagRuntime, flagQueue, flagPriority, flagNetwork, flagTopology, flagSchedTimeout, flagMaxRestarts, flagCheckpoint, flagGracePeriod, flagStallTimeout, flagEnv, flagVolume,
 	flagPullSecret, flagServiceAccount, flagLaunch,
 }
 
@@ -95,7 +98,7 @@ var jobFlagNames = []string{
 func (f *jobFlags) Spec(name, namespace string, command []string, changed func(flag string) bool) (Spec, error) {
 	s := Spec{Name: name, Namespace: namespace, Image: f.Image, Command: command,
 		Queue: f.Queue, Priority: f.Priority, NetworkProfile: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout,
-		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint, TerminationGracePeriod: f.TerminationGracePeriod,
+		MaxRestarts: f.MaxRestarts, Checkpoint: f.Checkpoint, TerminationGracePeriod: f.TerminationGracePeriod, StallTimeout: f.StallTimeout,
 		ImagePullSecrets: f.ImagePullSecrets, ServiceAccount: f.ServiceAccount, RemoteLaunch: f.Launch}
 	var errs []error
 	if changed(flagWorkers) {

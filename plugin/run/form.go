@@ -40,6 +40,7 @@ type Form struct {
 	MaxRestarts       string   `json:"max-restarts,omitempty"`
 	Checkpoint        string   `json:"checkpoint-volume,omitempty"`
 	GracePeriod       string   `json:"termination-grace-period,omitempty"`
+	StallTimeout      string   `json:"stall-timeout,omitempty"`
 	Env               []string `json:"env,omitempty"`
 	// Volumes are PersistentVolumeClaims as --volume takes them:
 	// pvc:CLAIM:/path[:ro].
@@ -110,7 +111,7 @@ func (f Form) flags() (*jobFlags, []FieldError) {
 	flags := &jobFlags{Image: f.Image, CPU: f.CPU, Memory: f.Memory, MPI: f.MPI, Runtime: f.Runtime, Queue: f.Queue, Priority: strings.TrimSpace(f.Priority),
 		Network: f.Network, Topology: f.Topology, SchedulingTimeout: f.SchedulingTimeout, MaxRestarts: strings.TrimSpace(f.MaxRestarts),
 		Checkpoint: strings.TrimSpace(f.Checkpoint), TerminationGracePeriod: strings.TrimSpace(f.GracePeriod),
-		ServiceAccount: strings.TrimSpace(f.ServiceAccount), Launch: f.Launch}
+		StallTimeout: strings.TrimSpace(f.StallTimeout), ServiceAccount: strings.TrimSpace(f.ServiceAccount), Launch: f.Launch}
 	for _, s := range f.ImagePullSecrets {
 		if s = strings.TrimSpace(s); s != "" {
 			flags.ImagePullSecrets = append(flags.ImagePullSecrets, s)
@@ -184,6 +185,8 @@ func (f Form) value(flag string) string {
 		return f.Checkpoint
 	case flagGracePeriod:
 		return f.GracePeriod
+	case flagStallTimeout:
+		return f.StallTimeout
 	case flagServiceAccount:
 		return f.ServiceAccount
 	case flagLaunch:
@@ -261,6 +264,7 @@ func formFieldOf(path string) string {
 		{"metadata.annotations[" + api.AnnotationMaxRestarts + "]", flagMaxRestarts},
 		{"metadata.annotations[" + api.AnnotationCheckpointVolume + "]", flagCheckpoint},
 		{"metadata.annotations[" + api.AnnotationTerminationGracePeriod + "]", flagGracePeriod},
+		{"metadata.annotations[" + api.AnnotationStallTimeout + "]", flagStallTimeout},
 		{"metadata.annotations[" + api.AnnotationRemoteLaunch + "]", flagLaunch},
 	} {
 		if strings.HasPrefix(path, p.prefix) {
@@ -294,7 +298,7 @@ func FormOf(tj *trainer.TrainJob, copied *trainer.TrainingRuntime) (f Form, note
 		Network: tj.Annotations[api.AnnotationNetworkProfile], Topology: tj.Annotations[api.AnnotationTopology],
 		SchedulingTimeout: tj.Annotations[api.AnnotationSchedulingTimeout], MaxRestarts: tj.Annotations[api.AnnotationMaxRestarts],
 		Checkpoint: tj.Annotations[api.AnnotationCheckpointVolume], GracePeriod: tj.Annotations[api.AnnotationTerminationGracePeriod],
-		Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
+		StallTimeout: tj.Annotations[api.AnnotationStallTimeout], Launch: tj.Annotations[api.AnnotationRemoteLaunch]}
 	f.Runtime = tj.Spec.RuntimeRef.Name
 	if k := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind); k != trainer.ClusterTrainingRuntimeKind {
 		f.Runtime = k + "/" + f.Runtime

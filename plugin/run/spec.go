@@ -88,6 +88,10 @@ type Spec struct {
 	// TerminationGracePeriod is how long every rank has from SIGTERM to
 	// exit (a Go duration; api.AnnotationTerminationGracePeriod).
 	TerminationGracePeriod string
+	// StallTimeout is how long the running job's launcher may print
+	// nothing before the job fails (a Go duration;
+	// api.AnnotationStallTimeout).
+	StallTimeout string
 	// RemoteLaunch chooses Torus's launch agent or the image's OpenSSH
 	// (api.AnnotationRemoteLaunch); empty leaves it to the runtime.
 	RemoteLaunch string
@@ -157,6 +161,9 @@ func (s Spec) Apply(tj *trainer.TrainJob) {
 	}
 	if s.TerminationGracePeriod != "" {
 		setString(&tj.Annotations, api.AnnotationTerminationGracePeriod, s.TerminationGracePeriod)
+	}
+	if s.StallTimeout != "" {
+		setString(&tj.Annotations, api.AnnotationStallTimeout, s.StallTimeout)
 	}
 	if s.RemoteLaunch != "" {
 		setString(&tj.Annotations, api.AnnotationRemoteLaunch, s.RemoteLaunch)
@@ -351,6 +358,11 @@ func (s Spec) Validate() error {
 	if s.TerminationGracePeriod != "" {
 		if _, err := mpi.ParseTerminationGracePeriod(s.TerminationGracePeriod); err != nil {
 			add("--termination-grace-period %q: %v", s.TerminationGracePeriod, err)
+		}
+	}
+	if s.StallTimeout != "" {
+		if _, err := mpi.ParseStallTimeout(s.StallTimeout); err != nil {
+			add("--stall-timeout %q: %v", s.StallTimeout, err)
 		}
 	}
 	if s.Runtime != "" {

@@ -244,6 +244,11 @@ func TestSpecValidate(t *testing.T) {
 			spec:    Spec{TerminationGracePeriod: "long"},
 			wantErr: []string{`--termination-grace-period "long": give how long`},
 		},
+		"a stall timeout": {spec: Spec{StallTimeout: "30m"}},
+		"a stall timeout shorter than a minute": {
+			spec:    Spec{StallTimeout: "10s"},
+			wantErr: []string{`--stall-timeout "10s": give how long the job's launcher may print nothing before the job fails, from 1m0s to 168h0m0s`},
+		},
 		"a restart budget that is not a count": {
 			spec:    Spec{MaxRestarts: "forever"},
 			wantErr: []string{`--max-restarts "forever": give how many times`},

@@ -363,6 +363,45 @@ func realNodeJobs(dirp *string) {
 				Expect(describe).To(MatchRegexp(`Fix:\s+the workers must run sshd`))
 			})
 
+			It("a rank that raises while the other waits in a barrier: probably stuck with the rank's exception, then failed by its stall timeout, its pods released", func() {
+				// mpi4py finalizes MPI as the raising rank exits, which waits
+				// for the rank in the barrier: neither ends, and mpirun never
+				// notices. Only the launcher's output tells.
+				DeferCleanup(func() { kubectlMPI(dir, "delete", "hang") })
+				const program = `from mpi4py import MPI
+c = MPI.COMM_WORLD
+print(f"rank {c.rank} ready", flush=True)
+if c.rank == 1:
+    raise RuntimeError("rank 1 gives up")
+c.Barrier()`
+				hang := kubectlMPIInBackground(dir, "run", "hang", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
+					"--cpu", "100m", "--memory", "256Mi", "--stall-timeout", "1m", "--wait", "--timeout", "5m",
+					"--", "mpirun", "-n", "2", "python3", "-c", program)
+				// The Stalled condition lasts until the stall timeout; its
+				// event stays.
+				Eventually(func() string {
+					out, _ := kubectl(dir, "get", "events", "--field-selector", "involvedObject.kind=TrainJob,involvedObject.name=hang,reason=QuietAfterFailure",
+						"-o", "jsonpath={.items[*].message}")
+					return out
+				}, 3*time.Minute, time.Second).Should(And(
+					ContainSubstring("Probably stuck: a rank raised RuntimeError: rank 1 gives up, and the launcher has printed nothing since"),
+					ContainSubstring(`line 5, in <module>" "RuntimeError: rank 1 gives up"`),
+					ContainSubstring("python -m mpi4py")), "the hang was not seen:\n%s", jobReport(dir, "hang", nil))
+
+				out, code := hang.wait()
+				Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
+				Expect(out).To(ContainSubstring("The launcher printed nothing for the stall timeout of 1m0s"))
+				Expect(out).To(ContainSubstring("after PythonException a rank raised RuntimeError: rank 1 gives up"))
+				describe, _ := kubectlMPI(dir, "describe", "hang")
+				Expect(describe).To(MatchRegexp(`State:\s+Failed`))
+				Expect(describe).To(MatchRegexp(`Reason:\s+The launcher printed nothing for the stall timeout of 1m0s`))
+				// The stop released the job's pods.
+				Eventually(func() string {
+					out, _ := kubectl(dir, "get", "pods", "-l", "torus-mpi.io/job-name=hang", "-o", "name")
+					return out
+				}, 2*time.Minute, time.Second).Should(BeEmpty())
+			})
+
 			It("a container whose ConfigMap is missing: CreateContainerConfigError in the kubelet's words", func() {
 				DeferCleanup(func() { kubectlMPI(dir, "delete", "noconfig") })
 				Eventually(func() string { return running(dir, "noconfig").Message }, 2*time.Minute, time.Second).Should(

@@ -145,6 +145,7 @@ export function CreatePage({ from }: { from?: string }) {
               <GridItem>{text('priority', 'Priority', 'A Kueue WorkloadPriorityClass: a job of higher priority is admitted first, and may preempt one of lower.')}</GridItem>
               <GridItem>{text('termination-grace-period', 'Grace period', 'How long every rank has to write a checkpoint when the job is stopped, preempted or restarted, e.g. 5m.')}</GridItem>
               <GridItem>{text('max-restarts', 'Restarts', 'Start the whole job again this many times if its program fails; evictions and lost nodes do not count.')}</GridItem>
+              <GridItem>{text('stall-timeout', 'Stall timeout', 'Fail the running job when its launcher prints nothing this long, e.g. 30m.')}</GridItem>
               <GridItem span={12}>
                 <LinesField id="volume" label="Volumes" values={form.volume} errors={errorsOf('volume')}
                   help="PersistentVolumeClaims to mount in the launcher and every worker, one per line: pvc:CLAIM:/path, with :ro for read-only."
@@ -206,7 +207,7 @@ function LinesField({ id, label, values, errors, help, onChange }: {
 
 // fields the form shows a field for; other errors are the whole job's.
 const fields: [string][] = [['name'], ['image'], ['command'], ['workers'], ['slots-per-worker'], ['cpu'], ['memory'], ['gpus'],
-  ['runtime'], ['queue'], ['priority'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['termination-grace-period'], ['checkpoint-volume'], ['service-account'], ['launch']];
+  ['runtime'], ['queue'], ['priority'], ['network'], ['topology'], ['scheduling-timeout'], ['max-restarts'], ['termination-grace-period'], ['stall-timeout'], ['checkpoint-volume'], ['service-account'], ['launch']];
 
 // linesFields are the repeatable flags, each a LinesField with its errors.
 const linesFields = ['env', 'volume', 'image-pull-secret'];

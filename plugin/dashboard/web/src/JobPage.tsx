@@ -7,7 +7,7 @@ import {
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
 import { authorized, get, getText, Host, JobUsage, jobPath, View } from './api';
 import { age, duration, useLive } from './live';
-import { HealthLabel, StateLabel } from './status';
+import { HealthLabel, StalledLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
 
 // Beyond this many hosts the topology shows counts first, the hosts on
@@ -164,7 +164,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
         </Breadcrumb>
         <Flex>
           <FlexItem><Title headingLevel="h1">{name}</Title></FlexItem>
-          {v && <FlexItem><StateLabel phase={v.state.phase} /></FlexItem>}
+          {v && <FlexItem><StateLabel phase={v.state.phase} /> <StalledLabel why={v.state.stalled} /></FlexItem>}
           <FlexItem align={{ default: 'alignRight' }}>
             <Button variant="secondary" component="a" href={`#/create?from=${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`}>Clone and modify</Button>{' '}
             <Button variant="danger" onClick={() => setDeleting(true)}>Delete</Button>

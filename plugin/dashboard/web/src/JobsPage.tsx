@@ -6,7 +6,7 @@ import {
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
 import { get, Row } from './api';
 import { age, duration, useStream } from './live';
-import { StateLabel } from './status';
+import { StalledLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
 
 function distinct(rows: Row[], pick: (r: Row) => string | undefined): string[] {
@@ -47,9 +47,12 @@ const JobRow = memo(function JobRow({ r, all, onDelete }: { r: Row; all: boolean
       {all && <Td dataLabel="Namespace">{r.namespace}</Td>}
       <Td dataLabel="Type">{r.type || 'unknown'}</Td>
       <Td dataLabel="State">
-        <StateLabel phase={r.state.phase} />
+        <StateLabel phase={r.state.phase} /> <StalledLabel why={r.state.stalled} />
         {['Queued', 'Pending', 'Restarting', 'Blocked', 'Failed'].includes(r.state.phase) && r.state.message && (
           <div className="torus-why">{r.state.message.length > 120 ? `${r.state.message.slice(0, 119)}…` : r.state.message}</div>
+        )}
+        {r.state.stalled && (
+          <div className="torus-why">{r.state.stalled.length > 120 ? `${r.state.stalled.slice(0, 119)}…` : r.state.stalled}</div>
         )}
       </Td>
       <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>

@@ -1,7 +1,7 @@
 // The dashboard's server: every call carries the session's token, and a
 // write is JSON from this origin (the server refuses anything else).
 
-export interface State { phase: string; since: string; reason?: string; message?: string }
+export interface State { phase: string; since: string; reason?: string; message?: string; stalled?: string; stalledSince?: string }
 export interface Row {
   namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number; restarts: number;
   queue?: string; implementation?: string; runtime: string; duration?: number; created: string; owner?: string; type: string; mpi: boolean;
@@ -25,7 +25,7 @@ export interface RuntimeInfo { name: string; kind: string; namespace?: string; p
 export interface Form {
   name: string; namespace?: string; image?: string; command?: string; workers?: string; 'slots-per-worker'?: string;
   gpus?: string; cpu?: string; memory?: string; mpi?: string; runtime?: string; queue?: string; priority?: string; network?: string;
-  topology?: string; 'scheduling-timeout'?: string; 'max-restarts'?: string; 'termination-grace-period'?: string; 'checkpoint-volume'?: string; env?: string[]; volume?: string[];
+  topology?: string; 'scheduling-timeout'?: string; 'max-restarts'?: string; 'termination-grace-period'?: string; 'stall-timeout'?: string; 'checkpoint-volume'?: string; env?: string[]; volume?: string[];
   'image-pull-secret'?: string[]; 'service-account'?: string; launch?: string;
 }
 export interface FieldError { field: string; message: string }

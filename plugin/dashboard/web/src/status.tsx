@@ -12,6 +12,11 @@ export function StateLabel({ phase }: { phase: string }) {
   return <Label color={colors[phase] ?? 'grey'}>{phase}</Label>;
 }
 
+// StalledLabel marks a running job that is probably stuck; its title says why.
+export function StalledLabel({ why }: { why?: string }) {
+  return why ? <Label color="orange" title={why}>Probably stuck</Label> : null;
+}
+
 const healthColors: Record<string, Color> = {
   Ready: 'green', Succeeded: 'green', Running: 'blue', Pulling: 'blue', Pending: 'orange',
   NotCreated: 'grey', Deleted: 'grey', Failed: 'red', OOMKilled: 'red',
