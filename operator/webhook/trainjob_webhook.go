@@ -160,7 +160,19 @@ func (w *TrainJobWebhook) validate(ctx context.Context, tj, old *trainer.TrainJo
 	if checkpointErr != nil {
 		errs = append(errs, checkpointErr)
 	}
-	return nil, invalid(tj, errs)
+	return gpuWarnings(tj, rt), invalid(tj, errs)
+}
+
+// gpuWarnings are what the job's GPUs per worker cannot do for its ranks:
+// a warning, as a program may share GPUs on purpose.
+func gpuWarnings(tj *trainer.TrainJob, rt *mpi.Runtime) admission.Warnings {
+	job, err := mpi.ResolveJob(tj, rt)
+	if err != nil {
+		// validateTrainJob has said why.
+		return nil
+	}
+	gpus, resources := mpi.GPUsPerNode(tj, rt)
+	return mpi.GPUWarnings(job, gpus, resources)
 }
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,9 +221,60 @@ func firstAnnotation(key string, sources ...map[string]string) (string, bool) {
 	return "", false
 }
 
+// GPUsPerNode is what each of a job's nodes asks of GPUs: the count, and
+// the extended resources (nvidia.com/gpu, ...) it asks them of.
+func GPUsPerNode(tj *trainer.TrainJob, rt *Runtime) (int64, []corev1.ResourceName) {
+	limits := nodeLimits(tj, rt)
+	var names []corev1.ResourceName
+	for name := range limits {
+		if IsGPU(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return GPUs(limits), names
+}
+
+// GPUWarnings says what a job's GPUs cannot do for its ranks: more ranks on
+// a worker than it has GPUs works only for a program that shares GPUs on
+// purpose.
+func GPUWarnings(job *Job, gpus int64, resources []corev1.ResourceName) []string {
+	if gpus == 0 || int64(job.SlotsPerHost) <= gpus {
+		return nil
+	}
+	names := make([]string, len(resources))
+	for i, r := range resources {
+		names[i] = string(r)
+	}
+	return []string{fmt.Sprintf("each worker runs %d ranks on %d GPUs (%s): NCCL refuses two ranks of one communicator on one GPU (\"Duplicate GPU detected\"), "+
+		"and ranks that choose their GPU by local rank find none past the %s; give each rank a GPU (numProcPerNode %d: kubectl mpi run --slots-per-worker %d) unless the program shares GPUs on purpose",
+		job.SlotsPerHost, gpus, strings.Join(names, ", "), ordinal(gpus), gpus, gpus)}
+}
+
+// ordinal is 1st, 2nd, 3rd, ...
+func ordinal(n int64) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
 // gpusPerNode reads the GPU limit per node from the TrainJob's
 // resourcesPerNode, or else from the runtime's node container.
 func gpusPerNode(tj *trainer.TrainJob, rt *Runtime) int64 {
+	return GPUs(nodeLimits(tj, rt))
+}
+
+// nodeLimits are the limits of a job's node container: the TrainJob's
+// resourcesPerNode, or else the runtime's.
+func nodeLimits(tj *trainer.TrainJob, rt *Runtime) corev1.ResourceList {
 	var res *corev1.ResourceRequirements
 	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
 		res = t.ResourcesPerNode
@@ -240,9 +292,9 @@ func gpusPerNode(tj *trainer.TrainJob, rt *Runtime) int64 {
 		}
 	}
 	if res == nil {
-		return 0
+		return nil
 	}
-	return GPUs(res.Limits)
+	return res.Limits
 }
 
 // GPUs counts GPUs in a resource list: any extended resource named

@@ -42,3 +42,27 @@ func TestEncodeJobRefusesARecordTheCacheWouldDrop(t *testing.T) {
 		t.Errorf("EncodeJob of a %d-variable profile: %v, want a refusal naming the profile and its env", len(job.Network.Env), err)
 	}
 }
+
+// More ranks on a worker than it has GPUs is worth a warning, never a
+// refusal: a program may share GPUs on purpose.
+func TestGPUWarnings(t *testing.T) {
+	gpu := []corev1.ResourceName{"nvidia.com/gpu"}
+	cases := []struct {
+		slots int32
+		gpus  int64
+		want  string
+	}{
+		{slots: 4, gpus: 0},
+		{slots: 2, gpus: 2},
+		{slots: 1, gpus: 8},
+		{slots: 4, gpus: 2, want: `each worker runs 4 ranks on 2 GPUs (nvidia.com/gpu): NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected"), and ranks that choose their GPU by local rank find none past the 2nd; give each rank a GPU (numProcPerNode 2: kubectl mpi run --slots-per-worker 2) unless the program shares GPUs on purpose`},
+		{slots: 12, gpus: 11, want: "find none past the 11th"},
+		{slots: 2, gpus: 1, want: "find none past the 1st"},
+	}
+	for _, tc := range cases {
+		got := strings.Join(mpi.GPUWarnings(&mpi.Job{SlotsPerHost: tc.slots}, tc.gpus, gpu), "\n")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%d ranks on %d GPUs: %q, want %q", tc.slots, tc.gpus, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -533,6 +535,17 @@ func (d *doctor) networkProfiles(ctx context.Context) result {
 }
 
 // gpus sums the GPUs nodes offer.
+// gpuNodeLabels mark a node as having GPUs whatever its resources say:
+// NVIDIA's GPU feature discovery's, and Node Feature Discovery's for the
+// PCI vendors of NVIDIA and AMD. Such a node without a GPU resource has no
+// device plugin serving its GPUs.
+var gpuNodeLabels = []string{"nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/pci-1002.present"}
+
+// gpuNodesShown bounds the nodes the GPU check names.
+const gpuNodesShown = 8
+
+// gpus reports the GPU nodes: what each offers, and those whose GPUs no
+// device plugin serves.
 func (d *doctor) gpus(ctx context.Context) result {
 	r := result{Check: "GPUs"}
 	var nodes corev1.NodeList
@@ -541,25 +554,41 @@ func (d *doctor) gpus(ctx context.Context) result {
 		r.Fix = "ask your cluster admin how many GPUs the cluster has"
 		return r
 	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
 	byResource := map[corev1.ResourceName]*resource.Quantity{}
-	withGPUs := 0
+	var offering, unserved, unhealthy []string
 	for _, n := range nodes.Items {
-		found := false
-		for name, q := range n.Status.Allocatable {
-			if !strings.HasSuffix(string(name), "/gpu") || q.IsZero() {
+		var offers []string
+		for _, name := range slices.Sorted(maps.Keys(n.Status.Allocatable)) {
+			q := n.Status.Allocatable[name]
+			if !mpi.IsGPU(name) || q.IsZero() {
 				continue
 			}
-			found = true
 			if byResource[name] == nil {
 				byResource[name] = &resource.Quantity{}
 			}
 			byResource[name].Add(q)
+			offers = append(offers, q.String()+" "+string(name))
 		}
-		if found {
-			withGPUs++
+		switch {
+		case len(offers) > 0:
+			offering = append(offering, n.Name+" ("+strings.Join(offers, ", ")+")")
+		case mpi.GPUs(n.Status.Capacity) > 0:
+			unhealthy = append(unhealthy, n.Name)
+		case gpuLabelled(&n):
+			unserved = append(unserved, n.Name)
 		}
 	}
-	if len(byResource) == 0 {
+	var problems, fixes []string
+	if len(unserved) > 0 {
+		problems = append(problems, fmt.Sprintf("%s labelled as having GPUs but offering none: no device plugin serves them", names(unserved)))
+		fixes = append(fixes, "run the GPU operator or device plugin of those GPUs on "+names(unserved))
+	}
+	if len(unhealthy) > 0 {
+		problems = append(problems, fmt.Sprintf("%s having GPUs but none allocatable: the device plugin reports them unhealthy", names(unhealthy)))
+		fixes = append(fixes, "see the device plugin's log on "+names(unhealthy))
+	}
+	if len(byResource) == 0 && len(problems) == 0 {
 		r.Status, r.Message = warn, fmt.Sprintf("no node of %d offers GPUs: --gpus jobs will not schedule", len(nodes.Items))
 		r.Fix = "install the GPU operator or device plugin of your GPUs, or run CPU-only jobs"
 		return r
@@ -569,8 +598,34 @@ func (d *doctor) gpus(ctx context.Context) result {
 		parts = append(parts, fmt.Sprintf("%s %s", q.String(), name))
 	}
 	sort.Strings(parts)
-	r.Status, r.Message = pass, fmt.Sprintf("%s allocatable on %d of %d nodes", strings.Join(parts, ", "), withGPUs, len(nodes.Items))
+	r.Status = pass
+	if len(parts) > 0 {
+		r.Message = fmt.Sprintf("%s allocatable on %d of %d nodes: %s", strings.Join(parts, ", "), len(offering), len(nodes.Items), names(offering))
+	} else {
+		r.Message = fmt.Sprintf("no node of %d offers GPUs", len(nodes.Items))
+	}
+	if len(problems) > 0 {
+		r.Status, r.Message, r.Fix = warn, r.Message+"; "+strings.Join(problems, "; "), strings.Join(fixes, "; ")
+	}
 	return r
+}
+
+// gpuLabelled reports whether a node's labels say it has GPUs.
+func gpuLabelled(n *corev1.Node) bool {
+	for _, l := range gpuNodeLabels {
+		if n.Labels[l] == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// names lists nodes, the first gpuNodesShown of them.
+func names(nodes []string) string {
+	if len(nodes) <= gpuNodesShown {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:gpuNodesShown], ", "), len(nodes)-gpuNodesShown)
 }
 
 func firstLine(err error) string {

@@ -90,7 +90,7 @@ func TestDoctor(t *testing.T) {
 		"MPI runtimes":   "missing torus-openmpi5 (--mpi openmpi5), torus-intelmpi (--mpi intel), torus-mpich (--mpi mpich)",
 		"Permissions":    "in namespace ns you may not create pods/exec (kubectl mpi exec-rank)",
 		"Kueue queues":   "use --queue with team (ClusterQueue cq)",
-		"GPUs":           "8 nvidia.com/gpu allocatable on 1 of 2 nodes",
+		"GPUs":           "8 nvidia.com/gpu allocatable on 1 of 2 nodes: n1 (8 nvidia.com/gpu)",
 	} {
 		if msgs[check] != want {
 			t.Errorf("%s: %q, want %q", check, msgs[check], want)
@@ -104,6 +104,46 @@ func TestDoctor(t *testing.T) {
 		Fix:     "check its pods and logs: kubectl -n torus-system get pods -l app.kubernetes.io/name=torus; kubectl -n torus-system logs deploy/torus-operator --previous"}
 	if diff := cmp.Diff(wantStale, d.operator(context.Background())); diff != "" {
 		t.Errorf("stale lease (-want,+got):\n%s", diff)
+	}
+}
+
+// The GPU check names each node's GPUs, and the nodes that have GPUs no
+// device plugin serves.
+func TestDoctorGPUs(t *testing.T) {
+	node := func(name string, labels map[string]string, capacity, allocatable string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if capacity != "" {
+			n.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(capacity)}
+			n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(allocatable)}
+		}
+		return n
+	}
+	cases := map[string]struct {
+		nodes   []client.Object
+		status  status
+		message string
+	}{
+		"none": {nodes: []client.Object{node("cpu", nil, "", "")}, status: warn, message: "no node of 1 offers GPUs: --gpus jobs will not schedule"},
+		"served": {nodes: []client.Object{node("b", nil, "4", "4"), node("a", nil, "8", "8"), node("cpu", nil, "", "")}, status: pass,
+			message: "12 nvidia.com/gpu allocatable on 2 of 3 nodes: a (8 nvidia.com/gpu), b (4 nvidia.com/gpu)"},
+		"a GPU node without its device plugin": {nodes: []client.Object{node("a", nil, "8", "8"), node("bare", map[string]string{"nvidia.com/gpu.present": "true"}, "", "")}, status: warn,
+			message: "8 nvidia.com/gpu allocatable on 1 of 2 nodes: a (8 nvidia.com/gpu); bare labelled as having GPUs but offering none: no device plugin serves them"},
+		"only GPUs no plugin serves": {nodes: []client.Object{node("bare", map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}, "", "")}, status: warn,
+			message: "no node of 1 offers GPUs; bare labelled as having GPUs but offering none: no device plugin serves them"},
+		"GPUs the plugin reports unhealthy": {nodes: []client.Object{node("sick", nil, "8", "0")}, status: warn,
+			message: "no node of 1 offers GPUs; sick having GPUs but none allocatable: the device plugin reports them unhealthy"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := &doctor{Client: ctrlfake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(tc.nodes...).Build()}
+			r := d.gpus(context.Background())
+			if r.Status != tc.status || r.Message != tc.message {
+				t.Errorf("%s: %q; want %s: %q", r.Status, r.Message, tc.status, tc.message)
+			}
+			if r.Status != pass && r.Fix == "" {
+				t.Error("no fix")
+			}
+		})
 	}
 }
 

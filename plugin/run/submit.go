@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,8 +103,38 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 	if err := validateVolumes(vols, job.SSH.Path); err != nil {
 		return nil, err
 	}
+	gpus, resources := mpi.GPUsPerNode(tj, rt)
+	plan.Warnings = append(plan.Warnings, mpi.GPUWarnings(job, gpus, resources)...)
+	plan.Warnings = append(plan.Warnings, noNodeOffers(ctx, c, resources)...)
 	plan.Notes = append(plan.Notes, quotaRoom(ctx, c, tj.Namespace, podSets(tj, rt, job))...)
 	return plan, checkQueue(ctx, c, plan)
+}
+
+// noNodeOffers warns of the GPU resources a job asks for that no node
+// offers: its pods would wait unschedulable until one does. A user who may
+// not list nodes is not told.
+func noNodeOffers(ctx context.Context, c client.Reader, resources []corev1.ResourceName) []string {
+	if len(resources) == 0 {
+		return nil
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range resources {
+		offered := false
+		for _, n := range nodes.Items {
+			if q, ok := n.Status.Allocatable[r]; ok && !q.IsZero() {
+				offered = true
+				break
+			}
+		}
+		if !offered {
+			out = append(out, fmt.Sprintf("no node of the cluster's %d offers %s: the job's pods will wait unschedulable until one does (kubectl mpi doctor lists the GPU nodes)", len(nodes.Items), r))
+		}
+	}
+	return out
 }
 
 // checkQueue finds the job's LocalQueue and tells when its ClusterQueue can

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -280,6 +281,25 @@ var _ = Describe("Admission", Ordered, func() {
 		Expect(fw.Client.Create(ctx, job("entitled"))).To(Succeed())
 	})
 
+	It("warns, and admits, a GPU job with more ranks per worker than GPUs", func() {
+		var warnings []string
+		cfg := rest.CopyConfig(fw.Config)
+		cfg.WarningHandlerWithContext = (*warningsTo)(&warnings)
+		c, err := client.New(cfg, client.Options{Scheme: fw.Client.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		gpus := func(name string, ranks int32) *trainer.TrainJob {
+			return wrappers.MakeTrainJob(name, ns.Name).RuntimeRef("wh-openmpi").NumProcPerNode(ranks).
+				Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}).Obj()
+		}
+		Expect(c.Create(ctx, gpus("shares", 4))).To(Succeed())
+		Expect(warnings).To(ConsistOf(ContainSubstring(`each worker runs 4 ranks on 2 GPUs (nvidia.com/gpu): NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU detected")`)))
+
+		By("a rank per GPU: no warning")
+		warnings = nil
+		Expect(c.Create(ctx, gpus("fits", 2))).To(Succeed())
+		Expect(warnings).To(BeEmpty())
+	})
+
 	It("records who created an MPI job, as the API server authenticated them, and keeps that record from anyone's hands", func() {
 		cfg := rest.CopyConfig(fw.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice@example.com", Groups: []string{"system:masters"}}
@@ -444,4 +464,11 @@ func withPodGroupPolicy(rt *trainer.ClusterTrainingRuntime) *trainer.ClusterTrai
 	rt.Spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{
 		Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](60)}}}
 	return rt
+}
+
+// warningsTo collects the API server's warnings, as kubectl prints them.
+type warningsTo []string
+
+func (w *warningsTo) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	*w = append(*w, text)
 }
