@@ -85,7 +85,7 @@ func (o *options) Complete(_ *cobra.Command, _ []string) error {
 	if err != nil {
 		return fmt.Errorf("building the metrics client: %w", err)
 	}
-	o.srv = &server{client: c, kube: kube, usage: top.NewReader(kube, metrics), pods: newJobPods(kube), namespace: ns, clock: clock.RealClock{}}
+	o.srv = &server{client: c, kube: kube, usage: top.NewReader(cfg, kube, metrics), pods: newJobPods(kube), namespace: ns, clock: clock.RealClock{}}
 	return nil
 }
 

@@ -203,3 +203,25 @@ func (l *lineWriter) flush() {
 		_, _ = l.Write([]byte{'\n'})
 	}
 }
+
+// Output runs a command in a container and returns at most limit bytes of
+// what it printed and its exit code; an error when it could not be run.
+// Others that read a rank's container (top's GPUs) share it.
+func Output(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, pod *corev1.Pod, container string, command []string, limit int) ([]byte, int, error) {
+	out := &boundedBuffer{limit: limit}
+	code, err := execute(ctx, cfg, kube, request{Pod: pod, Container: container, Command: command, Stdout: out, Stderr: io.Discard})
+	return out.Bytes(), code, err
+}
+
+// boundedBuffer keeps the first limit bytes written to it and drops the rest.
+type boundedBuffer struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +23,11 @@ import (
 const topLong = `Show the CPU and memory each launcher and worker pod of a job uses, beside what it requested, and the
 GPUs it requested. Usage comes from metrics.k8s.io when the cluster serves it (metrics-server); otherwise
 from each node's kubelet resource metrics through the API server's node proxy (which needs get on
-nodes/proxy), sampled twice a second apart for CPU.`
+nodes/proxy), sampled twice a second apart for CPU.
+
+A pod given GPUs shows each GPU's utilisation and memory, read by running nvidia-smi in its rank container
+(which needs create on pods/exec; the NVIDIA container toolkit puts nvidia-smi there). A pod whose GPUs
+cannot be read that way shows "-", not an idle GPU.`
 
 const topExample = `  # Usage of every pod of the job
   kubectl mpi top pi
@@ -43,6 +48,8 @@ type topOptions struct {
 	client    client.Client
 	kube      kubernetes.Interface
 	metrics   metricsclient.Interface
+	// config execs nvidia-smi in the ranks' containers.
+	config *rest.Config
 }
 
 // newTopOptions returns top's defaults.
@@ -55,7 +62,7 @@ func NewCmd(getter plugclient.Getter, streams genericiooptions.IOStreams) *cobra
 	o := newTopOptions(getter, streams)
 	cmd := &cobra.Command{
 		Use:               "top NAME [--watch]",
-		Short:             "Show CPU and memory per launcher and worker pod, with requested GPUs",
+		Short:             "Show CPU and memory per launcher and worker pod, with their GPUs' use",
 		Long:              topLong,
 		Example:           topExample,
 		Args:              cmdutil.ExactArgs(1, "one job name"),
@@ -81,6 +88,7 @@ func (o *topOptions) Complete(_ *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.config = cfg
 	if o.metrics, err = metricsclient.NewForConfig(cfg); err != nil {
 		return fmt.Errorf("building the metrics client: %w", err)
 	}
@@ -104,6 +112,7 @@ func (o *topOptions) Run(ctx context.Context) error {
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
+	gpus := &gpuReader{Config: o.config, Kube: o.kube}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -124,7 +133,7 @@ func (o *topOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		table := podTable(pods, info.Placement(), usage)
+		table := podTable(pods, info.Placement(), usage, gpus.Read(ctx, pods))
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

@@ -13,8 +13,9 @@ import (
 
 // podTable is the table of kubectl mpi top: per launcher and worker pod its
 // ranks, node, CPU and memory in use against what it requested, and its
-// GPUs.
-func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUsage) *metav1.Table {
+// GPUs: how many, and each one's utilisation and memory where nvidia-smi
+// could read them.
+func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUsage, gpus map[string][]GPU) *metav1.Table {
 	t := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
 			{Name: "Host", Type: "string"},
@@ -26,6 +27,8 @@ func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUs
 			{Name: "Memory", Type: "string", Description: "working set"},
 			{Name: "Memory Limit", Type: "string"},
 			{Name: "GPUs", Type: "string", Description: "requested"},
+			{Name: "GPU Util", Type: "string", Description: "each GPU's utilisation, from nvidia-smi in the rank's container"},
+			{Name: "GPU Memory", Type: "string", Description: "each GPU's memory in use of its total"},
 		},
 	}
 	for i := range pods {
@@ -47,6 +50,8 @@ func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUs
 			mem = fmt.Sprintf("%dMi", u.Memory.Value()/(1024*1024))
 		}
 		req, lim := podResources(p)
+		g, read := gpus[p.Name]
+		gpuUtil, gpuMem := gpuCells(g, read)
 		node := p.Spec.NodeName
 		if node == "" {
 			node = "<none>"
@@ -55,7 +60,7 @@ func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUs
 			Cells: []any{
 				h.Name(), ranks, p.Name, node,
 				cpu, quantity(req, corev1.ResourceCPU), mem, quantity(lim, corev1.ResourceMemory),
-				fmt.Sprint(mpi.GPUs(lim) + gpusOnlyRequested(req, lim)),
+				fmt.Sprint(mpi.GPUs(lim) + gpusOnlyRequested(req, lim)), gpuUtil, gpuMem,
 			},
 			Object: runtime.RawExtension{Object: p},
 		})

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/torus-mpi/torus/api"
@@ -16,16 +17,22 @@ type Usage struct {
 	// CPU in millicores and Memory in bytes.
 	CPU    int64 `json:"cpuMillis"`
 	Memory int64 `json:"memoryBytes"`
+	// GPUs are the pod's GPUs as nvidia-smi read them in its rank
+	// container; absent where they could not be read.
+	GPUs []GPU `json:"gpus,omitempty"`
 }
 
 // Reader reads a job's pods' usage as top does: from metrics.k8s.io where
 // it is served, else from the kubelets' resource metrics. One Reader kept
 // across reads computes the kubelets' CPU rates between them.
-type Reader struct{ r *usageReader }
+type Reader struct {
+	r    *usageReader
+	gpus *gpuReader
+}
 
-// NewReader reads with the user's clients.
-func NewReader(kube kubernetes.Interface, metrics metricsclient.Interface) *Reader {
-	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second}}
+// NewReader reads with the user's clients; cfg execs nvidia-smi.
+func NewReader(cfg *rest.Config, kube kubernetes.Interface, metrics metricsclient.Interface) *Reader {
+	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second}, gpus: &gpuReader{Config: cfg, Kube: kube}}
 }
 
 // Job reads the usage of a job's running pods, by pod name, and names
@@ -35,9 +42,10 @@ func (r *Reader) Job(ctx context.Context, namespace, job string, pods []corev1.P
 	if err != nil {
 		return nil, "", err
 	}
+	gpus := r.gpus.Read(ctx, pods)
 	out := make(map[string]Usage, len(u))
 	for name, p := range u {
-		out[name] = Usage{CPU: p.CPU.MilliValue(), Memory: p.Memory.Value()}
+		out[name] = Usage{CPU: p.CPU.MilliValue(), Memory: p.Memory.Value(), GPUs: gpus[name]}
 	}
 	return out, r.r.Source(), nil
 }

@@ -33,13 +33,16 @@ function Topology({ hosts, usage, showAll, setShowAll }: { hosts: Host[]; usage?
           <div>{h.node || 'not scheduled'}</div>
           {h.reason && <div>{h.reason}</div>}
           {usage?.hosts[h.host] && <div>CPU {usage.hosts[h.host].cpuMillis}m, memory {mib(usage.hosts[h.host].memoryBytes)}</div>}
+          {(usage?.hosts[h.host]?.gpus ?? []).map((g) => (
+            <div key={g.index}>GPU {g.index}: {g.utilizationPercent}%, {g.memoryUsedMiB} of {g.memoryTotalMiB} MiB</div>
+          ))}
         </li>
       ))}
     </ul>
   );
   return (
     <>
-      {usage && <p>{usage.source ? `CPU and memory from ${usage.source}.` : `No CPU and memory figures: ${usage.unavailable}`}</p>}
+      {usage && <p>{usage.source ? `CPU and memory from ${usage.source}; GPUs from nvidia-smi in the ranks' containers, where it runs.` : `No CPU and memory figures: ${usage.unavailable}`}</p>}
       <Flex aria-label="Hosts by state">
         {[...counts.entries()].map(([k, n]) => <FlexItem key={k}><HealthLabel health={k} /> {n}</FlexItem>)}
       </Flex>

@@ -85,5 +85,6 @@ export function jobPath(ns: string, name: string): string {
   return `/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`;
 }
 
-export interface Usage { cpuMillis: number; memoryBytes: number }
+export interface Usage { cpuMillis: number; memoryBytes: number; gpus?: GPU[] }
+export interface GPU { index: string; name: string; utilizationPercent: number; memoryUsedMiB: number; memoryTotalMiB: number }
 export interface JobUsage { hosts: Record<string, Usage>; source?: string; unavailable?: string }
