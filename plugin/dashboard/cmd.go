@@ -69,24 +69,43 @@ this run: share neither.`,
 
 // Complete reads the namespace and the clients.
 func (o *options) Complete(_ *cobra.Command, _ []string) error {
-	ns, err := o.getter.Namespace()
+	var err error
+	o.srv, err = newServer(o.getter)
+	return err
+}
+
+// newServer answers the page with the getter's user's clients, in its
+// namespace.
+func newServer(getter plugclient.Getter) (*server, error) {
+	ns, err := getter.Namespace()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, kube, err := plugclient.Clients(o.getter)
+	c, kube, err := plugclient.Clients(getter)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg, err := o.getter.RESTConfig()
+	cfg, err := getter.RESTConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics, err := metricsclient.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("building the metrics client: %w", err)
+		return nil, fmt.Errorf("building the metrics client: %w", err)
 	}
-	o.srv = &server{client: c, kube: kube, usage: top.NewReader(cfg, kube, metrics), pods: newJobPods(kube), namespace: ns, clock: clock.RealClock{}}
-	return nil
+	return &server{client: c, kube: kube, usage: top.NewReader(cfg, kube, metrics), pods: newJobPods(kube), namespace: ns, clock: clock.RealClock{}}, nil
+}
+
+// Handler is the dashboard as kubectl mpi dashboard serves it at addr: its
+// page and API, with the getter's user's clients, behind the guard that
+// admits only requests to addr bearing token, and writes only from the
+// page's own origin.
+func Handler(getter plugclient.Getter, token string, addr net.Addr) (http.Handler, error) {
+	srv, err := newServer(getter)
+	if err != nil {
+		return nil, err
+	}
+	return newGuard(token, addr, srv.routes()), nil
 }
 
 // Validate keeps the server on loopback: its token is all that guards the
