@@ -9,7 +9,6 @@ package run
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -112,7 +111,7 @@ func (f *jobFlags) Spec(name, namespace string, command []string, changed func(f
 	}
 	if f.GPUResource != "" {
 		if !strings.Contains(f.GPUResource, "/") {
-			errs = append(errs, fmt.Errorf("--gpu-resource=%q: name an extended resource such as nvidia.com/gpu or amd.com/gpu", f.GPUResource))
+			errs = append(errs, fieldErr(flagGPUResource, "--gpu-resource=%q: name an extended resource such as nvidia.com/gpu or amd.com/gpu", f.GPUResource))
 		}
 		s.GPUResource = corev1.ResourceName(f.GPUResource)
 	}
@@ -125,7 +124,7 @@ func (f *jobFlags) Spec(name, namespace string, command []string, changed func(f
 		}
 		v, err := resource.ParseQuantity(q.value)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--%s=%q is not a quantity: write it as Kubernetes does, e.g. %s", q.flag, q.value, map[string]string{flagCPU: "500m or 4", flagMemory: "512Mi or 16Gi"}[q.flag]))
+			errs = append(errs, fieldErr(q.flag, "--%s=%q is not a quantity: write it as Kubernetes does, e.g. %s", q.flag, q.value, map[string]string{flagCPU: "500m or 4", flagMemory: "512Mi or 16Gi"}[q.flag]))
 			continue
 		}
 		*q.dst = &v
@@ -133,7 +132,7 @@ func (f *jobFlags) Spec(name, namespace string, command []string, changed func(f
 	if f.MPI != "" {
 		impl, err := mpi.ParseImplementation(f.MPI)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--mpi: %w", err))
+			errs = append(errs, fieldErr(flagMPI, "--mpi: %w", err))
 		}
 		s.Implementation = impl
 	}
@@ -147,7 +146,7 @@ func (f *jobFlags) Spec(name, namespace string, command []string, changed func(f
 	for _, kv := range f.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			errs = append(errs, fmt.Errorf("--env %q: write it as NAME=VALUE", kv))
+			errs = append(errs, fieldErr(flagEnv, "--env %q: write it as NAME=VALUE", kv))
 			continue
 		}
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: v})
@@ -179,19 +178,19 @@ func parseRuntime(s string) (kind, name string, err error) {
 	case "trainingruntime", "trainingruntimes":
 		return trainer.TrainingRuntimeKind, n, nil
 	}
-	return "", "", fmt.Errorf("--runtime %q: write NAME for a ClusterTrainingRuntime or TrainingRuntime/NAME for one in the job's namespace", s)
+	return "", "", fieldErr(flagRuntime, "--runtime %q: write NAME for a ClusterTrainingRuntime or TrainingRuntime/NAME for one in the job's namespace", s)
 }
 
 // parseVolume reads --volume pvc:CLAIM:/path[:ro].
 func parseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 || parts[0] != "pvc" || parts[1] == "" || parts[2] == "" {
-		return Volume{}, fmt.Errorf("--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
+		return Volume{}, fieldErr(flagVolume, "--volume %q: write it as pvc:CLAIM:/mount/path (append :ro for read-only)", s)
 	}
 	v := Volume{Claim: parts[1], MountPath: parts[2]}
 	if len(parts) == 4 {
 		if parts[3] != "ro" && parts[3] != "rw" {
-			return Volume{}, fmt.Errorf("--volume %q: the last part must be ro or rw", s)
+			return Volume{}, fieldErr(flagVolume, "--volume %q: the last part must be ro or rw", s)
 		}
 		v.ReadOnly = parts[3] == "ro"
 	}

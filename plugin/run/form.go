@@ -195,47 +195,12 @@ func (f Form) value(flag string) string {
 	return ""
 }
 
-// fieldErrors sorts run's messages under the fields they name: each names
-// its flag first ("--workers=0: ..."), or the job's name or command.
-func fieldErrors(err error) []FieldError {
-	if err == nil {
-		return nil
-	}
-	var out []FieldError
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, FieldError{Field: fieldOf(line), Message: line})
-		}
-	}
-	return out
-}
-
-func fieldOf(msg string) string {
-	switch {
-	case strings.HasPrefix(msg, "--"):
-		flag := strings.TrimPrefix(msg, "--")
-		if i := strings.IndexAny(flag, " =:"); i > 0 {
-			flag = flag[:i]
-		}
-		return flag
-	case strings.HasPrefix(msg, "job name"):
-		return "name"
-	case strings.HasPrefix(msg, "the command"):
-		return "command"
-	case strings.HasPrefix(msg, "LocalQueue"):
-		return flagQueue
-	case strings.Contains(msg, "TrainingRuntime") || strings.Contains(msg, "runtime"):
-		return flagRuntime
-	}
-	return ""
-}
-
 // apiErrors sorts the API server's answer under the form's fields, by the
 // field paths it names.
 func apiErrors(err error) []FieldError {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) == 0 {
-		return []FieldError{{Field: fieldOf(err.Error()), Message: err.Error()}}
+		return fieldErrors(err)
 	}
 	var out []FieldError
 	for _, c := range status.Status().Details.Causes {
@@ -424,10 +389,10 @@ func splitWords(s string) ([]string, error) {
 		}
 	}
 	if quote != 0 {
-		return nil, fmt.Errorf("the command has an unclosed %c quote", quote)
+		return nil, fieldErr("command", "the command has an unclosed %c quote", quote)
 	}
 	if escaped {
-		return nil, errors.New("the command ends with a lone backslash")
+		return nil, fieldErr("command", "the command ends with a lone backslash")
 	}
 	if inWord {
 		words = append(words, cur.String())

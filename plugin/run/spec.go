@@ -2,7 +2,6 @@ package run
 
 import (
 	"errors"
-	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -251,7 +250,7 @@ func (s Spec) applyResources(t *trainer.Trainer) {
 // run command's flags, before anything reaches the API server.
 func (s Spec) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
 
 	if s.Name != "" {
 		workers := int32(1)
@@ -259,37 +258,37 @@ func (s Spec) Validate() error {
 			workers = *s.Workers
 		}
 		for _, p := range mpi.TrainJobNameProblems(s.Name, workers) {
-			add("job name %q %s", s.Name, p)
+			add("name", "job name %q %s", s.Name, p)
 		}
 	}
 	if s.Workers != nil && *s.Workers < 1 {
-		add("--workers=%d: a job needs at least 1 worker", *s.Workers)
+		add(flagWorkers, "--workers=%d: a job needs at least 1 worker", *s.Workers)
 	}
 	if s.SlotsPerWorker != nil && *s.SlotsPerWorker < 1 {
-		add("--slots-per-worker=%d: each worker runs at least 1 rank", *s.SlotsPerWorker)
+		add(flagSlotsPerWorker, "--slots-per-worker=%d: each worker runs at least 1 rank", *s.SlotsPerWorker)
 	}
 	if s.GPUs != nil && *s.GPUs < 0 {
-		add("--gpus=%d: the GPU count cannot be negative", *s.GPUs)
+		add(flagGPUs, "--gpus=%d: the GPU count cannot be negative", *s.GPUs)
 	}
 	if s.CPU != nil && s.CPU.Sign() < 0 {
-		add("--cpu=%s: the CPU request cannot be negative", s.CPU)
+		add(flagCPU, "--cpu=%s: the CPU request cannot be negative", s.CPU)
 	}
 	if s.Memory != nil && s.Memory.Sign() < 0 {
-		add("--memory=%s: the memory request cannot be negative", s.Memory)
+		add(flagMemory, "--memory=%s: the memory request cannot be negative", s.Memory)
 	}
 	if len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "" {
-		add("the command after -- starts with an empty word")
+		add("command", "the command after -- starts with an empty word")
 	}
 	seen := map[string]bool{}
 	for _, e := range s.Env {
 		for _, msg := range validation.IsEnvVarName(e.Name) {
-			add("--env %s: %s", e.Name, msg)
+			add(flagEnv, "--env %s: %s", e.Name, msg)
 		}
 		if mpi.ReservedEnvNames.Has(e.Name) {
-			add("--env %s: Torus sets %s from the job's hostfile and SSH settings; remove it", e.Name, e.Name)
+			add(flagEnv, "--env %s: Torus sets %s from the job's hostfile and SSH settings; remove it", e.Name, e.Name)
 		}
 		if seen[e.Name] {
-			add("--env %s is given twice", e.Name)
+			add(flagEnv, "--env %s is given twice", e.Name)
 		}
 		seen[e.Name] = true
 	}
@@ -300,74 +299,74 @@ func (s Spec) Validate() error {
 	seen = map[string]bool{}
 	for _, name := range s.ImagePullSecrets {
 		for _, msg := range validation.IsDNS1123Subdomain(name) {
-			add("--image-pull-secret %q is not a Secret name: %s", name, msg)
+			add(flagPullSecret, "--image-pull-secret %q is not a Secret name: %s", name, msg)
 		}
 		if strings.HasSuffix(name, mpi.SSHSecretName("")) {
-			add("--image-pull-secret %q: Secrets named *%s hold MPI jobs' SSH keys, which only their own pods receive; name your registry's Secret", name, mpi.SSHSecretName(""))
+			add(flagPullSecret, "--image-pull-secret %q: Secrets named *%s hold MPI jobs' SSH keys, which only their own pods receive; name your registry's Secret", name, mpi.SSHSecretName(""))
 		}
 		if seen[name] {
-			add("--image-pull-secret %s is given twice", name)
+			add(flagPullSecret, "--image-pull-secret %s is given twice", name)
 		}
 		seen[name] = true
 	}
 	if s.ServiceAccount != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.ServiceAccount) {
-			add("--service-account %q is not a ServiceAccount name: %s", s.ServiceAccount, msg)
+			add(flagServiceAccount, "--service-account %q is not a ServiceAccount name: %s", s.ServiceAccount, msg)
 		}
 	}
 	if s.Priority != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.Priority) {
-			add("--priority %q: name a WorkloadPriorityClass (kubectl get workloadpriorityclasses): %s", s.Priority, msg)
+			add(flagPriority, "--priority %q: name a WorkloadPriorityClass (kubectl get workloadpriorityclasses): %s", s.Priority, msg)
 		}
 	}
 	if s.Queue != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.Queue) {
-			add("--queue %q: %s", s.Queue, msg)
+			add(flagQueue, "--queue %q: %s", s.Queue, msg)
 		}
 	}
 	if s.NetworkProfile != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.NetworkProfile) {
-			add("--network %q: %s", s.NetworkProfile, msg)
+			add(flagNetwork, "--network %q: %s", s.NetworkProfile, msg)
 		}
 	}
 	if s.RemoteLaunch != "" && s.RemoteLaunch != api.RemoteLaunchAgent && s.RemoteLaunch != api.RemoteLaunchOpenSSH {
-		add("--launch %q: use %s (Torus's launch agent: the image needs MPI and no OpenSSH) or %s (the image's sshd and ssh)",
+		add(flagLaunch, "--launch %q: use %s (Torus's launch agent: the image needs MPI and no OpenSSH) or %s (the image's sshd and ssh)",
 			s.RemoteLaunch, api.RemoteLaunchAgent, api.RemoteLaunchOpenSSH)
 	}
 	if s.Topology != "" {
 		for _, msg := range validation.IsQualifiedName(s.Topology) {
-			add("--topology %q must be a node label such as cloud.provider.com/topology-rack: %s", s.Topology, msg)
+			add(flagTopology, "--topology %q must be a node label such as cloud.provider.com/topology-rack: %s", s.Topology, msg)
 		}
 	}
 	if s.SchedulingTimeout != "" {
 		if d, err := time.ParseDuration(s.SchedulingTimeout); err != nil || d <= 0 {
-			add("--scheduling-timeout %q must be a positive duration such as 10m or 90s", s.SchedulingTimeout)
+			add(flagSchedTimeout, "--scheduling-timeout %q must be a positive duration such as 10m or 90s", s.SchedulingTimeout)
 		}
 	}
 	if s.MaxRestarts != "" {
 		if _, err := mpi.ParseMaxRestarts(s.MaxRestarts); err != nil {
-			add("--max-restarts %q: %v", s.MaxRestarts, err)
+			add(flagMaxRestarts, "--max-restarts %q: %v", s.MaxRestarts, err)
 		}
 	}
 	if s.Checkpoint != "" {
 		if _, err := mpi.ParseCheckpoint(s.Checkpoint, mpi.DefaultSSHPath); err != nil {
-			add("--checkpoint-volume %q: give CLAIM or CLAIM:/path, a ReadWriteMany PersistentVolumeClaim of the job's namespace and where to mount it (default %s): %s",
+			add(flagCheckpoint, "--checkpoint-volume %q: give CLAIM or CLAIM:/path, a ReadWriteMany PersistentVolumeClaim of the job's namespace and where to mount it (default %s): %s",
 				s.Checkpoint, mpi.DefaultCheckpointDir, mpi.CheckpointProblems(err))
 		}
 	}
 	if s.TerminationGracePeriod != "" {
 		if _, err := mpi.ParseTerminationGracePeriod(s.TerminationGracePeriod); err != nil {
-			add("--termination-grace-period %q: %v", s.TerminationGracePeriod, err)
+			add(flagGracePeriod, "--termination-grace-period %q: %v", s.TerminationGracePeriod, err)
 		}
 	}
 	if s.StallTimeout != "" {
 		if _, err := mpi.ParseStallTimeout(s.StallTimeout); err != nil {
-			add("--stall-timeout %q: %v", s.StallTimeout, err)
+			add(flagStallTimeout, "--stall-timeout %q: %v", s.StallTimeout, err)
 		}
 	}
 	if s.Runtime != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(s.Runtime) {
-			add("--runtime %q: %s", s.Runtime, msg)
+			add(flagRuntime, "--runtime %q: %s", s.Runtime, msg)
 		}
 	}
 	return errors.Join(errs...)
@@ -406,18 +405,18 @@ func validateVolumes(vols []Volume, sshPath string) error {
 	paths := map[string]bool{}
 	for _, v := range vols {
 		for _, msg := range validation.IsDNS1123Subdomain(v.Claim) {
-			errs = append(errs, fmt.Errorf("--volume pvc:%s: claim name: %s", v.Claim, msg))
+			errs = append(errs, fieldErr(flagVolume, "--volume pvc:%s: claim name: %s", v.Claim, msg))
 		}
 		clean := path.Clean(v.MountPath)
 		switch {
 		case !path.IsAbs(v.MountPath):
-			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s: the mount path must be absolute", v.Claim, v.MountPath))
+			errs = append(errs, fieldErr(flagVolume, "--volume pvc:%s:%s: the mount path must be absolute", v.Claim, v.MountPath))
 		case clean == mpi.HostfileDir || strings.HasPrefix(mpi.HostfileDir, clean+"/") || clean == "/":
-			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s would hide the job's hostfile in %s: choose another path", v.Claim, v.MountPath, mpi.HostfileDir))
+			errs = append(errs, fieldErr(flagVolume, "--volume pvc:%s:%s would hide the job's hostfile in %s: choose another path", v.Claim, v.MountPath, mpi.HostfileDir))
 		case sshPath != "" && (clean == sshPath || strings.HasPrefix(sshPath, clean+"/")):
-			errs = append(errs, fmt.Errorf("--volume pvc:%s:%s would hide the job's SSH directory %s: choose another path", v.Claim, v.MountPath, sshPath))
+			errs = append(errs, fieldErr(flagVolume, "--volume pvc:%s:%s would hide the job's SSH directory %s: choose another path", v.Claim, v.MountPath, sshPath))
 		case paths[clean]:
-			errs = append(errs, fmt.Errorf("--volume ...:%s: two volumes are mounted at the same path", v.MountPath))
+			errs = append(errs, fieldErr(flagVolume, "--volume ...:%s: two volumes are mounted at the same path", v.MountPath))
 		}
 		paths[clean] = true
 	}

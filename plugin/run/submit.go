@@ -63,16 +63,16 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 		var refErr *trainjob.RuntimeRefError
 		if errors.As(err, &refErr) && refErr.NotFound {
 			if !explicitRuntime && impl != "" {
-				return nil, fmt.Errorf("%w (it is the runtime Torus's operator installs for --mpi %s: ask your cluster admin; kubectl mpi doctor checks)", err, impl.CLIName())
+				return nil, fieldErr(flagRuntime, "%w (it is the runtime Torus's operator installs for --mpi %s: ask your cluster admin; kubectl mpi doctor checks)", err, impl.CLIName())
 			}
 			if !explicitRuntime {
-				return nil, fmt.Errorf("%w (it is the default runtime Torus's operator installs: ask your cluster admin, or choose one with --runtime or --mpi; kubectl mpi doctor checks)", err)
+				return nil, fieldErr(flagRuntime, "%w (it is the default runtime Torus's operator installs: ask your cluster admin, or choose one with --runtime or --mpi; kubectl mpi doctor checks)", err)
 			}
 		}
-		return nil, fmt.Errorf("checking the runtime: %w", err)
+		return nil, fieldErr(flagRuntime, "checking the runtime: %w", err)
 	}
 	if !rt.IsMPI() {
-		return nil, fmt.Errorf("%s %q has no mlPolicy.mpi, so Torus will not run it: choose an MPI runtime with --runtime or --mpi", rt.Kind, rt.Name)
+		return nil, fieldErr(flagRuntime, "%s %q has no mlPolicy.mpi, so Torus will not run it: choose an MPI runtime with --runtime or --mpi", rt.Kind, rt.Name)
 	}
 	plan.Base = rt
 	rtImpl, err := mpi.ResolveImplementation(ptr.Deref(rt.Spec.MLPolicy.MPI.MPIImplementation, ""), tj.Annotations, rt.Annotations)
@@ -86,7 +86,7 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 			tj.Annotations = map[string]string{}
 		}
 		if !impl.SelectOn(tj.Annotations, rtImpl) {
-			return nil, fmt.Errorf("--mpi %s does not match %s %q, which runs %s: drop --runtime to use %s, or drop --mpi",
+			return nil, fieldErr(flagMPI, "--mpi %s does not match %s %q, which runs %s: drop --runtime to use %s, or drop --mpi",
 				impl.CLIName(), rt.Kind, rt.Name, rtImpl, impl.RuntimeName())
 		}
 	}
@@ -98,7 +98,7 @@ func check(ctx context.Context, c client.Reader, tj *trainer.TrainJob, impl mpi.
 	// Checked again with the runtime's worker count when --workers is not
 	// given.
 	if problems := mpi.TrainJobNameProblems(tj.Name, job.Workers); len(problems) > 0 {
-		return nil, fmt.Errorf("job name %q %s", tj.Name, strings.Join(problems, "; "))
+		return nil, fieldErr("name", "job name %q %s", tj.Name, strings.Join(problems, "; "))
 	}
 	if err := validateVolumes(vols, job.SSH.Path); err != nil {
 		return nil, err
@@ -149,12 +149,12 @@ func checkQueue(ctx context.Context, c client.Reader, plan *jobPlan) error {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: queue}, &lq); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return fmt.Errorf("LocalQueue %q not found in namespace %q: %s", queue, tj.Namespace, availableQueues(ctx, c, tj.Namespace))
+			return fieldErr(flagQueue, "LocalQueue %q not found in namespace %q: %s", queue, tj.Namespace, availableQueues(ctx, c, tj.Namespace))
 		case apierrors.IsForbidden(err) || isNoKind(err):
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check LocalQueue %q: %v", queue, err))
 			return nil
 		}
-		return fmt.Errorf("reading LocalQueue %q: %w", queue, err)
+		return fieldErr(flagQueue, "reading LocalQueue %q: %w", queue, err)
 	}
 	if plan.Base == nil || plan.Job == nil {
 		return nil
@@ -162,14 +162,14 @@ func checkQueue(ctx context.Context, c client.Reader, plan *jobPlan) error {
 	var cq kueue.ClusterQueue
 	if err := c.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, &cq); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("LocalQueue %q points at ClusterQueue %q, which does not exist: ask your cluster admin", queue, lq.Spec.ClusterQueue)
+			return fieldErr(flagQueue, "LocalQueue %q points at ClusterQueue %q, which does not exist: ask your cluster admin", queue, lq.Spec.ClusterQueue)
 		}
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("cannot check the quota of ClusterQueue %q: %v", lq.Spec.ClusterQueue, err))
 		return nil
 	}
 	sets := podSets(tj, plan.Base, plan.Job)
 	if why := neverFits(&cq, sets); why != "" {
-		return fmt.Errorf("LocalQueue %q can never admit this job: %s. Ask for fewer workers or resources, or use another queue", queue, why)
+		return fieldErr(flagQueue, "LocalQueue %q can never admit this job: %s. Ask for fewer workers or resources, or use another queue", queue, why)
 	}
 	if fit := fitNow(&cq, sets); fit != "" {
 		plan.Notes = append(plan.Notes, fit)
@@ -210,7 +210,7 @@ func submitPlan(ctx context.Context, c client.Client, plan *jobPlan, dryRun stri
 	}
 	if err := c.Create(ctx, tj, client.FieldOwner(fieldManager)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("MPI job %q already exists in namespace %q: choose another name, delete it (kubectl mpi delete %s) or rerun it (kubectl mpi rerun %s)", tj.Name, tj.Namespace, tj.Name, tj.Name)
+			return fieldErr("name", "MPI job %q already exists in namespace %q: choose another name, delete it (kubectl mpi delete %s) or rerun it (kubectl mpi rerun %s)", tj.Name, tj.Namespace, tj.Name, tj.Name)
 		}
 		return fmt.Errorf("creating TrainJob %s: %w", tj.Name, err)
 	}
