@@ -35,6 +35,8 @@ type memory struct {
 	sandboxes sandboxReads
 	// launchers: the last read of the running launcher's output.
 	launchers launcherReads
+	// runEnds: the first end the current run's pods showed.
+	runEnds runEnds
 }
 
 // store is what memory needs of each of its stores.
@@ -45,7 +47,7 @@ type store interface {
 
 // stores lists every store of m; a test holds it to memory's fields.
 func (m *memory) stores() []store {
-	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers}
+	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers, &m.runEnds}
 }
 
 // forget drops what is remembered of a job that is gone.
@@ -349,3 +351,31 @@ func (r *launcherReads) last(job client.ObjectKey, pod types.UID, now time.Time,
 
 // read records a read of a launcher's output.
 func (r *launcherReads) read(job client.ObjectKey, read launcherRead) { r.set(job, read) }
+
+// runEnds holds the earliest terminal finding each job's current run has
+// shown: the pod that failed first may be gone (deleted, or its Job
+// replaced by the JobSet's restart) by the time the restart is recorded,
+// and the pods left are those the restart stopped after it.
+type runEnds struct{ perJob[runEnd] }
+
+// runEnd is a run's earliest terminal finding seen.
+type runEnd struct {
+	run     int32
+	finding diagnosis.Finding
+}
+
+// saw keeps a terminal finding of run if it is the run's earliest yet.
+func (r *runEnds) saw(job client.ObjectKey, run int32, f diagnosis.Finding) {
+	r.update(job, func(v runEnd, found bool) (runEnd, bool) {
+		if found && v.run == run && !f.At().Before(v.finding.At()) {
+			return v, true
+		}
+		return runEnd{run: run, finding: f}, true
+	})
+}
+
+// of returns the earliest terminal finding seen of run.
+func (r *runEnds) of(job client.ObjectKey, run int32) (diagnosis.Finding, bool) {
+	v, ok := r.get(job)
+	return v.finding, ok && v.run == run
+}

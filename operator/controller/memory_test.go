@@ -14,6 +14,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/children"
+	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -119,6 +120,7 @@ func TestMemoryForgets(t *testing.T) {
 		m.conflicts.conflicted(key)
 		m.sandboxes.read(key, &sandboxRead{at: t0})
 		m.launchers.read(key, launcherRead{pod: "pod-uid", at: t0})
+		m.runEnds.saw(key, 0, diagnosis.Finding{Reason: "Stopped"})
 	}
 	fill()
 	for _, s := range m.stores() {

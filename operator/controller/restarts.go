@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/pkg/diagnosis"
@@ -23,6 +24,12 @@ import (
 // still there.
 func (r *TrainJobReconciler) recordRestarts(s *scope) {
 	js := s.jobSet
+	key := client.ObjectKeyFromObject(s.tj)
+	// The current run's end, as soon as a pod shows it: the pods that
+	// show it may be gone when the restart is recorded.
+	if f, ok := firstEnd(s, js.Status.Restarts); ok {
+		r.memory.runEnds.saw(key, js.Status.Restarts, f)
+	}
 	if js.Status.Restarts == 0 {
 		return
 	}
@@ -46,7 +53,8 @@ func (r *TrainJobReconciler) recordRestarts(s *scope) {
 	for run := seen; run < js.Status.Restarts; run++ {
 		x := trainjob.Restart{Run: run, At: s.now, Counted: counted, Cause: causeUnseen}
 		if run == js.Status.Restarts-1 {
-			x.Cause = runCause(s, run)
+			seen, ok := r.memory.runEnds.of(key, run)
+			x.Cause = runCause(s, run, seen, ok)
 		}
 		rec.Latest = append(rec.Latest, x)
 	}
@@ -81,11 +89,8 @@ func countedWord(counted *bool) string {
 	return "not counted against the restart budget"
 }
 
-// runCause says why run stopped: the first terminal finding of its pods
-// while they are still there, else the problem a pod of the run reported
-// (the Running condition keeps it after the pod has gone), else the
-// JobSet's own words.
-func runCause(s *scope, run int32) string {
+// firstEnd is the earliest terminal finding of run's pods, if one shows.
+func firstEnd(s *scope, run int32) (diagnosis.Finding, bool) {
 	attempt := strconv.Itoa(int(run))
 	var pods []corev1.Pod
 	for i := range s.pods {
@@ -94,7 +99,21 @@ func runCause(s *scope, run int32) string {
 		}
 	}
 	if fs := diagnosis.Pods(pods, s.job.Placement()); len(fs) > 0 && fs[0].Terminal {
-		return fs[0].Message()
+		return fs[0], true
+	}
+	return diagnosis.Finding{}, false
+}
+
+// runCause says why run stopped: the earliest terminal finding of its
+// pods, of those still there and the one seen before (seen, when ok), else
+// the problem a pod of the run reported (the Running condition keeps it
+// after the pod has gone), else the JobSet's own words.
+func runCause(s *scope, run int32, seen diagnosis.Finding, ok bool) string {
+	if f, now := firstEnd(s, run); now && (!ok || f.At().Before(seen.At())) {
+		seen, ok = f, true
+	}
+	if ok {
+		return seen.Message()
 	}
 	if c := meta.FindStatusCondition(s.tj.Status.Conditions, trainjob.ConditionRunning); c != nil && c.Reason == trainjob.ReasonPodProblem {
 		return c.Message

@@ -153,3 +153,40 @@ func runningPods(attempt string) []corev1.Pod {
 	}
 	return []corev1.Pod{pod(api.RoleLauncher, "0"), pod(api.RoleWorker, "0"), pod(api.RoleWorker, "1")}
 }
+
+// The restart's cause is the run's earliest end the operator saw, though
+// its pod is gone when the JobSet's restart is seen and only the pods the
+// restart stopped after it are left.
+func TestRestartCauseOutlivesItsPod(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	ended := func(index string, code int32, at time.Time) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-" + index + "-abcde", Labels: map[string]string{
+				api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": index, mpi.LabelJobSetRestartAttempt: "0",
+			}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: mpi.TrainerContainer}}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}}}},
+		}
+	}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"}}
+	tj.Status.Conditions = []metav1.Condition{{Type: trainjob.ConditionCreated, Status: metav1.ConditionTrue, Reason: trainjob.ReasonJobSetCreated}}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "pi", Namespace: "ns"}}
+	js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: mpi.NodeJob}}
+	r := &TrainJobReconciler{metrics: NewMetrics()}
+	job := &mpi.Job{Workers: 2, SlotsPerHost: 2, MaxRestarts: 2}
+
+	// Worker 1 fails first; the run has not restarted yet.
+	r.syncStatus(&scope{tj: tj, jobSet: js, pods: []corev1.Pod{ended("1", 3, t0)}, now: t0.Add(time.Second), job: job})
+	// The restart, once worker 1's pod is gone and worker 0, which the
+	// restart stopped, is left.
+	js = js.DeepCopy()
+	js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetRestarting), Status: metav1.ConditionTrue, Reason: "FailurePolicy_TorusOther"}}
+	r.syncStatus(&scope{tj: tj, jobSet: js, pods: []corev1.Pod{ended("0", 143, t0.Add(3*time.Second))}, now: t0.Add(5 * time.Second), job: job})
+
+	rec := trainjob.RestartsOf(tj)
+	if len(rec.Latest) != 1 || !strings.HasPrefix(rec.Latest[0].Cause, "worker-1 (ranks 2-3) Error: container node exited with code 3") {
+		t.Errorf("the restart's cause is %q, want worker 1's exit", rec.Latest)
+	}
+}

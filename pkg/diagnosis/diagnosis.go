@@ -36,6 +36,10 @@ type Finding struct {
 	at       time.Time
 }
 
+// At is when the finding's pod showed it: its container's end, its
+// condition's transition.
+func (f Finding) At() time.Time { return f.at }
+
 // Message renders the finding as one line.
 func (f Finding) Message() string {
 	who := f.Host
