@@ -47,3 +47,21 @@ func TestJobTable(t *testing.T) {
 		t.Errorf("table (-want,+got):\n%s", diff)
 	}
 }
+
+// A running job that is probably stuck says so in the message column, in
+// place of its Running message.
+func TestJobTableStalled(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tj := run.BuildTrainJob(run.Spec{Name: "hang", Namespace: "ns"})
+	tj.Status.Conditions = []metav1.Condition{
+		{Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running", LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))},
+		{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "QuietAfterFailure", Message: "Probably stuck: rank 1 raised RuntimeError", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))},
+	}
+	var out bytes.Buffer
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: true}).PrintObj(jobTable([]*job.Info{{TrainJob: tj}}, now), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Probably stuck: rank 1 raised RuntimeError") || strings.Contains(out.String(), "Launcher running") {
+		t.Errorf("the wide table does not say the job is stuck:\n%s", out.String())
+	}
+}
