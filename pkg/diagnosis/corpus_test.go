@@ -3,32 +3,12 @@ package diagnosis
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/torus-mpi/torus/internal/corpus"
 )
-
-// recorderNote is the bracketed line the corpus's recorder wrote after each
-// process's output ("[exit code 1 of process 0]"): not the program's words.
-var recorderNote = regexp.MustCompile(`(?m)^\[(?:exit code [0-9]+.*|mpirun was still running.*)\]$`)
-
-// kubeletTail is what the kubelet keeps of a container's output for its
-// termination message under FallbackToLogsOnError: the last 80 lines, and
-// of those the last 2 KiB.
-func kubeletTail(out string) string {
-	lines := strings.SplitAfter(out, "\n")
-	if len(lines) > 80 {
-		lines = lines[len(lines)-80:]
-	}
-	s := strings.Join(lines, "")
-	if len(s) > 2048 {
-		s = s[len(s)-2048:]
-	}
-	return s
-}
 
 // gpuCorpus reads shared/corpus/gpu-failures: what GPU training programs
 // printed when they failed, recorded on a real GPU, each file as the
@@ -46,7 +26,7 @@ func gpuCorpus(t *testing.T) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[filepath.Base(f)] = kubeletTail(recorderNote.ReplaceAllString(string(data), ""))
+		out[filepath.Base(f)] = corpus.KubeletTail(corpus.Program(string(data)))
 	}
 	return out
 }
@@ -132,7 +112,7 @@ func TestGPUCorpusFirstCause(t *testing.T) {
 				b.WriteString(out)
 			}
 			// The launcher's output, as the kubelet keeps its end.
-			if got := readOutput(kubeletTail(b.String()), c); got.reason != tc.want {
+			if got := readOutput(corpus.KubeletTail(b.String()), c); got.reason != tc.want {
 				t.Errorf("read as %q (%s), want %q", got.reason, got.detail, tc.want)
 			}
 		})

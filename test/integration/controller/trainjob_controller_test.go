@@ -418,7 +418,7 @@ var _ = Describe("MPI TrainJob", func() {
 		pod("dupgpu-node-0-0-a1b2c", "node", api.RoleWorker, corev1.PodStatus{Phase: corev1.PodRunning})
 		pod("dupgpu-launcher-0-0-d3e4f", "launcher", api.RoleLauncher, corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "node", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now(),
-				Message: kubeletTail(regexp.MustCompile(`(?m)^\[exit code .*\]$`).ReplaceAllString(string(recorded), ""))}},
+				Message: corpus.KubeletTail(corpus.Program(string(recorded)))}},
 		}}})
 		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
 			HaveField("Reason", trainjob.ReasonPodProblem), HaveField("Message", ContainSubstring("[pod dupgpu-launcher-0-0-d3e4f]"))))
@@ -1118,18 +1118,3 @@ var _ = Describe("MPI TrainJob", func() {
 		Consistently(func() []string { return ours(before) }, framework.ShortWindow, framework.Interval).Should(BeEmpty())
 	})
 })
-
-// kubeletTail is what the kubelet keeps of a container's output as its
-// termination message under FallbackToLogsOnError: the last 80 lines, and
-// of those the last 2 KiB.
-func kubeletTail(out string) string {
-	lines := strings.SplitAfter(out, "\n")
-	if len(lines) > 80 {
-		lines = lines[len(lines)-80:]
-	}
-	s := strings.Join(lines, "")
-	if len(s) > 2048 {
-		s = s[len(s)-2048:]
-	}
-	return s
-}
