@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -107,7 +106,7 @@ func (r *TrainJobReconciler) stallPhase(ctx context.Context, s *scope) error {
 	}
 	msg := fmt.Sprintf("Probably stuck: %s, and the launcher has printed nothing since %s; it printed: %s. "+
 		"The other ranks probably wait for it in a collective: %s. %s",
-		q.Detail, q.LastOutput.UTC().Format(time.RFC3339), quoted(q.Output), q.Fix, stallAdvice(s.job.StallTimeout))
+		q.Detail, q.LastOutput.UTC().Format(time.RFC3339), q.Quote(), q.Fix, stallAdvice(s.job.StallTimeout))
 	if s.setCondition(trainjob.ConditionStalled, metav1.ConditionTrue, trainjob.ReasonQuietAfterFailure, msg) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonQuietAfterFailure, "%s", msg)
 	}
@@ -128,7 +127,7 @@ func stallAdvice(timeout time.Duration) string {
 func (r *TrainJobReconciler) failStalled(s *scope, q diagnosis.Quiet, timeout time.Duration) {
 	msg := fmt.Sprintf("The launcher printed nothing for the stall timeout of %s (since %s)", timeout, q.LastOutput.UTC().Format(time.RFC3339))
 	if q.Reason != "" {
-		msg += fmt.Sprintf(" after %s %s; it printed: %s; %s", q.Reason, q.Detail, quoted(q.Output), q.Fix)
+		msg += fmt.Sprintf(" after %s %s; it printed: %s; %s", q.Reason, q.Detail, q.Quote(), q.Fix)
 	}
 	msg += fmt.Sprintf(". The job was stopped and its pods deleted, releasing what it held; raise %s if the program may be quiet that long", api.AnnotationStallTimeout)
 	s.stopRunning(trainjob.ReasonStalled, msg)
@@ -192,13 +191,4 @@ func containerStart(p *corev1.Pod) time.Time {
 		}
 	}
 	return p.CreationTimestamp.Time
-}
-
-// quoted renders output lines, each in quotes.
-func quoted(lines []string) string {
-	q := make([]string, len(lines))
-	for i, l := range lines {
-		q[i] = `"` + l + `"`
-	}
-	return strings.Join(q, " ")
 }

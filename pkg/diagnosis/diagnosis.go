@@ -60,9 +60,12 @@ func (f Finding) Message() string {
 }
 
 // Quote renders the finding's output lines, each in quotes.
-func (f Finding) Quote() string {
-	q := make([]string, len(f.Output))
-	for i, l := range f.Output {
+func (f Finding) Quote() string { return quoteAll(f.Output) }
+
+// quoteAll renders output lines, each in quotes.
+func quoteAll(lines []string) string {
+	q := make([]string, len(lines))
+	for i, l := range lines {
 		q[i] = `"` + l + `"`
 	}
 	return strings.Join(q, " ")

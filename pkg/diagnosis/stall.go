@@ -18,6 +18,9 @@ type Quiet struct {
 	Output              []string
 }
 
+// Quote renders the output lines that name the failure, each in quotes.
+func (q Quiet) Quote() string { return quoteAll(q.Output) }
+
 // quietFailures are the weights of a failure that leaves the other ranks
 // waiting: a rank's own, an exception, and a rank that waited for a peer
 // and gave up. A library's warning alone is not one.
