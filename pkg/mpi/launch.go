@@ -30,13 +30,13 @@ const (
 	LaunchImageVolume       = "mpi-launch-image"
 	LaunchImageMountPath    = TorusOptDir + "/image"
 	LaunchImageVolumeBinary = LaunchImageMountPath + LaunchImagePath
-	// launchClient is the client's name beside it (launchagent.SSHClientName).
+	// launchClient is the client's name beside it (agent.SSHClientName).
 	launchClient = "torus-ssh"
 )
 
 // The client's settings, in every container of an agent job: launchers such
 // as Hydra take a program's path alone, and daemons launching daemons in a
-// tree inherit them from the agent (launchagent.EnvKey and the others).
+// tree inherit them from the agent (agent.EnvKey and the others).
 const (
 	envLaunchKey        = "TORUS_SSH_KEY"
 	envLaunchKnownHosts = "TORUS_SSH_KNOWN_HOSTS"
@@ -47,7 +47,7 @@ const (
 // says its job's MPI world lost a host to something other than the
 // program: a worker's agent stopped while it ran the job's commands, or a
 // launcher whose command failed after a host was lost, or that was itself
-// stopped (launchagent.ExitWorldLost, sysexits' EX_TEMPFAIL). The job's
+// stopped (agent.ExitWorldLost, sysexits' EX_TEMPFAIL). The job's
 // pod failure policy fails its Job on it, and the JobSet restarts the job
 // without spending its restart budget.
 const ExitWorldLost = 75

@@ -30,11 +30,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/torus-mpi/torus/pkg/launchagent"
+	"github.com/torus-mpi/torus/launch/agent"
 )
 
 func main() {
-	if filepath.Base(os.Args[0]) == launchagent.SSHClientName {
+	if filepath.Base(os.Args[0]) == agent.SSHClientName {
 		os.Exit(sshMain(os.Args[1:]))
 	}
 	if len(os.Args) < 2 {
@@ -54,7 +54,7 @@ func main() {
 			os.Exit(runInit(os.Args[1:]))
 		}
 		var code int
-		if code, err = agent(args); err == nil {
+		if code, err = serve(args); err == nil {
 			os.Exit(code)
 		}
 	case "ssh":
@@ -74,10 +74,10 @@ func fail(msg string) {
 
 func setup(args []string) error {
 	fs := pflag.NewFlagSet("setup", pflag.ContinueOnError)
-	s := launchagent.Setup{Log: os.Stderr}
+	s := agent.Setup{Log: os.Stderr}
 	var run string
 	var files, keyed []string
-	var w launchagent.Wait
+	var w agent.Wait
 	fs.StringVar(&s.SecretDir, "secret", "", "where the job's SSH Secret is mounted")
 	fs.StringVar(&s.Dir, "dir", "", "the SSH directory to fill")
 	fs.StringVar(&s.RunKey, "run-key", "run", "the Secret's key holding the run its current keys are for")
@@ -147,7 +147,7 @@ func execCommand(command []string) error {
 }
 
 // waitFlags are the flags of the launcher's wait, in setup and wait.
-func waitFlags(fs *pflag.FlagSet, w *launchagent.Wait) {
+func waitFlags(fs *pflag.FlagSet, w *agent.Wait) {
 	fs.StringVar(&w.Hostfile, "wait-hostfile", "", "on the launcher: wait for the hosts of this hostfile")
 	fs.StringVar(&w.CallBack, "wait-callback", "", "a name to wait for besides, the launcher's own")
 	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
@@ -164,7 +164,7 @@ func waitFlags(fs *pflag.FlagSet, w *launchagent.Wait) {
 func waitThenRun(args []string) (int, error) {
 	fs := pflag.NewFlagSet("wait", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
-	var w launchagent.Wait
+	var w agent.Wait
 	dir := fs.String("dir", "", "the SSH directory holding the client key and known hosts")
 	waitFlags(fs, &w)
 	fs.DurationVar(&w.Quiet, "quiet-for", 0, "say nothing of what the wait waits for until it has lasted this long")
@@ -192,8 +192,8 @@ func waitThenRun(args []string) (int, error) {
 // runLauncher runs the launcher's command and returns the container's exit
 // code: the command's own, but for the loss of a host of its MPI world to
 // something other than the program, which it reports as
-// launchagent.ExitWorldLost. The command's clients note the hosts they
-// lose (launchagent.EnvLostHosts); a launcher asked to stop while its
+// agent.ExitWorldLost. The command's clients note the hosts they
+// lose (agent.EnvLostHosts); a launcher asked to stop while its
 // command ran lost its world too. A command's own exit code
 // ExitWorldLost becomes 1, so that only a lost world restarts a job
 // without counting against its budget.
@@ -211,7 +211,7 @@ func runLauncher(prog string, command []string) (int, error) {
 	cmd.Args[0] = command[0]
 	cmd.Env = os.Environ()
 	if lost != "" {
-		cmd.Env = append(cmd.Env, launchagent.EnvLostHosts+"="+lost)
+		cmd.Env = append(cmd.Env, agent.EnvLostHosts+"="+lost)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	code, terminated, err := supervise(cmd)
@@ -223,44 +223,44 @@ func runLauncher(prog string, command []string) (int, error) {
 	}
 	var hosts []string
 	if lost != "" {
-		hosts, _ = launchagent.LostHosts(lost)
+		hosts, _ = agent.LostHosts(lost)
 	}
 	switch {
 	case len(hosts) > 0:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the job lost %s; the job restarts without counting against its restart budget\n",
 			command[0], code, strings.Join(hosts, "; "))
-		return launchagent.ExitWorldLost, nil
+		return agent.ExitWorldLost, nil
 	case terminated:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the launcher was asked to stop (SIGTERM)\n", command[0], code)
-		return launchagent.ExitWorldLost, nil
-	case code == launchagent.ExitWorldLost:
+		return agent.ExitWorldLost, nil
+	case code == agent.ExitWorldLost:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d, which Torus keeps for a job that lost a host; the launcher exits 1\n", command[0], code)
 		return 1, nil
 	}
 	return code, nil
 }
 
-func parseFile(spec string) (launchagent.SetupFile, error) {
+func parseFile(spec string) (agent.SetupFile, error) {
 	parts := strings.Split(spec, ":")
 	if len(parts) != 3 {
-		return launchagent.SetupFile{}, fmt.Errorf("--file %q: want KEY:NAME:MODE", spec)
+		return agent.SetupFile{}, fmt.Errorf("--file %q: want KEY:NAME:MODE", spec)
 	}
 	mode, err := strconv.ParseUint(parts[2], 8, 32)
 	if err != nil {
-		return launchagent.SetupFile{}, fmt.Errorf("--file %q: mode %q is not octal", spec, parts[2])
+		return agent.SetupFile{}, fmt.Errorf("--file %q: mode %q is not octal", spec, parts[2])
 	}
-	return launchagent.SetupFile{Key: parts[0], Name: parts[1], Mode: os.FileMode(mode)}, nil
+	return agent.SetupFile{Key: parts[0], Name: parts[1], Mode: os.FileMode(mode)}, nil
 }
 
-// agent serves the launcher's commands until its pod is stopped, and
-// returns the agent's exit code: 0, or launchagent.ExitWorldLost when the
+// serve serves the launcher's commands until its pod is stopped, and
+// returns the agent's exit code: 0, or agent.ExitWorldLost when the
 // stop cut short commands that were running.
-func agent(args []string) (int, error) {
+func serve(args []string) (int, error) {
 	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	listen := fs.String("listen", ":2222", "address to listen on")
 	hostKey := fs.String("host-key", "", "the job's host key (PEM private key file)")
 	authorizedKeys := fs.String("authorized-keys", "", "the job's client public key (authorized_keys file)")
-	grace := fs.Duration("kill-grace", launchagent.DefaultKillGrace, "time between SIGTERM and SIGKILL for a command whose client has gone")
+	grace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time between SIGTERM and SIGKILL for a command whose client has gone")
 	if err := fs.Parse(args); err != nil {
 		return 0, err
 	}
@@ -279,7 +279,7 @@ func agent(args []string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the authorized keys: %w", err)
 	}
-	s, err := launchagent.NewServer(key, authorized)
+	s, err := agent.NewServer(key, authorized)
 	if err != nil {
 		return 0, err
 	}
@@ -307,8 +307,8 @@ func agent(args []string) (int, error) {
 		log.Print(err)
 	}
 	if s.Interrupted() {
-		log.Printf("stopped the job's commands before they ended: exit %d, this host is lost to the job", launchagent.ExitWorldLost)
-		return launchagent.ExitWorldLost, nil
+		log.Printf("stopped the job's commands before they ended: exit %d, this host is lost to the job", agent.ExitWorldLost)
+		return agent.ExitWorldLost, nil
 	}
 	log.Printf("stopped")
 	return 0, nil
@@ -318,9 +318,9 @@ func agent(args []string) (int, error) {
 // options may come first, each as --name=value; ssh's are single letters.
 func sshMain(args []string) int {
 	opts := map[string]string{
-		"key":         os.Getenv(launchagent.EnvKey),
-		"known-hosts": os.Getenv(launchagent.EnvKnownHosts),
-		"port":        os.Getenv(launchagent.EnvPort),
+		"key":         os.Getenv(agent.EnvKey),
+		"known-hosts": os.Getenv(agent.EnvKnownHosts),
+		"port":        os.Getenv(agent.EnvPort),
 	}
 	for len(args) > 0 && strings.HasPrefix(args[0], "--") && strings.Contains(args[0], "=") {
 		name, value, _ := strings.Cut(args[0][2:], "=")
@@ -330,7 +330,7 @@ func sshMain(args []string) int {
 		opts[name] = value
 		args = args[1:]
 	}
-	c, err := launchagent.NewClient(opts["key"], opts["known-hosts"])
+	c, err := agent.NewClient(opts["key"], opts["known-hosts"])
 	if err != nil {
 		return sshFail(err)
 	}
@@ -340,7 +340,7 @@ func sshMain(args []string) int {
 		}
 	}
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.LostHosts = os.Getenv(launchagent.EnvLostHosts)
+	c.LostHosts = os.Getenv(agent.EnvLostHosts)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	c.Signals = sigs
@@ -349,5 +349,5 @@ func sshMain(args []string) int {
 
 func sshFail(err error) int {
 	fmt.Fprintln(os.Stderr, "torus-ssh:", err)
-	return launchagent.ExitFailure
+	return agent.ExitFailure
 }

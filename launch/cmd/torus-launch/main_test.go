@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/torus-mpi/torus/pkg/launchagent"
+	"github.com/torus-mpi/torus/launch/agent"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -48,20 +48,20 @@ func torusLaunch(t *testing.T, args ...string) *exec.Cmd {
 // dir, on a loopback port, its environment extended by env. It returns the
 // agent, the rest of what it writes to stderr after the line that says
 // where it listens, and that address.
-func startAgent(t *testing.T, keys *mpi.SSHKeys, dir string, env ...string) (agent *exec.Cmd, stderr *bufio.Reader, host, port string) {
+func startAgent(t *testing.T, keys *mpi.SSHKeys, dir string, env ...string) (server *exec.Cmd, stderr *bufio.Reader, host, port string) {
 	t.Helper()
-	agent = torusLaunch(t, "agent", "--listen=127.0.0.1:0",
+	server = torusLaunch(t, "agent", "--listen=127.0.0.1:0",
 		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
 		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
-	agent.Env = append(agent.Env, env...)
-	pipe, err := agent.StderrPipe()
+	server.Env = append(server.Env, env...)
+	pipe, err := server.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.Start(); err != nil {
+	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	stderr = bufio.NewReader(pipe)
 	line, err := stderr.ReadString('\n')
 	if err != nil {
@@ -71,7 +71,7 @@ func startAgent(t *testing.T, keys *mpi.SSHKeys, dir string, env ...string) (age
 	if host, port, err = net.SplitHostPort(addr); err != nil {
 		t.Fatalf("the agent said %q", line)
 	}
-	return agent, stderr, host, port
+	return server, stderr, host, port
 }
 
 // runTorusLaunch runs cmd to its end: its output, its errors and its exit
@@ -222,12 +222,12 @@ func TestAgentStopsAsAPodIsStopped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agent, stderr, _, _ := startAgent(t, keys, t.TempDir(), envAsInit+"=1")
-		if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+		server, stderr, _, _ := startAgent(t, keys, t.TempDir(), envAsInit+"=1")
+		if err := server.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		rest, _ := io.ReadAll(stderr)
-		if err := agent.Wait(); err != nil {
+		if err := server.Wait(); err != nil {
 			t.Errorf("the idle agent asked to stop exited with %v, want 0; it said %s", err, rest)
 		}
 	})
@@ -240,8 +240,8 @@ func agentStopsItsRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	agent, stderr, host, port := startAgent(t, keys, dir, envAsInit+"=1")
-	client, err := launchagent.NewClient(writeFile(t, dir, "id", keys.ClientPrivate), writeFile(t, dir, "known_hosts", keys.HostPublic))
+	server, stderr, host, port := startAgent(t, keys, dir, envAsInit+"=1")
+	client, err := agent.NewClient(writeFile(t, dir, "id", keys.ClientPrivate), writeFile(t, dir, "known_hosts", keys.HostPublic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func agentStopsItsRanks(t *testing.T) {
 	// gone, and gone, not a zombie, once it has exited.
 	var orphans []string
 	for deadline := time.Now().Add(30 * time.Second); len(orphans) == 0; time.Sleep(50 * time.Millisecond) {
-		if orphans = children(t, agent.Process.Pid, "S"); len(orphans) == 0 && time.Now().After(deadline) {
+		if orphans = children(t, server.Process.Pid, "S"); len(orphans) == 0 && time.Now().After(deadline) {
 			t.Fatal("the rank's orphan was not adopted by the agent's init")
 		}
 	}
@@ -288,17 +288,17 @@ func agentStopsItsRanks(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the orphan %s was not reaped: zombies %v", orphans[0], children(t, agent.Process.Pid, "Z"))
+			t.Fatalf("the orphan %s was not reaped: zombies %v", orphans[0], children(t, server.Process.Pid, "Z"))
 		}
 	}
 
-	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := server.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	rest, _ := io.ReadAll(stderr)
 	var exit *exec.ExitError
-	if err := agent.Wait(); !errors.As(err, &exit) || exit.ExitCode() != launchagent.ExitWorldLost {
-		t.Errorf("the agent asked to stop while its rank ran exited with %v, want %d; it said %s", err, launchagent.ExitWorldLost, rest)
+	if err := server.Wait(); !errors.As(err, &exit) || exit.ExitCode() != agent.ExitWorldLost {
+		t.Errorf("the agent asked to stop while its rank ran exited with %v, want %d; it said %s", err, agent.ExitWorldLost, rest)
 	}
 	if data, err := os.ReadFile(checkpoint); err != nil || string(data) != "saved\n" {
 		t.Errorf("the rank wrote no checkpoint on SIGTERM (%q, %v); the agent said %s", data, err, rest)
@@ -306,7 +306,7 @@ func agentStopsItsRanks(t *testing.T) {
 	if c := <-code; c != 128+int(syscall.SIGTERM) {
 		t.Errorf("the rank's session ended with %d, want %d, as for a command stopped by SIGTERM: %s", c, 128+int(syscall.SIGTERM), out.String())
 	}
-	if lost, err := launchagent.LostHosts(client.LostHosts); err != nil || len(lost) != 1 || !strings.HasPrefix(lost[0], host+": its pod was stopped") {
+	if lost, err := agent.LostHosts(client.LostHosts); err != nil || len(lost) != 1 || !strings.HasPrefix(lost[0], host+": its pod was stopped") {
 		t.Errorf("the client noted %q (%v), want %s as stopped", lost, err, host)
 	}
 	if !strings.Contains(string(rest), "this host is lost to the job") {
@@ -350,7 +350,7 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	agent, _, host, port := startAgent(t, keys, dir, envAsInit+"=1")
+	server, _, host, port := startAgent(t, keys, dir, envAsInit+"=1")
 	writeFile(t, dir, "id", keys.ClientPrivate)
 	writeFile(t, dir, "known_hosts", keys.HostPublic)
 	hostfile := writeFile(t, dir, "hostfile", []byte(host+" slots=1\n"))
@@ -371,11 +371,11 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 		{name: "the program fails: its own exit code", command: `"$0" ssh ` + host + ` "exit 3"; exit 3`, wantCode: 3},
 		{name: "the program exits 75 itself: 1", command: `exit 75`, wantCode: 1,
 			wantErr: "torus-launch: sh exited 75, which Torus keeps for a job that lost a host; the launcher exits 1"},
-		{name: "the launcher's pod stopped mid-run: the world is lost", stop: "launcher", wantCode: launchagent.ExitWorldLost,
+		{name: "the launcher's pod stopped mid-run: the world is lost", stop: "launcher", wantCode: agent.ExitWorldLost,
 			command: `trap 'exit 1' TERM; touch ` + started + `; while :; do sleep 0.1; done`,
 			wantErr: "torus-launch: sh exited 1 after the launcher was asked to stop (SIGTERM)"},
 		// Last: it stops the agent.
-		{name: "a worker's pod stopped mid-run: the world is lost", stop: "agent", wantCode: launchagent.ExitWorldLost,
+		{name: "a worker's pod stopped mid-run: the world is lost", stop: "agent", wantCode: agent.ExitWorldLost,
 			command: `"$0" ssh ` + host + ` "touch ` + started + `; while :; do sleep 0.1; done"; echo "mpirun: a daemon died" >&2; exit 1`,
 			wantErr: "torus-launch: sh exited 1 after the job lost " + host + ": its pod was stopped while it ran the job; the job restarts without counting against its restart budget"},
 	} {
@@ -384,8 +384,8 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 			cmd := torusLaunch(t, "wait", "--dir="+dir, "--wait-hostfile="+hostfile, "--wait-port="+port,
 				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=10s", "--",
 				"sh", "-c", tc.command, self)
-			cmd.Env = append(cmd.Env, launchagent.EnvKey+"="+filepath.Join(dir, "id"),
-				launchagent.EnvKnownHosts+"="+filepath.Join(dir, "known_hosts"), launchagent.EnvPort+"="+port)
+			cmd.Env = append(cmd.Env, agent.EnvKey+"="+filepath.Join(dir, "id"),
+				agent.EnvKnownHosts+"="+filepath.Join(dir, "known_hosts"), agent.EnvPort+"="+port)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -406,7 +406,7 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 				}
 				stopped := cmd.Process
 				if tc.stop == "agent" {
-					stopped = agent.Process
+					stopped = server.Process
 				}
 				if err := stopped.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)

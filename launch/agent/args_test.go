@@ -1,4 +1,4 @@
-package launchagent
+package agent
 
 import (
 	"strings"

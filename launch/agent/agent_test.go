@@ -1,4 +1,4 @@
-package launchagent
+package agent
 
 import (
 	"bufio"
@@ -592,7 +592,7 @@ func TestShutdown(t *testing.T) {
 // world: both speak of the same number.
 func TestExitWorldLostIsTheOperators(t *testing.T) {
 	if ExitWorldLost != mpi.ExitWorldLost {
-		t.Errorf("launchagent.ExitWorldLost = %d, mpi.ExitWorldLost = %d", ExitWorldLost, mpi.ExitWorldLost)
+		t.Errorf("agent.ExitWorldLost = %d, mpi.ExitWorldLost = %d", ExitWorldLost, mpi.ExitWorldLost)
 	}
 }
 

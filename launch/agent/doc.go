@@ -1,4 +1,4 @@
-// Package launchagent is a small stand-in for OpenSSH inside a job's pods:
+// Package agent is a small stand-in for OpenSSH inside a job's pods:
 // the remote-launch path MPI launchers use to start their daemons on other
 // hosts (Open MPI's orted, PRRTE's prted, Hydra's proxies). Server speaks
 // the SSH protocol for exactly what launchers need, one command per session
@@ -35,4 +35,4 @@
 // 10), is that while a flood from enough sources holds every slot a
 // launcher's new connection is refused as well; the bound per source keeps
 // one pod from holding them all.
-package launchagent
+package agent
