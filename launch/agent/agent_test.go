@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/torus-mpi/torus/launch/cmdline"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -32,12 +33,12 @@ const envTestClient = "LAUNCHAGENT_TEST_CLIENT"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envTestClient) != "" {
-		c, err := NewClient(os.Getenv(EnvKey), os.Getenv(EnvKnownHosts))
+		c, err := NewClient(os.Getenv(cmdline.EnvKey), os.Getenv(cmdline.EnvKnownHosts))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "torus-ssh:", err)
 			os.Exit(ExitFailure)
 		}
-		c.Port, _ = strconv.Atoi(os.Getenv(EnvPort))
+		c.Port, _ = strconv.Atoi(os.Getenv(cmdline.EnvPort))
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -127,7 +128,7 @@ func (j *job) client(t *testing.T) *Client {
 
 // clientEnv is the environment of a client process of this job.
 func (j *job) clientEnv() []string {
-	return []string{envTestClient + "=1", EnvKey + "=" + j.keyFile, EnvKnownHosts + "=" + j.hostPublicFile, EnvPort + "=" + strconv.Itoa(j.port)}
+	return []string{envTestClient + "=1", cmdline.EnvKey + "=" + j.keyFile, cmdline.EnvKnownHosts + "=" + j.hostPublicFile, cmdline.EnvPort + "=" + strconv.Itoa(j.port)}
 }
 
 // clientCommand is a shell command running the job's client.
@@ -585,14 +586,6 @@ func TestShutdown(t *testing.T) {
 				t.Errorf("a command started after the shutdown (%q)", stderr)
 			}
 		})
-	}
-}
-
-// The operator's pod failure policy reads the agent's exit code for a lost
-// world: both speak of the same number.
-func TestExitWorldLostIsTheOperators(t *testing.T) {
-	if ExitWorldLost != mpi.ExitWorldLost {
-		t.Errorf("agent.ExitWorldLost = %d, mpi.ExitWorldLost = %d", ExitWorldLost, mpi.ExitWorldLost)
 	}
 }
 

@@ -13,15 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-)
 
-// Environment variables the client reads its key files and default port
-// from, for launchers that take only a program's path (Hydra, Intel MPI)
-// and for daemons that launch in a tree from a worker.
-const (
-	EnvKey        = "TORUS_SSH_KEY"
-	EnvKnownHosts = "TORUS_SSH_KNOWN_HOSTS"
-	EnvPort       = "TORUS_SSH_PORT"
+	"github.com/torus-mpi/torus/launch/cmdline"
 )
 
 // ExitFailure is ssh's exit code for its own errors: a connection that
@@ -79,7 +72,7 @@ const (
 // (ParseHostKeys) from files.
 func NewClient(keyFile, hostKeyFile string) (*Client, error) {
 	if keyFile == "" || hostKeyFile == "" {
-		return nil, fmt.Errorf("the client key and the known hosts are both needed (%s, %s)", EnvKey, EnvKnownHosts)
+		return nil, fmt.Errorf("the client key and the known hosts are both needed (%s, %s)", cmdline.EnvKey, cmdline.EnvKnownHosts)
 	}
 	data, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -13,9 +13,9 @@
 // pod is stopped, Shutdown passes SIGTERM on to every command's process
 // group at once and waits for them, so that ranks have the pod's grace
 // period to write a checkpoint; torus-launch then exits 0, or
-// ExitWorldLost when the stop cut commands short (see lost.go), and as a
-// container's first process it runs under an init of its own that reaps
-// the orphans the ranks leave. Client asks its host every AliveInterval
+// cmdline.ExitWorldLost when the stop cut commands short (see lost.go),
+// and as a container's first process it runs under an init of its own
+// that reaps the orphans the ranks leave. Client asks its host every AliveInterval
 // whether it is still there while a command runs, and gives a silent one
 // up as lost, as it does one whose connection breaks.
 //

@@ -14,21 +14,18 @@ import (
 // evicted or preempted, its node lost). The job is restarted either way,
 // but only the program's failures spend its restart budget. The pods say
 // which it was by their exit code, which the job's pod failure policy
-// reads: ExitWorldLost for the second.
+// reads: cmdline.ExitWorldLost for the second.
 //
 //   - An agent whose Shutdown stopped commands that were running exits
-//     ExitWorldLost; one stopped idle, as every worker is once its
+//     cmdline.ExitWorldLost; one stopped idle, as every worker is once its
 //     launcher has finished, exits 0.
 //   - The agent ends each command it stopped with StoppedMessage, and the
 //     client notes the host in the directory EnvLostHosts names, as it
 //     does a host whose connection was lost before its command ended.
-//   - The launcher's supervisor (torus-launch wait) exits ExitWorldLost
-//     when its command failed after a host was noted, or after the
-//     launcher itself was asked to stop.
+//   - The launcher's supervisor (torus-launch wait) exits
+//     cmdline.ExitWorldLost when its command failed after a host was
+//     noted, or after the launcher itself was asked to stop.
 const (
-	// ExitWorldLost is sysexits' EX_TEMPFAIL: a temporary failure, worth
-	// trying again.
-	ExitWorldLost = 75
 	// StoppedMessage is the exit-signal message of a command the agent's
 	// Shutdown stopped.
 	StoppedMessage = "torus-launch: the host is stopping"

@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-)
 
-// SSHClientName is the name the client is installed under: run by that
-// name, the binary is the ssh launchers call.
-const SSHClientName = "torus-ssh"
+	"github.com/torus-mpi/torus/launch/cmdline"
+)
 
 // SetupFile is one file the setup copies from the job's Secret.
 type SetupFile struct {
@@ -204,10 +202,10 @@ func install(dir string) error {
 	if err := writeFile(filepath.Join(dir, name), data, 0o755); err != nil {
 		return fmt.Errorf("installing %s: %w", name, err)
 	}
-	link := filepath.Join(dir, SSHClientName)
+	link := filepath.Join(dir, cmdline.ClientName)
 	_ = os.Remove(link)
 	if err := os.Symlink(name, link); err != nil {
-		return fmt.Errorf("installing %s: %w", SSHClientName, err)
+		return fmt.Errorf("installing %s: %w", cmdline.ClientName, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/torus-mpi/torus/launch/cmdline"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -86,11 +87,11 @@ func TestSetupInstallsTheBinaryAndItsClientName(t *testing.T) {
 		}
 	}
 	self, _ := os.Executable()
-	target, err := os.Readlink(filepath.Join(dir, SSHClientName))
+	target, err := os.Readlink(filepath.Join(dir, cmdline.ClientName))
 	if err != nil || target != filepath.Base(self) {
-		t.Fatalf("%s links to %q (%v), want %q", SSHClientName, target, err, filepath.Base(self))
+		t.Fatalf("%s links to %q (%v), want %q", cmdline.ClientName, target, err, filepath.Base(self))
 	}
-	fi, err := os.Stat(filepath.Join(dir, SSHClientName))
+	fi, err := os.Stat(filepath.Join(dir, cmdline.ClientName))
 	if err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("the installed binary: %v, %v", fi, err)
 	}

@@ -1,7 +1,6 @@
 package mpi
 
 import (
-	"fmt"
 	"path"
 	"strconv"
 	"time"
@@ -9,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/launch/cmdline"
 )
 
 // Torus's launch agent in a job's pods (SSHSettings.Agent): the binary
@@ -21,7 +21,7 @@ const (
 	LaunchVolume = "mpi-launch"
 	LaunchBinDir = TorusOptDir + "/bin"
 	// LaunchBinary is the binary's name in LaunchBinDir.
-	LaunchBinary = "torus-launch"
+	LaunchBinary = cmdline.Binary
 	// LaunchImagePath is the binary's path in Torus's image.
 	LaunchImagePath = "/" + LaunchBinary
 	// LaunchImageVolume is Torus's image mounted as an image volume
@@ -30,30 +30,16 @@ const (
 	LaunchImageVolume       = "mpi-launch-image"
 	LaunchImageMountPath    = TorusOptDir + "/image"
 	LaunchImageVolumeBinary = LaunchImageMountPath + LaunchImagePath
-	// launchClient is the client's name beside it (agent.SSHClientName).
-	launchClient = "torus-ssh"
-)
-
-// The client's settings, in every container of an agent job: launchers such
-// as Hydra take a program's path alone, and daemons launching daemons in a
-// tree inherit them from the agent (agent.EnvKey and the others).
-const (
-	envLaunchKey        = "TORUS_SSH_KEY"
-	envLaunchKnownHosts = "TORUS_SSH_KNOWN_HOSTS"
-	envLaunchPort       = "TORUS_SSH_PORT"
 )
 
 // ExitWorldLost is the exit code by which a container running torus-launch
-// says its job's MPI world lost a host to something other than the
-// program: a worker's agent stopped while it ran the job's commands, or a
-// launcher whose command failed after a host was lost, or that was itself
-// stopped (agent.ExitWorldLost, sysexits' EX_TEMPFAIL). The job's
-// pod failure policy fails its Job on it, and the JobSet restarts the job
-// without spending its restart budget.
-const ExitWorldLost = 75
+// says its job's MPI world lost a host to something other than the program
+// (cmdline.ExitWorldLost): the job's pod failure policy fails its Job on
+// it, and the JobSet restarts the job without spending its restart budget.
+const ExitWorldLost = cmdline.ExitWorldLost
 
 // LaunchClient is the path of the client MPI launchers run in an agent job.
-func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
+func LaunchClient() string { return path.Join(LaunchBinDir, cmdline.ClientName) }
 
 // LaunchSetupArgs are the arguments of torus-launch setup, the init
 // container of an agent job's pods (or the start of each container's
@@ -65,7 +51,12 @@ func LaunchClient() string { return path.Join(LaunchBinDir, launchClient) }
 // The pod's run comes from EnvRestartAttempt, which the kubelet expands
 // into the arguments.
 func LaunchSetupArgs(s SSHSettings, role string) []string {
-	args := append(setupArgs(path.Join(SSHVolumeMountPath, SSHDirSubPath)), "--install="+LaunchBinDir)
+	return launchSetup(s, role).Args()
+}
+
+func launchSetup(s SSHSettings, role string) cmdline.Setup {
+	setup := keysSetup(path.Join(SSHVolumeMountPath, SSHDirSubPath))
+	setup.InstallDir = LaunchBinDir
 	// The files of sshFiles the agent reads: the client key and known hosts
 	// everywhere (workers launch in a tree too); the host key and the
 	// authorized key on the workers, whose agent serves them.
@@ -73,9 +64,9 @@ func LaunchSetupArgs(s SSHSettings, role string) []string {
 		if !f.agent || (f.sshd && !runsSSHD(role)) {
 			continue
 		}
-		args = append(args, f.setupFlag())
+		setup.Files = append(setup.Files, f.launchFile())
 	}
-	return args
+	return setup
 }
 
 // LaunchFromImageCommand is the command of an agent job's container whose
@@ -85,20 +76,24 @@ func LaunchSetupArgs(s SSHSettings, role string) []string {
 // no init container, whose exit the kubelet learns of only at its next
 // relist of the pod's containers, up to a second later.
 func LaunchFromImageCommand(s SSHSettings, role string, command []string) []string {
-	args := append([]string{s.AgentBinary}, LaunchSetupArgs(s, role)...)
-	return append(append(args, "--"), command...)
+	setup := launchSetup(s, role)
+	setup.Command = command
+	return append([]string{s.AgentBinary}, setup.Args()...)
 }
 
 // LauncherSetupWaitArgs are LaunchSetupArgs for a launcher whose command
 // Torus cannot wrap (LaunchWaitCommand): its container runs its image's
-// entrypoint, so the setup waits for the workers (waitArgs) before it
+// entrypoint, so the setup waits for the workers (hostsWait) before it
 // ends. callBack is as for SSHSetupScript.
 func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
-	return append(LaunchSetupArgs(s, api.RoleLauncher), waitArgs(s, callBack, true)...)
+	setup := launchSetup(s, api.RoleLauncher)
+	w := hostsWait(s, callBack, true)
+	setup.Wait = &w
+	return setup.Args()
 }
 
 // LaunchWaitCommand is an agent job's launcher command: torus-launch wait
-// for the workers (waitArgs), then command in its place. Waiting in the
+// for the workers (hostsWait), then command in its place. Waiting in the
 // launcher's own container rather than in an init container takes one
 // container's exit off the path to mpirun: the kubelet learns of an init
 // container's exit at its next relist of the pod's containers, up to a
@@ -108,11 +103,13 @@ func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
 // afterReady is for a launcher created once its workers were Ready (JobSet
 // dependsOn): its wait is bounded from its start, and reads no mark.
 func LaunchWaitCommand(s SSHSettings, callBack string, afterReady bool, command []string) []string {
-	args := append([]string{path.Join(LaunchBinDir, LaunchBinary), "wait",
-		"--dir=" + s.AgentDir(),
-		"--quiet-for=" + launcherWaitQuiet.String(),
-	}, waitArgs(s, callBack, !afterReady)...)
-	return append(append(args, "--"), command...)
+	wait := cmdline.WaitThenRun{
+		Dir:     s.AgentDir(),
+		Quiet:   launcherWaitQuiet,
+		Wait:    hostsWait(s, callBack, !afterReady),
+		Command: command,
+	}
+	return append([]string{path.Join(LaunchBinDir, LaunchBinary)}, wait.Args()...)
 }
 
 // launcherWaitQuiet is how long the launcher's own wait keeps its reasons
@@ -123,38 +120,39 @@ const launcherWaitQuiet = 5 * time.Second
 // LaunchWaitArgs are the arguments of torus-launch setup as the launcher's
 // WaitInitContainer where the image's OpenSSH launches the ranks: it links
 // the run's client key and known hosts into a directory of its own and
-// waits for the workers' sshd (waitArgs). sshd lets in the pod's own user
+// waits for the workers' sshd (hostsWait). sshd lets in the pod's own user
 // alone, whom this container need not be: the wait ends at the job's host
 // key, as ssh-keyscan would, and leaves logging in to mpirun.
 func LaunchWaitArgs(s SSHSettings, callBack string) []string {
-	args := setupArgs(path.Join(SSHVolumeMountPath, waitDirSubPath))
+	setup := keysSetup(path.Join(SSHVolumeMountPath, waitDirSubPath))
 	for _, f := range sshFiles {
 		if f.file == SSHPrivateKeyFile || f.file == SSHKnownHosts {
-			args = append(args, f.setupFlag())
+			setup.Files = append(setup.Files, f.launchFile())
 		}
 	}
-	return append(append(args, waitArgs(s, callBack, true)...), "--wait-host-key-only")
+	w := hostsWait(s, callBack, true)
+	w.HostKeyOnly = true
+	setup.Wait = &w
+	return setup.Args()
 }
 
 // waitDirSubPath is the directory of LaunchWaitArgs in the SSH volume.
 const waitDirSubPath = "wait"
 
-// setupArgs are torus-launch setup's arguments for linking a run's keys
-// into dir.
-func setupArgs(dir string) []string {
-	return []string{
-		"setup",
-		"--secret=" + SSHSecretMountPath,
-		"--dir=" + dir,
-		"--run-key=" + sshRun,
-		"--next-prefix=" + sshNextPrefix,
-		"--run=$(" + EnvRestartAttempt + ")",
-		"--link",
+// keysSetup is torus-launch setup linking a run's keys into dir.
+func keysSetup(dir string) cmdline.Setup {
+	return cmdline.Setup{
+		SecretDir:  SSHSecretMountPath,
+		Dir:        dir,
+		RunKey:     sshRun,
+		NextPrefix: sshNextPrefix,
+		Run:        "$(" + EnvRestartAttempt + ")",
+		Link:       true,
 	}
 }
 
-// waitArgs make torus-launch setup wait, on the launcher, until every host
-// of the hostfile resolves and accepts a connection on the job's port that
+// hostsWait makes torus-launch wait, on the launcher, until every host of
+// the hostfile resolves and accepts a connection on the job's port that
 // proves it the job's (callBack, if set, must resolve too). The launcher
 // starts with its workers, so the wait lasts as long as the slowest takes
 // to start, however long its image takes to pull; once Torus has seen every
@@ -164,30 +162,24 @@ func setupArgs(dir string) []string {
 //
 // readsMark is false for a launcher created once its workers were Ready:
 // its bound counts from its start.
-func waitArgs(s SSHSettings, callBack string, readsMark bool) []string {
-	args := []string{
-		"--wait-hostfile=" + path.Join(SSHSecretMountPath, HostfileKey),
-		"--wait-port=" + strconv.Itoa(int(s.Port)),
-		"--wait-key=" + SSHPrivateKeyFile,
-		"--wait-known-hosts=" + SSHKnownHosts,
-		"--ready-timeout=" + hostsAcceptTimeout.String(),
+func hostsWait(s SSHSettings, callBack string, readsMark bool) cmdline.Wait {
+	w := cmdline.Wait{
+		Hostfile:   path.Join(SSHSecretMountPath, HostfileKey),
+		Port:       int(s.Port),
+		Key:        SSHPrivateKeyFile,
+		KnownHosts: SSHKnownHosts,
+		Timeout:    hostsAcceptTimeout,
+		CallBack:   callBack,
 	}
 	if readsMark {
-		args = append(args, "--workers-ready="+path.Join(PodInfoMountPath, PodInfoWorkersReady))
+		w.ReadyFile = path.Join(PodInfoMountPath, PodInfoWorkersReady)
 	}
-	if callBack != "" {
-		args = append(args, "--wait-callback="+callBack)
-	}
-	return args
+	return w
 }
 
-// setupFlag is a file's flag of torus-launch setup.
-func (f sshFile) setupFlag() string {
-	flag := "--file"
-	if f.keyed {
-		flag = "--keyed-file"
-	}
-	return fmt.Sprintf("%s=%s:%s:%s", flag, f.key, f.file, f.mode)
+// launchFile is a file's entry in torus-launch setup.
+func (f sshFile) launchFile() cmdline.File {
+	return cmdline.File{Key: f.key, Name: f.file, Mode: f.mode, Keyed: f.keyed}
 }
 
 // PodInfoVolumeSource is the launcher's downward API volume (PodInfoVolume).
@@ -204,12 +196,12 @@ func PodInfoVolumeSource() corev1.VolumeSource {
 // serving the job's host key to holders of the job's client key on the
 // job's port.
 func LaunchAgentCommand(s SSHSettings) []string {
-	return []string{
-		path.Join(LaunchBinDir, LaunchBinary), "agent",
-		"--listen=:" + strconv.Itoa(int(s.Port)),
-		"--host-key=" + path.Join(s.AgentDir(), SSHHostKey),
-		"--authorized-keys=" + path.Join(s.AgentDir(), sshAuthorizedKeys),
+	agent := cmdline.Agent{
+		Listen:         ":" + strconv.Itoa(int(s.Port)),
+		HostKey:        path.Join(s.AgentDir(), SSHHostKey),
+		AuthorizedKeys: path.Join(s.AgentDir(), sshAuthorizedKeys),
 	}
+	return append([]string{path.Join(LaunchBinDir, LaunchBinary)}, agent.Args()...)
 }
 
 // LaunchEnv is the environment of every container of an agent job: the
@@ -218,9 +210,9 @@ func LaunchAgentCommand(s SSHSettings) []string {
 func LaunchEnv(impl Implementation, s SSHSettings) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: impl.of().agentEnv, Value: LaunchClient()},
-		{Name: envLaunchKey, Value: path.Join(s.AgentDir(), SSHPrivateKeyFile)},
-		{Name: envLaunchKnownHosts, Value: path.Join(s.AgentDir(), SSHKnownHosts)},
-		{Name: envLaunchPort, Value: strconv.Itoa(int(s.Port))},
+		{Name: cmdline.EnvKey, Value: path.Join(s.AgentDir(), SSHPrivateKeyFile)},
+		{Name: cmdline.EnvKnownHosts, Value: path.Join(s.AgentDir(), SSHKnownHosts)},
+		{Name: cmdline.EnvPort, Value: strconv.Itoa(int(s.Port))},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -263,7 +264,7 @@ PrintMotd no
 // sshFile is one file of the SSH directory, from a key of the Secret.
 type sshFile struct {
 	key, file string
-	mode      string
+	mode      os.FileMode
 	// keyed files come in two generations (SSHSecretData).
 	keyed bool
 	// sshd's files: only workers run sshd. Workers keep the client key,
@@ -285,17 +286,20 @@ type sshFile struct {
 
 // sshFiles maps Secret keys to file names in the SSH directory and modes.
 var sshFiles = []sshFile{
-	{SSHPrivateKey, SSHPrivateKeyFile, "0600", true, false, true},
-	{sshPublicKey, sshPublicKeyFile, "0644", true, false, false},
-	{SSHHostKey, upstreamPrivateKeyFile, "0600", true, true, false},
-	{SSHHostPublicKey, upstreamPublicKeyFile, "0644", true, true, false},
-	{SSHKnownHosts, SSHKnownHosts, "0644", true, false, true},
-	{SSHClientConfig, SSHClientConfig, "0600", false, false, false},
-	{sshAuthorizedKeys, sshAuthorizedKeys, "0600", true, true, true},
-	{SSHHostKey, SSHHostKey, "0600", true, true, true},
-	{SSHHostPublicKey, SSHHostPublicKey, "0644", true, true, false},
-	{SSHDaemonConfig, SSHDaemonConfig, "0600", false, true, false},
+	{SSHPrivateKey, SSHPrivateKeyFile, 0o600, true, false, true},
+	{sshPublicKey, sshPublicKeyFile, 0o644, true, false, false},
+	{SSHHostKey, upstreamPrivateKeyFile, 0o600, true, true, false},
+	{SSHHostPublicKey, upstreamPublicKeyFile, 0o644, true, true, false},
+	{SSHKnownHosts, SSHKnownHosts, 0o644, true, false, true},
+	{SSHClientConfig, SSHClientConfig, 0o600, false, false, false},
+	{sshAuthorizedKeys, sshAuthorizedKeys, 0o600, true, true, true},
+	{SSHHostKey, SSHHostKey, 0o600, true, true, true},
+	{SSHHostPublicKey, SSHHostPublicKey, 0o644, true, true, false},
+	{SSHDaemonConfig, SSHDaemonConfig, 0o600, false, true, false},
 }
+
+// modeString is the file's mode as chmod takes it.
+func (f sshFile) modeString() string { return fmt.Sprintf("%04o", uint32(f.mode)) }
 
 // runsSSHD reports whether pods of a role run sshd: the workers.
 func runsSSHD(role string) bool { return role != api.RoleLauncher }
@@ -306,7 +310,7 @@ func SSHFileModes(role string) map[string]string {
 	m := make(map[string]string, len(sshFiles))
 	for _, f := range sshFiles {
 		if !f.sshd || runsSSHD(role) {
-			m[f.file] = f.mode
+			m[f.file] = f.modeString()
 		}
 	}
 	return m
@@ -427,10 +431,11 @@ func SSHSetupScript(sshPath string, port int32, role string, hostsWait *HostsWai
 			key = "${k}" + key
 		}
 		fmt.Fprintf(&b, "cp -f \"$s/%s\" \"$d/%s\"\n", key, f.file)
-		if _, ok := byMode[f.mode]; !ok {
-			modes = append(modes, f.mode)
+		mode := f.modeString()
+		if _, ok := byMode[mode]; !ok {
+			modes = append(modes, mode)
 		}
-		byMode[f.mode] = append(byMode[f.mode], fmt.Sprintf("\"$d/%s\"", f.file))
+		byMode[mode] = append(byMode[mode], fmt.Sprintf("\"$d/%s\"", f.file))
 	}
 	for _, m := range modes {
 		fmt.Fprintf(&b, "chmod %s %s\n", m, strings.Join(byMode[m], " "))

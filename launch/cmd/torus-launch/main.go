@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -26,45 +25,38 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/torus-mpi/torus/launch/agent"
+	"github.com/torus-mpi/torus/launch/cmdline"
 )
 
 func main() {
-	if filepath.Base(os.Args[0]) == agent.SSHClientName {
+	if filepath.Base(os.Args[0]) == cmdline.ClientName {
 		os.Exit(sshMain(os.Args[1:]))
 	}
-	if len(os.Args) < 2 {
-		fail("usage: torus-launch setup|wait|agent|ssh [flags]")
+	if len(os.Args) > 1 && os.Args[1] == "ssh" {
+		os.Exit(sshMain(os.Args[2:]))
 	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "setup":
-		err = setup(args)
-	case "wait":
-		var code int
-		if code, err = waitThenRun(args); err == nil {
-			os.Exit(code)
-		}
-	case "agent":
+	cmd, err := cmdline.Parse(os.Args[1:])
+	if err != nil {
+		fail(err.Error() + " (usage: torus-launch setup|wait|agent|ssh [flags])")
+	}
+	var code int
+	switch c := cmd.(type) {
+	case cmdline.Setup:
+		err = setup(c)
+	case cmdline.WaitThenRun:
+		code, err = waitThenRun(c)
+	case cmdline.Agent:
 		if asInit() {
 			os.Exit(runInit(os.Args[1:]))
 		}
-		var code int
-		if code, err = serve(args); err == nil {
-			os.Exit(code)
-		}
-	case "ssh":
-		os.Exit(sshMain(args))
-	default:
-		err = fmt.Errorf("unknown command %q: use setup, wait, agent or ssh", cmd)
+		code, err = serve(c)
 	}
 	if err != nil {
 		fail(err.Error())
 	}
+	os.Exit(code)
 }
 
 func fail(msg string) {
@@ -72,64 +64,54 @@ func fail(msg string) {
 	os.Exit(1)
 }
 
-func setup(args []string) error {
-	fs := pflag.NewFlagSet("setup", pflag.ContinueOnError)
-	s := agent.Setup{Log: os.Stderr}
-	var run string
-	var files, keyed []string
-	var w agent.Wait
-	fs.StringVar(&s.SecretDir, "secret", "", "where the job's SSH Secret is mounted")
-	fs.StringVar(&s.Dir, "dir", "", "the SSH directory to fill")
-	fs.StringVar(&s.RunKey, "run-key", "run", "the Secret's key holding the run its current keys are for")
-	fs.StringVar(&s.NextPrefix, "next-prefix", "next-", "the prefix of the next run's keys")
-	fs.StringVar(&run, "run", "", "this pod's run (the JobSet's restart attempt; empty is 0)")
-	fs.StringSliceVar(&files, "file", nil, "KEY:NAME:MODE, a file to copy from the Secret")
-	fs.StringSliceVar(&keyed, "keyed-file", nil, "KEY:NAME:MODE, a file to copy from the Secret in this run's generation")
-	fs.StringVar(&s.InstallDir, "install", "", "a directory to install this binary into")
-	fs.BoolVar(&s.Link, "link", false, "link the files to the Secret's rather than copy them (other containers mount the Secret too)")
-	waitFlags(fs, &w)
-	if err := fs.Parse(args); err != nil {
-		return err
+func setup(c cmdline.Setup) error {
+	s := agent.Setup{
+		SecretDir:  c.SecretDir,
+		Dir:        c.Dir,
+		RunKey:     c.RunKey,
+		NextPrefix: c.NextPrefix,
+		Link:       c.Link,
+		InstallDir: c.InstallDir,
+		Log:        os.Stderr,
 	}
-	if s.SecretDir == "" || s.Dir == "" {
-		return errors.New("--secret and --dir are needed")
+	if c.Run != "" {
+		// Parse has checked it is a number.
+		s.PodRun, _ = strconv.Atoi(c.Run)
 	}
-	if run != "" {
-		n, err := strconv.Atoi(run)
-		if err != nil {
-			return fmt.Errorf("--run=%q: want a number", run)
-		}
-		s.PodRun = n
+	for _, f := range c.Files {
+		s.Files = append(s.Files, agent.SetupFile{Key: f.Key, Name: f.Name, Mode: f.Mode, Keyed: f.Keyed})
 	}
-	for _, list := range []struct {
-		specs []string
-		keyed bool
-	}{{files, false}, {keyed, true}} {
-		for _, spec := range list.specs {
-			f, err := parseFile(spec)
-			if err != nil {
-				return err
-			}
-			f.Keyed = list.keyed
-			s.Files = append(s.Files, f)
-		}
-	}
-	if w.Hostfile != "" {
+	if c.Wait != nil {
+		w := hostsWait(*c.Wait)
 		s.Wait = &w
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := s.Run(ctx)
 	stop()
-	if err != nil || fs.NArg() == 0 {
+	if err != nil || len(c.Command) == 0 {
 		return err
 	}
 	// A container whose image holds this binary sets itself up, then runs
 	// the command after "--" in this process's place. It is looked up
 	// after the setup, which may have installed it.
-	if err := execCommand(fs.Args()); err != nil {
+	if err := execCommand(c.Command); err != nil {
 		return fmt.Errorf("the command after the setup: %w", err)
 	}
 	return nil
+}
+
+// hostsWait is the agent's wait for the hosts a command line asks for.
+func hostsWait(w cmdline.Wait) agent.Wait {
+	return agent.Wait{
+		Hostfile:    w.Hostfile,
+		CallBack:    w.CallBack,
+		Port:        w.Port,
+		Key:         w.Key,
+		KnownHosts:  w.KnownHosts,
+		HostKeyOnly: w.HostKeyOnly,
+		ReadyFile:   w.ReadyFile,
+		Timeout:     w.Timeout,
+	}
 }
 
 // execCommand replaces this process with command, found in PATH unless
@@ -146,42 +128,20 @@ func execCommand(command []string) error {
 	return nil
 }
 
-// waitFlags are the flags of the launcher's wait, in setup and wait.
-func waitFlags(fs *pflag.FlagSet, w *agent.Wait) {
-	fs.StringVar(&w.Hostfile, "wait-hostfile", "", "on the launcher: wait for the hosts of this hostfile")
-	fs.StringVar(&w.CallBack, "wait-callback", "", "a name to wait for besides, the launcher's own")
-	fs.IntVar(&w.Port, "wait-port", 2222, "the port the hosts' agents listen on")
-	fs.StringVar(&w.Key, "wait-key", "", "the client key's name in the SSH directory")
-	fs.StringVar(&w.KnownHosts, "wait-known-hosts", "known_hosts", "the known hosts' name in the SSH directory")
-	fs.BoolVar(&w.HostKeyOnly, "wait-host-key-only", false, "end a host's wait at the job's host key, without logging in (OpenSSH's sshd)")
-	fs.StringVar(&w.ReadyFile, "workers-ready", "", "a file that is empty until every worker is Ready: the wait is unbounded until then")
-	fs.DurationVar(&w.Timeout, "ready-timeout", 30*time.Second, "how long to wait for the hosts once every worker is Ready (or from the start, without --workers-ready)")
-}
-
 // waitThenRun waits for the launcher's hosts, then runs the command after
 // "--" under supervise (runLauncher), and returns the container's exit
 // code.
-func waitThenRun(args []string) (int, error) {
-	fs := pflag.NewFlagSet("wait", pflag.ContinueOnError)
-	fs.SetInterspersed(false)
-	var w agent.Wait
-	dir := fs.String("dir", "", "the SSH directory holding the client key and known hosts")
-	waitFlags(fs, &w)
-	fs.DurationVar(&w.Quiet, "quiet-for", 0, "say nothing of what the wait waits for until it has lasted this long")
-	if err := fs.Parse(args); err != nil {
-		return 0, err
-	}
-	command := fs.Args()
-	if *dir == "" || w.Hostfile == "" || len(command) == 0 {
-		return 0, errors.New("usage: torus-launch wait --dir=DIR --wait-hostfile=FILE [flags] -- command [args...]")
-	}
+func waitThenRun(c cmdline.WaitThenRun) (int, error) {
+	w := hostsWait(c.Wait)
+	w.Quiet = c.Quiet
+	command := c.Command
 	// Found before the wait: a command that is not there fails at once.
 	prog, err := exec.LookPath(command[0])
 	if err != nil {
 		return 0, fmt.Errorf("the launcher's command: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err = w.Run(ctx, *dir, os.Stderr)
+	err = w.Run(ctx, c.Dir, os.Stderr)
 	stop()
 	if err != nil {
 		return 0, err
@@ -192,7 +152,7 @@ func waitThenRun(args []string) (int, error) {
 // runLauncher runs the launcher's command and returns the container's exit
 // code: the command's own, but for the loss of a host of its MPI world to
 // something other than the program, which it reports as
-// agent.ExitWorldLost. The command's clients note the hosts they
+// cmdline.ExitWorldLost. The command's clients note the hosts they
 // lose (agent.EnvLostHosts); a launcher asked to stop while its
 // command ran lost its world too. A command's own exit code
 // ExitWorldLost becomes 1, so that only a lost world restarts a job
@@ -229,41 +189,21 @@ func runLauncher(prog string, command []string) (int, error) {
 	case len(hosts) > 0:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the job lost %s; the job restarts without counting against its restart budget\n",
 			command[0], code, strings.Join(hosts, "; "))
-		return agent.ExitWorldLost, nil
+		return cmdline.ExitWorldLost, nil
 	case terminated:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d after the launcher was asked to stop (SIGTERM)\n", command[0], code)
-		return agent.ExitWorldLost, nil
-	case code == agent.ExitWorldLost:
+		return cmdline.ExitWorldLost, nil
+	case code == cmdline.ExitWorldLost:
 		fmt.Fprintf(os.Stderr, "torus-launch: %s exited %d, which Torus keeps for a job that lost a host; the launcher exits 1\n", command[0], code)
 		return 1, nil
 	}
 	return code, nil
 }
 
-func parseFile(spec string) (agent.SetupFile, error) {
-	parts := strings.Split(spec, ":")
-	if len(parts) != 3 {
-		return agent.SetupFile{}, fmt.Errorf("--file %q: want KEY:NAME:MODE", spec)
-	}
-	mode, err := strconv.ParseUint(parts[2], 8, 32)
-	if err != nil {
-		return agent.SetupFile{}, fmt.Errorf("--file %q: mode %q is not octal", spec, parts[2])
-	}
-	return agent.SetupFile{Key: parts[0], Name: parts[1], Mode: os.FileMode(mode)}, nil
-}
-
 // serve serves the launcher's commands until its pod is stopped, and
-// returns the agent's exit code: 0, or agent.ExitWorldLost when the
+// returns the agent's exit code: 0, or cmdline.ExitWorldLost when the
 // stop cut short commands that were running.
-func serve(args []string) (int, error) {
-	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
-	listen := fs.String("listen", ":2222", "address to listen on")
-	hostKey := fs.String("host-key", "", "the job's host key (PEM private key file)")
-	authorizedKeys := fs.String("authorized-keys", "", "the job's client public key (authorized_keys file)")
-	grace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time between SIGTERM and SIGKILL for a command whose client has gone")
-	if err := fs.Parse(args); err != nil {
-		return 0, err
-	}
+func serve(c cmdline.Agent) (int, error) {
 	// The kubelet timestamps every line.
 	log.SetFlags(0)
 	log.SetPrefix("torus-launch agent: ")
@@ -271,11 +211,11 @@ func serve(args []string) (int, error) {
 	// as any other does (below).
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	key, err := os.ReadFile(*hostKey)
+	key, err := os.ReadFile(c.HostKey)
 	if err != nil {
 		return 0, fmt.Errorf("reading the host key: %w", err)
 	}
-	authorized, err := os.ReadFile(*authorizedKeys)
+	authorized, err := os.ReadFile(c.AuthorizedKeys)
 	if err != nil {
 		return 0, fmt.Errorf("reading the authorized keys: %w", err)
 	}
@@ -283,8 +223,8 @@ func serve(args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.KillGrace = *grace
-	l, err := net.Listen("tcp", *listen)
+	s.KillGrace = c.KillGrace
+	l, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return 0, err
 	}
@@ -307,8 +247,8 @@ func serve(args []string) (int, error) {
 		log.Print(err)
 	}
 	if s.Interrupted() {
-		log.Printf("stopped the job's commands before they ended: exit %d, this host is lost to the job", agent.ExitWorldLost)
-		return agent.ExitWorldLost, nil
+		log.Printf("stopped the job's commands before they ended: exit %d, this host is lost to the job", cmdline.ExitWorldLost)
+		return cmdline.ExitWorldLost, nil
 	}
 	log.Printf("stopped")
 	return 0, nil
@@ -318,9 +258,9 @@ func serve(args []string) (int, error) {
 // options may come first, each as --name=value; ssh's are single letters.
 func sshMain(args []string) int {
 	opts := map[string]string{
-		"key":         os.Getenv(agent.EnvKey),
-		"known-hosts": os.Getenv(agent.EnvKnownHosts),
-		"port":        os.Getenv(agent.EnvPort),
+		"key":         os.Getenv(cmdline.EnvKey),
+		"known-hosts": os.Getenv(cmdline.EnvKnownHosts),
+		"port":        os.Getenv(cmdline.EnvPort),
 	}
 	for len(args) > 0 && strings.HasPrefix(args[0], "--") && strings.Contains(args[0], "=") {
 		name, value, _ := strings.Cut(args[0][2:], "=")

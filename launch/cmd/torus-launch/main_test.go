@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/torus-mpi/torus/launch/agent"
+	"github.com/torus-mpi/torus/launch/cmdline"
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
@@ -50,9 +51,11 @@ func torusLaunch(t *testing.T, args ...string) *exec.Cmd {
 // where it listens, and that address.
 func startAgent(t *testing.T, keys *mpi.SSHKeys, dir string, env ...string) (server *exec.Cmd, stderr *bufio.Reader, host, port string) {
 	t.Helper()
-	server = torusLaunch(t, "agent", "--listen=127.0.0.1:0",
-		"--host-key="+writeFile(t, dir, "host", keys.HostPrivate),
-		"--authorized-keys="+writeFile(t, dir, "authorized_keys", keys.ClientPublic))
+	server = torusLaunch(t, cmdline.Agent{
+		Listen:         "127.0.0.1:0",
+		HostKey:        writeFile(t, dir, "host", keys.HostPrivate),
+		AuthorizedKeys: writeFile(t, dir, "authorized_keys", keys.ClientPublic),
+	}.Args()...)
 	server.Env = append(server.Env, env...)
 	pipe, err := server.StderrPipe()
 	if err != nil {
@@ -143,8 +146,20 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 			command: []string{"no-such-launcher"}, wantCode: 1, wantErr: `torus-launch: the launcher's command: exec: "no-such-launcher": executable file not found in $PATH`, notErr: "waiting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := torusLaunch(t, append([]string{"wait", "--dir=" + dir, "--wait-hostfile=" + hostfile, "--wait-port=" + tc.port,
-				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=300ms", "--quiet-for=" + tc.quiet, "--"}, tc.command...)...)
+			port, err := strconv.Atoi(tc.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quiet, err := time.ParseDuration(tc.quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := torusLaunch(t, cmdline.WaitThenRun{
+				Dir:     dir,
+				Wait:    cmdline.Wait{Hostfile: hostfile, Port: port, Key: "id", KnownHosts: "known_hosts", Timeout: 300 * time.Millisecond},
+				Quiet:   quiet,
+				Command: tc.command,
+			}.Args()...)
 			cmd.Env = append(cmd.Env, "TORUS_TEST=kept")
 			out, errOut, code := runTorusLaunch(t, cmd)
 			if code != tc.wantCode || out != tc.wantOut {
@@ -196,8 +211,12 @@ func TestSetupThenRunsTheCommand(t *testing.T) {
 			if tc.run != "" {
 				writeFile(t, secret, "run", []byte(tc.run))
 			}
-			cmd := torusLaunch(t, append([]string{"setup", "--secret=" + secret, "--dir=" + dir, "--run-key=run", "--run=0",
-				"--keyed-file=id:id:0600", "--link", "--install=" + bin, "--"}, tc.command...)...)
+			cmd := torusLaunch(t, cmdline.Setup{
+				SecretDir: secret, Dir: dir, RunKey: "run", NextPrefix: "next-", Run: "0", Link: true,
+				Files:      []cmdline.File{{Key: "id", Name: "id", Mode: 0o600, Keyed: true}},
+				InstallDir: bin,
+				Command:    tc.command,
+			}.Args()...)
 			out, errOut, code := runTorusLaunch(t, cmd)
 			if code != tc.wantCode || out != tc.wantOut {
 				t.Errorf("exit %d, output %q; want %d, %q (stderr %q)", code, out, tc.wantCode, tc.wantOut, errOut)
@@ -297,8 +316,8 @@ func agentStopsItsRanks(t *testing.T) {
 	}
 	rest, _ := io.ReadAll(stderr)
 	var exit *exec.ExitError
-	if err := server.Wait(); !errors.As(err, &exit) || exit.ExitCode() != agent.ExitWorldLost {
-		t.Errorf("the agent asked to stop while its rank ran exited with %v, want %d; it said %s", err, agent.ExitWorldLost, rest)
+	if err := server.Wait(); !errors.As(err, &exit) || exit.ExitCode() != cmdline.ExitWorldLost {
+		t.Errorf("the agent asked to stop while its rank ran exited with %v, want %d; it said %s", err, cmdline.ExitWorldLost, rest)
 	}
 	if data, err := os.ReadFile(checkpoint); err != nil || string(data) != "saved\n" {
 		t.Errorf("the rank wrote no checkpoint on SIGTERM (%q, %v); the agent said %s", data, err, rest)
@@ -351,6 +370,10 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 	}
 	dir := t.TempDir()
 	server, _, host, port := startAgent(t, keys, dir, envAsInit+"=1")
+	portNumber, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, dir, "id", keys.ClientPrivate)
 	writeFile(t, dir, "known_hosts", keys.HostPublic)
 	hostfile := writeFile(t, dir, "hostfile", []byte(host+" slots=1\n"))
@@ -371,21 +394,23 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 		{name: "the program fails: its own exit code", command: `"$0" ssh ` + host + ` "exit 3"; exit 3`, wantCode: 3},
 		{name: "the program exits 75 itself: 1", command: `exit 75`, wantCode: 1,
 			wantErr: "torus-launch: sh exited 75, which Torus keeps for a job that lost a host; the launcher exits 1"},
-		{name: "the launcher's pod stopped mid-run: the world is lost", stop: "launcher", wantCode: agent.ExitWorldLost,
+		{name: "the launcher's pod stopped mid-run: the world is lost", stop: "launcher", wantCode: cmdline.ExitWorldLost,
 			command: `trap 'exit 1' TERM; touch ` + started + `; while :; do sleep 0.1; done`,
 			wantErr: "torus-launch: sh exited 1 after the launcher was asked to stop (SIGTERM)"},
 		// Last: it stops the agent.
-		{name: "a worker's pod stopped mid-run: the world is lost", stop: "agent", wantCode: agent.ExitWorldLost,
+		{name: "a worker's pod stopped mid-run: the world is lost", stop: "agent", wantCode: cmdline.ExitWorldLost,
 			command: `"$0" ssh ` + host + ` "touch ` + started + `; while :; do sleep 0.1; done"; echo "mpirun: a daemon died" >&2; exit 1`,
 			wantErr: "torus-launch: sh exited 1 after the job lost " + host + ": its pod was stopped while it ran the job; the job restarts without counting against its restart budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_ = os.Remove(started)
-			cmd := torusLaunch(t, "wait", "--dir="+dir, "--wait-hostfile="+hostfile, "--wait-port="+port,
-				"--wait-key=id", "--wait-known-hosts=known_hosts", "--ready-timeout=10s", "--",
-				"sh", "-c", tc.command, self)
-			cmd.Env = append(cmd.Env, agent.EnvKey+"="+filepath.Join(dir, "id"),
-				agent.EnvKnownHosts+"="+filepath.Join(dir, "known_hosts"), agent.EnvPort+"="+port)
+			cmd := torusLaunch(t, cmdline.WaitThenRun{
+				Dir:     dir,
+				Wait:    cmdline.Wait{Hostfile: hostfile, Port: portNumber, Key: "id", KnownHosts: "known_hosts", Timeout: 10 * time.Second},
+				Command: []string{"sh", "-c", tc.command, self},
+			}.Args()...)
+			cmd.Env = append(cmd.Env, cmdline.EnvKey+"="+filepath.Join(dir, "id"),
+				cmdline.EnvKnownHosts+"="+filepath.Join(dir, "known_hosts"), cmdline.EnvPort+"="+port)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
