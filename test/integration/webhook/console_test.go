@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -10,11 +9,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -37,7 +34,7 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		mapper = discoveryMapper()
+		mapper = fw.DiscoveryMapper()
 	})
 
 	It("does nothing where the console's API is not served", func() {
@@ -45,9 +42,9 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 	})
 
 	It("offers a TrainJob sample per default runtime, each admitted as it is, and the plugin's archives", func(sctx SpecContext) {
-		serve(mapper,
-			servedCRD("console.openshift.io", "ConsoleYAMLSample", "consoleyamlsamples", apiextensionsv1.ClusterScoped),
-			servedCRD("console.openshift.io", "ConsoleCLIDownload", "consoleclidownloads", apiextensionsv1.ClusterScoped))
+		fw.Serve(ctx, mapper,
+			framework.ServedCRD("console.openshift.io", "v1", "ConsoleYAMLSample", "consoleyamlsamples", apiextensionsv1.ClusterScoped),
+			framework.ServedCRD("console.openshift.io", "v1", "ConsoleCLIDownload", "consoleclidownloads", apiextensionsv1.ClusterScoped))
 		Expect(installer().Runnable().Start(ctx)).To(Succeed())
 
 		// The samples' runtimes, as the operator installs them.
@@ -89,51 +86,3 @@ var _ = Describe("OpenShift console samples and downloads", Ordered, func() {
 		Expect(dl.GetResourceVersion()).To(Equal(before))
 	})
 })
-
-// servedCRD serves a kind of another project (OpenShift's console, the
-// Prometheus Operator) under its real group, names and scope, its schema left
-// open.
-func servedCRD(group, kind, plural string, scope apiextensionsv1.ResourceScope) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: scope,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
-}
-
-// serve installs CRDs for the spec and returns once every one of them is
-// Established and mapper maps every kind they serve: the installers make a
-// single attempt, so each kind they write must be served before they start.
-func serve(mapper *restmapper.DeferredDiscoveryRESTMapper, crds ...*apiextensionsv1.CustomResourceDefinition) {
-	GinkgoHelper()
-	s := k8sruntime.NewScheme()
-	Expect(apiextensionsv1.AddToScheme(s)).To(Succeed())
-	c, err := client.New(fw.Config, client.Options{Scheme: s})
-	Expect(err).NotTo(HaveOccurred())
-	for _, crd := range crds {
-		Expect(c.Create(ctx, crd)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, crd))).To(Succeed()) })
-	}
-	for _, crd := range crds {
-		Eventually(func(g Gomega) {
-			var got apiextensionsv1.CustomResourceDefinition
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
-			g.Expect(got.Status.Conditions).To(ContainElement(And(
-				HaveField("Type", apiextensionsv1.Established),
-				HaveField("Status", apiextensionsv1.ConditionTrue))), "CRD %s is not established", crd.Name)
-		}, framework.Timeout, framework.Interval).Should(Succeed())
-	}
-	Eventually(func(g Gomega) {
-		mapper.Reset()
-		for _, crd := range crds {
-			gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
-			_, err := mapper.RESTMapping(gk, crd.Spec.Versions[0].Name)
-			g.Expect(err).NotTo(HaveOccurred(), "discovery does not serve %s yet", gk)
-		}
-	}, framework.Timeout, framework.Interval).Should(Succeed())
-}

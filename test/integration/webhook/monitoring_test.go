@@ -14,6 +14,7 @@ import (
 
 	"github.com/torus-mpi/torus/operator/monitoring"
 	"github.com/torus-mpi/torus/operator/startup"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // The operator's ServiceMonitor and alerts, on an API server that serves
@@ -35,7 +36,7 @@ var _ = Describe("ServiceMonitor and alerts", Ordered, func() {
 	}
 
 	BeforeAll(func(sctx SpecContext) {
-		mapper = discoveryMapper()
+		mapper = fw.DiscoveryMapper()
 		ns = fw.NewNamespace(sctx, "torus-system").Name
 	})
 
@@ -44,9 +45,9 @@ var _ = Describe("ServiceMonitor and alerts", Ordered, func() {
 	})
 
 	It("scrapes the operator's metrics Service and loads its alerts, in the operator's namespace", func() {
-		serve(mapper,
-			servedCRD("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", apiextensionsv1.NamespaceScoped),
-			servedCRD("monitoring.coreos.com", "PrometheusRule", "prometheusrules", apiextensionsv1.NamespaceScoped))
+		fw.Serve(ctx, mapper,
+			framework.ServedCRD("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", apiextensionsv1.NamespaceScoped),
+			framework.ServedCRD("monitoring.coreos.com", "v1", "PrometheusRule", "prometheusrules", apiextensionsv1.NamespaceScoped))
 		Expect(installer().Runnable().Start(ctx)).To(Succeed())
 
 		sm := get("ServiceMonitor", monitoring.Name)

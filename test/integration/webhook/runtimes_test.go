@@ -17,6 +17,7 @@ import (
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/samples"
+	"github.com/torus-mpi/torus/test/framework"
 )
 
 // The default runtimes, as the operator installs them at start: through
@@ -53,7 +54,7 @@ var _ = Describe("Default runtimes", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		mapper = discoveryMapper()
+		mapper = fw.DiscoveryMapper()
 		deleteAll()
 		DeferCleanup(deleteAll)
 	})
@@ -98,7 +99,7 @@ var _ = Describe("Default runtimes", Ordered, func() {
 
 	It("fixes no UID once the cluster serves OpenShift's SecurityContextConstraints", func() {
 		deleteAll()
-		serve(mapper, servedCRD("security.openshift.io", "SecurityContextConstraints", "securitycontextconstraints", apiextensionsv1.ClusterScoped))
+		fw.Serve(ctx, mapper, framework.ServedCRD("security.openshift.io", "v1", "SecurityContextConstraints", "securitycontextconstraints", apiextensionsv1.ClusterScoped))
 		Expect(installer(runtimes.UserAuto).Install(ctx)).To(Succeed())
 		for _, name := range samples.RuntimeNames() {
 			Expect(podUIDs(get(name))).To(HaveEach(BeNil()), "%s leaves the UID to restricted-v2", name)

@@ -4,10 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -23,13 +19,4 @@ var (
 func TestWebhooks(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Admission webhooks and samples integration")
-}
-
-// discoveryMapper maps kinds as the API server serves them now; Reset makes
-// it see kinds served since.
-func discoveryMapper() *restmapper.DeferredDiscoveryRESTMapper {
-	GinkgoHelper()
-	dc, err := discovery.NewDiscoveryClientForConfig(fw.Config)
-	Expect(err).NotTo(HaveOccurred())
-	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 }
