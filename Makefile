@@ -77,12 +77,12 @@ $(CONTROLLER_GEN):
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs into kustomize/, and the troubleshooting guide's pod states, launch and program failures.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy, Torus's CRDs, RBAC, webhook manifests and the Trainer CRDs and upstream's non-MPI runtimes into kustomize/, and the troubleshooting guide's pod states, launch and program failures.
 	$(CONTROLLER_GEN) object paths="./api/..."
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=kustomize/crd/torus
 	$(CONTROLLER_GEN) rbac:roleName=torus-operator paths="./operator/..." output:rbac:artifacts:config=kustomize/rbac
 	$(CONTROLLER_GEN) webhook paths="./operator/..." output:webhook:artifacts:config=kustomize/webhook
-	$(GO) run ./hack/crdgen -out kustomize/crd/trainer
+	$(GO) run ./hack/crdgen -out kustomize/crd/trainer -runtimes kustomize/runtimes/upstream
 	$(GO) run ./hack/bundle -out bundle
 	$(GO) run ./hack/docgen
 

@@ -28,7 +28,8 @@ type UpstreamInstalledError struct {
 func (e *UpstreamInstalledError) Error() string {
 	return fmt.Sprintf("upstream Kubeflow Trainer's controller is installed (ValidatingWebhookConfiguration %s calls Service %s/%s): "+
 		"it and Torus would both reconcile every TrainJob; remove its Deployment %s/%s and its webhook configurations "+
-		"(validator.trainer.kubeflow.org, defaulter.trainer.kubeflow.org) first, see docs/users/migrate.md",
+		"(validator.trainer.kubeflow.org, defaulter.trainer.kubeflow.org) first, see docs/users/migrate.md; "+
+		"on OpenShift AI set the DataScienceCluster's trainer component to Removed instead, which kubectl mpi doctor shows how to do",
 		UpstreamWebhookConfiguration, e.Namespace, e.Name, e.Namespace, e.Name)
 }
 

@@ -18,7 +18,8 @@ import (
 )
 
 const doctorLong = `Check that the cluster can run MPI jobs with Torus, and that you can: the Trainer, Torus, JobSet and
-Kueue APIs, the operator (its leader lease) and its webhooks (a dry-run TrainJob), Torus's runtimes,
+Kueue APIs, OpenShift AI's own Trainer controller (its DataScienceCluster's trainer component), the
+operator (its leader lease) and its webhooks (a dry-run TrainJob), Torus's runtimes,
 your permissions in the namespace, the LocalQueues you may use, the MPINetworkProfiles and their
 NetworkAttachmentDefinitions, the GPUs nodes offer, and with --checkpoint-volume a claim a job would keep
 its checkpoints on. Each check passes, warns or fails and says how

@@ -85,6 +85,10 @@ func (d *doctor) Run(ctx context.Context) []result {
 		return out
 	}
 	out = append(out, d.apis()...)
+	// OpenShift AI's own Trainer controller keeps Torus's from starting.
+	if r, ok := d.openShiftAI(ctx); ok {
+		out = append(out, r)
+	}
 	out = append(out, d.operator(ctx), d.webhooks(ctx), d.runtimes(ctx))
 	if r, ok := d.imageVolumes(ctx); ok {
 		out = append(out, r)
