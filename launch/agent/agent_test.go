@@ -29,7 +29,7 @@ import (
 
 // envTestClient makes the test binary run as torus-ssh does, so that tests
 // can signal and kill a real client process and commands can call it.
-const envTestClient = "LAUNCHAGENT_TEST_CLIENT"
+const envTestClient = "TORUS_AGENT_TEST_CLIENT"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envTestClient) != "" {

@@ -15,9 +15,9 @@
 // period to write a checkpoint; torus-launch then exits 0, or
 // cmdline.ExitWorldLost when the stop cut commands short (see lost.go),
 // and as a container's first process it runs under an init of its own
-// that reaps the orphans the ranks leave. Client asks its host every AliveInterval
-// whether it is still there while a command runs, and gives a silent one
-// up as lost, as it does one whose connection breaks.
+// that reaps the orphans the ranks leave. Client asks its host every
+// AliveInterval whether it is still there while a command runs, and gives
+// a silent one up as lost, as it does one whose connection breaks.
 //
 // The agent listens on every interface of its pod, so any pod of the
 // cluster can connect to it, and it holds to sshd's bounds on what a peer

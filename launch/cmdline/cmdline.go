@@ -1,6 +1,6 @@
 // Package cmdline is torus-launch's command line: the arguments of its
-// setup, wait and agent commands, the environment its client reads and the
-// exit code by which its containers say a job lost a host. The operator
+// setup, wait and agent commands, the environment the operator gives its
+// client and the exit code by which its containers say a job lost a host. The operator
 // renders these into a job's pods (pkg/mpi) and the binary parses them
 // (launch/cmd/torus-launch); each command is one type both use, so the two
 // cannot drift apart. The package holds no behaviour: launch/agent does
@@ -42,7 +42,7 @@ const (
 // it, and the JobSet restarts the job without spending its restart budget.
 const ExitWorldLost = 75
 
-// Command is one of torus-launch's commands: Setup, Wait or Agent.
+// Command is one of torus-launch's commands: Setup, WaitThenRun or Agent.
 type Command interface {
 	// Args is the command line: the command's name, its flags, and the
 	// command it runs in its place after "--", if any.
@@ -50,10 +50,11 @@ type Command interface {
 }
 
 // Parse reads a command line of torus-launch, the words after the
-// binary's name, into its Command.
+// binary's name, into its Command. The binary's ssh command takes ssh's own
+// command line, which launchers build (launch/agent.ParseArgs).
 func Parse(args []string) (Command, error) {
 	if len(args) == 0 {
-		return nil, errors.New("no command given: use setup, wait or agent")
+		return nil, errors.New("no command given: use setup, wait, agent or ssh")
 	}
 	name, rest := args[0], args[1:]
 	var (
@@ -68,7 +69,7 @@ func Parse(args []string) (Command, error) {
 	case agentName:
 		c, err = parseAgent(rest)
 	default:
-		return nil, fmt.Errorf("unknown command %q: use setup, wait or agent", name)
+		return nil, fmt.Errorf("unknown command %q: use setup, wait, agent or ssh", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -106,13 +107,19 @@ type Setup struct {
 	RunKey, NextPrefix string
 	// Run is the pod's run, the JobSet's restart attempt: a number, or a
 	// $(VAR) reference the kubelet expands into one; empty is run 0.
-	Run   string
-	Link  bool
+	Run string
+	// Link links each file to the Secret's rather than copying it: the
+	// pod's other containers mount the Secret too, and may run as another
+	// user than this one.
+	Link bool
+	// Files are put in Dir, in this order.
 	Files []File
 	// InstallDir, if set, receives the binary and its client name.
 	InstallDir string
 	// Wait, if set, holds the setup's end until every worker answers.
-	Wait    *Wait
+	Wait *Wait
+	// Command, if set, runs in the setup's place once it is done: a
+	// container whose image holds the binary sets itself up.
 	Command []string
 }
 
@@ -353,9 +360,10 @@ func command(fs *pflag.FlagSet) []string {
 	return fs.Args()
 }
 
-// spec is a file's flag value, KEY:NAME:MODE with the mode in octal.
+// spec is a file's flag value, KEY:NAME:MODE with the mode in octal; a
+// mode beyond the permission bits is rendered as it is, and Parse refuses it.
 func (f File) spec() string {
-	return fmt.Sprintf("%s:%s:%04o", f.Key, f.Name, uint32(f.Mode.Perm()))
+	return fmt.Sprintf("%s:%s:%04o", f.Key, f.Name, uint32(f.Mode))
 }
 
 // fileList collects --file and --keyed-file into one list, in the order

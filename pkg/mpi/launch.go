@@ -83,17 +83,17 @@ func LaunchFromImageCommand(s SSHSettings, role string, command []string) []stri
 
 // LauncherSetupWaitArgs are LaunchSetupArgs for a launcher whose command
 // Torus cannot wrap (LaunchWaitCommand): its container runs its image's
-// entrypoint, so the setup waits for the workers (hostsWait) before it
+// entrypoint, so the setup waits for the workers (workersWait) before it
 // ends. callBack is as for SSHSetupScript.
 func LauncherSetupWaitArgs(s SSHSettings, callBack string) []string {
 	setup := launchSetup(s, api.RoleLauncher)
-	w := hostsWait(s, callBack, true)
+	w := workersWait(s, callBack, true)
 	setup.Wait = &w
 	return setup.Args()
 }
 
 // LaunchWaitCommand is an agent job's launcher command: torus-launch wait
-// for the workers (hostsWait), then command in its place. Waiting in the
+// for the workers (workersWait), then command in its place. Waiting in the
 // launcher's own container rather than in an init container takes one
 // container's exit off the path to mpirun: the kubelet learns of an init
 // container's exit at its next relist of the pod's containers, up to a
@@ -106,7 +106,7 @@ func LaunchWaitCommand(s SSHSettings, callBack string, afterReady bool, command 
 	wait := cmdline.WaitThenRun{
 		Dir:     s.AgentDir(),
 		Quiet:   launcherWaitQuiet,
-		Wait:    hostsWait(s, callBack, !afterReady),
+		Wait:    workersWait(s, callBack, !afterReady),
 		Command: command,
 	}
 	return append([]string{path.Join(LaunchBinDir, LaunchBinary)}, wait.Args()...)
@@ -120,7 +120,7 @@ const launcherWaitQuiet = 5 * time.Second
 // LaunchWaitArgs are the arguments of torus-launch setup as the launcher's
 // WaitInitContainer where the image's OpenSSH launches the ranks: it links
 // the run's client key and known hosts into a directory of its own and
-// waits for the workers' sshd (hostsWait). sshd lets in the pod's own user
+// waits for the workers' sshd (workersWait). sshd lets in the pod's own user
 // alone, whom this container need not be: the wait ends at the job's host
 // key, as ssh-keyscan would, and leaves logging in to mpirun.
 func LaunchWaitArgs(s SSHSettings, callBack string) []string {
@@ -130,7 +130,7 @@ func LaunchWaitArgs(s SSHSettings, callBack string) []string {
 			setup.Files = append(setup.Files, f.launchFile())
 		}
 	}
-	w := hostsWait(s, callBack, true)
+	w := workersWait(s, callBack, true)
 	w.HostKeyOnly = true
 	setup.Wait = &w
 	return setup.Args()
@@ -151,7 +151,7 @@ func keysSetup(dir string) cmdline.Setup {
 	}
 }
 
-// hostsWait makes torus-launch wait, on the launcher, until every host of
+// workersWait makes torus-launch wait, on the launcher, until every host of
 // the hostfile resolves and accepts a connection on the job's port that
 // proves it the job's (callBack, if set, must resolve too). The launcher
 // starts with its workers, so the wait lasts as long as the slowest takes
@@ -162,7 +162,7 @@ func keysSetup(dir string) cmdline.Setup {
 //
 // readsMark is false for a launcher created once its workers were Ready:
 // its bound counts from its start.
-func hostsWait(s SSHSettings, callBack string, readsMark bool) cmdline.Wait {
+func workersWait(s SSHSettings, callBack string, readsMark bool) cmdline.Wait {
 	w := cmdline.Wait{
 		Hostfile:   path.Join(SSHSecretMountPath, HostfileKey),
 		Port:       int(s.Port),

@@ -44,8 +44,9 @@ func (f *Framework) DiscoveryMapper() *restmapper.DeferredDiscoveryRESTMapper {
 
 // Serve installs CRDs for the spec, deleted when it ends, and returns once
 // every one of them is Established and mapper, a DiscoveryMapper, maps
-// every kind they serve: what reads those kinds next, through discovery as
-// a client does, finds them served.
+// every kind they serve: the operator's installers make a single attempt
+// in tests, and a command reads the kinds through discovery, so each kind
+// must be served before they start.
 func (f *Framework) Serve(ctx context.Context, mapper *restmapper.DeferredDiscoveryRESTMapper, crds ...*apiextensionsv1.CustomResourceDefinition) {
 	ginkgo.GinkgoHelper()
 	s := k8sruntime.NewScheme()

@@ -37,9 +37,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "ssh" {
 		os.Exit(sshMain(os.Args[2:]))
 	}
+	if len(os.Args) < 2 {
+		fail("usage: torus-launch setup|wait|agent|ssh [flags]")
+	}
 	cmd, err := cmdline.Parse(os.Args[1:])
 	if err != nil {
-		fail(err.Error() + " (usage: torus-launch setup|wait|agent|ssh [flags])")
+		fail(err.Error())
 	}
 	var code int
 	switch c := cmd.(type) {
@@ -52,6 +55,8 @@ func main() {
 			os.Exit(runInit(os.Args[1:]))
 		}
 		code, err = serve(c)
+	default:
+		err = fmt.Errorf("command %T has no runner", c)
 	}
 	if err != nil {
 		fail(err.Error())
@@ -82,7 +87,7 @@ func setup(c cmdline.Setup) error {
 		s.Files = append(s.Files, agent.SetupFile{Key: f.Key, Name: f.Name, Mode: f.Mode, Keyed: f.Keyed})
 	}
 	if c.Wait != nil {
-		w := hostsWait(*c.Wait)
+		w := agentWait(*c.Wait)
 		s.Wait = &w
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -100,8 +105,8 @@ func setup(c cmdline.Setup) error {
 	return nil
 }
 
-// hostsWait is the agent's wait for the hosts a command line asks for.
-func hostsWait(w cmdline.Wait) agent.Wait {
+// agentWait is the agent's wait for the hosts a command line asks for.
+func agentWait(w cmdline.Wait) agent.Wait {
 	return agent.Wait{
 		Hostfile:    w.Hostfile,
 		CallBack:    w.CallBack,
@@ -132,7 +137,7 @@ func execCommand(command []string) error {
 // "--" under supervise (runLauncher), and returns the container's exit
 // code.
 func waitThenRun(c cmdline.WaitThenRun) (int, error) {
-	w := hostsWait(c.Wait)
+	w := agentWait(c.Wait)
 	w.Quiet = c.Quiet
 	command := c.Command
 	// Found before the wait: a command that is not there fails at once.

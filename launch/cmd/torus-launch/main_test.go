@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -449,5 +450,23 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 				t.Errorf("exit %d, said %q; want %d, %q", code, out.String(), tc.wantCode, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Every field of the wait a command line asks for reaches the agent's wait:
+// a field added to one and not copied fails here.
+func TestAgentWaitTakesEveryField(t *testing.T) {
+	w := cmdline.Wait{Hostfile: "/h", CallBack: "launcher", Port: 2222, Key: "id", KnownHosts: "kh",
+		HostKeyOnly: true, ReadyFile: "/ready", Timeout: time.Minute}
+	from, to := reflect.ValueOf(w), reflect.ValueOf(agentWait(w))
+	for i := range from.NumField() {
+		name := from.Type().Field(i).Name
+		if from.Field(i).IsZero() {
+			t.Fatalf("the test leaves cmdline.Wait.%s unset", name)
+		}
+		got := to.FieldByName(name)
+		if !got.IsValid() || !reflect.DeepEqual(got.Interface(), from.Field(i).Interface()) {
+			t.Errorf("agent.Wait.%s = %v, want cmdline.Wait.%s = %v", name, got, name, from.Field(i))
+		}
 	}
 }
