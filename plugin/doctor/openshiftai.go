@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 )
 
 // OpenShift AI (and Open Data Hub) configures its components in a
@@ -16,48 +17,73 @@ import (
 // which Torus replaces: both would reconcile every TrainJob, and the
 // operator does not start beside it. Removed takes the controller and the
 // component's own runtimes away and leaves the Trainer CRDs, and so every
-// TrainJob, in place; an empty state reads as Removed.
+// TrainJob, in place; an unset state reads as Removed.
 const (
 	dscGroup      = "datasciencecluster.opendatahub.io"
+	dscKind       = "DataScienceClusterList"
 	dscTrainerOn  = "Managed"
 	dscTrainerOff = "Removed"
 )
 
-var dscList = schema.GroupVersionKind{Group: dscGroup, Version: "v2", Kind: "DataScienceClusterList"}
-
-// dscTrainerPath is the trainer component's state in a v2 DataScienceCluster.
+// dscTrainerPath is the trainer component's state in a DataScienceCluster
+// from v2 on.
 var dscTrainerPath = []string{"spec", "components", "trainer", "managementState"}
 
 // openShiftAI checks that no DataScienceCluster manages OpenShift AI's own
 // Trainer controller. ok is false on a cluster without OpenShift AI.
 func (d *doctor) openShiftAI(ctx context.Context) (r result, ok bool) {
-	v2, v1 := d.groups[dscList.GroupVersion().String()], d.groups[dscGroup+"/v1"]
-	if !v1 && !v2 {
+	served := dscVersions(d.groups)
+	if len(served) == 0 {
 		return result{}, false
 	}
-	r = result{Check: "OpenShift AI"}
-	if !v2 {
-		r.Status, r.Message = pass, "DataScienceCluster v1: this OpenShift AI has no trainer component, so no Trainer controller of its own"
-		return r, true
+	if served[0] == "v1" {
+		return result{Check: dscCheck, Status: pass,
+			Message: "DataScienceCluster v1: this OpenShift AI has no trainer component, so no Trainer controller of its own"}, true
 	}
 	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(dscList)
-	if err := d.Client.List(ctx, &list); err != nil {
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: dscGroup, Version: served[0], Kind: dscKind})
+	err := d.Client.List(ctx, &list)
+	return dscVerdict(list.Items, err), true
+}
+
+const dscCheck = "OpenShift AI"
+
+// dscVersions are the versions of the DataScienceCluster API the cluster
+// serves, newest first.
+func dscVersions(groups map[string]bool) []string {
+	var versions []string
+	for gv := range groups {
+		if g, v, ok := strings.Cut(gv, "/"); ok && g == dscGroup {
+			versions = append(versions, v)
+		}
+	}
+	sort.Slice(versions, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(versions[i], versions[j]) > 0 })
+	return versions
+}
+
+// dscVerdict judges the DataScienceClusters listed (err, if the list
+// failed): one whose trainer component is Managed fails the check.
+func dscVerdict(dscs []unstructured.Unstructured, err error) result {
+	r := result{Check: dscCheck}
+	if err != nil {
 		r.Status, r.Message = warn, "cannot read the DataScienceClusters: "+firstLine(err)
 		r.Fix = "ask a cluster administrator to check that each DataScienceCluster's spec.components.trainer.managementState is " + dscTrainerOff
-		return r, true
+		return r
 	}
-	var managed, removed []string
-	for _, dsc := range list.Items {
+	var managed, off []string
+	for _, dsc := range dscs {
 		state, _, _ := unstructured.NestedString(dsc.Object, dscTrainerPath...)
-		if state == dscTrainerOn {
+		switch state {
+		case dscTrainerOn:
 			managed = append(managed, dsc.GetName())
-		} else {
-			removed = append(removed, dsc.GetName())
+		case "":
+			off = append(off, dsc.GetName()+" (unset, which reads as "+dscTrainerOff+")")
+		default:
+			off = append(off, dsc.GetName()+" ("+state+")")
 		}
 	}
 	sort.Strings(managed)
-	sort.Strings(removed)
+	sort.Strings(off)
 	switch {
 	case len(managed) > 0:
 		r.Status = fail
@@ -67,15 +93,15 @@ func (d *doctor) openShiftAI(ctx context.Context) (r result, ok bool) {
 		for _, name := range managed {
 			patches = append(patches, dscTrainerPatch(name))
 		}
-		r.Fix = "set the trainer component to " + dscTrainerOff + ": " + strings.Join(patches, "; ") +
+		r.Fix = "once OpenShift AI's TrainJobs are done, set the trainer component to " + dscTrainerOff + ": " + strings.Join(patches, "; ") +
 			". OpenShift AI then removes its Trainer controller and its own runtimes, and keeps the Trainer CRDs and every TrainJob (docs/admins/openshift.md)"
-	case len(removed) == 0:
+	case len(off) == 0:
 		r.Status, r.Message = pass, "no DataScienceCluster: OpenShift AI runs no Trainer controller"
 	default:
 		r.Status = pass
-		r.Message = fmt.Sprintf("DataScienceCluster %s: the trainer component is %s, so Torus is the cluster's Trainer controller", strings.Join(removed, ", "), dscTrainerOff)
+		r.Message = fmt.Sprintf("the trainer component of DataScienceCluster %s is not %s, so Torus is the cluster's Trainer controller", strings.Join(off, ", "), dscTrainerOn)
 	}
-	return r, true
+	return r
 }
 
 // dscTrainerPatch is the command that sets a DataScienceCluster's trainer

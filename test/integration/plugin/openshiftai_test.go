@@ -59,6 +59,6 @@ var _ = Describe("doctor on OpenShift AI", func() {
 		Expect(fw.Client.Patch(ctx, dsc, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 		res = check()
 		Expect(res).To(HaveKeyWithValue("status", "PASS"))
-		Expect(res["message"]).To(Equal("DataScienceCluster default-dsc: the trainer component is Removed, so Torus is the cluster's Trainer controller"))
+		Expect(res["message"]).To(Equal("the trainer component of DataScienceCluster default-dsc (Removed) is not Managed, so Torus is the cluster's Trainer controller"))
 	})
 })
