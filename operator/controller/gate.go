@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // ungateParallelism bounds the pods ungated at once: the client's own rate
@@ -29,6 +31,11 @@ const ungateParallelism = 8
 // replaced meanwhile under the same name keeps its gate until it is seen.
 func (r *TrainJobReconciler) ungatePods(ctx context.Context, s *scope) error {
 	if !s.keysReady {
+		return nil
+	}
+	if hold := restartHold(s); hold > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Holding the new run's pods: restart back-off", "for", hold)
+		s.lookAgain(hold)
 		return nil
 	}
 	var gated []*corev1.Pod
@@ -99,6 +106,28 @@ func (r *TrainJobReconciler) keysMade(ctx context.Context, s *scope) bool {
 	made, err := strconv.Atoi(secret.Annotations[api.AnnotationJobSetRestarts])
 	return err == nil && int32(made) >= s.jobSet.Status.Restarts
 }
+
+// restartHold is how much longer the current run's pods stay behind the
+// gate after a restart: a run that follows restarts not the program's
+// backs off (trainjob.Restarts.Backoff), counted from the restart. A
+// restart the record has not taken in yet (statusPhase, later in this
+// reconcile) holds them until it has.
+func restartHold(s *scope) time.Duration {
+	js := s.jobSet
+	if js == nil || js.Status.Restarts == 0 {
+		return 0
+	}
+	rec := trainjob.RestartsOf(s.tj)
+	if rec.Recorded() < js.Status.Restarts {
+		return restartRecordWait
+	}
+	wait, _ := rec.Backoff()
+	return rec.Latest[len(rec.Latest)-1].At.Add(wait).Sub(s.now)
+}
+
+// restartRecordWait is when to look again for a restart's record: the
+// status write that records it brings the job back sooner.
+const restartRecordWait = time.Second
 
 func hasGate(p *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == name })

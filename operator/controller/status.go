@@ -139,8 +139,13 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		if c := s.job.Checkpoint; c != nil {
 			resumes = "which resumes from the program's last checkpoint in " + c.Claim
 		}
+		backoff := ""
+		if wait, streak := rec.Backoff(); wait > 0 {
+			backoff = fmt.Sprintf(". Its pods wait until %s: %d restarts in a row were not the program's, and each waits twice as long as the one before, up to %s",
+				rec.Latest[len(rec.Latest)-1].At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
+		}
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
-			fmt.Sprintf("Starting run %d, %s; %s", js.Status.Restarts, resumes, cause))
+			fmt.Sprintf("Starting run %d, %s; %s%s", js.Status.Restarts, resumes, cause, backoff))
 	default:
 		reason, msg := runningState(s.pods, s.job, findings)
 		if prev := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning); prev != nil &&

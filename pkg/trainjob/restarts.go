@@ -36,6 +36,18 @@ const (
 // number of times not counted.
 const MaxRestartsKept = 10
 
+// A run that follows restarts not the program's starts at once the first
+// time, then backs off as the kubelet does for a crashing container: a node
+// that keeps losing the job's pods, or a policy that keeps evicting them,
+// would otherwise restart the world in a tight loop, each time making new
+// pods and keys.
+const (
+	RestartBackoffBase = 10 * time.Second
+	RestartBackoffMax  = 5 * time.Minute
+	// restartBackoffReset: a run that lasted this long ends a streak.
+	restartBackoffReset = 10 * time.Minute
+)
+
 // maxCause bounds one run's cause in ConditionRestarted.
 const maxCause = 600
 
@@ -134,6 +146,33 @@ func RestartsOf(tj *trainer.TrainJob) Restarts {
 		out.Latest = append(out.Latest, r)
 	}
 	return out
+}
+
+// Backoff is how long the run after the latest restart waits before its
+// pods may start, counted from that restart (its At), and Streak how many
+// restarts in a row were not the program's: the latest ones not counted,
+// each run between them shorter than restartBackoffReset. Nothing after a
+// counted restart or the first of a streak; then RestartBackoffBase,
+// doubling with each restart of the streak, up to RestartBackoffMax.
+func (r Restarts) Backoff() (wait time.Duration, streak int) {
+	for i := len(r.Latest) - 1; i >= 0; i-- {
+		x := r.Latest[i]
+		if x.Counted == nil || *x.Counted {
+			break
+		}
+		streak++
+		if i > 0 && x.At.Sub(r.Latest[i-1].At) >= restartBackoffReset {
+			break
+		}
+	}
+	if streak < 2 {
+		return 0, streak
+	}
+	wait = RestartBackoffMax
+	if shift := streak - 2; shift < 8 {
+		wait = min(RestartBackoffBase<<shift, RestartBackoffMax)
+	}
+	return wait, streak
 }
 
 // Recorded is how many restarts the record has seen.

@@ -40,3 +40,45 @@ func TestRestartsRoundTrip(t *testing.T) {
 		t.Error("a job that never restarted has a record")
 	}
 }
+
+func TestRestartsBackoff(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	yes, no := ptr.To(true), ptr.To(false)
+	// runs makes restarts whose runs lasted each of lasted, counted or not.
+	runs := func(counted []*bool, lasted ...time.Duration) Restarts {
+		var r Restarts
+		at := t0
+		for i, c := range counted {
+			at = at.Add(lasted[i])
+			r.Latest = append(r.Latest, Restart{Run: int32(i), At: at, Counted: c})
+		}
+		return r
+	}
+	minute := time.Minute
+	tests := []struct {
+		name       string
+		record     Restarts
+		wantWait   time.Duration
+		wantStreak int
+	}{
+		{name: "no restart", record: Restarts{}, wantWait: 0, wantStreak: 0},
+		{name: "one not the program's: at once", record: runs([]*bool{no}, minute), wantWait: 0, wantStreak: 1},
+		{name: "the program's own failures never back off", record: runs([]*bool{yes, yes, yes}, minute, minute, minute), wantWait: 0},
+		{name: "two in a row", record: runs([]*bool{no, no}, minute, minute), wantWait: 10 * time.Second, wantStreak: 2},
+		{name: "four in a row", record: runs([]*bool{no, no, no, no}, minute, minute, minute, minute), wantWait: 40 * time.Second, wantStreak: 4},
+		{name: "ten in a row, capped", record: runs([]*bool{no, no, no, no, no, no, no, no, no, no},
+			minute, minute, minute, minute, minute, minute, minute, minute, minute, minute), wantWait: RestartBackoffMax, wantStreak: 10},
+		{name: "a counted restart ends the streak", record: runs([]*bool{no, no, yes, no}, minute, minute, minute, minute), wantWait: 0, wantStreak: 1},
+		{name: "an unknown one ends it too", record: runs([]*bool{no, nil, no, no}, minute, minute, minute, minute), wantWait: 10 * time.Second, wantStreak: 2},
+		{name: "a run that lasted ends it", record: runs([]*bool{no, no, no}, minute, minute, 10*minute), wantWait: 0, wantStreak: 1},
+		{name: "only the runs after the long one count", record: runs([]*bool{no, no, no, no}, minute, 10*minute, minute, minute), wantWait: 20 * time.Second, wantStreak: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wait, streak := tc.record.Backoff()
+			if wait != tc.wantWait || (tc.wantStreak != 0 && streak != tc.wantStreak) {
+				t.Errorf("Backoff() = %s, streak %d; want %s, streak %d", wait, streak, tc.wantWait, tc.wantStreak)
+			}
+		})
+	}
+}

@@ -667,6 +667,60 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(s.UID).To(Equal(copied.UID))
 	})
 
+	It("holds a queued run's pods back after restarts in a row that were not the program's, and then lets them start", func() {
+		tj := wrappers.MakeTrainJob("backoff", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+
+		By("Kueue admitting the job: it resumes the JobSet")
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			js.Spec.Suspend = ptr.To(false)
+			g.Expect(fw.Client.Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		By("the JobSet controller restarting the job twice, neither time for the program (RestartsCountTowardsMax stays 0)")
+		for _, restarts := range []int32{1, 2} {
+			Eventually(func(g Gomega) {
+				js := getJobSet(tj)(g)
+				js.Status.Restarts = restarts
+				g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			Eventually(func(g Gomega) int32 {
+				return trainjob.RestartsOf(getTrainJob(tj)).Recorded()
+			}, framework.Timeout, framework.Interval).Should(Equal(restarts))
+		}
+		rec := trainjob.RestartsOf(getTrainJob(tj))
+		wait, streak := rec.Backoff()
+		Expect(streak).To(Equal(2))
+		Expect(wait).To(Equal(trainjob.RestartBackoffBase))
+		notBefore := rec.Latest[1].At.Add(wait)
+
+		By("the Job controller creating run 2's worker, behind Torus's gate")
+		js := getJobSet(tj)(Default)
+		template := *js.Spec.ReplicatedJobs[1].Template.Spec.Template.DeepCopy()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "backoff-node-0-0-x", Namespace: ns.Name, Labels: template.Labels}, Spec: template.Spec}
+		pod.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+		pod.Labels[mpi.LabelJobSetRestartAttempt] = "2"
+		pod.Labels[batchv1.JobCompletionIndexAnnotation] = "0"
+		framework.ControlledBy(pod, framework.JobOf(ctx, fw.Client, tj, mpi.NodeJob))
+		Expect(fw.Client.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
+
+		By("the gate lifted once the back-off, counted from the restart, is over, and not before")
+		Eventually(func(g Gomega) []corev1.PodSchedulingGate {
+			var got corev1.Pod
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got)).To(Succeed())
+			// Read before this moment: a pod seen ungated before the
+			// back-off's end was ungated before it.
+			if seen := time.Now(); len(got.Spec.SchedulingGates) == 0 {
+				Expect(seen).To(BeTemporally(">=", notBefore), "the pod was let onto a node before its back-off ended")
+			}
+			return got.Spec.SchedulingGates
+		}, framework.Timeout+wait, framework.Interval).Should(BeEmpty())
+	})
+
 	It("holds the pods of a job Kueue resumes until Torus has made that run's keys, and while a planted Secret stands in their place", func() {
 		tj := wrappers.MakeTrainJob("gated", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
