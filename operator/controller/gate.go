@@ -33,11 +33,6 @@ func (r *TrainJobReconciler) ungatePods(ctx context.Context, s *scope) error {
 	if !s.keysReady {
 		return nil
 	}
-	if hold := restartHold(s); hold > 0 {
-		ctrl.LoggerFrom(ctx).V(2).Info("Holding the new run's pods: restart back-off", "for", hold)
-		s.lookAgain(hold)
-		return nil
-	}
 	var gated []*corev1.Pod
 	for i := range s.pods {
 		if p := &s.pods[i]; p.DeletionTimestamp.IsZero() && hasGate(p, api.SchedulingGateSSHKeys) {
@@ -45,6 +40,11 @@ func (r *TrainJobReconciler) ungatePods(ctx context.Context, s *scope) error {
 		}
 	}
 	if len(gated) == 0 {
+		return nil
+	}
+	if hold := restartHold(s); hold > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Holding the new run's pods: restart back-off", "for", hold)
+		s.lookAgain(hold)
 		return nil
 	}
 	g, ctx := errgroup.WithContext(ctx)
