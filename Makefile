@@ -106,8 +106,9 @@ CHAOS_TIMEOUT ?= 30m
 .PHONY: test-stress
 STRESS_TARGETS ?= test-integration
 STRESS_RUNS ?= 5
-test-stress: ## Run STRESS_TARGETS (default test-integration; e.g. "test-e2e test-cluster", or test) STRESS_RUNS times in a row (default 5) while a CPU burner, a parallel go build and a syncing disk writer occupy the machine; stops at the first failure (hack/stress.sh).
-	hack/stress.sh -runs $(STRESS_RUNS) $(STRESS_TARGETS)
+STRESS_COLD ?=
+test-stress: ## Run STRESS_TARGETS (default test-integration; e.g. "test-e2e test-cluster", or test) STRESS_RUNS times in a row (default 5) while a CPU burner, a parallel go build and a syncing disk writer occupy the machine; stops at the first failure; STRESS_COLD=1 runs each in a fresh clone with empty caches (hack/stress.sh).
+	hack/stress.sh $(if $(STRESS_COLD),-cold) -runs $(STRESS_RUNS) $(STRESS_TARGETS)
 
 .PHONY: test-cluster-suites
 test-cluster-suites: ## The suites on local clusters: make test-e2e (kwok nodes) beside make test-cluster, then make test-olm (a real node each, one at a time); each suite's output is printed when it ends.

@@ -5,8 +5,13 @@
 # together they occupy both cores and the disk etcd syncs to. A test that
 # waits for less than its next step uses fails here, not at random in CI.
 #
-#   hack/stress.sh [-runs N] TARGET...   # each TARGET N times in a row (default 5),
-#                                        # stopping at the first failure
+#   hack/stress.sh [-cold] [-runs N] TARGET...   # each TARGET N times in a row (default 5),
+#                                                # stopping at the first failure
+#
+# -cold runs each time in a fresh clone of the checkout's HEAD with empty
+# Go, npm and tool caches of its own, as a new machine has them: the clone
+# downloads and builds everything it needs, from the module proxy and the
+# registries, as CI's first run does.
 #
 # Each run's target, number, result and seconds go to stdout and to
 # $STRESS_LOG (default .testbin/stress.log); a failed run's output stays in
@@ -15,11 +20,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=5
-if [[ ${1:-} == -runs ]]; then
-  runs=$2
-  shift 2
-fi
-(( $# )) || { echo "usage: hack/stress.sh [-runs N] TARGET..." >&2; exit 2; }
+cold=
+while [[ ${1:-} == -* ]]; do
+  case $1 in
+    -runs) runs=${2:-}; shift 2 ;;
+    -cold) cold=1; shift ;;
+    *) echo "stress: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+(( $# )) || { echo "usage: hack/stress.sh [-cold] [-runs N] TARGET..." >&2; exit 2; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "stress: -runs wants a positive count, got '$runs'" >&2; exit 2; }
 
 mkdir -p "$root/.testbin"
@@ -35,6 +44,8 @@ stop_load() {
   for pid in "${loads[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
+  # The Go module cache is read-only, as the go command leaves it.
+  chmod -R u+w "$scratch" 2>/dev/null || true
   rm -rf "$scratch"
 }
 trap stop_load EXIT
@@ -58,8 +69,18 @@ echo "stress: load started (CPU burner, go build -p 2 std, dd with fsync): PIDs 
 for target in "$@"; do
   for (( i = 1; i <= runs; i++ )); do
     out=$root/.testbin/stress-$target-$i.out
+    dir=$root
+    env=()
+    if [[ -n $cold ]]; then
+      dir=$scratch/clone-$target-$i
+      caches=$scratch/caches-$target-$i
+      git clone -q "$root" "$dir"
+      mkdir -p "$caches"
+      env=(GOCACHE="$caches/go-build" GOMODCACHE="$caches/go-mod" XDG_CACHE_HOME="$caches/xdg")
+      echo "stress: $target run $i/$runs in a fresh clone of $(git -C "$root" rev-parse --short HEAD) with empty caches: $dir" | tee -a "$log"
+    fi
     start_s=$SECONDS
-    if make -C "$root" --no-print-directory "$target" >"$out" 2>&1; then
+    if env "${env[@]}" make -C "$dir" --no-print-directory "$target" >"$out" 2>&1; then
       echo "stress: $target run $i/$runs passed in $(( SECONDS - start_s )) s" | tee -a "$log"
       rm -f "$out"
     else
