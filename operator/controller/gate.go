@@ -111,23 +111,23 @@ func (r *TrainJobReconciler) keysMade(ctx context.Context, s *scope) bool {
 // gate after a restart: a run that follows restarts not the program's
 // backs off (trainjob.Restarts.Backoff), counted from the restart. A
 // restart the record has not taken in yet (statusPhase, later in this
-// reconcile) holds them until it has.
+// reconcile) is weighed as it will be, from now: not counted unless the
+// JobSet counted one more.
 func restartHold(s *scope) time.Duration {
 	js := s.jobSet
 	if js == nil || js.Status.Restarts == 0 {
 		return 0
 	}
 	rec := trainjob.RestartsOf(s.tj)
-	if rec.Recorded() < js.Status.Restarts {
-		return restartRecordWait
+	if seen := rec.Recorded(); seen < js.Status.Restarts {
+		counted := js.Status.RestartsCountTowardsMax > rec.Counted
+		for run := seen; run < js.Status.Restarts; run++ {
+			rec.Latest = append(rec.Latest, trainjob.Restart{Run: run, At: s.now, Counted: &counted})
+		}
 	}
 	wait, _ := rec.Backoff()
 	return rec.Latest[len(rec.Latest)-1].At.Add(wait).Sub(s.now)
 }
-
-// restartRecordWait is when to look again for a restart's record: the
-// status write that records it brings the job back sooner.
-const restartRecordWait = time.Second
 
 func hasGate(p *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == name })

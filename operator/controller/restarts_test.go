@@ -190,3 +190,41 @@ func TestRestartCauseOutlivesItsPod(t *testing.T) {
 		t.Errorf("the restart's cause is %q, want worker 1's exit", rec.Latest)
 	}
 }
+
+// A new run's pods wait out the back-off of the restarts before it,
+// whether or not the record has taken the latest restart in yet.
+func TestRestartHold(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	no := false
+	record := func(xs ...trainjob.Restart) []metav1.Condition {
+		rec := trainjob.Restarts{Total: int32(len(xs)), Latest: xs}
+		return []metav1.Condition{{Type: trainjob.ConditionRestarted, Status: metav1.ConditionTrue, Reason: trainjob.ReasonWorldLost, Message: rec.Message()}}
+	}
+	tests := []struct {
+		name              string
+		conditions        []metav1.Condition
+		restarts, counted int32
+		want              time.Duration
+	}{
+		{name: "the first run", want: 0},
+		{name: "one restart, not recorded yet: at once", restarts: 1, want: 0},
+		{name: "one restart, recorded: at once", restarts: 1, conditions: record(trainjob.Restart{Run: 0, At: t0, Counted: &no}), want: -5 * time.Second},
+		{name: "a second in a row, not recorded yet: the back-off from now", restarts: 2,
+			conditions: record(trainjob.Restart{Run: 0, At: t0, Counted: &no}), want: trainjob.RestartBackoffBase},
+		{name: "a second in a row, recorded: the rest of the back-off", restarts: 2,
+			conditions: record(trainjob.Restart{Run: 0, At: t0.Add(-time.Minute), Counted: &no}, trainjob.Restart{Run: 1, At: t0, Counted: &no}),
+			want:       trainjob.RestartBackoffBase - 5*time.Second},
+		{name: "a second the JobSet counted: at once", restarts: 2, counted: 1,
+			conditions: record(trainjob.Restart{Run: 0, At: t0, Counted: &no}), want: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := &trainer.TrainJob{Status: trainer.TrainJobStatus{Conditions: tc.conditions}}
+			js := &jobsetv1alpha2.JobSet{Status: jobsetv1alpha2.JobSetStatus{Restarts: tc.restarts, RestartsCountTowardsMax: tc.counted}}
+			now := t0.Add(5 * time.Second)
+			if got := restartHold(&scope{tj: tj, jobSet: js, now: now}); got != tc.want && !(tc.want <= 0 && got <= 0) {
+				t.Errorf("restartHold = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
