@@ -19,16 +19,6 @@ import (
 	"github.com/torus-mpi/torus/launch/cmdline"
 )
 
-// SetupFile is one file the setup copies from the job's Secret.
-type SetupFile struct {
-	// Key is the Secret's key; Name, the file's name in the SSH directory.
-	Key, Name string
-	Mode      os.FileMode
-	// Keyed files come in two generations: a pod of a later run than the
-	// Secret's current keys are for takes the next ones.
-	Keyed bool
-}
-
 // Setup prepares a pod for remote launch, in place of OpenSSH's set-up: it
 // runs first in the pod, as the pod's user, from Torus's own image.
 type Setup struct {
@@ -40,7 +30,7 @@ type Setup struct {
 	RunKey, NextPrefix string
 	// PodRun is this pod's run (the JobSet's restart attempt).
 	PodRun int
-	Files  []SetupFile
+	Files  []cmdline.File
 	// Link links each file to the Secret's instead of copying it: the
 	// pod's other containers, which mount the Secret too, may run as
 	// another user than this one (each image's own), and read the keys

@@ -45,7 +45,7 @@ func TestSetupCopiesTheRunsKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "ssh")
-			s := Setup{SecretDir: secret, Dir: dir, RunKey: "run", NextPrefix: "next-", PodRun: tc.run, Link: tc.link, Files: []SetupFile{
+			s := Setup{SecretDir: secret, Dir: dir, RunKey: "run", NextPrefix: "next-", PodRun: tc.run, Link: tc.link, Files: []cmdline.File{
 				{Key: mpi.SSHPrivateKey, Name: "id", Mode: 0o600, Keyed: true},
 				{Key: mpi.SSHClientConfig, Name: "config", Mode: 0o644},
 			}}
@@ -167,7 +167,7 @@ func TestSetupWaitsForTheJobsHosts(t *testing.T) {
 			}
 			up.Store(false)
 			s := Setup{SecretDir: secretDir(t, keys, newKeys(t)), Dir: filepath.Join(dir, "ssh"), RunKey: "run", Log: out,
-				Files: []SetupFile{
+				Files: []cmdline.File{
 					{Key: mpi.SSHPrivateKey, Name: mpi.SSHPrivateKeyFile, Mode: 0o600, Keyed: true},
 					{Key: mpi.SSHKnownHosts, Name: mpi.SSHKnownHosts, Mode: 0o644, Keyed: true},
 				},

@@ -83,9 +83,7 @@ func setup(c cmdline.Setup) error {
 		// Parse has checked it is a number.
 		s.PodRun, _ = strconv.Atoi(c.Run)
 	}
-	for _, f := range c.Files {
-		s.Files = append(s.Files, agent.SetupFile{Key: f.Key, Name: f.Name, Mode: f.Mode, Keyed: f.Keyed})
-	}
+	s.Files = c.Files
 	if c.Wait != nil {
 		w := agentWait(*c.Wait)
 		s.Wait = &w
