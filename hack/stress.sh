@@ -76,7 +76,10 @@ for target in "$@"; do
       caches=$scratch/caches-$target-$i
       git clone -q "$root" "$dir"
       mkdir -p "$caches"
-      env=(GOCACHE="$caches/go-build" GOMODCACHE="$caches/go-mod" XDG_CACHE_HOME="$caches/xdg")
+      # make test-stress exports the checkout's own TESTBIN (and make its
+      # MAKEFLAGS): the clone must build its tools into its own .testbin,
+      # and start as a make of its own, as CI's does.
+      env=(-u TESTBIN -u MAKEFLAGS -u MAKELEVEL -u MFLAGS GOCACHE="$caches/go-build" GOMODCACHE="$caches/go-mod" XDG_CACHE_HOME="$caches/xdg")
       echo "stress: $target run $i/$runs in a fresh clone of $(git -C "$root" rev-parse --short HEAD) with empty caches: $dir" | tee -a "$log"
     fi
     start_s=$SECONDS
