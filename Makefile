@@ -264,9 +264,10 @@ image: ## Build the operator image with podman or docker (needs a container engi
 	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=v$(RELEASE_VERSION) -t $(IMG) .
 
 MPI_IMAGE ?= torus-mpi:bookworm
+MPI_SUITE ?= bookworm
 .PHONY: image-mpi
-image-mpi: ## The reference MPI image (Debian bookworm: Open MPI 4, OpenSSH, mpi4py, NumPy, the quick start's training) as a docker archive in dist/images, named MPI_IMAGE (root, Debian: mmdebstrap; no container engine).
-	$(GO) run ./hack/cluster image -suite bookworm -tag $(MPI_IMAGE) -o dist/images/torus-mpi-bookworm.tar
+image-mpi: ## The reference MPI image (Debian bookworm: Open MPI 4, OpenSSH, Python as python and python3, mpi4py, NumPy, the quick start's training) as a docker archive in dist/images, named MPI_IMAGE (root, Debian: mmdebstrap; no container engine). MPI_SUITE=bookworm-nossh: without OpenSSH, its home writable by OpenShift's assigned UIDs, for the Kubeflow SDK's CustomTrainer.
+	$(GO) run ./hack/cluster image -suite $(MPI_SUITE) -tag $(MPI_IMAGE) -o dist/images/torus-mpi-$(MPI_SUITE).tar
 
 .PHONY: verify-rules
 verify-rules: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.

@@ -36,7 +36,7 @@ func main() {
 	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
 	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
 	var suite, tag, out string
-	fs.StringVar(&suite, "suite", "bookworm", "image: the Debian suite of the MPI image (bookworm: Open MPI 4, mpi4py and the reference training; trixie: MPICH and Open MPI 5)")
+	fs.StringVar(&suite, "suite", "bookworm", "image: the Debian suite of the MPI image (bookworm: Open MPI 4, Python, mpi4py and the reference training; trixie: MPICH and Open MPI 5), with -nossh for the variant without OpenSSH")
 	fs.StringVar(&tag, "tag", "", "image: the image's name and tag in the archive, as a registry will serve it")
 	fs.StringVar(&out, "o", "", "image: the archive to write")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")

@@ -267,6 +267,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	realNodeNetworks(&dir)
 	realNodeChaos(&dir)
 	realNodeDashboard(&dir)
+	realNodeSDK(&dir)
 
 	It("leaves no trace on the machine after down", func() {
 		downLeavesNoTrace(dir, before)

@@ -2,7 +2,8 @@
 # Builds a root filesystem of the local cluster's MPI images from Debian's
 # packages with mmdebstrap, as a tarball for hack/images to wrap:
 #
-#   bookworm  Open MPI 4.1, OpenSSH 9.2, mpi4py, NumPy; /opt/torus/pi.py and
+#   bookworm  Open MPI 4.1, OpenSSH 9.2, Python 3 (also as `python`),
+#             mpi4py, NumPy; /opt/torus/pi.py and
 #             /opt/torus/train.py, the reference training, with the digits
 #             data set scikit-learn ships (scikit-learn itself is removed:
 #             bookworm's SciPy depends on a compiler); and, as
@@ -19,7 +20,9 @@
 #             launch agent need (Debian's MPI packages depend on an ssh
 #             client, so the purge forces past that dependency). Built as
 #             a layer over the suite's root filesystem, so a node's image
-#             store holds that filesystem once for both images
+#             store holds that filesystem once for both images. Its
+#             /home/mpiuser is writable by the root group, for the UIDs
+#             OpenShift assigns
 #
 # MPICH comes from trixie: bookworm's MPICH 4.0.2 hangs in MPI_Finalize in
 # about one run of three between two pods (its UCX's tcp transport spins in
@@ -39,7 +42,13 @@ cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/torus/images}
 if [[ $suite == *-nossh ]]; then
   base_suite=${suite%-nossh}
   base=$("$0" "$base_suite" "$cache")
-  key=${base##*/mpi-rootfs-$base_suite-}
+  # The layer's own recipe, after the purge: without sshd, whose
+  # StrictModes refuses a group-writable home, the home is the root
+  # group's to write, as OpenShift's guidelines for arbitrary UIDs have
+  # it: a UID the platform assigns (GID 0) writes there what the Kubeflow
+  # SDK puts in it (a CustomTrainer's script, on every rank).
+  home_recipe='chgrp 0 /home/mpiuser && chmod 0770 /home/mpiuser'
+  key=${base##*/mpi-rootfs-$base_suite-}-$(echo "$home_recipe" | sha256sum | cut -c1-8)
   out=$cache/mpi-layer-$suite-$key
   if [[ -s $out ]]; then
     printf '%s\n' "$base" "$out"
@@ -67,6 +76,7 @@ if [[ $suite == *-nossh ]]; then
       exit 1
     fi
     rm -rf "$root/home/mpiuser/.sshd_config" "$root/etc/ssh"
+    chroot "$root" sh -c "$home_recipe"
     listing >"$work/after"
     export LC_ALL=C
     # What is new or changed goes in as it is now; what is gone, as a
@@ -108,7 +118,9 @@ hooks=('chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash mpiuser')
 build_packages=
 case $suite in
 bookworm)
-  packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,python3-numpy,hostname,procps
+  # python-is-python3: the Kubeflow SDK runs a CustomTrainer's function
+  # with `python`.
+  packages=openssh-server,openssh-client,openmpi-bin,python3-mpi4py,python3-numpy,python-is-python3,hostname,procps
   build_packages=python3-sklearn
   mpi_operator=$(cd "$here/../../.." && go mod download -json github.com/kubeflow/mpi-operator | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   upstream_sshd=$mpi_operator/build/base/sshd_config
