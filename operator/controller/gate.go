@@ -126,7 +126,11 @@ func restartHold(s *scope) time.Duration {
 		}
 	}
 	wait, _ := rec.Backoff()
-	return rec.Latest[len(rec.Latest)-1].At.Add(wait).Sub(s.now)
+	last, ok := rec.LatestRestart()
+	if !ok {
+		return 0
+	}
+	return last.At.Add(wait).Sub(s.now)
 }
 
 func hasGate(p *corev1.Pod, name string) bool {

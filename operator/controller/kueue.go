@@ -82,6 +82,9 @@ func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 		if s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonEvicted, msg) || wasAdmitted {
 			s.event(corev1.EventTypeWarning, trainjob.ReasonRequeued, "%s", msg)
 		}
+		if wasAdmitted {
+			s.recordEviction(fmt.Sprintf("%s: %s", c.Reason, c.Message))
+		}
 		return msg
 	}
 	msg := fmt.Sprintf("Waiting in LocalQueue %q for quota", queue)
@@ -90,4 +93,23 @@ func (s *scope) syncAdmission(queue string, wl *kueue.Workload) string {
 	}
 	s.setCondition(trainjob.ConditionAdmitted, metav1.ConditionFalse, trainjob.ReasonQueued, msg)
 	return msg
+}
+
+// recordEviction adds Kueue's eviction of the admitted job to its record
+// of restarts (trainjob.ConditionRestarted): its world stopped, and
+// starts again once Kueue admits it, as a restart not the program's
+// does. It is written with the Admitted condition's change that tells
+// it, in the same status write, so a reconcile that fails to write
+// records it again, once.
+func (s *scope) recordEviction(cause string) {
+	rec := trainjob.RestartsOf(s.tj)
+	var run int32
+	if s.jobSet != nil {
+		run = s.jobSet.Status.Restarts
+	}
+	if s.job != nil {
+		rec.Budget = s.job.MaxRestarts
+	}
+	rec.Evict(run, s.now, cause)
+	s.setCondition(trainjob.ConditionRestarted, metav1.ConditionTrue, trainjob.ReasonEvicted, rec.Message())
 }

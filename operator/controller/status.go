@@ -104,7 +104,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		}
 	case jobSetCondition(js, jobsetv1alpha2.JobSetFailed):
 		msg := failureMessage(js, findings, meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning))
-		if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
+		if rec := trainjob.RestartsOf(tj); rec.Stops() > 0 {
 			// Said first, where a truncated message keeps it; every
 			// run's end is on the Restarted condition.
 			msg = fmt.Sprintf("After %s (kubectl mpi describe %s says why each run stopped): %s", rec.Summary(), tj.Name, msg)
@@ -132,17 +132,18 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 		// going: the latest cause stands until the new world runs.
 		rec := trainjob.RestartsOf(tj)
 		cause := "the previous run stopped"
-		if n := len(rec.Latest); n > 0 {
-			cause = fmt.Sprintf("run %d stopped: %s", rec.Latest[n-1].Run, rec.Latest[n-1].Cause)
+		last, ok := rec.LatestRestart()
+		if ok {
+			cause = fmt.Sprintf("run %d stopped: %s", last.Run, last.Cause)
 		}
 		resumes := "which starts the program again: the job keeps no checkpoints (--checkpoint-volume)"
 		if c := s.job.Checkpoint; c != nil {
 			resumes = "which resumes from the program's last checkpoint in " + c.Claim
 		}
 		backoff := ""
-		if wait, streak := rec.Backoff(); wait > 0 {
+		if wait, streak := rec.Backoff(); wait > 0 && ok {
 			backoff = fmt.Sprintf(". Its pods wait until %s: %d restarts in a row were not the program's, and each waits twice as long as the one before, up to %s",
-				rec.Latest[len(rec.Latest)-1].At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
+				last.At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
 		}
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
 			fmt.Sprintf("Starting run %d, %s; %s%s", js.Status.Restarts, resumes, cause, backoff))

@@ -12,10 +12,10 @@ import (
 )
 
 // ConditionRestarted is True once the job has restarted its MPI world. Its
-// message counts the restarts, those counted against the budget and the
-// budget on its first line, then says why each of the latest runs
-// stopped, one a line (Restarts): the job's record of its restarts, on
-// the job itself, as long as it lives.
+// message counts the restarts, those counted against the budget, the
+// budget and Kueue's evictions on its first line, then says why each of
+// the latest runs stopped, one a line (Restarts): the job's record of its
+// restarts, on the job itself, as long as it lives.
 const ConditionRestarted = "Restarted"
 
 // Reasons of ConditionRestarted, for the latest restart.
@@ -59,6 +59,11 @@ type Restart struct {
 	At time.Time `json:"at"`
 	// Counted says whether the restart spent the budget; nil when unknown.
 	Counted *bool `json:"counted,omitempty"`
+	// Evicted says Kueue stopped the run (preempted it for a job of
+	// higher priority, or evicted it otherwise): its world starts again
+	// once Kueue admits the job again, as the same run of the JobSet, and
+	// the budget is not spent.
+	Evicted bool `json:"evicted,omitempty"`
 	// Cause says what stopped the run: the host, what stopped it, and the
 	// program's last words where it failed.
 	Cause string `json:"cause"`
@@ -71,6 +76,9 @@ type Restarts struct {
 	Total   int32 `json:"total"`
 	Counted int32 `json:"counted"`
 	Budget  int32 `json:"budget"`
+	// Evictions is how many times Kueue evicted the running job, beside
+	// Total.
+	Evictions int32 `json:"evictions,omitempty"`
 	// Latest are the latest runs' ends, oldest first.
 	Latest []Restart `json:"latest,omitempty"`
 }
@@ -78,7 +86,9 @@ type Restarts struct {
 // String is the restart's line in ConditionRestarted's message.
 func (r Restart) String() string {
 	counted := ""
-	if r.Counted != nil {
+	if r.Evicted {
+		counted = " (" + evictedMark + ")"
+	} else if r.Counted != nil {
 		counted = " (not counted)"
 		if *r.Counted {
 			counted = " (counted)"
@@ -92,10 +102,29 @@ func (r Restart) String() string {
 }
 
 // Summary counts the restarts: "2 restarts, 1 counted against the budget
-// of 3".
+// of 3", then ", evicted by Kueue 1 time" where Kueue evicted the job.
 func (r Restarts) Summary() string {
-	return fmt.Sprintf("%d %s, %d counted against the budget of %d", r.Total, plural(r.Total, "restart", "restarts"), r.Counted, r.Budget)
+	s := fmt.Sprintf("%d %s, %d counted against the budget of %d", r.Total, plural(r.Total, "restart", "restarts"), r.Counted, r.Budget)
+	if r.Evictions > 0 {
+		s += fmt.Sprintf(", %s %d %s", evictedMark, r.Evictions, plural(r.Evictions, "time", "times"))
+	}
+	return s
 }
+
+// Stops is how many times the job's world stopped and started again: its
+// restarts and Kueue's evictions.
+func (r Restarts) Stops() int32 { return r.Total + r.Evictions }
+
+// Evict records that Kueue evicted the job during run, for cause, at.
+func (r *Restarts) Evict(run int32, at time.Time, cause string) {
+	r.Evictions++
+	r.Latest = append(r.Latest, Restart{Run: run, At: at, Counted: ptrFalse(), Evicted: true, Cause: cause})
+	if n := len(r.Latest); n > MaxRestartsKept {
+		r.Latest = r.Latest[n-MaxRestartsKept:]
+	}
+}
+
+func ptrFalse() *bool { f := false; return &f }
 
 // Message renders the record as ConditionRestarted's message.
 func (r Restarts) Message() string {
@@ -113,9 +142,12 @@ func plural(n int32, one, many string) string {
 	return many
 }
 
+// evictedMark tells Kueue's evictions in the record.
+const evictedMark = "evicted by Kueue"
+
 var (
-	summaryLine = regexp.MustCompile(`^(\d+) restarts?, (\d+) counted against the budget of (\d+)$`)
-	restartLine = regexp.MustCompile(`^run (\d+) stopped (\S+?)(?: \(((?:not )?counted)\))?: (.*)$`)
+	summaryLine = regexp.MustCompile(`^(\d+) restarts?, (\d+) counted against the budget of (\d+)(?:, evicted by Kueue (\d+) times?)?$`)
+	restartLine = regexp.MustCompile(`^run (\d+) stopped (\S+?)(?: \(((?:not )?counted|evicted by Kueue)\))?: (.*)$`)
 )
 
 // RestartsOf reads a job's record of its restarts from ConditionRestarted;
@@ -129,7 +161,7 @@ func RestartsOf(tj *trainer.TrainJob) Restarts {
 	for i, l := range strings.Split(c.Message, "\n") {
 		if i == 0 {
 			if m := summaryLine.FindStringSubmatch(l); m != nil {
-				out.Total, out.Counted, out.Budget = atoi32(m[1]), atoi32(m[2]), atoi32(m[3])
+				out.Total, out.Counted, out.Budget, out.Evictions = atoi32(m[1]), atoi32(m[2]), atoi32(m[3]), atoi32(m[4])
 			}
 			continue
 		}
@@ -139,7 +171,11 @@ func RestartsOf(tj *trainer.TrainJob) Restarts {
 		}
 		r := Restart{Run: atoi32(m[1]), Cause: m[4]}
 		r.At, _ = time.Parse(time.RFC3339, m[2])
-		if m[3] != "" {
+		switch m[3] {
+		case "":
+		case evictedMark:
+			r.Evicted, r.Counted = true, ptrFalse()
+		default:
 			counted := m[3] == "counted"
 			r.Counted = &counted
 		}
@@ -154,14 +190,16 @@ func RestartsOf(tj *trainer.TrainJob) Restarts {
 // each run between them shorter than restartBackoffReset. Nothing after a
 // counted restart or the first of a streak; then RestartBackoffBase,
 // doubling with each restart of the streak, up to RestartBackoffMax.
+// Kueue's evictions do not count: Kueue paces its own readmissions.
 func (r Restarts) Backoff() (wait time.Duration, streak int) {
-	for i := len(r.Latest) - 1; i >= 0; i-- {
-		x := r.Latest[i]
+	restarts := r.restarts()
+	for i := len(restarts) - 1; i >= 0; i-- {
+		x := restarts[i]
 		if x.Counted == nil || *x.Counted {
 			break
 		}
 		streak++
-		if i > 0 && x.At.Sub(r.Latest[i-1].At) >= restartBackoffReset {
+		if i > 0 && x.At.Sub(restarts[i-1].At) >= restartBackoffReset {
 			break
 		}
 	}
@@ -175,12 +213,40 @@ func (r Restarts) Backoff() (wait time.Duration, streak int) {
 	return wait, streak
 }
 
-// Recorded is how many restarts the record has seen.
-func (r Restarts) Recorded() int32 {
-	if len(r.Latest) == 0 {
-		return 0
+// LatestRestart is the latest of the JobSet's restarts the record keeps
+// (Kueue's evictions aside).
+func (r Restarts) LatestRestart() (Restart, bool) {
+	restarts := r.restarts()
+	if len(restarts) == 0 {
+		return Restart{}, false
 	}
-	return r.Latest[len(r.Latest)-1].Run + 1
+	return restarts[len(restarts)-1], true
+}
+
+// Recorded is how many of the JobSet's restarts the record has seen: a
+// restart of run N is the Nth + 1, and an eviction during run N says
+// the record had seen N.
+func (r Restarts) Recorded() int32 {
+	var seen int32
+	for _, x := range r.Latest {
+		n := x.Run + 1
+		if x.Evicted {
+			n = x.Run
+		}
+		seen = max(seen, n)
+	}
+	return seen
+}
+
+// restarts are the kept ends of runs the JobSet restarted.
+func (r Restarts) restarts() []Restart {
+	var out []Restart
+	for _, x := range r.Latest {
+		if !x.Evicted {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func atoi32(s string) int32 {

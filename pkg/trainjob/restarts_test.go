@@ -41,6 +41,55 @@ func TestRestartsRoundTrip(t *testing.T) {
 	}
 }
 
+// Kueue's evictions are kept beside the JobSet's restarts: counted apart,
+// never against the budget, read back as written, and neither taken for a
+// restart the record has seen nor weighed in the back-off.
+func TestRestartsEvictions(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	var rec Restarts
+	rec.Budget = 2
+	rec.Evict(0, at, "Preempted: Preempted to accommodate a workload (UID: 1) due to prioritization in the ClusterQueue")
+	if got := rec.Recorded(); got != 0 {
+		t.Errorf("after an eviction of run 0, Recorded = %d, want 0", got)
+	}
+	rec.Total = 1
+	rec.Latest = append(rec.Latest, Restart{Run: 0, At: at.Add(time.Minute), Counted: ptr.To(false), Cause: "worker-0 lost"})
+	rec.Evict(1, at.Add(2*time.Minute), "Preempted: again")
+	msg := rec.Message()
+	for _, want := range []string{
+		"1 restart, 0 counted against the budget of 2, evicted by Kueue 2 times\n",
+		"\nrun 0 stopped 2026-11-29T10:00:00Z (evicted by Kueue): Preempted: Preempted to accommodate",
+		"\nrun 1 stopped 2026-11-29T10:02:00Z (evicted by Kueue): Preempted: again",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	tj := &trainer.TrainJob{Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{{Type: ConditionRestarted, Status: metav1.ConditionTrue, Message: msg}}}}
+	read := RestartsOf(tj)
+	if diff := cmp.Diff(rec, read); diff != "" {
+		t.Errorf("read back (-written +read):\n%s", diff)
+	}
+	if read.Recorded() != 1 || read.Stops() != 3 {
+		t.Errorf("Recorded = %d, Stops = %d; want 1, 3", read.Recorded(), read.Stops())
+	}
+	if last, ok := read.LatestRestart(); !ok || last.Cause != "worker-0 lost" {
+		t.Errorf("LatestRestart = %+v, %v", last, ok)
+	}
+	// A restart not the program's between evictions stands alone: no
+	// back-off, though three stops in a row were not the program's.
+	if wait, streak := read.Backoff(); wait != 0 || streak != 1 {
+		t.Errorf("Backoff() = %s, streak %d; want 0, 1", wait, streak)
+	}
+	// The record keeps the latest ends, evictions among them.
+	for i := range MaxRestartsKept + 3 {
+		read.Evict(1, at.Add(time.Duration(i+3)*time.Minute), "again")
+	}
+	if len(read.Latest) != MaxRestartsKept || read.Evictions != MaxRestartsKept+5 || read.Recorded() != 1 {
+		t.Errorf("after many evictions: %d kept, %d evictions, Recorded %d", len(read.Latest), read.Evictions, read.Recorded())
+	}
+}
+
 func TestRestartsBackoff(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	yes, no := ptr.To(true), ptr.To(false)

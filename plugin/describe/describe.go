@@ -168,9 +168,13 @@ func write(w io.Writer, d *data, now time.Time) error {
 	if err := writeNetworks(w, d, placement); err != nil {
 		return err
 	}
-	if rec := trainjob.RestartsOf(tj); rec.Total > 0 {
+	if rec := trainjob.RestartsOf(tj); rec.Stops() > 0 {
 		// Why each of the latest runs stopped, as the operator saw it.
-		fmt.Fprintf(w, "\nRestarts: %d, %d counted against the budget of %d\n", rec.Total, rec.Counted, rec.Budget)
+		fmt.Fprintf(w, "\nRestarts: %d, %d counted against the budget of %d", rec.Total, rec.Counted, rec.Budget)
+		if rec.Evictions > 0 {
+			fmt.Fprintf(w, "; evicted by Kueue: %d", rec.Evictions)
+		}
+		fmt.Fprintln(w)
 		for _, x := range rec.Latest {
 			fmt.Fprintf(w, "  %s\n", x)
 		}

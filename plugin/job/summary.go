@@ -21,7 +21,8 @@ type Summary struct {
 	Workers   int32          `json:"workers"`
 	// Slots is the MPI world size; 0 when the runtime is unknown.
 	Slots int32 `json:"slots"`
-	// Restarts is how many times the job restarted its MPI world.
+	// Restarts is how many times the job restarted its MPI world, Kueue's
+	// evictions included.
 	Restarts       int32  `json:"restarts"`
 	Queue          string `json:"queue,omitempty"`
 	Implementation string `json:"implementation,omitempty"`
@@ -48,7 +49,7 @@ func Summarize(info *Info, now time.Time) Summary {
 		Runtime:        RuntimeName(tj),
 		Created:        tj.CreationTimestamp.Time,
 		Owner:          tj.Annotations[api.AnnotationCreatedBy],
-		Restarts:       trainjob.RestartsOf(tj).Total,
+		Restarts:       trainjob.RestartsOf(tj).Stops(),
 	}
 	if s.Workers > 0 {
 		s.Slots = info.Placement().Size()

@@ -171,6 +171,10 @@ func realNodeRestarts(dirp *string) {
 			if code != 0 {
 				Fail(fmt.Sprintf("the preempted training did not complete (exit %d):\n%s\n%s", code, out, jobReport(dir, "preempted", logs)))
 			}
+			By("describe keeps the preemption among the job's restarts, not counted, in Kueue's words")
+			describe, _ := kubectlMPI(dir, "describe", "preempted")
+			Expect(describe).To(MatchRegexp(`Restarts: \d+, 0 counted against the budget of 0; evicted by Kueue: 1\n`), describe)
+			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(evicted by Kueue\): Preempted: `), describe)
 			run, _ := kubectlMPI(dir, "logs", "preempted", "--launcher")
 			Expect(run).To(MatchRegexp(`training from the checkpoint after epoch ([3-9]|1[01])`))
 			m := sha.FindStringSubmatch(run)

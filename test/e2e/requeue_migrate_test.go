@@ -63,6 +63,22 @@ var _ = Describe("Kueue eviction", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "evicted-mpi-ssh"}, &s)).To(Succeed())
 			g.Expect(s.Data["ssh-privatekey"]).NotTo(Equal(firstKey))
 		}, timeout, interval).Should(Succeed())
+
+		By("the job's record of restarts keeps the eviction, which the Admitted condition no longer says: not counted, why, and which run it stopped")
+		var got trainer.TrainJob
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tj), &got)).To(Succeed())
+		rec := trainjob.RestartsOf(&got)
+		Expect(rec.Evictions).To(Equal(int32(1)), "record: %+v", rec)
+		Expect(rec.Total).To(BeZero(), "an eviction was taken for a restart of the JobSet")
+		Expect(rec.Stops()).To(Equal(int32(1)))
+		Expect(rec.Latest).To(ConsistOf(And(
+			HaveField("Run", int32(0)), HaveField("Evicted", true), HaveField("Counted", HaveValue(BeFalse())),
+			HaveField("Cause", Not(BeEmpty())),
+		)))
+		Eventually(condition(tj, trainjob.ConditionRestarted), timeout, interval).Should(And(
+			HaveField("Reason", trainjob.ReasonEvicted),
+			HaveField("Message", MatchRegexp(`^0 restarts, 0 counted against the budget of 0, evicted by Kueue 1 time\nrun 0 stopped \S+ \(evicted by Kueue\): \w+: `)),
+		))
 		Eventually(func(g Gomega) []string {
 			var list corev1.EventList
 			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())

@@ -189,15 +189,16 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                   <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
                 ))}
               </DescriptionList>
-              {v.restarts.total > 0 && (
+              {(v.restarts.total > 0 || (v.restarts.evictions ?? 0) > 0) && (
                 <>
                   <Title headingLevel="h2" className="torus-section-title">
                     Restarts: {v.restarts.total}, {v.restarts.counted} counted against the budget of {v.restarts.budget}
+                    {(v.restarts.evictions ?? 0) > 0 && `, evicted by Kueue ${v.restarts.evictions} ${v.restarts.evictions === 1 ? 'time' : 'times'}`}
                   </Title>
                   <Table aria-label="Restarts" variant="compact">
                     <Thead><Tr><Th>Run</Th><Th>Stopped</Th><Th>Counted</Th><Th>Why</Th></Tr></Thead>
                     <Tbody>{(v.restarts.latest ?? []).map((x) => (
-                      <Tr key={x.run}><Td>{x.run}</Td><Td>{age(x.at)} ago</Td><Td>{x.counted === undefined ? 'unknown' : x.counted ? 'yes' : 'no'}</Td><Td>{x.cause}</Td></Tr>
+                      <Tr key={`${x.run}-${x.at}`}><Td>{x.run}</Td><Td>{age(x.at)} ago</Td><Td>{x.evicted ? 'no: evicted by Kueue' : x.counted === undefined ? 'unknown' : x.counted ? 'yes' : 'no'}</Td><Td>{x.cause}</Td></Tr>
                     ))}</Tbody>
                   </Table>
                 </>

@@ -15,8 +15,8 @@ export interface Condition { type: string; status: string; reason: string; messa
 export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
 export interface Finding { pod?: string; host: string; ranks?: string; reason: string; detail: string; fix?: string; output?: string[]; terminal: boolean }
 // Restart is the end of one run of a job, which restarted its world.
-export interface Restart { run: number; at: string; counted?: boolean; cause: string }
-export interface Restarts { total: number; counted: number; budget: number; latest?: Restart[] }
+export interface Restart { run: number; at: string; counted?: boolean; evicted?: boolean; cause: string }
+export interface Restarts { total: number; counted: number; budget: number; evictions?: number; latest?: Restart[] }
 export interface View extends Omit<Row, 'mpi' | 'type' | 'restarts'> {
   headline?: Field[]; mpi?: string; image?: string; command?: string; slotsPerHost: number; hosts: Host[];
   restarts: Restarts; conditions: Condition[]; events: Event[]; findings?: Finding[]; problems?: string[];
