@@ -125,6 +125,11 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 	writeFile(t, dir, "id", keys.ClientPrivate)
 	writeFile(t, dir, "known_hosts", keys.HostPublic)
 	hostfile := writeFile(t, dir, "hostfile", []byte("127.0.0.1 slots=2\n"))
+	// The wait for an agent that answers ends when it has proved itself,
+	// however long a loaded machine takes for that: its timeout is far
+	// off. The wait for one that never answers gives up at its timeout,
+	// which is what those cases check: a short one.
+	const answers, givesUp = time.Minute, 300 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
 		port    string
@@ -155,9 +160,13 @@ func TestWaitThenRunsTheCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			timeout := givesUp
+			if tc.port != closed {
+				timeout = answers
+			}
 			cmd := torusLaunch(t, cmdline.WaitThenRun{
 				Dir:     dir,
-				Wait:    cmdline.Wait{Hostfile: hostfile, Port: port, Key: "id", KnownHosts: "known_hosts", Timeout: 300 * time.Millisecond},
+				Wait:    cmdline.Wait{Hostfile: hostfile, Port: port, Key: "id", KnownHosts: "known_hosts", Timeout: timeout},
 				Quiet:   quiet,
 				Command: tc.command,
 			}.Args()...)
@@ -407,7 +416,7 @@ func TestLauncherReportsALostWorld(t *testing.T) {
 			_ = os.Remove(started)
 			cmd := torusLaunch(t, cmdline.WaitThenRun{
 				Dir:     dir,
-				Wait:    cmdline.Wait{Hostfile: hostfile, Port: portNumber, Key: "id", KnownHosts: "known_hosts", Timeout: 10 * time.Second},
+				Wait:    cmdline.Wait{Hostfile: hostfile, Port: portNumber, Key: "id", KnownHosts: "known_hosts", Timeout: time.Minute},
 				Command: []string{"sh", "-c", tc.command, self},
 			}.Args()...)
 			cmd.Env = append(cmd.Env, cmdline.EnvKey+"="+filepath.Join(dir, "id"),
