@@ -112,4 +112,5 @@ func (s *scope) recordEviction(cause string) {
 	}
 	rec.Evict(run, s.now, cause)
 	s.setCondition(trainjob.ConditionRestarted, metav1.ConditionTrue, trainjob.ReasonEvicted, rec.Message())
+	s.evictedNow = true
 }

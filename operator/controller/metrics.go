@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		TimeToRunning:   histogram("trainjob_time_to_running_seconds", "Seconds from an MPI TrainJob's creation to Running."),
 		Duration:        histogram("trainjob_duration_seconds", "Seconds from an MPI TrainJob's creation to its end, by result (Succeeded or Failed).", "result"),
 		KeyRotations:    counter("ssh_key_rotations_total", "SSH key Secrets replaced with new keys for a restarted or resumed JobSet run."),
-		Restarts:        counter("trainjob_restarts_total", "Restarts of MPI TrainJobs' worlds, by reason: WorldLost (a pod lost to something other than the program: not counted against the job's budget), ProgramFailed (counted), or Unknown.", "reason"),
+		Restarts:        counter("trainjob_restarts_total", "Restarts of MPI TrainJobs' worlds, by reason: WorldLost (a pod lost to something other than the program: not counted against the job's budget), ProgramFailed (counted), Evicted (Kueue evicted the running job: not counted), or Unknown.", "reason"),
 		ReconcileErrors: counter("reconcile_errors_total", "TrainJob reconciles that returned an error."),
 	}
 }

@@ -83,8 +83,9 @@ type scope struct {
 	// keysReady: the keys of the job's current run are Torus's own, so its
 	// pods may start (ungatePods).
 	keysReady bool
-	// admittedNow: Kueue admitted the job in this reconcile.
-	admittedNow bool
+	// admittedNow: Kueue admitted the job in this reconcile; evictedNow:
+	// Kueue evicted it, admitted, in this one.
+	admittedNow, evictedNow bool
 	// refused are the job's pods the API server refused to create.
 	refused []diagnosis.Finding
 	// sandboxes are the job's pods whose sandbox (their network) the
@@ -483,6 +484,9 @@ func (r *TrainJobReconciler) admissionPhase(ctx context.Context, s *scope) error
 	s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
 	if s.admittedNow {
 		r.metrics.TimeToAdmission.WithLabelValues(s.tj.Namespace).Observe(s.now.Sub(s.tj.CreationTimestamp.Time).Seconds())
+	}
+	if s.evictedNow {
+		r.metrics.Restarts.WithLabelValues(s.tj.Namespace, trainjob.ReasonEvicted).Inc()
 	}
 	return nil
 }
