@@ -59,7 +59,11 @@ func (r *TrainJobReconciler) ensureJobSet(ctx context.Context, s *scope, desired
 		wantSuspend = !s.willRun(desired, queued)
 		desired.Spec.Suspend = ptr.To(wantSuspend)
 	}
-	if ptr.Deref(s.tj.Spec.Suspend, false) {
+	hold := s.restartHoldOutsideKueue(queued)
+	if hold > 0 {
+		s.lookAgain(hold)
+	}
+	if ptr.Deref(s.tj.Spec.Suspend, false) || hold > 0 {
 		if desired.Annotations == nil {
 			desired.Annotations = map[string]string{}
 		}

@@ -133,6 +133,18 @@ func restartHold(s *scope) time.Duration {
 	return last.At.Add(wait).Sub(s.now)
 }
 
+// restartHoldOutsideKueue is restartHold for a job Kueue does not queue:
+// with no gate on its pods, its JobSet waits suspended by Torus until the
+// back-off ends (willRun), its new run's pods deleted, and Torus resumes
+// it then. A queued job's JobSet is Kueue's to suspend; its pods wait
+// behind the gate instead.
+func (s *scope) restartHoldOutsideKueue(queued bool) time.Duration {
+	if queued || s.jobSet == nil {
+		return 0
+	}
+	return max(restartHold(s), 0)
+}
+
 func hasGate(p *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == name })
 }

@@ -125,28 +125,13 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 	case !suspended && ptr.Deref(js.Spec.Suspend, false) && isTrue(tj, trainjob.ConditionAdmitted):
 		// The moment between Kueue's admission and its resuming the JobSet.
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonPending, "Admitted by Kueue; the pods are starting")
+	case !suspended && s.restartHoldOutsideKueue(r.build.Queued(tj)) > 0:
+		// Torus holds the JobSet suspended for the back-off.
+		s.setRestarting(js)
 	case suspended || ptr.Deref(js.Spec.Suspend, false):
 		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonSuspended, "The job is suspended")
 	case restarting(js):
-		// The new run's pods are starting, the old run's may still be
-		// going: the latest cause stands until the new world runs.
-		rec := trainjob.RestartsOf(tj)
-		cause := "the previous run stopped"
-		last, ok := rec.LatestRestart()
-		if ok {
-			cause = fmt.Sprintf("run %d stopped: %s", last.Run, last.Cause)
-		}
-		resumes := "which starts the program again: the job keeps no checkpoints (--checkpoint-volume)"
-		if c := s.job.Checkpoint; c != nil {
-			resumes = "which resumes from the program's last checkpoint in " + c.Claim
-		}
-		backoff := ""
-		if wait, streak := rec.Backoff(); wait > 0 && ok {
-			backoff = fmt.Sprintf(". Its pods wait until %s: %d restarts in a row were not the program's, and each waits twice as long as the one before, up to %s",
-				last.At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
-		}
-		s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
-			fmt.Sprintf("Starting run %d, %s; %s%s", js.Status.Restarts, resumes, cause, backoff))
+		s.setRestarting(js)
 	default:
 		reason, msg := runningState(s.pods, s.job, findings)
 		if prev := meta.FindStatusCondition(tj.Status.Conditions, trainjob.ConditionRunning); prev != nil &&
@@ -335,4 +320,28 @@ func truncate(msg string) string {
 	}
 	const ellipsis = "..."
 	return msg[:maxConditionMessage-len(ellipsis)] + ellipsis
+}
+
+// setRestarting says the job starts a new run after a restart: its new
+// run's pods are starting, or wait for the restart back-off, while the
+// old run's may still be going. The latest cause stands until the new
+// world runs.
+func (s *scope) setRestarting(js *jobsetv1alpha2.JobSet) {
+	rec := trainjob.RestartsOf(s.tj)
+	cause := "the previous run stopped"
+	last, ok := rec.LatestRestart()
+	if ok {
+		cause = fmt.Sprintf("run %d stopped: %s", last.Run, last.Cause)
+	}
+	resumes := "which starts the program again: the job keeps no checkpoints (--checkpoint-volume)"
+	if c := s.job.Checkpoint; c != nil {
+		resumes = "which resumes from the program's last checkpoint in " + c.Claim
+	}
+	backoff := ""
+	if wait, streak := rec.Backoff(); wait > 0 && ok {
+		backoff = fmt.Sprintf(". The new run waits until %s: %d restarts in a row were not the program's, and each waits twice as long as the one before, up to %s",
+			last.At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
+	}
+	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
+		fmt.Sprintf("Starting run %d, %s; %s%s", js.Status.Restarts, resumes, cause, backoff))
 }

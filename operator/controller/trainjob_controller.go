@@ -159,8 +159,9 @@ func (s *scope) willBeSuspended(desired *jobsetv1alpha2.JobSet) bool {
 }
 
 // willRun reports whether the JobSet runs after this reconcile: it runs, or
-// is created running, or Torus resumes it now. Torus lifts only its own
-// suspension: a queued job's JobSet is Kueue's to resume when it admits it,
+// is created running, or Torus resumes it now; not while a job outside
+// Kueue backs off after a restart (restartHoldOutsideKueue). Torus lifts
+// only its own suspension: a queued job's JobSet is Kueue's to resume when it admits it,
 // and so is one Kueue suspended although the TrainJob names no queue (a
 // default LocalQueue, manageJobsWithoutQueueName).
 func (s *scope) willRun(desired *jobsetv1alpha2.JobSet, queued bool) bool {
@@ -169,6 +170,8 @@ func (s *scope) willRun(desired *jobsetv1alpha2.JobSet, queued bool) bool {
 		return false
 	case s.jobSet == nil:
 		return !ptr.Deref(desired.Spec.Suspend, false)
+	case s.restartHoldOutsideKueue(queued) > 0:
+		return false
 	case !ptr.Deref(s.jobSet.Spec.Suspend, false):
 		return true
 	}

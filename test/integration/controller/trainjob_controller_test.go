@@ -721,6 +721,53 @@ var _ = Describe("MPI TrainJob", func() {
 		}, framework.Timeout+wait, framework.Interval).Should(BeEmpty())
 	})
 
+	It("holds a run outside Kueue back after restarts in a row that were not the program's, its JobSet suspended by Torus, then resumes it", func() {
+		tj := wrappers.MakeTrainJob("backoff-direct", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		Expect(ptr.Deref(getJobSet(tj)(Default).Spec.Suspend, false)).To(BeFalse(), "a job outside Kueue starts at once")
+
+		By("the JobSet controller restarting the job twice, neither time for the program")
+		for _, restarts := range []int32{1, 2} {
+			Eventually(func(g Gomega) {
+				js := getJobSet(tj)(g)
+				js.Status.Restarts = restarts
+				g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			Eventually(func(g Gomega) int32 {
+				return trainjob.RestartsOf(getTrainJob(tj)).Recorded()
+			}, framework.Timeout, framework.Interval).Should(Equal(restarts))
+		}
+		rec := trainjob.RestartsOf(getTrainJob(tj))
+		wait, streak := rec.Backoff()
+		Expect(streak).To(Equal(2))
+		Expect(wait).To(Equal(trainjob.RestartBackoffBase))
+		notBefore := rec.Latest[1].At.Add(wait)
+
+		By("run 2 waits: the JobSet suspended by Torus, the job Restarting until the back-off's end")
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			g.Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeTrue())
+			g.Expect(js.Annotations).To(HaveKeyWithValue(api.AnnotationSuspendedByTorus, "true"))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", trainjob.ReasonRestarting),
+			HaveField("Message", ContainSubstring("The new run waits until "+notBefore.UTC().Format(time.RFC3339))),
+		))
+
+		By("resumed once the back-off, counted from the restart, is over, and not before")
+		Eventually(func(g Gomega) bool {
+			js := getJobSet(tj)(g)
+			// Read before this moment: a JobSet seen running before the
+			// back-off's end was resumed before it.
+			if seen := time.Now(); !ptr.Deref(js.Spec.Suspend, false) {
+				Expect(seen).To(BeTemporally(">=", notBefore), "the run started before its back-off ended")
+				g.Expect(js.Annotations).NotTo(HaveKey(api.AnnotationSuspendedByTorus))
+			}
+			return ptr.Deref(js.Spec.Suspend, false)
+		}, framework.Timeout+wait, framework.Interval).Should(BeFalse())
+	})
+
 	It("holds the pods of a job Kueue resumes until Torus has made that run's keys, and while a planted Secret stands in their place", func() {
 		tj := wrappers.MakeTrainJob("gated", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
 		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
