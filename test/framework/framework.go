@@ -279,10 +279,14 @@ func (f *Framework) WebhookServing() (host string, port int, certDir string) {
 }
 
 // childRunning is the PID of this process's child running the binary at
-// path: envtest keeps its processes' handles to itself.
+// path: envtest keeps its processes' handles to itself. A process's
+// executable is its file's real path, so path's symbolic links (a
+// .testbin linked from elsewhere) are resolved before comparing.
 func childRunning(path string) int {
 	ginkgo.GinkgoHelper()
 	want, err := filepath.Abs(path)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	want, err = filepath.EvalSymlinks(want)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	fs, err := procfs.NewDefaultFS()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
