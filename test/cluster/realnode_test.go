@@ -263,6 +263,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	realNodeJobs(&dir)
 	realNodeTraining(&dir)
 	realNodeRestarts(&dir)
+	realNodeBackoff(&dir)
 	realNodePolicies(&dir)
 	realNodeNetworks(&dir)
 	realNodeChaos(&dir)

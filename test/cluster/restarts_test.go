@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,12 +10,15 @@ import (
 	"strings"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
 // realNodeRestarts trains the reference training on the real nodes once
@@ -195,6 +199,91 @@ func realNodeRestarts(dirp *string) {
 			Expect(describe).To(ContainSubstring("Restarts: 1, 1 counted against the budget of 1"), describe)
 			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(counted\): launcher Error: container node exited with code 3`), describe)
 		})
+	})
+}
+
+// realNodeBackoff loses a worker of a job outside Kueue twice in a row:
+// the first restart starts the new run at once, the second waits out the
+// back-off (its JobSet suspended by Torus, which the controller suite
+// checks) before its pods are made.
+func realNodeBackoff(dirp *string) {
+	It("holds a job outside Kueue back after its second restart in a row that was not the program's: the new run's pods are made, and run, only once the back-off ends", func() {
+		dir := *dirp
+		const name = "backoff"
+		DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
+		out, code := kubectlMPI(dir, "run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
+			"--max-restarts", "0", "--", "mpirun", "-n", "2", "sleep", "600")
+		Expect(code).To(Equal(0), out)
+
+		// runs waits until run n's world runs, and returns when the
+		// Running condition said so.
+		runs := func(n int) time.Time {
+			GinkgoHelper()
+			want := "Launcher running, 2/2 workers ready"
+			if n > 0 {
+				want += fmt.Sprintf(" (run %d)", n)
+			}
+			var since time.Time
+			Eventually(func(g Gomega) {
+				out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")]}`)
+				var c metav1.Condition
+				g.Expect(json.Unmarshal([]byte(out), &c)).To(Succeed(), out)
+				g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+				g.Expect(c.Message).To(Equal(want))
+				since = c.LastTransitionTime.Time
+			}, 4*time.Minute, time.Second).Should(Succeed(), func() string { return jobReport(dir, name, nil) })
+			return since
+		}
+		// lose deletes run n's second worker.
+		lose := func(n int) {
+			GinkgoHelper()
+			pod, _ := kubectl(dir, "get", "pods", "-o", "name", "-l", fmt.Sprintf(
+				"jobset.sigs.k8s.io/jobset-name=%s,jobset.sigs.k8s.io/replicatedjob-name=node,jobset.sigs.k8s.io/restart-attempt=%d,batch.kubernetes.io/job-completion-index=1", name, n))
+			Expect(strings.TrimSpace(pod)).NotTo(BeEmpty())
+			out, code := kubectl(dir, "delete", strings.TrimSpace(pod), "--wait=false")
+			Expect(code).To(Equal(0), out)
+		}
+
+		runs(0)
+		By("the first loss: the new run starts at once")
+		lose(0)
+		runs(1)
+
+		By("the second in a row: the new run waits out the back-off, counted from the restart, before its pods are made")
+		lose(1)
+		ran := runs(2)
+		out, _ = kubectl(dir, "get", "trainjob", name, "-o", "json")
+		var tj trainer.TrainJob
+		Expect(json.Unmarshal([]byte(out), &tj)).To(Succeed())
+		rec := trainjob.RestartsOf(&tj)
+		wait, streak := rec.Backoff()
+		Expect(streak).To(Equal(2), "record: %+v", rec)
+		Expect(wait).To(Equal(trainjob.RestartBackoffBase))
+		last, ok := rec.LatestRestart()
+		Expect(ok).To(BeTrue())
+		// The record keeps whole seconds: the back-off ended at or after
+		// this moment.
+		until := last.At.Add(wait)
+		Expect(ran).To(BeTemporally(">=", until), "run 2 ran before its back-off ended")
+		// Pods of run 2 made before Torus suspended the JobSet, if any,
+		// are being deleted; the run's world is the others.
+		out, code = kubectl(dir, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/restart-attempt=2", "-o", "json")
+		Expect(code).To(Equal(0), out)
+		var pods corev1.PodList
+		Expect(json.Unmarshal([]byte(out), &pods)).To(Succeed())
+		var world []corev1.Pod
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				world = append(world, p)
+			}
+		}
+		Expect(world).To(HaveLen(3), "run 2's launcher and workers")
+		for _, p := range world {
+			Expect(p.CreationTimestamp.Time).To(BeTemporally(">=", until.Add(-time.Second)),
+				"pod %s of run 2 was made before the back-off ended at %s: the JobSet was not held", p.Name, until)
+		}
+		describe, _ := kubectlMPI(dir, "describe", name)
+		Expect(describe).To(ContainSubstring("Restarts: 2, 0 counted against the budget of 0"), describe)
 	})
 }
 
