@@ -56,10 +56,7 @@ func (r *TrainJobReconciler) recordRestarts(s *scope) {
 			seen, ok := r.memory.runEnds.of(key, run)
 			x.Cause = runCause(s, run, seen, ok)
 		}
-		rec.Latest = append(rec.Latest, x)
-	}
-	if n := len(rec.Latest); n > trainjob.MaxRestartsKept {
-		rec.Latest = rec.Latest[n-trainjob.MaxRestartsKept:]
+		rec.Add(x)
 	}
 	reason := "Unknown"
 	if counted != nil {

@@ -9,6 +9,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 )
 
 // ConditionRestarted is True once the job has restarted its MPI world. Its
@@ -118,13 +119,16 @@ func (r Restarts) Stops() int32 { return r.Total + r.Evictions }
 // Evict records that Kueue evicted the job during run, for cause, at.
 func (r *Restarts) Evict(run int32, at time.Time, cause string) {
 	r.Evictions++
-	r.Latest = append(r.Latest, Restart{Run: run, At: at, Counted: ptrFalse(), Evicted: true, Cause: cause})
+	r.Add(Restart{Run: run, At: at, Counted: ptr.To(false), Evicted: true, Cause: cause})
+}
+
+// Add keeps the end of a run, and the latest MaxRestartsKept of them.
+func (r *Restarts) Add(x Restart) {
+	r.Latest = append(r.Latest, x)
 	if n := len(r.Latest); n > MaxRestartsKept {
 		r.Latest = r.Latest[n-MaxRestartsKept:]
 	}
 }
-
-func ptrFalse() *bool { f := false; return &f }
 
 // Message renders the record as ConditionRestarted's message.
 func (r Restarts) Message() string {
@@ -174,7 +178,7 @@ func RestartsOf(tj *trainer.TrainJob) Restarts {
 		switch m[3] {
 		case "":
 		case evictedMark:
-			r.Evicted, r.Counted = true, ptrFalse()
+			r.Evicted, r.Counted = true, ptr.To(false)
 		default:
 			counted := m[3] == "counted"
 			r.Counted = &counted
