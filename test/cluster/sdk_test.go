@@ -541,12 +541,16 @@ func realNodeSDK(dirp *string) {
 			Expect(out).To(ContainSubstring(fmt.Sprintf("sdk rank 1 of 2 uid %d: [0.0, 3.0, 6.0]", assignedUID)), report)
 
 			By("get_job_events of the completed job: the kubelet's events of its launcher's pod, which stays, reach the SDK")
-			job, err := s.getJob(ctx, jobName)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(job.Steps).To(ContainElement(HaveField("Pod", launcher)))
-			events, err := s.jobEvents(ctx, jobName, job)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(events).To(ContainElement(And(
+			// The kubelet sends its events on its own time: the call is
+			// made again until the launcher's start has reached the API.
+			Eventually(func(g Gomega) []sdkEvent {
+				job, err := s.getJob(ctx, jobName)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(job.Steps).To(ContainElement(HaveField("Pod", launcher)))
+				events, err := s.jobEvents(ctx, jobName, job)
+				g.Expect(err).NotTo(HaveOccurred())
+				return events
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(ContainElement(And(
 				HaveField("Kind", "Pod"), HaveField("Name", launcher), HaveField("Reason", "Started"))))
 
 			By("the SDK's runtime patch and the trainer's env reached the workers' pod template")

@@ -680,22 +680,7 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(fw.Client.Update(ctx, js)).To(Succeed())
 		}, framework.Timeout, framework.Interval).Should(Succeed())
 
-		By("the JobSet controller restarting the job twice, neither time for the program (RestartsCountTowardsMax stays 0)")
-		for _, restarts := range []int32{1, 2} {
-			Eventually(func(g Gomega) {
-				js := getJobSet(tj)(g)
-				js.Status.Restarts = restarts
-				g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
-			}, framework.Timeout, framework.Interval).Should(Succeed())
-			Eventually(func(g Gomega) int32 {
-				return trainjob.RestartsOf(getTrainJob(tj)).Recorded()
-			}, framework.Timeout, framework.Interval).Should(Equal(restarts))
-		}
-		rec := trainjob.RestartsOf(getTrainJob(tj))
-		wait, streak := rec.Backoff()
-		Expect(streak).To(Equal(2))
-		Expect(wait).To(Equal(trainjob.RestartBackoffBase))
-		notBefore := rec.Latest[1].At.Add(wait)
+		notBefore, wait := restartTwiceNotForTheProgram(tj)
 
 		By("the Job controller creating run 2's worker, behind Torus's gate")
 		js := getJobSet(tj)(Default)
@@ -727,22 +712,7 @@ var _ = Describe("MPI TrainJob", func() {
 		framework.ObserveJobSet(ctx, fw.Client, tj)
 		Expect(ptr.Deref(getJobSet(tj)(Default).Spec.Suspend, false)).To(BeFalse(), "a job outside Kueue starts at once")
 
-		By("the JobSet controller restarting the job twice, neither time for the program")
-		for _, restarts := range []int32{1, 2} {
-			Eventually(func(g Gomega) {
-				js := getJobSet(tj)(g)
-				js.Status.Restarts = restarts
-				g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
-			}, framework.Timeout, framework.Interval).Should(Succeed())
-			Eventually(func(g Gomega) int32 {
-				return trainjob.RestartsOf(getTrainJob(tj)).Recorded()
-			}, framework.Timeout, framework.Interval).Should(Equal(restarts))
-		}
-		rec := trainjob.RestartsOf(getTrainJob(tj))
-		wait, streak := rec.Backoff()
-		Expect(streak).To(Equal(2))
-		Expect(wait).To(Equal(trainjob.RestartBackoffBase))
-		notBefore := rec.Latest[1].At.Add(wait)
+		notBefore, wait := restartTwiceNotForTheProgram(tj)
 
 		By("run 2 waits: the JobSet suspended by Torus, the job Restarting until the back-off's end")
 		Eventually(func(g Gomega) {
@@ -1219,3 +1189,27 @@ var _ = Describe("MPI TrainJob", func() {
 		Consistently(func() []string { return ours(before) }, framework.ShortWindow, framework.Interval).Should(BeEmpty())
 	})
 })
+
+// restartTwiceNotForTheProgram plays the JobSet controller restarting the
+// job twice, neither time for the program (RestartsCountTowardsMax stays
+// 0), waiting until the record holds each restart; it returns when the
+// new run's back-off ends, counted from the second, and how long it is.
+func restartTwiceNotForTheProgram(tj *trainer.TrainJob) (notBefore time.Time, wait time.Duration) {
+	GinkgoHelper()
+	By("the JobSet controller restarting the job twice, neither time for the program (RestartsCountTowardsMax stays 0)")
+	for _, restarts := range []int32{1, 2} {
+		Eventually(func(g Gomega) {
+			js := getJobSet(tj)(g)
+			js.Status.Restarts = restarts
+			g.Expect(fw.Client.Status().Update(ctx, js)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(func(g Gomega) int32 {
+			return trainjob.RestartsOf(getTrainJob(tj)).Recorded()
+		}, framework.Timeout, framework.Interval).Should(Equal(restarts))
+	}
+	rec := trainjob.RestartsOf(getTrainJob(tj))
+	wait, streak := rec.Backoff()
+	Expect(streak).To(Equal(2))
+	Expect(wait).To(Equal(trainjob.RestartBackoffBase))
+	return rec.Latest[1].At.Add(wait), wait
+}
