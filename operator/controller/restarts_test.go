@@ -228,3 +228,62 @@ func TestRestartHold(t *testing.T) {
 		})
 	}
 }
+
+func TestOldRunWait(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	pod := func(name, attempt, node string, deleteEnds *time.Time, phase corev1.PodPhase) corev1.Pod {
+		p := corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{mpi.LabelJobSetRestartAttempt: attempt}},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status:     corev1.PodStatus{Phase: phase},
+		}
+		if deleteEnds != nil {
+			p.DeletionTimestamp = &metav1.Time{Time: *deleteEnds}
+		}
+		return p
+	}
+	past, future := t0.Add(-time.Second), t0.Add(20*time.Second)
+	for _, tc := range []struct {
+		name      string
+		pods      []corev1.Pod
+		want      string
+		wantAgain time.Duration
+	}{
+		{name: "no pod of an earlier run", pods: []corev1.Pod{pod("pi-node-0-0", "1", "n0", nil, corev1.PodPending)}},
+		{
+			name: "an old pod in its grace period: named, and looked at again when the period ends",
+			pods: []corev1.Pod{pod("pi-node-0-1", "0", "n1", &future, corev1.PodRunning), pod("pi-launcher-0-0", "1", "n0", nil, corev1.PodPending)},
+			want: ". It waits for the earlier run's pods to go: pi-node-0-1 on n1", wantAgain: 21 * time.Second,
+		},
+		{
+			name: "an old pod past its grace period on a node that never confirmed: how Kubernetes lets it go",
+			pods: []corev1.Pod{pod("pi-node-0-1", "0", "n1", &past, corev1.PodRunning)},
+			want: ". It waits for the earlier run's pods to go: pi-node-0-1 on n1; pi-node-0-1's node has not confirmed that it stopped by the end of its grace period: " +
+				"if n1 is down, Kubernetes lets the pod go once the Node is deleted or tainted out of service (kubectl taint node n1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)",
+		},
+		{
+			name: "an old pod that ended, held by the Job's finalizer: no word of its node",
+			pods: []corev1.Pod{pod("pi-node-0-1", "0", "n1", &past, corev1.PodFailed)},
+			want: ". It waits for the earlier run's pods to go: pi-node-0-1 on n1",
+		},
+		{
+			name: "many old pods: the first few by name",
+			pods: []corev1.Pod{
+				pod("pi-node-0-3", "0", "n3", nil, corev1.PodRunning), pod("pi-node-0-1", "0", "n1", nil, corev1.PodRunning),
+				pod("pi-node-0-2", "1", "n2", nil, corev1.PodRunning), pod("pi-node-0-0", "0", "", nil, corev1.PodPending),
+				pod("pi-launcher-0-0", "0", "n0", nil, corev1.PodRunning),
+			},
+			want: ". It waits for the earlier run's pods to go: pi-launcher-0-0 on n0, pi-node-0-0, pi-node-0-1 on n1, 1 more",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scope{pods: tc.pods, now: t0}
+			if got := s.oldRunWait(1); got != tc.want {
+				t.Errorf("oldRunWait:\n got %q\nwant %q", got, tc.want)
+			}
+			if s.recheck != tc.wantAgain {
+				t.Errorf("looks again after %v, want %v", s.recheck, tc.wantAgain)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -343,5 +344,61 @@ func (s *scope) setRestarting(js *jobsetv1alpha2.JobSet) {
 			last.At.Add(wait).UTC().Format(time.RFC3339), streak, trainjob.RestartBackoffMax)
 	}
 	s.setCondition(trainjob.ConditionRunning, metav1.ConditionFalse, trainjob.ReasonRestarting,
-		fmt.Sprintf("Starting run %d, %s; %s%s", js.Status.Restarts, resumes, cause, backoff))
+		fmt.Sprintf("Starting run %d, %s; %s%s%s", js.Status.Restarts, resumes, cause, backoff, s.oldRunWait(js.Status.Restarts)))
+}
+
+// maxNamedOldPods bounds the old run's pods a Restarting message names.
+const maxNamedOldPods = 3
+
+// oldRunWait says which pods of earlier runs the new run waits for: the
+// JobSet makes the new run's Jobs only once the old ones, and their pods,
+// are gone. A pod whose grace period has ended without its kubelet
+// confirming that it stopped is on a node that is down or cut off, and
+// Kubernetes keeps it until the node returns or is deleted or tainted out
+// of service: the message says so, and how, once that moment passes.
+func (s *scope) oldRunWait(run int32) string {
+	var old []*corev1.Pod
+	var overdue *corev1.Pod
+	for i := range s.pods {
+		p := &s.pods[i]
+		attempt, err := strconv.Atoi(p.Labels[mpi.LabelJobSetRestartAttempt])
+		if err != nil || attempt >= int(run) {
+			continue
+		}
+		old = append(old, p)
+		// The API server sets a deleted pod's deletionTimestamp to the
+		// end of its grace period.
+		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		if d := p.DeletionTimestamp; d != nil && p.Spec.NodeName != "" && !terminal {
+			if !s.now.Before(d.Time) {
+				if overdue == nil {
+					overdue = p
+				}
+			} else {
+				s.lookAgain(d.Sub(s.now) + time.Second)
+			}
+		}
+	}
+	if len(old) == 0 {
+		return ""
+	}
+	slices.SortFunc(old, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	var named []string
+	for _, p := range old[:min(len(old), maxNamedOldPods)] {
+		where := ""
+		if p.Spec.NodeName != "" {
+			where = " on " + p.Spec.NodeName
+		}
+		named = append(named, p.Name+where)
+	}
+	if more := len(old) - len(named); more > 0 {
+		named = append(named, fmt.Sprintf("%d more", more))
+	}
+	msg := fmt.Sprintf(". It waits for the earlier run's pods to go: %s", strings.Join(named, ", "))
+	if overdue != nil {
+		node := overdue.Spec.NodeName
+		msg += fmt.Sprintf("; %s's node has not confirmed that it stopped by the end of its grace period: if %s is down, Kubernetes lets the pod go once the Node is deleted or tainted out of service (kubectl taint node %s node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)",
+			overdue.Name, node, node)
+	}
+	return msg
 }

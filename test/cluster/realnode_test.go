@@ -269,6 +269,8 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 	realNodeChaos(&dir)
 	realNodeDashboard(&dir)
 	realNodeSDK(&dir)
+	// Last: it ends a real node.
+	realNodeLost(&dir)
 
 	It("leaves no trace on the machine after down", func() {
 		downLeavesNoTrace(dir, before)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -21,50 +22,71 @@ import (
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
+// train is the command of the reference training on 4 ranks, trained to
+// out.
+func train(out string, more ...string) []string {
+	return append([]string{"--", "mpirun", "-n", "4", "python3", "/opt/torus/train.py", "--epochs", "12", "--output", out}, more...)
+}
+
+// modelSHA finds the checksum the reference training prints of its model.
+var modelSHA = regexp.MustCompile(`model saved to \S+ \(sha256 ([0-9a-f]{64})\)`)
+
+// straightSHA is the checksum of the reference training's model trained
+// straight through, once per run of the tier (straightModel).
+var straightSHA string
+
+// straightModel trains the reference training straight through, without
+// checkpoints, onto claim, unless an earlier spec of the run has: every
+// interrupted training must end with its model.
+func straightModel(dir, claim string) string {
+	GinkgoHelper()
+	if straightSHA != "" {
+		return straightSHA
+	}
+	By("training straight through, without checkpoints")
+	out, code := kubectlMPI(dir, append([]string{"run", "straight", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+		"--volume", "pvc:" + claim + ":/out", "--wait", "--timeout", "6m"}, train("/out/straight.npz")...)...)
+	if code != 0 {
+		Fail(fmt.Sprintf("the straight training did not complete (exit %d):\n%s\n%s", code, out, jobReport(dir, "straight", nil)))
+	}
+	logs, _ := kubectlMPI(dir, "logs", "straight", "--launcher")
+	m := modelSHA.FindStringSubmatch(logs)
+	Expect(m).NotTo(BeNil(), logs)
+	kubectlMPI(dir, "delete", "straight")
+	straightSHA = m[1]
+	return straightSHA
+}
+
+// localClaim makes a ReadWriteMany claim of the local cluster's: one
+// directory of the machine's that every real node mounts, as a shared file
+// system's. Each job that keeps checkpoints has its own; the cluster has
+// four volumes, each bound once (hack/cluster's localVolumes).
+func localClaim(dir, name string) {
+	GinkgoHelper()
+	apply(dir, &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: ptr.To("local"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
+		},
+	})
+	DeferCleanup(func() { kubectl(dir, "delete", "pvc", name, "--wait=false") })
+}
+
 // realNodeRestarts trains the reference training on the real nodes once
 // straight through, and once losing a worker mid-run: the job restarts its
 // whole world and resumes from its last checkpoint, to the same model.
 func realNodeRestarts(dirp *string) {
 	Context("a training that loses a worker or its launcher on the real nodes, or is preempted, and one that always fails", Ordered, func() {
 		var dir, straight string
-		// train is the reference training, trained to out.
-		train := func(out string, more ...string) []string {
-			return append([]string{"--", "mpirun", "-n", "4", "python3", "/opt/torus/train.py", "--epochs", "12", "--output", out}, more...)
-		}
-		sha := regexp.MustCompile(`model saved to \S+ \(sha256 ([0-9a-f]{64})\)`)
-
-		// claim makes a ReadWriteMany claim of the local cluster's: one
-		// directory of the machine's that every real node mounts, as a
-		// shared file system's. Each job that keeps checkpoints has its own.
-		claim := func(name string) {
-			apply(dir, &corev1.PersistentVolumeClaim{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-					StorageClassName: ptr.To("local"),
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Mi")}},
-				},
-			})
-			DeferCleanup(func() { kubectl(dir, "delete", "pvc", name, "--wait=false") })
-		}
 
 		BeforeAll(func() {
 			dir = *dirp
-			claim("restarts-worker")
-			claim("restarts-launcher")
-
-			By("training straight through, without checkpoints")
-			out, code := kubectlMPI(dir, append([]string{"run", "straight", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-				"--volume", "pvc:restarts-worker:/out", "--wait", "--timeout", "6m"}, train("/out/straight.npz")...)...)
-			if code != 0 {
-				Fail(fmt.Sprintf("the straight training did not complete (exit %d):\n%s\n%s", code, out, jobReport(dir, "straight", nil)))
-			}
-			logs, _ := kubectlMPI(dir, "logs", "straight", "--launcher")
-			m := sha.FindStringSubmatch(logs)
-			Expect(m).NotTo(BeNil(), logs)
-			straight = m[1]
-			kubectlMPI(dir, "delete", "straight")
+			localClaim(dir, "restarts-worker")
+			localClaim(dir, "restarts-launcher")
+			straight = straightModel(dir, "restarts-worker")
 		})
 
 		// loseMidTraining trains with no restart budget at all, deletes the
@@ -119,7 +141,7 @@ func realNodeRestarts(dirp *string) {
 			}
 			Expect(trained).NotTo(BeEmpty(), run)
 			Expect(trained[0]).To(Equal(from+1), "the second run did not go on from the checkpoint's epoch:\n%s", run)
-			m := sha.FindStringSubmatch(run)
+			m := modelSHA.FindStringSubmatch(run)
 			Expect(m).NotTo(BeNil(), run)
 			Expect(m[1]).To(Equal(straight), "the resumed training ended with another model than the straight one")
 		}
@@ -141,7 +163,7 @@ func realNodeRestarts(dirp *string) {
 			out, code := kubectl(dir, "apply", "-f", queue)
 			Expect(code).To(Equal(0), out)
 			DeferCleanup(func() { kubectl(dir, "delete", "-f", queue, "--wait=false") })
-			claim("restarts-preempt")
+			localClaim(dir, "restarts-preempt")
 			DeferCleanup(func() { kubectlMPI(dir, "delete", "preempted"); kubectlMPI(dir, "delete", "urgent") })
 
 			// 2 workers of 400m: 800m of the queue's 1 CPU, with no budget
@@ -181,7 +203,7 @@ func realNodeRestarts(dirp *string) {
 			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(evicted by Kueue\): Preempted: `), describe)
 			run, _ := kubectlMPI(dir, "logs", "preempted", "--launcher")
 			Expect(run).To(MatchRegexp(`training from the checkpoint after epoch ([3-9]|1[01])`))
-			m := sha.FindStringSubmatch(run)
+			m := modelSHA.FindStringSubmatch(run)
 			Expect(m).NotTo(BeNil(), run)
 			Expect(m[1]).To(Equal(straight), "the preempted training ended with another model than the straight one")
 		})
@@ -330,4 +352,107 @@ func replicatedJobRole(replicatedJob string) string {
 		return "launcher"
 	}
 	return "worker"
+}
+
+// realNodeLost loses a real node mid-training: its kubelet and containerd
+// end, and every container of its with them, as when the machine dies.
+// Kubernetes keeps a dead node's pods until the node is deleted (as a
+// cloud's node controller, or an autoscaler, deletes the Node of a machine
+// that is gone) or tainted out-of-service; the new run waits for them, then
+// runs on the node left. It ends the node for good, so it runs last.
+func realNodeLost(dirp *string) {
+	It("restarts the whole world on the node left when a worker's node dies, once Kubernetes lets its pods go, and resumes to the same model", func() {
+		dir := *dirp
+		const name = "lost-node"
+		localClaim(dir, "restarts-node")
+		straight := straightModel(dir, "restarts-node")
+		DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
+		out, code := kubectlMPI(dir, append([]string{"run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+			"--checkpoint-volume", "restarts-node", "--max-restarts", "0"}, train("/checkpoint/model.npz", "--pace", "2")...)...)
+		Expect(code).To(Equal(0), out)
+		logs := kubectlMPIInBackground(dir, "logs", name, "-f")
+		Eventually(func() string {
+			out, _ := kubectlMPI(dir, "logs", name, "--launcher")
+			return out
+		}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, name, nil))
+
+		// The node to lose is the one without the launcher, which finds
+		// its world lost and restarts the job while Kubernetes still keeps
+		// the dead node's pods: the new run must wait for them.
+		out, code = kubectl(dir, "get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.labels.jobset\.sigs\.k8s\.io/replicatedjob-name}/{.metadata.labels.batch\.kubernetes\.io/job-completion-index} {.spec.nodeName}{"\n"}{end}`,
+			"-l", "jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/restart-attempt=0")
+		Expect(code).To(Equal(0), out)
+		placed := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			Expect(f).To(HaveLen(2), out)
+			placed[f[0]] = f[1]
+		}
+		Expect(placed).To(HaveLen(3), out)
+		left := placed["launcher/0"]
+		lost := "real-node-0"
+		if left == lost {
+			lost = "real-node-1"
+		}
+		Expect([]string{placed["node/0"], placed["node/1"]}).To(ConsistOf(left, lost), "the workers are not one on each node:\n%s", out)
+
+		By("the node without the launcher, " + lost + ", dies: its containerd, kubelet and policy agent are killed, and its containers end with them")
+		pids := readPIDs(dir)
+		suffix := strings.TrimPrefix(lost, "real-node")
+		for _, comp := range []string{"containerd", "kubelet", "kube-router"} {
+			r, ok := pids[comp+suffix]
+			Expect(ok).To(BeTrue(), "no PID recorded for %s%s", comp, suffix)
+			Expect(syscall.Kill(r.PID, syscall.SIGKILL)).To(Succeed())
+		}
+		for _, comp := range []string{"containerd", "kubelet", "kube-router"} {
+			r := pids[comp+suffix]
+			Eventually(r.Alive, 30*time.Second).Should(BeFalse(), "%s%s (pid %d) survived SIGKILL", comp, suffix, r.PID)
+		}
+
+		By("the launcher gives its silent worker up and the job restarts; the new run waits for the dead node's pod, which Kubernetes keeps")
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Restarted")].status}`)
+			return out
+		}, 2*time.Minute, time.Second).Should(Equal("True"), func() string { return jobReport(dir, name, nil) })
+		out, _ = kubectl(dir, "get", "pods", "-o", "name", "--field-selector", "spec.nodeName="+lost,
+			"-l", "jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/restart-attempt=0")
+		Expect(strings.TrimSpace(out)).NotTo(BeEmpty(), "the dead node's pod was let go before its Node went")
+		By("once the pod's grace period has ended, the job says which pod its new run waits for, and how Kubernetes lets it go")
+		Eventually(func(g Gomega) {
+			out, _ := kubectl(dir, "get", "trainjob", name, "-o", `jsonpath={.status.conditions[?(@.type=="Running")]}`)
+			var c metav1.Condition
+			g.Expect(json.Unmarshal([]byte(out), &c)).To(Succeed(), out)
+			g.Expect(c.Reason).To(Equal(trainjob.ReasonRestarting), "the new run started beside a pod of the old one")
+			g.Expect(c.Message).To(ContainSubstring("It waits for the earlier run's pods to go: "))
+			g.Expect(c.Message).To(ContainSubstring("node has not confirmed that it stopped by the end of its grace period: if %[1]s is down, "+
+				"Kubernetes lets the pod go once the Node is deleted or tainted out of service (kubectl taint node %[1]s node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)", lost))
+		}, 2*time.Minute, time.Second).Should(Succeed(), func() string { return jobReport(dir, name, nil) })
+
+		By("the Node goes, as a cloud's node controller deletes the Node of a machine that is gone: the pod garbage collector fails its pods")
+		out, code = kubectl(dir, "delete", "node", lost, "--wait=false")
+		Expect(code).To(Equal(0), out)
+
+		By("the job restarted on the node left, without spending its budget, and completes")
+		out, code = kubectlMPI(dir, "wait", name, "--timeout", "6m")
+		if code != 0 {
+			Fail(fmt.Sprintf("the job did not complete after its worker's node died (exit %d):\n%s\n%s", code, out, jobReport(dir, name, logs)))
+		}
+		counted, _ := kubectl(dir, "get", "jobset", name, "-o", "jsonpath={.status.restartsCountTowardsMax}")
+		Expect(counted).To(Or(BeEmpty(), Equal("0")), "the node's loss was counted as the program's failure")
+		out, _ = kubectl(dir, "get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}", "-l",
+			"jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/restart-attempt=1")
+		Expect(strings.Fields(out)).To(HaveEach(left), "run 1's pods")
+
+		By("describe says why: the launcher lost the worker")
+		describe, _ := kubectlMPI(dir, "describe", name)
+		Expect(describe).To(ContainSubstring("Restarts: 1, 0 counted against the budget of 0"), describe)
+		Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): launcher WorldLost: `), describe)
+
+		By("the second run resumed from the checkpoint, to the model trained straight through")
+		run, _ := kubectlMPI(dir, "logs", name, "--launcher")
+		Expect(run).To(MatchRegexp(`run 1: training from the checkpoint after epoch ([3-9]|1[01])`))
+		m := modelSHA.FindStringSubmatch(run)
+		Expect(m).NotTo(BeNil(), run)
+		Expect(m[1]).To(Equal(straight), "the training that lost a node ended with another model than the straight one")
+	})
 }
