@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -426,8 +427,17 @@ exec %[3]s --config=%[4]s
 }
 
 func (c *cluster) startOperator(ctx context.Context) error {
-	certs, err := c.servingCert("torus-webhook")
-	if err != nil {
+	// Beside real nodes, the operator serves on the host's address on their
+	// bridge, where the API server calls its webhooks and the training
+	// pods report their progress (its status endpoint); else on loopback.
+	host := loopback
+	var ips []net.IP
+	if c.realNode {
+		host = hostIP
+		ips = []net.IP{net.ParseIP(hostIP)}
+	}
+	certs := filepath.Join(c.ca.Dir, "torus-webhook")
+	if err := c.ca.ServingCertFor(certs, "torus-webhook", ips); err != nil {
 		return err
 	}
 	if err := c.ensureNamespace(ctx, "torus-system"); err != nil {
@@ -441,12 +451,15 @@ func (c *cluster) startOperator(ctx context.Context) error {
 	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "torus-operator", Ports: 3,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
-			if err := c.installWebhooksFile(ctx, "torus", p[0], webhooks); err != nil {
+			if err := c.installWebhooksFile(ctx, "torus", host, p[0], webhooks); err != nil {
 				return supervisor.Spec{}, err
 			}
 			argv := []string{
 				c.operator,
-				"--webhook-host=127.0.0.1", "--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
+				"--webhook-host=" + host, "--webhook-port=" + strconv.Itoa(p[0]), "--webhook-cert-dir=" + certs,
+				// The pods reach the endpoint at the address the API
+				// server does, and trust the local CA.
+				"--status-server-url=https://" + net.JoinHostPort(host, strconv.Itoa(p[0])), "--status-server-ca-file=" + c.ca.CAFile,
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,13 +48,16 @@ func (c *cluster) installWebhooks(ctx context.Context, component string, port in
 	if err != nil {
 		return err
 	}
-	return c.installWebhooksFile(ctx, component, port, filepath.Join(dir, file))
+	return c.installWebhooksFile(ctx, component, loopback, port, filepath.Join(dir, file))
 }
 
+// loopback is the address the components' webhooks listen on.
+const loopback = "127.0.0.1"
+
 // installWebhooksFile rewrites each webhook's service reference into a URL
-// on 127.0.0.1:port with the local CA, and names the configuration after
-// the component so that components do not overwrite each other's.
-func (c *cluster) installWebhooksFile(ctx context.Context, component string, port int, path string) error {
+// on host:port with the local CA, and names the configuration after the
+// component so that components do not overwrite each other's.
+func (c *cluster) installWebhooksFile(ctx context.Context, component, host string, port int, path string) error {
 	objs, err := repo.ReadObjects(path)
 	if err != nil {
 		return err
@@ -71,7 +76,7 @@ func (c *cluster) installWebhooksFile(ctx context.Context, component string, por
 			h := hooks[i].(map[string]any)
 			svcPath, _, _ := unstructured.NestedString(h, "clientConfig", "service", "path")
 			h["clientConfig"] = map[string]any{
-				"url":      fmt.Sprintf("https://127.0.0.1:%d%s", port, svcPath),
+				"url":      fmt.Sprintf("https://%s%s", net.JoinHostPort(host, strconv.Itoa(port)), svcPath),
 				"caBundle": base64.StdEncoding.EncodeToString(ca),
 			}
 			hooks[i] = h

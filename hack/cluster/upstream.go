@@ -48,7 +48,7 @@ func (c *cluster) startUpstreamTrainer(ctx context.Context) error {
 			}); err != nil {
 				return supervisor.Spec{}, err
 			}
-			if err := c.installWebhooksFile(ctx, "upstream-trainer", p[2], filepath.Join(dir, "manifests", "base", "webhook", "manifests.yaml")); err != nil {
+			if err := c.installWebhooksFile(ctx, "upstream-trainer", loopback, p[2], filepath.Join(dir, "manifests", "base", "webhook", "manifests.yaml")); err != nil {
 				return supervisor.Spec{}, err
 			}
 			return supervisor.Spec{Argv: []string{c.bin(upstreamTrainer), "--config=" + cfg},

@@ -30,10 +30,12 @@ import (
 	"github.com/torus-mpi/torus/operator/monitoring"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/operator/startup"
+	"github.com/torus-mpi/torus/operator/statusserver"
 	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/version"
 )
 
@@ -71,7 +73,15 @@ type Options struct {
 	// InstallMonitoring applies a ServiceMonitor and the alerts where the
 	// Prometheus Operator's API is served.
 	InstallMonitoring bool
-	Zap               zap.Options
+	// StatusServerURL and StatusServerCAFile say where the training pods
+	// reach the status server and which CA verifies it; empty, both are
+	// read from the operator's webhook configuration.
+	StatusServerURL    string
+	StatusServerCAFile string
+	// StatusWriteInterval is the least time between two writes of a job's
+	// progress.
+	StatusWriteInterval time.Duration
+	Zap                 zap.Options
 }
 
 // AddFlags binds the options to a flag set.
@@ -99,6 +109,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
 		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
+	fs.StringVar(&o.StatusServerURL, "status-server-url", "",
+		"Base URL (https://host:port) at which training pods reach the TrainJob status endpoint this operator serves beside its webhooks (default: the webhooks' Service, from the TrainJob webhook's configuration).")
+	fs.StringVar(&o.StatusServerCAFile, "status-server-ca-file", "",
+		"PEM file of the CA that verifies the status endpoint for training pods (default: the TrainJob webhook's caBundle).")
+	fs.DurationVar(&o.StatusWriteInterval, "status-write-interval", statusserver.DefaultOptions().WriteInterval,
+		"Least time between two writes of one TrainJob's reported progress to the API server, whatever its pods send.")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -155,6 +171,23 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The TrainJob status endpoint, served beside the webhooks: where the
+	// pods reach it is known once the webhooks' configuration is.
+	var statusServer func() *trainerstatus.Server
+	if o.EnableWebhooks {
+		if o.StatusWriteInterval <= 0 {
+			return nil, fmt.Errorf("--status-write-interval must be positive, got %s", o.StatusWriteInterval)
+		}
+		locator := &statusserver.Locator{URL: o.StatusServerURL, CAFile: o.StatusServerCAFile, Reader: mgr.GetAPIReader(),
+			Log: ctrl.Log.WithName("status-server"), Refresh: 5 * time.Minute}
+		if err := mgr.Add(locator); err != nil {
+			return nil, fmt.Errorf("adding the status server's locator: %w", err)
+		}
+		statusServer = locator.Current
+		statusOpts := statusserver.DefaultOptions()
+		statusOpts.WriteInterval = o.StatusWriteInterval
+		mgr.GetWebhookServer().Register(trainerstatus.Pattern, statusserver.New(mgr.GetClient(), mgr.GetClient(), statusOpts, ctrl.Log.WithName("status-server")))
+	}
 	setupControllers := func() error {
 		var proofKeys controller.ProofKeys
 		ns := o.Namespace
@@ -179,7 +212,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			defer cancel()
 			settings.LaunchImage = ownImage(ctx, mgr.GetAPIReader(), ns)
 		}
-		return controller.SetupControllers(mgr, controller.Options{Settings: settings, ProofKeys: proofKeys, Upstream: others})
+		return controller.SetupControllers(mgr, controller.Options{Settings: settings, ProofKeys: proofKeys, Upstream: others, StatusServer: statusServer})
 	}
 	// Without JobSet's API the controllers cannot watch JobSets, but the
 	// webhooks, on which every TrainJob write in the cluster depends, must

@@ -21,6 +21,7 @@ import (
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/imagevolume"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 )
 
 // sshVolumeSize bounds the in-memory SSH directory; its files are a few KiB.
@@ -61,6 +62,11 @@ type BuildOptions struct {
 	// Kueue admits it. Otherwise Kueue's TrainJob integration, if any, works
 	// on the TrainJob itself through spec.suspend and runtimePatches.
 	KueueJobSets bool
+	// StatusServer is where the job's pods report its progress
+	// (trainerstatus): each pod gets the token, CA and environment a
+	// program written for Kubeflow Trainer's status API reads. Nil: no
+	// server is known, and the pods get none of it.
+	StatusServer *trainerstatus.Server
 }
 
 // IstioInject is Istio's pod label that turns its sidecar injection on or
@@ -131,7 +137,7 @@ func BuildJobSet(tj *trainer.TrainJob, rt *mpi.Runtime, job *mpi.Job, opts Build
 	// proves it the job's (mpi.LaunchWaitCommand, mpi.LaunchWaitArgs);
 	// without, it starts once they are Ready, as upstream's does.
 	launcherWaits := opts.LaunchImage != "" && !opts.LauncherAfterWorkers
-	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage, launcherWaits: launcherWaits}
+	b := podBuilder{tj: tj, job: job, clusterDomain: opts.ClusterDomain, launchImage: opts.LaunchImage, launcherWaits: launcherWaits, statusServer: opts.StatusServer}
 	// The job's topology annotation, else its runtime's.
 	for _, a := range []map[string]string{tj.Annotations, rt.Annotations} {
 		if level, ok := a[api.AnnotationTopology]; ok {
@@ -296,6 +302,8 @@ type podBuilder struct {
 	// launcherWaits: the launcher starts with its workers and waits for
 	// them from launchImage.
 	launcherWaits bool
+	// statusServer takes the job's progress (BuildOptions.StatusServer).
+	statusServer *trainerstatus.Server
 }
 
 // configure sizes one replicated job and fills in its pod template.
@@ -424,6 +432,11 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 		// its progress) finds the same place.
 		c.Apply(ps, ctr)
 	}
+	if srv := b.statusServer; srv != nil {
+		// Every pod: a rank reports with its own pod's token, and the
+		// launcher forwards the environment to the ranks.
+		srv.Apply(pod, ctr, b.tj.Namespace, b.tj.Name)
+	}
 	if b.job.Implementation.NeedsSearchDomain() {
 		if ps.DNSConfig == nil {
 			ps.DNSConfig = &corev1.PodDNSConfig{}
@@ -437,7 +450,8 @@ func (b podBuilder) configure(rj *jobsetv1alpha2.ReplicatedJob, role string, pod
 }
 
 // forwardedEnv names the variables the launcher passes on to every rank:
-// the TrainJob's, the network profile's and the checkpoint's.
+// the TrainJob's, the network profile's, the checkpoint's and the status
+// server's.
 func (b podBuilder) forwardedEnv() []string {
 	var names []string
 	if t := b.tj.Spec.Trainer; t != nil {
@@ -455,6 +469,13 @@ func (b podBuilder) forwardedEnv() []string {
 	if c := b.job.Checkpoint; c != nil {
 		for _, e := range c.Env() {
 			names = append(names, e.Name)
+		}
+	}
+	if b.statusServer != nil {
+		for _, n := range trainerstatus.EnvNames() {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
 	}
 	return names

@@ -19,6 +19,7 @@ import (
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 )
 
 func replicatedJob(t *testing.T, js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.ReplicatedJob {
@@ -891,5 +892,57 @@ func TestBuildJobSetAgentFromImage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With a status server, every pod gets the job's token, the CA and the
+// variables, and the launcher forwards them to the ranks; without one, no
+// pod gets any.
+func TestBuildJobSetStatusServer(t *testing.T) {
+	rt := wrappers.MakeMPIRuntime("torus-openmpi", trainer.MPIImplementationOpenMPI)
+	tj := wrappers.MakeTrainJob("digits", "team-a").RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+	job, err := mpi.ResolveJob(tj, rt.Runtime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &trainerstatus.Server{URL: "https://torus-webhook.torus-system.svc:443", CA: "PEM"}
+	js, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{StatusServer: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+		pod := replicatedJob(t, js, name).Template.Spec.Template
+		if pod.Annotations[trainerstatus.AnnotationCA] != "PEM" {
+			t.Errorf("%s pods carry no CA", name)
+		}
+		ctr := pod.Spec.Containers[0]
+		env := map[string]string{}
+		for _, e := range ctr.Env {
+			env[e.Name] = e.Value
+		}
+		if got := env[trainerstatus.EnvServerURL]; got != srv.URL+trainerstatus.Path("team-a", "digits") {
+			t.Errorf("%s: %s=%q", name, trainerstatus.EnvServerURL, got)
+		}
+		if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == trainerstatus.Volume }) {
+			t.Errorf("%s pods have no %s volume", name, trainerstatus.Volume)
+		}
+		if name == mpi.LauncherJob {
+			forwarded := strings.Split(env["OMPI_MCA_mca_base_env_list"], ";")
+			for _, v := range trainerstatus.EnvNames() {
+				if !slices.Contains(forwarded, v) {
+					t.Errorf("the launcher does not forward %s to the ranks: %v", v, forwarded)
+				}
+			}
+		}
+	}
+	without, err := children.BuildJobSet(tj, rt.Runtime(), job, children.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{mpi.LauncherJob, mpi.NodeJob} {
+		pod := replicatedJob(t, without, name).Template.Spec.Template
+		if _, ok := pod.Annotations[trainerstatus.AnnotationCA]; ok || slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == trainerstatus.Volume }) {
+			t.Errorf("%s pods are wired to a status server no one named", name)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -101,6 +102,10 @@ func (m *Metrics) failed(tj *trainer.TrainJob, reason string, now time.Time) {
 type jobsCollector struct {
 	reader        client.Reader
 	desc, stalled *prometheus.Desc
+	// Per running job that reports its progress (status.trainerStatus):
+	// as many series as jobs running.
+	progress, left, reported *prometheus.Desc
+	now                      func() time.Time
 }
 
 func newJobsCollector(reader client.Reader) *jobsCollector {
@@ -110,10 +115,24 @@ func newJobsCollector(reader client.Reader) *jobsCollector {
 			[]string{"namespace", "state"}, nil),
 		stalled: prometheus.NewDesc("torus_trainjobs_stalled",
 			"Running MPI TrainJobs that are probably stuck, by namespace: their launcher's output ended in a rank's failure and has been quiet since (condition Stalled).",
-			[]string{"namespace"}, nil)}
+			[]string{"namespace"}, nil),
+		progress: prometheus.NewDesc("torus_trainjob_progress_percent",
+			"A running MPI TrainJob's progress as its program last reported it (status.trainerStatus.progressPercentage).",
+			[]string{"namespace", "name"}, nil),
+		left: prometheus.NewDesc("torus_trainjob_remaining_seconds",
+			"A running MPI TrainJob's time left by its program's last estimate, counted down since it reported it.",
+			[]string{"namespace", "name"}, nil),
+		reported: prometheus.NewDesc("torus_trainjob_progress_reported_timestamp_seconds",
+			"When a running MPI TrainJob's program last reported its progress: time() minus this is how long it has been silent.",
+			[]string{"namespace", "name"}, nil),
+		now: time.Now}
 }
 
-func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.stalled }
+func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.desc, c.stalled, c.progress, c.left, c.reported} {
+		ch <- d
+	}
+}
 
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -131,6 +150,17 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		counts[[2]string{tj.Namespace, st.Phase}]++
 		if st.Stalled != "" {
 			stalled[tj.Namespace]++
+		}
+		if rep := trainerstatus.Of(tj); rep != nil && st.Phase == trainjob.PhaseRunning {
+			if p := rep.ProgressPercentage; p != nil {
+				ch <- prometheus.MustNewConstMetric(c.progress, prometheus.GaugeValue, float64(*p), tj.Namespace, tj.Name)
+			}
+			if left, ok := trainerstatus.Left(rep, c.now()); ok {
+				ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, left.Seconds(), tj.Namespace, tj.Name)
+			}
+			if !rep.LastUpdatedTime.IsZero() {
+				ch <- prometheus.MustNewConstMetric(c.reported, prometheus.GaugeValue, float64(rep.LastUpdatedTime.Unix()), tj.Namespace, tj.Name)
+			}
 		}
 	}
 	for k, n := range counts {

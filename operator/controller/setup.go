@@ -34,6 +34,7 @@ import (
 	"github.com/torus-mpi/torus/operator/upstream"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -69,6 +70,9 @@ type Options struct {
 	Metrics *Metrics
 	// Clock, for tests; nil means the real clock.
 	Clock clock.PassiveClock
+	// StatusServer says where the jobs' pods report their progress
+	// (statusserver.Locator.Current); nil, or nil answers, wire none.
+	StatusServer func() *trainerstatus.Server
 }
 
 // SetupControllers registers Torus's controllers with a manager.
@@ -109,6 +113,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		keyAlgorithm: opts.SSHKeyAlgorithm,
 		proofs:       newProofs(opts.ProofKeys),
 		build:        opts.buildOptions(),
+		statusServer: opts.StatusServer,
 
 		jobSetReportTimeout: opts.JobSetReportTimeout,
 	}

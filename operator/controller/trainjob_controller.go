@@ -30,6 +30,7 @@ import (
 	"github.com/torus-mpi/torus/operator/children"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -44,6 +45,8 @@ type TrainJobReconciler struct {
 	clock     clock.PassiveClock
 	metrics   *Metrics
 	build     children.BuildOptions
+	// statusServer is where the pods report progress (Options.StatusServer).
+	statusServer func() *trainerstatus.Server
 	// maxNodes is the largest numNodes a job may have.
 	maxNodes int32
 	// keyAlgorithm is the type of the keys of jobs that choose none.
@@ -451,6 +454,9 @@ func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope) error 
 	}
 	build := r.build
 	build.Nodes = r.nodeLister(ctx)
+	if r.statusServer != nil {
+		build.StatusServer = r.statusServer()
+	}
 	desired, err := children.BuildJobSet(s.tj, s.rt, s.job, build)
 	if err != nil {
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionFalse, trainjob.ReasonInvalidJob, err.Error())

@@ -24,6 +24,7 @@ import (
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/diagnosis"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
@@ -112,6 +113,9 @@ func write(w io.Writer, d *data, now time.Time) error {
 
 	for _, f := range headline(d, st, findings) {
 		field(f.Name, "%s", f.Value)
+	}
+	if p := progress(tj, st, now); p != "" {
+		field("Progress", "%s", p)
 	}
 
 	impl := "unknown"
@@ -577,4 +581,34 @@ func shellJoin(words []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// describedMetrics bounds the metrics describe prints of a report.
+const describedMetrics = 8
+
+// progress is the program's latest report (status.trainerStatus): how far,
+// the time left while the job runs, and its metrics; "" when it sent none.
+func progress(tj *trainer.TrainJob, st trainjob.State, now time.Time) string {
+	rep := trainerstatus.Of(tj)
+	if rep == nil {
+		return ""
+	}
+	var parts []string
+	if p := rep.ProgressPercentage; p != nil {
+		parts = append(parts, fmt.Sprintf("%d%%", *p))
+	}
+	if left, ok := trainerstatus.Left(rep, now); ok && st.Phase == trainjob.PhaseRunning {
+		parts = append(parts, "about "+duration.HumanDuration(left)+" left")
+	}
+	if m := trainerstatus.Metrics(rep, describedMetrics); m != "" {
+		parts = append(parts, m)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "reported")
+	}
+	out := strings.Join(parts, "; ")
+	if !rep.LastUpdatedTime.IsZero() {
+		out += fmt.Sprintf(" (reported %s ago)", printers.Age(rep.LastUpdatedTime.Time, now))
+	}
+	return out
 }

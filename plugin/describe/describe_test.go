@@ -313,3 +313,42 @@ func TestServerTextEscaped(t *testing.T) {
 		}
 	}
 }
+
+func TestProgress(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	running := trainjob.State{Phase: trainjob.PhaseRunning}
+	for _, tc := range []struct {
+		name   string
+		report *trainer.TrainerStatus
+		state  trainjob.State
+		want   string
+	}{
+		{name: "no report", state: running},
+		{
+			name:  "a running job: the time left counted down since the report",
+			state: running,
+			report: &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](42), EstimatedRemainingSeconds: ptr.To[int32](600),
+				Metrics: []trainer.Metric{{Name: "loss", Value: "0.25"}, {Name: "accuracy", Value: "0.9"}}, LastUpdatedTime: metav1.NewTime(now.Add(-30 * time.Second))},
+			want: "42%; about 9m30s left; loss=0.25, accuracy=0.9 (reported 30s ago)",
+		},
+		{
+			name:   "a job that ended: no time left",
+			state:  trainjob.State{Phase: trainjob.PhaseComplete},
+			report: &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](100), EstimatedRemainingSeconds: ptr.To[int32](0), LastUpdatedTime: metav1.NewTime(now.Add(-time.Hour))},
+			want:   "100% (reported 60m ago)",
+		},
+		{
+			name:   "many metrics: the first few",
+			state:  running,
+			report: &trainer.TrainerStatus{Metrics: []trainer.Metric{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}, {Name: "c", Value: "3"}, {Name: "d", Value: "4"}, {Name: "e", Value: "5"}, {Name: "f", Value: "6"}, {Name: "g", Value: "7"}, {Name: "h", Value: "8"}, {Name: "i", Value: "9"}, {Name: "j", Value: "10"}}},
+			want:   "a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, and 2 more",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := &trainer.TrainJob{Status: trainer.TrainJobStatus{TrainerStatus: tc.report}}
+			if got := progress(tj, tc.state, now); got != tc.want {
+				t.Errorf("progress:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -34,6 +35,34 @@ type Summary struct {
 	// Owner is who created the job, as Torus's admission recorded it; ""
 	// for a job it did not see created.
 	Owner string `json:"owner,omitempty"`
+	// Progress is the program's last report; nil when it sent none.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a program's last report (status.trainerStatus) as the
+// screens show it.
+type Progress struct {
+	// Percent is how far the training is, 0 to 100; nil when not said.
+	Percent *int32 `json:"percent,omitempty"`
+	// LeftSeconds is the time left by the program's estimate, counted down
+	// since it reported; nil when it gave none or the job does not run.
+	LeftSeconds *int64           `json:"leftSeconds,omitempty"`
+	Metrics     []trainer.Metric `json:"metrics,omitempty"`
+	// Reported is when the operator took the report.
+	Reported time.Time `json:"reported,omitzero"`
+}
+
+// progressOf is the job's last report, or nil.
+func progressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) *Progress {
+	rep := trainerstatus.Of(tj)
+	if rep == nil {
+		return nil
+	}
+	p := &Progress{Percent: rep.ProgressPercentage, Metrics: rep.Metrics, Reported: rep.LastUpdatedTime.Time}
+	if left, ok := trainerstatus.Left(rep, now); ok && st.Phase == trainjob.PhaseRunning {
+		p.LeftSeconds = ptr.To(int64(left / time.Second))
+	}
+	return p
 }
 
 // Summarize computes a job's row as of now.
@@ -54,6 +83,7 @@ func Summarize(info *Info, now time.Time) Summary {
 	if s.Workers > 0 {
 		s.Slots = info.Placement().Size()
 	}
+	s.Progress = progressOf(tj, s.State, now)
 	if d, ok := trainjob.TimesOf(tj).Duration(now); ok {
 		s.Duration = &d
 	}

@@ -9,13 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
+	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/printers"
 )
 
 // jobTable is the table of kubectl mpi list: NAME, STATE, WORKERS
-// (ready/total), SLOTS (MPI ranks), RESTARTS (of the whole MPI world), QUEUE,
-// DURATION, AGE, and with -o wide the MPI
+// (ready/total), SLOTS (MPI ranks), RESTARTS (of the whole MPI world),
+// PROGRESS and TIME LEFT (as the program reports them), QUEUE, DURATION,
+// AGE, and with -o wide the MPI
 // implementation, runtime, time in state and the state's message.
 func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 	t := &metav1.Table{
@@ -25,6 +28,8 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 			{Name: "Workers", Type: "string", Description: "ready/total"},
 			{Name: "Slots", Type: "integer", Description: "MPI ranks (world size)"},
 			{Name: "Restarts", Type: "integer", Description: "restarts of the job's whole MPI world"},
+			{Name: "Progress", Type: "string", Description: "the training's progress, as its program last reported it (status.trainerStatus)"},
+			{Name: "Time Left", Type: "string", Description: "the program's last estimate of the time left, counted down since it reported it, while the job runs"},
 			{Name: "Queue", Type: "string"},
 			{Name: "Duration", Type: "string", Description: "time run since the job last started (Kueue's admission, a resume or its creation) until it ended or now"},
 			{Name: "Age", Type: "string"},
@@ -53,11 +58,19 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 		if sum.State.Stalled != "" {
 			msg = sum.State.Stalled
 		}
+		progress, left := "<none>", "<none>"
+		st := trainerstatus.Of(info.TrainJob)
+		if st != nil && st.ProgressPercentage != nil {
+			progress = fmt.Sprintf("%d%%", *st.ProgressPercentage)
+		}
+		if d, ok := trainerstatus.Left(st, now); ok && sum.State.Phase == trainjob.PhaseRunning {
+			left = duration.HumanDuration(d)
+		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{
 				sum.Name, sum.State.Phase,
 				fmt.Sprintf("%d/%d", sum.Ready, sum.Workers),
-				slots, sum.Restarts, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
+				slots, sum.Restarts, progress, left, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
 				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(msg, 100),
 			},
 			Object: runtime.RawExtension{Object: info.TrainJob},

@@ -23,6 +23,8 @@ func TestJobTable(t *testing.T) {
 	running.CreationTimestamp = metav1.NewTime(now.Add(-5 * time.Minute))
 	running.Status.Conditions = []metav1.Condition{{Type: "Created", Status: metav1.ConditionTrue, Reason: "JobSetCreated", LastTransitionTime: metav1.NewTime(now.Add(-299 * time.Second))}, {Type: "Admitted", Status: metav1.ConditionTrue, Reason: "Admitted", LastTransitionTime: metav1.NewTime(now.Add(-270 * time.Second))}, {Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", Message: "Launcher running, 4/4 workers ready", LastTransitionTime: metav1.NewTime(now.Add(-4 * time.Minute))}}
 	running.Status.JobsStatus = []trainer.JobStatus{{Name: mpi.NodeJob, Ready: ptr.To[int32](4)}, {Name: mpi.LauncherJob, Ready: ptr.To[int32](1)}}
+	// Reported 30 s ago with 10 minutes left: 9m30s left now.
+	running.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](42), EstimatedRemainingSeconds: ptr.To[int32](600), LastUpdatedTime: metav1.NewTime(now.Add(-30 * time.Second))}
 	unknown := run.BuildTrainJob(run.Spec{Name: "old", Namespace: "ns"})
 	unknown.CreationTimestamp = metav1.NewTime(now.Add(-48 * time.Hour))
 
@@ -39,9 +41,9 @@ func TestJobTable(t *testing.T) {
 		got = append(got, strings.Fields(l))
 	}
 	want := [][]string{
-		{"NAME", "STATE", "WORKERS", "SLOTS", "RESTARTS", "QUEUE", "DURATION", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
-		{"pi", "Running", "4/4", "32", "0", "team", "4m30s", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
-		{"old", "Creating", "0/0", "<unknown>", "0", "<none>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
+		{"NAME", "STATE", "WORKERS", "SLOTS", "RESTARTS", "PROGRESS", "TIME", "LEFT", "QUEUE", "DURATION", "AGE", "MPI", "RUNTIME", "IN", "STATE", "MESSAGE"},
+		{"pi", "Running", "4/4", "32", "0", "42%", "9m30s", "team", "4m30s", "5m", "Intel", "torus-openmpi", "4m", "Launcher", "running,", "4/4", "workers", "ready"},
+		{"old", "Creating", "0/0", "<unknown>", "0", "<none>", "<none>", "<none>", "<none>", "2d", "<unknown>", "torus-openmpi", "2d", "Waiting", "for", "the", "Torus", "operator", "to", "create", "the", "job's", "JobSet,", "and", "the", "JobSet", "controller", "to", "start", "it"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table (-want,+got):\n%s", diff)

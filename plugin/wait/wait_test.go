@@ -2,9 +2,11 @@ package wait
 
 import (
 	"testing"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
@@ -56,5 +58,28 @@ func TestCheck(t *testing.T) {
 		if got := (result{outcome, done}); got != tc.want {
 			t.Errorf("Check(%s, job %s) = %+v, want %+v", tc.cond, tc.state, got, tc.want)
 		}
+	}
+}
+
+func TestProgressOf(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	at := metav1.NewTime(now.Add(-30 * time.Second))
+	for _, tc := range []struct {
+		name  string
+		rep   *trainer.TrainerStatus
+		phase string
+		want  string
+	}{
+		{name: "no report", phase: trainjob.PhaseRunning},
+		{name: "metrics alone", phase: trainjob.PhaseRunning, rep: &trainer.TrainerStatus{Metrics: []trainer.Metric{{Name: "loss", Value: "1"}}}},
+		{name: "running", phase: trainjob.PhaseRunning, rep: &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](42), EstimatedRemainingSeconds: ptr.To[int32](600), LastUpdatedTime: at}, want: "42%, about 9m30s left"},
+		{name: "restarting: no time left", phase: trainjob.PhaseRestarting, rep: &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](42), EstimatedRemainingSeconds: ptr.To[int32](600), LastUpdatedTime: at}, want: "42%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := &trainer.TrainJob{Status: trainer.TrainJobStatus{TrainerStatus: tc.rep}}
+			if got := progressOf(tj, trainjob.State{Phase: tc.phase}, now); got != tc.want {
+				t.Errorf("progressOf = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

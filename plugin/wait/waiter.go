@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
@@ -73,7 +74,13 @@ func (w *Waiter) Until(ctx context.Context, namespace, name string, cond Conditi
 			if st.Message != "" {
 				state += ": " + st.Message
 			}
-			progress.UpdateState(state, fmt.Sprintf(" (waiting %s for %s)", duration.HumanDuration(w.Clock.Since(start)), cond))
+			// The program's progress, on a terminal only: the line is
+			// drawn again in place, where a log would get a line a report.
+			detail := fmt.Sprintf("waiting %s for %s", duration.HumanDuration(w.Clock.Since(start)), cond)
+			if p := progressOf(tj, st, w.Clock.Now()); p != "" {
+				detail = p + "; " + detail
+			}
+			progress.UpdateState(state, " ("+detail+")")
 		}
 	}
 	var outcome verdict
@@ -149,4 +156,18 @@ func (w *Waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop c
 		case <-tick.C():
 		}
 	}
+}
+
+// progressOf is the program's last report as the wait line shows it: its
+// progress and, while the job runs, the time left; "" when it sent none.
+func progressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) string {
+	rep := trainerstatus.Of(tj)
+	if rep == nil || rep.ProgressPercentage == nil {
+		return ""
+	}
+	out := fmt.Sprintf("%d%%", *rep.ProgressPercentage)
+	if left, ok := trainerstatus.Left(rep, now); ok && st.Phase == trainjob.PhaseRunning {
+		out += ", about " + duration.HumanDuration(left) + " left"
+	}
+	return out
 }

@@ -30,7 +30,7 @@ func realNodeDashboard(dirp *string) {
 			b.Open(url)
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("Jobs"))
 			DeferCleanup(func() {
-				for _, j := range []string{"web-pi", "web-fail", "web-fail-2", "web-live", "web-keys"} {
+				for _, j := range []string{"web-pi", "web-fail", "web-fail-2", "web-live", "web-keys", "web-train"} {
 					kubectlMPI(dir, "delete", j)
 				}
 			})
@@ -118,6 +118,25 @@ func realNodeDashboard(dirp *string) {
 			b.Open(framework.DashboardBase(url) + "/#/guide")
 			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(And(ContainSubstring("torus-openmpi-local"), ContainSubstring("PyTorch")))
 			framework.ExpectAccessible(b, "guide")
+		})
+
+		It("shows a training's progress as its program reports it: a bar with the time left and the metrics on its page, a bar in the list", func() {
+			out, code := kubectlMPI(dir, "run", "web-train", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
+				"--", "mpirun", "-n", "2", "python3", "/opt/torus/train.py", "--epochs", "30", "--pace", "3")
+			Expect(code).To(Equal(0), out)
+			b.Open(framework.DashboardBase(url) + "/#/jobs/default/web-train")
+			Eventually(b.Text, 3*time.Minute, time.Second).Should(And(ContainSubstring("Training progress"), MatchRegexp(`about \S+ left; reported \S+ ago`),
+				ContainSubstring("loss"), ContainSubstring("test_accuracy")), func() string { return "the page:\n" + b.Text() + "\n" + jobReport(dir, "web-train", nil) })
+			Expect(framework.Eval[float64](b, `Number(document.querySelector('.torus-progress [role=progressbar]').getAttribute('aria-valuenow'))`)).
+				To(And(BeNumerically(">", 0), BeNumerically("<", 100)))
+			framework.ExpectAccessible(b, "progress")
+			b.Screenshot("progress")
+
+			b.Open(framework.DashboardBase(url) + "/#/jobs")
+			Eventually(func() (bool, error) {
+				return framework.Eval[bool](b, `!!document.querySelector('[role=progressbar][aria-label="Progress of web-train"]')`)
+			}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), func() string { return "the page:\n" + b.Text() })
+			framework.ExpectAccessible(b, "jobs with progress")
 		})
 
 		It("works from the keyboard alone: a job created, its logs read, the job deleted", func() {

@@ -262,6 +262,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 
 	realNodeJobs(&dir)
 	realNodeTraining(&dir)
+	realNodeProgress(&dir)
 	realNodeRestarts(&dir)
 	realNodeBackoff(&dir)
 	realNodePolicies(&dir)

@@ -55,21 +55,22 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 			HaveField("Message", And(HavePrefix(`Waiting in LocalQueue "team": `), ContainSubstring("nvidia.com/gpu")))))
 	})
 
-	It("lists MPI jobs with state, workers ready, slots, restarts, queue and age", func() {
+	It("lists MPI jobs with state, workers ready, slots, restarts, progress, queue and age", func() {
 		r := succeed(mpiCmd("-n", ns, "list"))
 		rows := fields(r.Stdout)
-		Expect(rows[0]).To(Equal([]string{"NAME", "STATE", "WORKERS", "SLOTS", "RESTARTS", "QUEUE", "DURATION", "AGE"}))
+		Expect(rows[0]).To(Equal([]string{"NAME", "STATE", "WORKERS", "SLOTS", "RESTARTS", "PROGRESS", "TIME", "LEFT", "QUEUE", "DURATION", "AGE"}))
 		// One slot per GPU when the runtime says one slot per node. The
 		// duration counts from Kueue's admission: none for a queued job.
 		holder := rowOf(r.Stdout, "holder")
-		Expect(holder[:6]).To(Equal([]string{"holder", "Running", "1/1", "4", "0", "team"}))
+		// No program on kwok nodes reports progress.
+		Expect(holder[:8]).To(Equal([]string{"holder", "Running", "1/1", "4", "0", "<none>", "<none>", "team"}))
 		// A duration as kubectl shows one: seconds for the first two
 		// minutes, which a loaded cluster may take to get here.
-		Expect(holder[6]).To(MatchRegexp(`^(\d+[dhms])+$`))
-		Expect(rowOf(r.Stdout, "queued")[:7]).To(Equal([]string{"queued", "Queued", "0/1", "4", "0", "team", "<none>"}))
+		Expect(holder[8]).To(MatchRegexp(`^(\d+[dhms])+$`))
+		Expect(rowOf(r.Stdout, "queued")[:9]).To(Equal([]string{"queued", "Queued", "0/1", "4", "0", "<none>", "<none>", "team", "<none>"}))
 
 		r = succeed(mpiCmd("list", "-A", "-o", "wide"))
-		Expect(r.Stdout).To(MatchRegexp(`(?m)^%s\s+queued\s+Queued\s+0/1\s+4\s+0\s+team\s+<none>\s+\S+\s+OpenMPI\s+torus-openmpi-e2e\s+\S+\s+Waiting in LocalQueue "team"`, ns))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^%s\s+queued\s+Queued\s+0/1\s+4\s+0\s+<none>\s+<none>\s+team\s+<none>\s+\S+\s+OpenMPI\s+torus-openmpi-e2e\s+\S+\s+Waiting in LocalQueue "team"`, ns))
 
 		r = succeed(mpiCmd("-n", ns, "list", "-o", "json"))
 		var list trainer.TrainJobList

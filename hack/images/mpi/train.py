@@ -10,8 +10,10 @@ scikit-learn ships (UCI's optical recognition of handwritten digits: 1,797
 images of 8x8 pixels, 16 grey levels), as the image keeps it beside this
 file: a quarter is held out, stratified, to measure accuracy.
 
-Rank 0 prints the hosts that train, the loss and accuracies each epoch, and
-saves the model (NumPy's .npz) to --output, through a temporary file so
+Rank 0 prints the hosts that train, the loss and accuracies each epoch,
+reports the epoch's progress, the time left and the metrics to the job's
+status where the job's environment names a status endpoint (Kubeflow
+Trainer's TrainJob status API, which Torus serves), and saves the model (NumPy's .npz) to --output, through a temporary file so
 that a reader never sees half a model. The run fails if the ranks' models
 differ at the end or the test accuracy is below --min-accuracy.
 
@@ -27,11 +29,15 @@ ran straight through.
   python3 train.py --evaluate /models/digits.npz
 """
 import argparse
+import datetime
 import hashlib
+import json
 import os
 import socket
+import ssl
 import sys
 import time
+import urllib.request
 
 # One BLAS thread per rank: mpirun already starts a rank per slot.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -122,6 +128,37 @@ def load_checkpoint(directory, args):
         return int(f["epoch"]), {k: f[k] for k in PARAMS}, {k: f["v_" + k] for k in PARAMS}
 
 
+class Progress:
+    """Reports progress to the TrainJob's status: the URL, token and CA
+    come from the variables the pod is given. A report that fails is said
+    once and not tried again: the training never waits on its reports."""
+
+    def __init__(self):
+        self.url = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL")
+        self.context = None
+        if self.url:
+            self.context = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+
+    def report(self, percent, remaining_seconds, **metrics):
+        if not self.url:
+            return
+        with open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]) as f:
+            token = f.read().strip()
+        body = json.dumps({"trainerStatus": {
+            "progressPercentage": int(percent),
+            "estimatedRemainingSeconds": max(0, int(remaining_seconds)),
+            "metrics": [{"name": k, "value": f"{v:.4f}"} for k, v in metrics.items()],
+            "lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        }}).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=5, context=self.context).close()
+        except OSError as e:
+            print(f"progress not reported ({e}); training goes on without reports", file=sys.stderr, flush=True)
+            self.url = None
+
+
 def train(args):
     from mpi4py import MPI
 
@@ -154,6 +191,8 @@ def train(args):
             attempt = os.environ.get("TORUS_RESTART_ATTEMPT", "0")
             where = f"from the checkpoint after epoch {start}" if start else "from the start"
             print(f"run {attempt}: training {where} (checkpoints in {args.checkpoint_dir})", flush=True)
+    progress = Progress() if rank == 0 else None
+    started = time.monotonic()
     for epoch in range(start + 1, args.epochs + 1):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(xs))
         totals = np.zeros(2)  # loss, examples
@@ -173,16 +212,20 @@ def train(args):
                 offset += m[k].size
                 velocity[k] = args.momentum * velocity[k] - args.lr * g
                 m[k] += velocity[k]
+        if args.pace:
+            # A longer training's epochs, for trying restarts and progress.
+            time.sleep(args.pace)
         if rank == 0:
-            print(f"epoch {epoch}/{args.epochs} loss {totals[0] / totals[1]:.4f} "
-                  f"train accuracy {accuracy(m, x_train, y_train):.4f} "
-                  f"test accuracy {accuracy(m, x_test, y_test):.4f}", flush=True)
+            loss, train_acc, test_acc = totals[0] / totals[1], accuracy(m, x_train, y_train), accuracy(m, x_test, y_test)
+            print(f"epoch {epoch}/{args.epochs} loss {loss:.4f} "
+                  f"train accuracy {train_acc:.4f} "
+                  f"test accuracy {test_acc:.4f}", flush=True)
+            per_epoch = (time.monotonic() - started) / (epoch - start)
+            progress.report(100 * epoch / args.epochs, per_epoch * (args.epochs - epoch),
+                            loss=loss, train_accuracy=train_acc, test_accuracy=test_acc)
             if args.checkpoint_dir and epoch % args.checkpoint_every == 0:
                 save_checkpoint(args.checkpoint_dir, epoch, args, m, velocity)
                 print(f"checkpoint saved after epoch {epoch}", flush=True)
-        if args.pace:
-            # A longer training's epochs, for trying restarts.
-            time.sleep(args.pace)
 
     # Data parallelism holds only if every rank ends with the same model.
     digest = hashlib.sha256(flat(m).tobytes()).hexdigest()

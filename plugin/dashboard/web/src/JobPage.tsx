@@ -9,6 +9,7 @@ import { authorized, get, getText, Host, JobUsage, jobPath, View } from './api';
 import { age, duration, useLive } from './live';
 import { HealthLabel, StalledLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
+import { ProgressSection } from './progress';
 
 // Beyond this many hosts the topology shows counts first, the hosts on
 // demand.
@@ -189,6 +190,12 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                   <DescriptionListGroup key={t}><DescriptionListTerm>{t}</DescriptionListTerm><DescriptionListDescription>{d}</DescriptionListDescription></DescriptionListGroup>
                 ))}
               </DescriptionList>
+              {v.progress && (
+                <>
+                  <Title headingLevel="h2" className="torus-section-title">Progress</Title>
+                  <ProgressSection progress={v.progress} />
+                </>
+              )}
               {(v.restarts.total > 0 || (v.restarts.evictions ?? 0) > 0) && (
                 <>
                   <Title headingLevel="h2" className="torus-section-title">

@@ -8,6 +8,7 @@ import { get, Row } from './api';
 import { age, duration, useStream } from './live';
 import { StalledLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
+import { ProgressCell } from './progress';
 
 function distinct(rows: Row[], pick: (r: Row) => string | undefined): string[] {
   return [...new Set(rows.map(pick).filter((v): v is string => !!v))].sort();
@@ -58,6 +59,7 @@ const JobRow = memo(function JobRow({ r, all, onDelete }: { r: Row; all: boolean
       <Td dataLabel="Workers ready">{r.readyWorkers}/{r.workers}</Td>
       <Td dataLabel="Ranks">{r.slots || '-'}</Td>
       <Td dataLabel="Restarts">{r.restarts}</Td>
+      <Td dataLabel="Progress"><ProgressCell name={r.name} progress={r.progress} /></Td>
       <Td dataLabel="Queue">{r.queue ?? '-'}</Td>
       <Td dataLabel="Duration">{r.duration ? duration(r.duration / 1e9) : '-'}</Td>
       <Td dataLabel="Age">{age(r.created)}</Td>
@@ -141,7 +143,7 @@ export function JobsPage() {
           <Table aria-label="Jobs" variant="compact">
             <Thead>
               <Tr>
-                <Th>Name</Th>{all && <Th>Namespace</Th>}<Th>Type</Th><Th>State</Th><Th>Workers ready</Th><Th>Ranks</Th><Th>Restarts</Th>
+                <Th>Name</Th>{all && <Th>Namespace</Th>}<Th>Type</Th><Th>State</Th><Th>Workers ready</Th><Th>Ranks</Th><Th>Restarts</Th><Th>Progress</Th>
                 <Th>Queue</Th><Th>Duration</Th><Th>Age</Th><Th screenReaderText="Actions" />
               </Tr>
             </Thead>

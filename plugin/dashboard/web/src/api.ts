@@ -2,9 +2,12 @@
 // write is JSON from this origin (the server refuses anything else).
 
 export interface State { phase: string; since: string; reason?: string; message?: string; stalled?: string; stalledSince?: string }
+// Progress is the training program's last report (status.trainerStatus).
+export interface Progress { percent?: number; leftSeconds?: number; metrics?: { name: string; value: string }[]; reported?: string }
 export interface Row {
   namespace: string; name: string; state: State; readyWorkers: number; workers: number; slots: number; restarts: number;
   queue?: string; implementation?: string; runtime: string; duration?: number; created: string; owner?: string; type: string; mpi: boolean;
+  progress?: Progress;
 }
 export interface Field { name: string; value: string }
 export interface Host {

@@ -1,0 +1,139 @@
+package statusserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
+)
+
+// The webhook whose configuration tells where the operator is served, and
+// with which CA, wherever it is installed: kustomize's Service and
+// cert-manager's CA, OLM's, OpenShift's service CA.
+const locatorWebhook = "vtrainjob.torus-mpi.io"
+
+// The ValidatingWebhookConfiguration the API server calls the operator
+// through names its Service and CA; the status server is served beside
+// the webhooks.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list
+
+// Locator keeps where the pods reach the status server: given (URL and
+// CA file), or read from the operator's webhook configuration, and looked
+// at again every refresh, as certificates rotate.
+type Locator struct {
+	// URL and CAFile, when set, are the server's base URL and the file of
+	// the CA that verifies it; either left empty is read from the webhook
+	// configuration.
+	URL, CAFile string
+	Reader      client.Reader
+	Log         logr.Logger
+	// Refresh is how often the location is read again.
+	Refresh time.Duration
+
+	current atomic.Pointer[trainerstatus.Server]
+}
+
+// Current is where the pods reach the server, or nil while none is known.
+func (l *Locator) Current() *trainerstatus.Server { return l.current.Load() }
+
+// Start reads the location now, then every Refresh, or every
+// retryUnknown while none is known, until ctx ends.
+func (l *Locator) Start(ctx context.Context) error {
+	for {
+		next := l.Refresh
+		srv, err := l.locate(ctx)
+		switch {
+		case err != nil && l.current.Load() == nil:
+			l.Log.Info("No status server for the jobs' pods yet: they report no progress until one is known", "reason", err.Error())
+			next = retryUnknown
+		case err != nil:
+			l.Log.Info("Keeping the status server's last location", "reason", err.Error())
+		default:
+			if old := l.current.Swap(srv); old == nil || *old != *srv {
+				l.Log.Info("Training pods report progress to the status server", "url", srv.URL)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(next):
+		}
+	}
+}
+
+// retryUnknown is how soon the Locator looks again while it knows no
+// location: the webhook configuration is applied with the operator.
+const retryUnknown = 10 * time.Second
+
+// NeedLeaderElection is false: every replica serves reports.
+func (l *Locator) NeedLeaderElection() bool { return false }
+
+func (l *Locator) locate(ctx context.Context) (*trainerstatus.Server, error) {
+	srv := &trainerstatus.Server{URL: l.URL}
+	if l.CAFile != "" {
+		ca, err := os.ReadFile(l.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the status server's CA: %w", err)
+		}
+		srv.CA = string(ca)
+	}
+	if srv.URL == "" || srv.CA == "" {
+		url, ca, err := l.fromWebhook(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if srv.URL == "" {
+			srv.URL = url
+		}
+		if srv.CA == "" {
+			srv.CA = ca
+		}
+	}
+	if len(srv.CA) > trainerstatus.MaxCA {
+		return nil, fmt.Errorf("the status server's CA bundle is %d bytes, more than the %d a pod carries", len(srv.CA), trainerstatus.MaxCA)
+	}
+	return srv, nil
+}
+
+// fromWebhook reads the operator's Service and CA from the configuration
+// of its TrainJob validation webhook.
+func (l *Locator) fromWebhook(ctx context.Context) (url, ca string, err error) {
+	var list admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := l.Reader.List(ctx, &list); err != nil {
+		return "", "", fmt.Errorf("listing webhook configurations: %w", err)
+	}
+	for _, c := range list.Items {
+		for _, h := range c.Webhooks {
+			if h.Name != locatorWebhook && !strings.HasPrefix(h.Name, locatorWebhook+"-") {
+				continue
+			}
+			cc := h.ClientConfig
+			if len(cc.CABundle) == 0 {
+				return "", "", fmt.Errorf("webhook %s of %s has no CA bundle yet", h.Name, c.Name)
+			}
+			switch {
+			case cc.Service != nil:
+				port := int32(443)
+				if cc.Service.Port != nil {
+					port = *cc.Service.Port
+				}
+				url = fmt.Sprintf("https://%s.%s.svc:%d", cc.Service.Name, cc.Service.Namespace, port)
+			case cc.URL != nil:
+				// A webhook outside the cluster is reached by its URL: the
+				// pods can reach it the same way only where told so
+				// (--status-server-url).
+				url = strings.TrimSuffix(*cc.URL, "/validate-trainer-kubeflow-org-v1alpha1-trainjob")
+			}
+			return url, string(cc.CABundle), nil
+		}
+	}
+	return "", "", fmt.Errorf("no webhook configuration holds webhook %s", locatorWebhook)
+}
