@@ -358,14 +358,19 @@ const maxNamedOldPods = 3
 // of service: the message says so, and how, once that moment passes.
 func (s *scope) oldRunWait(run int32) string {
 	var old []*corev1.Pod
-	var overdue *corev1.Pod
 	for i := range s.pods {
 		p := &s.pods[i]
-		attempt, err := strconv.Atoi(p.Labels[mpi.LabelJobSetRestartAttempt])
-		if err != nil || attempt >= int(run) {
-			continue
+		if attempt, err := strconv.Atoi(p.Labels[mpi.LabelJobSetRestartAttempt]); err == nil && attempt < int(run) {
+			old = append(old, p)
 		}
-		old = append(old, p)
+	}
+	if len(old) == 0 {
+		return ""
+	}
+	// By name, so that the message names the same pods each time.
+	slices.SortFunc(old, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	var overdue *corev1.Pod
+	for _, p := range old {
 		// The API server sets a deleted pod's deletionTimestamp to the
 		// end of its grace period.
 		terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
@@ -379,10 +384,6 @@ func (s *scope) oldRunWait(run int32) string {
 			}
 		}
 	}
-	if len(old) == 0 {
-		return ""
-	}
-	slices.SortFunc(old, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	var named []string
 	for _, p := range old[:min(len(old), maxNamedOldPods)] {
 		where := ""

@@ -31,10 +31,17 @@ const (
 )
 
 // Bounds of the reviewed tokens kept: a token is reviewed again after
-// reviewTTL, and at most maxReviews are kept (a job's pods each have one).
+// reviewTTL (its pod is looked up at every report), and at most maxReviews
+// are kept (a job's pods each have one). One address may have reviews
+// asked at sourceReviewRate (burst sourceReviewBurst), so that a pod
+// sending tokens the server has not seen cannot spend the reviews every
+// other pod needs; maxSources addresses are kept.
 const (
-	reviewTTL  = time.Minute
-	maxReviews = 8192
+	reviewTTL         = 5 * time.Minute
+	maxReviews        = 8192
+	sourceReviewRate  = 2
+	sourceReviewBurst = 10
+	maxSources        = 4096
 	// maxToken is longer than any token the API server issues: a longer
 	// one is refused without a review.
 	maxToken = 16 << 10
@@ -49,6 +56,7 @@ type authenticator struct {
 
 	mu      sync.Mutex
 	reviews map[[sha256.Size]byte]review
+	sources map[string]*rate.Limiter
 }
 
 // review is what TokenReview said of a token for one job's audience.
@@ -72,7 +80,8 @@ func forbidden(format string, args ...any) error {
 }
 
 func newAuthenticator(c client.Client, reader client.Reader, limiter *rate.Limiter) *authenticator {
-	return &authenticator{client: c, reader: reader, limiter: limiter, now: time.Now, reviews: map[[sha256.Size]byte]review{}}
+	return &authenticator{client: c, reader: reader, limiter: limiter, now: time.Now,
+		reviews: map[[sha256.Size]byte]review{}, sources: map[string]*rate.Limiter{}}
 }
 
 // bearer is the token of an Authorization header.
@@ -85,12 +94,13 @@ func bearer(header string) (string, bool) {
 	return token, true
 }
 
-// authorize admits a token for job, or says why not (a *refusal).
-func (a *authenticator) authorize(ctx context.Context, token string, job types.NamespacedName) error {
+// authorize admits a token, sent from address source, for job, or says
+// why not (a *refusal).
+func (a *authenticator) authorize(ctx context.Context, token, source string, job types.NamespacedName) error {
 	if len(token) > maxToken {
 		return forbidden("the token is longer than any the API server issues")
 	}
-	rv, err := a.review(ctx, token, job)
+	rv, err := a.review(ctx, token, source, job)
 	if err != nil {
 		return err
 	}
@@ -102,7 +112,7 @@ func (a *authenticator) authorize(ctx context.Context, token string, job types.N
 
 // review asks TokenReview about a token, for the job's audience, or
 // answers from a review made within reviewTTL.
-func (a *authenticator) review(ctx context.Context, token string, job types.NamespacedName) (review, error) {
+func (a *authenticator) review(ctx context.Context, token, source string, job types.NamespacedName) (review, error) {
 	audience := trainerstatus.Audience(job.Namespace, job.Name)
 	key := sha256.Sum256([]byte(audience + "\x00" + token))
 	now := a.now()
@@ -112,7 +122,7 @@ func (a *authenticator) review(ctx context.Context, token string, job types.Name
 	if ok && now.Before(rv.until) {
 		return rv, nil
 	}
-	if !a.limiter.Allow() {
+	if !a.sourceAllows(source) || !a.limiter.Allow() {
 		return review{}, &refusal{code: http.StatusTooManyRequests, reason: metav1.StatusReasonTooManyRequests, msg: "too many new tokens at once; try again in a second"}
 	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
@@ -222,4 +232,21 @@ func first(v authenticationv1.ExtraValue) string {
 		return ""
 	}
 	return v[0]
+}
+
+// sourceAllows takes one review from the address's share.
+func (a *authenticator) sourceAllows(source string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.sources[source]
+	if !ok {
+		if len(a.sources) >= maxSources {
+			// Addresses come and go with pods: start the shares afresh
+			// rather than keep every address ever seen.
+			clear(a.sources)
+		}
+		l = rate.NewLimiter(sourceReviewRate, sourceReviewBurst)
+		a.sources[source] = l
+	}
+	return l.Allow()
 }

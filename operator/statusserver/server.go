@@ -19,9 +19,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -84,6 +86,8 @@ type Server struct {
 type jobRecord struct {
 	limiter *rate.Limiter
 	seen    time.Time
+	// waiting: a report waits for the next write (timer set).
+	waiting atomic.Bool
 
 	mu        sync.Mutex
 	lastWrite time.Time
@@ -116,7 +120,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		respond(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "no bearer token: send the job's token ($"+trainerstatus.EnvToken+") as Authorization: Bearer")
 		return
 	}
-	if err := s.auth.authorize(r.Context(), token, job); err != nil {
+	source, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		source = r.RemoteAddr
+	}
+	if err := s.auth.authorize(r.Context(), token, source, job); err != nil {
 		var refused *refusal
 		if errors.As(err, &refused) {
 			respond(w, refused.code, refused.reason, refused.msg)
@@ -196,10 +204,7 @@ func (s *Server) record(job types.NamespacedName) (*jobRecord, bool) {
 func (s *Server) forgetIdle(now time.Time) {
 	idle := max(10*time.Minute, 2*s.opts.WriteInterval)
 	for job, rec := range s.jobs {
-		rec.mu.Lock()
-		waiting := rec.timer != nil
-		rec.mu.Unlock()
-		if !waiting && now.Sub(rec.seen) > idle {
+		if !rec.waiting.Load() && now.Sub(rec.seen) > idle {
 			delete(s.jobs, job)
 		}
 	}
@@ -218,6 +223,7 @@ func (s *Server) report(ctx context.Context, job types.NamespacedName, rec *jobR
 		// has begun finds none.
 		if rec.timer != nil && rec.timer.Stop() {
 			rec.timer = nil
+			rec.waiting.Store(false)
 		}
 		rec.pending = nil
 		return s.write(ctx, job, rec, st)
@@ -225,6 +231,7 @@ func (s *Server) report(ctx context.Context, job types.NamespacedName, rec *jobR
 	if wait := rec.lastWrite.Add(s.opts.WriteInterval).Sub(s.now()); wait > 0 || rec.timer != nil {
 		rec.pending = st
 		if rec.timer == nil {
+			rec.waiting.Store(true)
 			rec.timer = time.AfterFunc(wait, func() { s.flush(job, rec) })
 		}
 		return nil
@@ -237,16 +244,41 @@ func (s *Server) flush(job types.NamespacedName, rec *jobRecord) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.timer = nil
+	defer rec.waiting.Store(false)
 	st := rec.pending
 	rec.pending = nil
 	if st == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
+	// Another replica of the operator may have taken, and written, a newer
+	// report meanwhile (the pods' reports reach either through the
+	// Service): an older one never replaces it.
+	var tj trainer.TrainJob
+	if err := s.reader.Get(ctx, job, &tj); err == nil && newer(tj.Status.TrainerStatus, st) {
+		return
+	}
 	if err := s.write(ctx, job, rec, st); err != nil && !apierrors.IsNotFound(err) {
 		s.log.Error(err, "Writing a TrainJob's progress", "trainJob", job)
 	}
+}
+
+// writeTimeout bounds one write of a job's status.
+const writeTimeout = 10 * time.Second
+
+// newer says whether the status holds a report that st must not replace:
+// one taken later, or in the same second and as far along (the report
+// times are whole seconds).
+func newer(cur, st *trainer.TrainerStatus) bool {
+	if cur == nil {
+		return false
+	}
+	c, t := cur.LastUpdatedTime.Time, st.LastUpdatedTime.Time
+	if c.After(t) {
+		return true
+	}
+	return c.Equal(t) && cur.ProgressPercentage != nil && (st.ProgressPercentage == nil || *cur.ProgressPercentage >= *st.ProgressPercentage)
 }
 
 // write applies the report to the job's status.trainerStatus. Called with
@@ -254,6 +286,8 @@ func (s *Server) flush(job types.NamespacedName, rec *jobRecord) {
 // succeeds.
 func (s *Server) write(ctx context.Context, job types.NamespacedName, rec *jobRecord, st *trainer.TrainerStatus) error {
 	rec.lastWrite = s.now()
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	patch, err := json.Marshal(map[string]any{
 		"apiVersion": trainer.GroupVersion.String(),
 		"kind":       trainer.TrainJobKind,

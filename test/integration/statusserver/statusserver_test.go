@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -188,6 +189,33 @@ var _ = Describe("the TrainJob status endpoint", Ordered, func() {
 			return tr.Status.Token
 		}, http.StatusForbidden, "not bound to a pod"),
 	)
+
+	It("answers a flood of tokens it has not seen from one address with 429s, and still reviews another pod's token", func() {
+		// Another address of the loopback network: the flooding pod.
+		flooder := server.Client()
+		transport := flooder.Transport.(*http.Transport).Clone()
+		transport.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext
+		flooder = &http.Client{Transport: transport}
+		reviewed := 0
+		started := time.Now()
+		for i := range 40 {
+			req, err := http.NewRequest(http.MethodPost, server.URL+trainerstatus.Path(two.tj.Namespace, two.tj.Name), bytes.NewReader(report(1)))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer not-a-token-%d", i))
+			resp, err := flooder.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			Expect(resp.StatusCode).To(BeElementOf(http.StatusForbidden, http.StatusTooManyRequests))
+			if resp.StatusCode == http.StatusForbidden {
+				reviewed++
+			}
+		}
+		// An address's share: a burst of 10, then 2 reviews a second.
+		share := 10 + int(2*time.Since(started).Seconds()) + 1
+		Expect(reviewed).To(BeNumerically("<=", share), "%d unknown tokens from one address were reviewed in %s", reviewed, time.Since(started))
+		code, body := post(own, own.ownToken(), report(43))
+		Expect(code).To(Equal(http.StatusOK), body)
+	})
 
 	It("refuses a report the TrainJob API would not take, and one too large, saying why", func() {
 		code, body := post(two, two.ownToken(), []byte(`{"trainerStatus":{"progressPercentage":101}}`))

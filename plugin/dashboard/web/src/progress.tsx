@@ -34,8 +34,8 @@ export function ProgressSection({ progress }: { progress: Progress }) {
       {(progress.metrics ?? []).length > 0 && (
         <Table aria-label="Metrics" variant="compact">
           <Thead><Tr><Th>Metric</Th><Th>Latest value</Th></Tr></Thead>
-          <Tbody>{(progress.metrics ?? []).map((m) => (
-            <Tr key={m.name}><Td dataLabel="Metric">{m.name}</Td><Td dataLabel="Latest value">{m.value}</Td></Tr>
+          <Tbody>{(progress.metrics ?? []).map((m, i) => (
+            <Tr key={i}><Td dataLabel="Metric">{m.name}</Td><Td dataLabel="Latest value">{m.value}</Td></Tr>
           ))}</Tbody>
         </Table>
       )}
