@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -110,9 +111,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),
 		"UID the default runtimes fix: auto (uid 1000 unless the cluster has OpenShift SCCs, which assign one), platform (none) or image (uid 1000).")
 	fs.StringVar(&o.StatusServerURL, "status-server-url", "",
-		"Base URL (https://host:port) at which training pods reach the TrainJob status endpoint this operator serves beside its webhooks (default: the webhooks' Service, from the TrainJob webhook's configuration).")
+		"Base URL (https://host:port) at which training pods reach the TrainJob status endpoint this operator serves beside its webhooks (default: the webhooks' Service, as ValidatingWebhookConfiguration "+statusserver.WebhookConfiguration+" names it).")
 	fs.StringVar(&o.StatusServerCAFile, "status-server-ca-file", "",
-		"PEM file of the CA that verifies the status endpoint for training pods (default: the TrainJob webhook's caBundle).")
+		"PEM file of the CA that verifies the status endpoint for training pods (default: ca.crt in --webhook-cert-dir, else the caBundle of ValidatingWebhookConfiguration "+statusserver.WebhookConfiguration+").")
 	fs.DurationVar(&o.StatusWriteInterval, "status-write-interval", statusserver.DefaultOptions().WriteInterval,
 		"Least time between two writes of one TrainJob's reported progress to the API server, whatever its pods send.")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
@@ -178,7 +179,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if o.StatusWriteInterval <= 0 {
 			return nil, fmt.Errorf("--status-write-interval must be positive, got %s", o.StatusWriteInterval)
 		}
-		locator := &statusserver.Locator{URL: o.StatusServerURL, CAFile: o.StatusServerCAFile, Reader: mgr.GetAPIReader(),
+		certDir := o.WebhookCertDir
+		if certDir == "" {
+			certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+		}
+		locator := &statusserver.Locator{URL: o.StatusServerURL, CAFile: o.StatusServerCAFile, CertDir: certDir, Reader: mgr.GetAPIReader(),
 			Log: ctrl.Log.WithName("status-server"), Refresh: 5 * time.Minute}
 		if err := mgr.Add(locator); err != nil {
 			return nil, fmt.Errorf("adding the status server's locator: %w", err)

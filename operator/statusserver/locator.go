@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,25 +17,34 @@ import (
 )
 
 // The webhook whose configuration tells where the operator is served, and
-// with which CA, wherever it is installed: kustomize's Service and
-// cert-manager's CA, OLM's, OpenShift's service CA.
-const locatorWebhook = "vtrainjob.torus-mpi.io"
+// with which CA: kustomize's Service, with cert-manager's CA or
+// OpenShift's service CA injected.
+const (
+	locatorWebhook = "vtrainjob.torus-mpi.io"
+	// WebhookConfiguration is the name kustomize gives Torus's
+	// ValidatingWebhookConfiguration.
+	WebhookConfiguration = "torus-validating-webhook-configuration"
+)
 
 // The ValidatingWebhookConfiguration the API server calls the operator
 // through names its Service and CA; the status server is served beside
-// the webhooks.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list
+// the webhooks. Read by name alone.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get,resourceNames=torus-validating-webhook-configuration
 
 // Locator keeps where the pods reach the status server: given (URL and
-// CA file), or read from the operator's webhook configuration, and looked
-// at again every refresh, as certificates rotate.
+// CA file), or read from the webhook server's certificate directory (a
+// cert-manager Secret's ca.crt) and the operator's webhook configuration,
+// and looked at again every refresh, as certificates rotate.
 type Locator struct {
 	// URL and CAFile, when set, are the server's base URL and the file of
 	// the CA that verifies it; either left empty is read from the webhook
 	// configuration.
 	URL, CAFile string
-	Reader      client.Reader
-	Log         logr.Logger
+	// CertDir is the webhook server's certificate directory, whose ca.crt,
+	// where the Secret mounted there has one, verifies the server.
+	CertDir string
+	Reader  client.Reader
+	Log     logr.Logger
 	// Refresh is how often the location is read again.
 	Refresh time.Duration
 
@@ -84,6 +94,10 @@ func (l *Locator) locate(ctx context.Context) (*trainerstatus.Server, error) {
 			return nil, fmt.Errorf("reading the status server's CA: %w", err)
 		}
 		srv.CA = string(ca)
+	} else if l.CertDir != "" {
+		if ca, err := os.ReadFile(filepath.Join(l.CertDir, "ca.crt")); err == nil {
+			srv.CA = string(ca)
+		}
 	}
 	if srv.URL == "" || srv.CA == "" {
 		url, ca, err := l.fromWebhook(ctx)
@@ -106,34 +120,32 @@ func (l *Locator) locate(ctx context.Context) (*trainerstatus.Server, error) {
 // fromWebhook reads the operator's Service and CA from the configuration
 // of its TrainJob validation webhook.
 func (l *Locator) fromWebhook(ctx context.Context) (url, ca string, err error) {
-	var list admissionregistrationv1.ValidatingWebhookConfigurationList
-	if err := l.Reader.List(ctx, &list); err != nil {
-		return "", "", fmt.Errorf("listing webhook configurations: %w", err)
+	var c admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := l.Reader.Get(ctx, client.ObjectKey{Name: WebhookConfiguration}, &c); err != nil {
+		return "", "", fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", WebhookConfiguration, err)
 	}
-	for _, c := range list.Items {
-		for _, h := range c.Webhooks {
-			if h.Name != locatorWebhook && !strings.HasPrefix(h.Name, locatorWebhook+"-") {
-				continue
-			}
-			cc := h.ClientConfig
-			if len(cc.CABundle) == 0 {
-				return "", "", fmt.Errorf("webhook %s of %s has no CA bundle yet", h.Name, c.Name)
-			}
-			switch {
-			case cc.Service != nil:
-				port := int32(443)
-				if cc.Service.Port != nil {
-					port = *cc.Service.Port
-				}
-				url = fmt.Sprintf("https://%s.%s.svc:%d", cc.Service.Name, cc.Service.Namespace, port)
-			case cc.URL != nil:
-				// A webhook outside the cluster is reached by its URL: the
-				// pods can reach it the same way only where told so
-				// (--status-server-url).
-				url = strings.TrimSuffix(*cc.URL, "/validate-trainer-kubeflow-org-v1alpha1-trainjob")
-			}
-			return url, string(cc.CABundle), nil
+	for _, h := range c.Webhooks {
+		if h.Name != locatorWebhook {
+			continue
 		}
+		cc := h.ClientConfig
+		if len(cc.CABundle) == 0 {
+			return "", "", fmt.Errorf("webhook %s of %s has no CA bundle yet", h.Name, c.Name)
+		}
+		switch {
+		case cc.Service != nil:
+			port := int32(443)
+			if cc.Service.Port != nil {
+				port = *cc.Service.Port
+			}
+			url = fmt.Sprintf("https://%s.%s.svc:%d", cc.Service.Name, cc.Service.Namespace, port)
+		case cc.URL != nil:
+			// A webhook outside the cluster is reached by its URL: the
+			// pods can reach it the same way only where told so
+			// (--status-server-url).
+			url = strings.TrimSuffix(*cc.URL, "/validate-trainer-kubeflow-org-v1alpha1-trainjob")
+		}
+		return url, string(cc.CABundle), nil
 	}
-	return "", "", fmt.Errorf("no webhook configuration holds webhook %s", locatorWebhook)
+	return "", "", fmt.Errorf("ValidatingWebhookConfiguration %s holds no webhook %s", WebhookConfiguration, locatorWebhook)
 }
