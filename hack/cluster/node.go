@@ -761,9 +761,12 @@ func (c *cluster) installLocalRuntimes(ctx context.Context) error {
 const (
 	// localStorageClass is the class of the real nodes' volumes: a claim
 	// naming it binds one of localVolumes, as a claim of a cluster's own
-	// class binds a provisioned volume.
+	// class binds a provisioned volume. Each binds once (Retain): the
+	// real-node tier makes five claims (the quick start's models and the
+	// restart specs' checkpoints), and the rest are for people trying
+	// things.
 	localStorageClass = "local"
-	localVolumes      = 4
+	localVolumes      = 8
 	localVolumeSize   = "1Gi"
 )
 

@@ -59,10 +59,20 @@ func straightModel(dir, claim string) string {
 
 // localClaim makes a ReadWriteMany claim of the local cluster's: one
 // directory of the machine's that every real node mounts, as a shared file
-// system's. Each job that keeps checkpoints has its own; the cluster has
-// four volumes, each bound once (hack/cluster's localVolumes).
+// system's. Each job that keeps checkpoints has its own; the cluster's
+// volumes are each bound once (hack/cluster's localVolumes), and the claim
+// is bound before a job mounts it.
 func localClaim(dir, name string) {
 	GinkgoHelper()
+	defer func() {
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "pvc", name, "-o", "jsonpath={.status.phase}")
+			return out
+		}, time.Minute, time.Second).Should(Equal("Bound"), func() string {
+			out, _ := kubectl(dir, "get", "pv,pvc", "-A")
+			return "claim " + name + " did not bind: a volume for each claim the tier makes (hack/cluster's localVolumes)\n" + out
+		})
+	}()
 	apply(dir, &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
