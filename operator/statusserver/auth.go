@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -130,7 +131,7 @@ func (a *authenticator) review(ctx context.Context, token, source string, job ty
 		return review{}, fmt.Errorf("reviewing a token: %w", err)
 	}
 	st := tr.Status
-	if !st.Authenticated || !contains(st.Audiences, audience) {
+	if !st.Authenticated || !slices.Contains(st.Audiences, audience) {
 		return review{}, forbidden("the token is not valid for TrainJob %s: use the token projected for it ($%s)", job, trainerstatus.EnvToken)
 	}
 	ns, _, err := serviceaccount.SplitUsername(st.User.Username)
@@ -216,15 +217,6 @@ func orRefuse(err error, refuse func() error) error {
 		return refuse()
 	}
 	return err
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func first(v authenticationv1.ExtraValue) string {

@@ -11,6 +11,7 @@ package trainerstatus
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,19 +117,10 @@ func (s *Server) Apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container, names
 	})
 	ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: Volume, MountPath: MountPath, ReadOnly: true})
 	for _, e := range s.Env(namespace, name) {
-		if !hasEnv(ctr.Env, e.Name) {
+		if !slices.ContainsFunc(ctr.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name }) {
 			ctr.Env = append(ctr.Env, e)
 		}
 	}
-}
-
-func hasEnv(env []corev1.EnvVar, name string) bool {
-	for _, e := range env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Validate says what is wrong with a report, in the API's terms, or "".
@@ -176,15 +168,15 @@ func Left(st *trainer.TrainerStatus, now time.Time) (left time.Duration, ok bool
 
 // Metrics renders up to n metrics as name=value, in the program's order,
 // saying how many more there are.
-func Metrics(st *trainer.TrainerStatus, n int) string {
-	if st == nil || len(st.Metrics) == 0 {
+func Metrics(metrics []trainer.Metric, n int) string {
+	if len(metrics) == 0 {
 		return ""
 	}
 	var parts []string
-	for _, m := range st.Metrics[:min(n, len(st.Metrics))] {
+	for _, m := range metrics[:min(n, len(metrics))] {
 		parts = append(parts, m.Name+"="+m.Value)
 	}
-	if more := len(st.Metrics) - n; more > 0 {
+	if more := len(metrics) - n; more > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return strings.Join(parts, ", ")

@@ -589,26 +589,27 @@ const describedMetrics = 8
 // progress is the program's latest report (status.trainerStatus): how far,
 // the time left while the job runs, and its metrics; "" when it sent none.
 func progress(tj *trainer.TrainJob, st trainjob.State, now time.Time) string {
-	rep := trainerstatus.Of(tj)
-	if rep == nil {
+	p := job.ProgressOf(tj, st, now)
+	if p == nil {
 		return ""
 	}
 	var parts []string
-	if p := rep.ProgressPercentage; p != nil {
-		parts = append(parts, fmt.Sprintf("%d%%", *p))
+	percent, left := p.Text()
+	if percent != "" {
+		parts = append(parts, percent)
 	}
-	if left, ok := trainerstatus.Left(rep, now); ok && st.Phase == trainjob.PhaseRunning {
-		parts = append(parts, "about "+duration.HumanDuration(left)+" left")
+	if left != "" {
+		parts = append(parts, "about "+left+" left")
 	}
-	if m := trainerstatus.Metrics(rep, describedMetrics); m != "" {
+	if m := trainerstatus.Metrics(p.Metrics, describedMetrics); m != "" {
 		parts = append(parts, m)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "reported")
 	}
 	out := strings.Join(parts, "; ")
-	if !rep.LastUpdatedTime.IsZero() {
-		out += fmt.Sprintf(" (reported %s ago)", printers.Age(rep.LastUpdatedTime.Time, now))
+	if !p.Reported.IsZero() {
+		out += fmt.Sprintf(" (reported %s ago)", printers.Age(p.Reported, now))
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package job
 
 import (
+	"fmt"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
@@ -52,8 +54,9 @@ type Progress struct {
 	Reported time.Time `json:"reported,omitzero"`
 }
 
-// progressOf is the job's last report, or nil.
-func progressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) *Progress {
+// ProgressOf is the job's last report as the screens show it, or nil: the
+// time left only while the job runs.
+func ProgressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) *Progress {
 	rep := trainerstatus.Of(tj)
 	if rep == nil {
 		return nil
@@ -63,6 +66,21 @@ func progressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) *Progres
 		p.LeftSeconds = ptr.To(int64(left / time.Second))
 	}
 	return p
+}
+
+// Text is the progress ("42%") and the time left as kubectl shows a
+// duration ("9m30s"), each "" when not known.
+func (p *Progress) Text() (percent, left string) {
+	if p == nil {
+		return "", ""
+	}
+	if p.Percent != nil {
+		percent = fmt.Sprintf("%d%%", *p.Percent)
+	}
+	if p.LeftSeconds != nil {
+		left = duration.HumanDuration(time.Duration(*p.LeftSeconds) * time.Second)
+	}
+	return percent, left
 }
 
 // Summarize computes a job's row as of now.
@@ -83,7 +101,7 @@ func Summarize(info *Info, now time.Time) Summary {
 	if s.Workers > 0 {
 		s.Slots = info.Placement().Size()
 	}
-	s.Progress = progressOf(tj, s.State, now)
+	s.Progress = ProgressOf(tj, s.State, now)
 	if d, ok := trainjob.TimesOf(tj).Duration(now); ok {
 		s.Duration = &d
 	}

@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/torus-mpi/torus/pkg/trainerstatus"
-	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/printers"
 )
@@ -58,19 +56,12 @@ func jobTable(infos []*job.Info, now time.Time) *metav1.Table {
 		if sum.State.Stalled != "" {
 			msg = sum.State.Stalled
 		}
-		progress, left := "<none>", "<none>"
-		st := trainerstatus.Of(info.TrainJob)
-		if st != nil && st.ProgressPercentage != nil {
-			progress = fmt.Sprintf("%d%%", *st.ProgressPercentage)
-		}
-		if d, ok := trainerstatus.Left(st, now); ok && sum.State.Phase == trainjob.PhaseRunning {
-			left = duration.HumanDuration(d)
-		}
+		progress, left := sum.Progress.Text()
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{
 				sum.Name, sum.State.Phase,
 				fmt.Sprintf("%d/%d", sum.Ready, sum.Workers),
-				slots, sum.Restarts, progress, left, queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
+				slots, sum.Restarts, orNone(progress), orNone(left), queue, jobDuration(sum.Duration), printers.Age(sum.Created, now),
 				impl, sum.Runtime, printers.Age(sum.State.Since, now), printers.Truncate(msg, 100),
 			},
 			Object: runtime.RawExtension{Object: info.TrainJob},
@@ -86,4 +77,12 @@ func jobDuration(d *time.Duration) string {
 		return "<none>"
 	}
 	return duration.HumanDuration(*d)
+}
+
+// orNone shows an unknown value as kubectl does.
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
 }

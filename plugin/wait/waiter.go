@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/plugin/cmdutil"
+	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 )
 
@@ -161,13 +161,12 @@ func (w *Waiter) watchOperator(ctx context.Context, seen <-chan struct{}, stop c
 // progressOf is the program's last report as the wait line shows it: its
 // progress and, while the job runs, the time left; "" when it sent none.
 func progressOf(tj *trainer.TrainJob, st trainjob.State, now time.Time) string {
-	rep := trainerstatus.Of(tj)
-	if rep == nil || rep.ProgressPercentage == nil {
+	percent, left := job.ProgressOf(tj, st, now).Text()
+	if percent == "" {
 		return ""
 	}
-	out := fmt.Sprintf("%d%%", *rep.ProgressPercentage)
-	if left, ok := trainerstatus.Left(rep, now); ok && st.Phase == trainjob.PhaseRunning {
-		out += ", about " + duration.HumanDuration(left) + " left"
+	if left != "" {
+		percent += ", about " + left + " left"
 	}
-	return out
+	return percent
 }
