@@ -85,6 +85,44 @@ func localClaim(dir, name string) {
 	DeferCleanup(func() { kubectl(dir, "delete", "pvc", name, "--wait=false") })
 }
 
+// trainWithCheckpoints runs the reference training as job name, keeping
+// checkpoints on claim with no restart budget, follows its logs, and
+// returns once its first run has saved a checkpoint past epoch 3.
+func trainWithCheckpoints(dir, name, claim string) *background {
+	GinkgoHelper()
+	out, code := kubectlMPI(dir, append([]string{"run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
+		"--checkpoint-volume", claim, "--max-restarts", "0"}, train("/checkpoint/model.npz", "--pace", "2")...)...)
+	Expect(code).To(Equal(0), out)
+	logs := kubectlMPIInBackground(dir, "logs", name, "-f")
+	Eventually(func() string {
+		out, _ := kubectlMPI(dir, "logs", name, "--launcher")
+		return out
+	}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), func() string { return "no checkpoint:\n" + jobReport(dir, name, nil) })
+	return logs
+}
+
+// expectResumed checks that job name's second run went on from its first
+// run's checkpoint, epoch after epoch, to the model trained straight
+// through.
+func expectResumed(dir, name, straight string) {
+	GinkgoHelper()
+	run, _ := kubectlMPI(dir, "logs", name, "--launcher")
+	resumed := regexp.MustCompile(`run 1: training from the checkpoint after epoch (\d+)`).FindStringSubmatch(run)
+	Expect(resumed).NotTo(BeNil(), run)
+	from, _ := strconv.Atoi(resumed[1])
+	Expect(from).To(BeNumerically(">=", 3), run)
+	var trained []int
+	for _, e := range regexp.MustCompile(`(?m)^\[launcher\] epoch (\d+)/12 `).FindAllStringSubmatch(run, -1) {
+		n, _ := strconv.Atoi(e[1])
+		trained = append(trained, n)
+	}
+	Expect(trained).NotTo(BeEmpty(), run)
+	Expect(trained[0]).To(Equal(from+1), "the second run did not go on from the checkpoint's epoch:\n%s", run)
+	m := modelSHA.FindStringSubmatch(run)
+	Expect(m).NotTo(BeNil(), run)
+	Expect(m[1]).To(Equal(straight), "the resumed training ended with another model than the straight one")
+}
+
 // realNodeRestarts trains the reference training on the real nodes once
 // straight through, and once losing a worker mid-run: the job restarts its
 // whole world and resumes from its last checkpoint, to the same model.
@@ -107,20 +145,12 @@ func realNodeRestarts(dirp *string) {
 		loseMidTraining := func(name, replicatedJob, index, cause string) {
 			GinkgoHelper()
 			DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
-			out, code := kubectlMPI(dir, append([]string{"run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-				"--checkpoint-volume", "restarts-" + replicatedJobRole(replicatedJob), "--max-restarts", "0"}, train("/checkpoint/model.npz", "--pace", "2")...)...)
-			Expect(code).To(Equal(0), out)
-			logs := kubectlMPIInBackground(dir, "logs", name, "-f")
-
 			By("the pod deleted once the run has saved a checkpoint")
-			Eventually(func() string {
-				out, _ := kubectlMPI(dir, "logs", name, "--launcher")
-				return out
-			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, name, nil))
+			logs := trainWithCheckpoints(dir, name, "restarts-"+replicatedJobRole(replicatedJob))
 			pod, _ := kubectl(dir, "get", "pods", "-o", "name", "-l",
 				"jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/replicatedjob-name="+replicatedJob+",jobset.sigs.k8s.io/restart-attempt=0,batch.kubernetes.io/job-completion-index="+index)
 			Expect(strings.TrimSpace(pod)).NotTo(BeEmpty())
-			out, code = kubectl(dir, "delete", strings.TrimSpace(pod), "--wait=false")
+			out, code := kubectl(dir, "delete", strings.TrimSpace(pod), "--wait=false")
 			Expect(code).To(Equal(0), out)
 
 			By("the job restarted, not failed, and completes")
@@ -139,21 +169,7 @@ func realNodeRestarts(dirp *string) {
 			Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): (%s)`, cause))
 
 			By("the second run resumed from the checkpoint, to the model trained straight through")
-			run, _ := kubectlMPI(dir, "logs", name, "--launcher")
-			resumed := regexp.MustCompile(`run 1: training from the checkpoint after epoch (\d+)`).FindStringSubmatch(run)
-			Expect(resumed).NotTo(BeNil(), run)
-			from, _ := strconv.Atoi(resumed[1])
-			Expect(from).To(BeNumerically(">=", 3), run)
-			var trained []int
-			for _, e := range regexp.MustCompile(`(?m)^\[launcher\] epoch (\d+)/12 `).FindAllStringSubmatch(run, -1) {
-				n, _ := strconv.Atoi(e[1])
-				trained = append(trained, n)
-			}
-			Expect(trained).NotTo(BeEmpty(), run)
-			Expect(trained[0]).To(Equal(from+1), "the second run did not go on from the checkpoint's epoch:\n%s", run)
-			m := modelSHA.FindStringSubmatch(run)
-			Expect(m).NotTo(BeNil(), run)
-			Expect(m[1]).To(Equal(straight), "the resumed training ended with another model than the straight one")
+			expectResumed(dir, name, straight)
 		}
 
 		It("restarts the whole world without spending its budget when a worker's pod is deleted, and resumes to the same model", func() {
@@ -377,19 +393,12 @@ func realNodeLost(dirp *string) {
 		localClaim(dir, "restarts-node")
 		straight := straightModel(dir, "restarts-node")
 		DeferCleanup(func() { kubectlMPI(dir, "delete", name) })
-		out, code := kubectlMPI(dir, append([]string{"run", name, "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "2",
-			"--checkpoint-volume", "restarts-node", "--max-restarts", "0"}, train("/checkpoint/model.npz", "--pace", "2")...)...)
-		Expect(code).To(Equal(0), out)
-		logs := kubectlMPIInBackground(dir, "logs", name, "-f")
-		Eventually(func() string {
-			out, _ := kubectlMPI(dir, "logs", name, "--launcher")
-			return out
-		}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, name, nil))
+		logs := trainWithCheckpoints(dir, name, "restarts-node")
 
 		// The node to lose is the one without the launcher, which finds
 		// its world lost and restarts the job while Kubernetes still keeps
 		// the dead node's pods: the new run must wait for them.
-		out, code = kubectl(dir, "get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.labels.jobset\.sigs\.k8s\.io/replicatedjob-name}/{.metadata.labels.batch\.kubernetes\.io/job-completion-index} {.spec.nodeName}{"\n"}{end}`,
+		out, code := kubectl(dir, "get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.labels.jobset\.sigs\.k8s\.io/replicatedjob-name}/{.metadata.labels.batch\.kubernetes\.io/job-completion-index} {.spec.nodeName}{"\n"}{end}`,
 			"-l", "jobset.sigs.k8s.io/jobset-name="+name+",jobset.sigs.k8s.io/restart-attempt=0")
 		Expect(code).To(Equal(0), out)
 		placed := map[string]string{}
@@ -459,10 +468,6 @@ func realNodeLost(dirp *string) {
 		Expect(describe).To(MatchRegexp(`run 0 stopped \S+ \(not counted\): launcher WorldLost: `), describe)
 
 		By("the second run resumed from the checkpoint, to the model trained straight through")
-		run, _ := kubectlMPI(dir, "logs", name, "--launcher")
-		Expect(run).To(MatchRegexp(`run 1: training from the checkpoint after epoch ([3-9]|1[01])`))
-		m := modelSHA.FindStringSubmatch(run)
-		Expect(m).NotTo(BeNil(), run)
-		Expect(m[1]).To(Equal(straight), "the training that lost a node ended with another model than the straight one")
+		expectResumed(dir, name, straight)
 	})
 }
