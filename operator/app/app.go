@@ -166,12 +166,6 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	// Upstream Trainer's runtimes, reconciler and webhooks for every
-	// TrainJob that is not MPI: Torus replaces the Trainer controller.
-	others, err := upstream.New(context.Background(), mgr)
-	if err != nil {
-		return nil, err
-	}
 	// The TrainJob status endpoint, served beside the webhooks: where the
 	// pods reach it is known once the webhooks' configuration is.
 	var statusServer func() *trainerstatus.Server
@@ -191,7 +185,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		statusServer = locator.Current
 		statusOpts := statusserver.DefaultOptions()
 		statusOpts.WriteInterval = o.StatusWriteInterval
-		mgr.GetWebhookServer().Register(trainerstatus.Pattern, statusserver.New(mgr.GetClient(), mgr.GetClient(), statusOpts, ctrl.Log.WithName("status-server")))
+		mgr.GetWebhookServer().Register(trainerstatus.Pattern, statusserver.New(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), statusOpts, ctrl.Log.WithName("status-server")))
+	}
+	// Upstream Trainer's runtimes, reconciler and webhooks for every
+	// TrainJob that is not MPI: Torus replaces the Trainer controller.
+	others, err := upstream.New(context.Background(), mgr, statusServer)
+	if err != nil {
+		return nil, err
 	}
 	setupControllers := func() error {
 		var proofKeys controller.ProofKeys

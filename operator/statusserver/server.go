@@ -11,7 +11,9 @@
 // pods send, the server holds a bounded amount for each job, takes a
 // bounded rate of reports, and writes a job's status at most once per
 // write interval, reports in between folded into the next write; the one
-// report that says the training is done (100 %) is written at once.
+// report that says the training is done (100 %) is written at once. With
+// each write, the report's numeric metrics join the job's metrics history
+// (trainerstatus.History), which the dashboard charts.
 package statusserver
 
 import (
@@ -73,9 +75,12 @@ type Server struct {
 	// reader reads pods, Jobs, JobSets and TrainJobs: the operator's
 	// cache, which holds the pods and Jobs of Torus's JobSets.
 	reader client.Reader
-	auth   *authenticator
-	log    logr.Logger
-	now    func() time.Time
+	// api reads the jobs' metrics histories from the API server: the
+	// cache holds no ConfigMap's data.
+	api  client.Reader
+	auth *authenticator
+	log  logr.Logger
+	now  func() time.Time
 
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*jobRecord
@@ -97,11 +102,12 @@ type jobRecord struct {
 	finished bool
 }
 
-// New builds the handler: c writes statuses and reviews tokens, reader
-// reads what the caller's pod descends from.
-func New(c client.Client, reader client.Reader, opts Options, log logr.Logger) *Server {
+// New builds the handler: c writes statuses and histories and reviews
+// tokens, reader reads what the caller's pod descends from, api reads
+// histories.
+func New(c client.Client, reader, api client.Reader, opts Options, log logr.Logger) *Server {
 	return &Server{
-		opts: opts, client: c, reader: reader, log: log, now: time.Now,
+		opts: opts, client: c, reader: reader, api: api, log: log, now: time.Now,
 		auth: newAuthenticator(c, reader, rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)),
 		jobs: map[types.NamespacedName]*jobRecord{},
 	}
@@ -298,7 +304,15 @@ func (s *Server) write(ctx context.Context, job types.NamespacedName, rec *jobRe
 		return err
 	}
 	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace}}
-	return s.client.Status().Patch(ctx, tj, client.RawPatch(types.ApplyPatchType, patch), client.FieldOwner(FieldManager), client.ForceOwnership)
+	if err := s.client.Status().Patch(ctx, tj, client.RawPatch(types.ApplyPatchType, patch), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return err
+	}
+	// The chart is a view of the reports: a history that cannot be
+	// written loses a point, never the report.
+	if err := s.recordHistory(ctx, tj, st); err != nil {
+		s.log.Error(err, "Recording a TrainJob's metrics history", "trainJob", job)
+	}
+	return nil
 }
 
 // respond answers with a metav1.Status, as the API server and upstream's

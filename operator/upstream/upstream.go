@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 )
 
 // What upstream's plugins read and write beyond what Torus's own controller
@@ -46,12 +48,15 @@ type Framework struct {
 }
 
 // New builds upstream's runtimes on the manager's client and indexer, with
-// upstream's default Configuration (the TrainJobStatus feature, which needs
-// upstream's status server, stays off as it is by default).
-func New(ctx context.Context, mgr ctrl.Manager) (*Framework, error) {
+// upstream's default Configuration. Upstream's TrainJobStatus plugin stays
+// off, as it is by default: it points the pods at upstream's own Service
+// and certificate Secret. Torus wires the trainer pods of these jobs to its
+// own status server, where status says it is (nil: none), with the same
+// variables, files and audience, as it wires an MPI job's (statusWiring).
+func New(ctx context.Context, mgr ctrl.Manager, status func() *trainerstatus.Server) (*Framework, error) {
 	cfg := &configapi.Configuration{}
 	configapi.SetDefaults_Configuration(cfg)
-	c := snapshotReader{Client: mgr.GetClient(), api: mgr.GetAPIReader()}
+	c := frameworkClient{Client: mgr.GetClient(), api: mgr.GetAPIReader(), status: status}
 	runtimes, err := runtimecore.New(ctx, c, mgr.GetFieldIndexer(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building Kubeflow Trainer's runtime framework: %w", err)
@@ -114,17 +119,20 @@ func (s *hookSet) Register(path string, h http.Handler) { s.handlers[path] = h }
 // path it builds.
 func (s *hookSet) WebhookMux() *http.ServeMux { return nil }
 
-// snapshotReader reads ConfigMaps from the API server: upstream keeps a
-// snapshot of each job's runtime in a ConfigMap (<job>-runtime-snapshot)
-// that Torus's cache, which holds only Torus's own labelled ConfigMaps,
-// never sees. Read from the cache, every reconcile would find no snapshot
-// and take the runtime afresh, which upstream does only once.
-type snapshotReader struct {
+// frameworkClient is the client upstream's framework works with. It reads
+// ConfigMaps from the API server: upstream keeps a snapshot of each job's
+// runtime in a ConfigMap (<job>-runtime-snapshot) that Torus's cache,
+// which holds only Torus's own labelled ConfigMaps, never sees. Read from
+// the cache, every reconcile would find no snapshot and take the runtime
+// afresh, which upstream does only once. And it wires the JobSets upstream
+// applies to Torus's status server (statusWiring).
+type frameworkClient struct {
 	client.Client
-	api client.Reader
+	api    client.Reader
+	status func() *trainerstatus.Server
 }
 
-func (c snapshotReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (c frameworkClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if _, ok := obj.(*corev1.ConfigMap); ok {
 		return c.api.Get(ctx, key, obj, opts...)
 	}

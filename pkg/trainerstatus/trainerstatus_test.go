@@ -9,6 +9,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -99,5 +100,49 @@ func TestApply(t *testing.T) {
 	}
 	if d := src[1].DownwardAPI; d == nil || d.Items[0].Path != CAFile || d.Items[0].FieldRef.FieldPath != "metadata.annotations['torus-mpi.io/status-server-ca']" {
 		t.Errorf("CA projection: %+v", src[1])
+	}
+}
+
+// A pod template given as an apply configuration gets the variables, the
+// mount and the projected volume on every container, and the CA as the
+// pod's annotation; what the template sets itself stays.
+func TestApplyTemplate(t *testing.T) {
+	srv := &Server{URL: "https://torus.example:9443/", CA: "PEM"}
+	pt := corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithContainers(
+		corev1ac.Container().WithName("node").WithEnv(corev1ac.EnvVar().WithName(EnvToken).WithValue("/mine")),
+		corev1ac.Container().WithName("sidecar"),
+	))
+	srv.ApplyTemplate(pt, "team", "job")
+	srv.ApplyTemplate(pt, "team", "job") // a second apply adds nothing
+	if got := pt.Annotations[AnnotationCA]; got != "PEM" {
+		t.Errorf("CA annotation %q", got)
+	}
+	if n := len(pt.Spec.Volumes); n != 1 {
+		t.Fatalf("%d volumes, want 1", n)
+	}
+	v := pt.Spec.Volumes[0]
+	if got := *v.Projected.Sources[0].ServiceAccountToken.Audience; got != Audience("team", "job") {
+		t.Errorf("token audience %q", got)
+	}
+	if f := v.Projected.Sources[1].DownwardAPI.Items[0]; *f.Path != CAFile || *f.FieldRef.FieldPath != "metadata.annotations['"+AnnotationCA+"']" {
+		t.Errorf("CA file %s from %s", *f.Path, *f.FieldRef.FieldPath)
+	}
+	for _, c := range pt.Spec.Containers {
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if _, dup := env[*e.Name]; dup {
+				t.Errorf("container %s: %s set twice", *c.Name, *e.Name)
+			}
+			env[*e.Name] = *e.Value
+		}
+		if got := env[EnvServerURL]; got != "https://torus.example:9443"+Path("team", "job") {
+			t.Errorf("container %s: %s=%q", *c.Name, EnvServerURL, got)
+		}
+		if len(c.VolumeMounts) != 1 || *c.VolumeMounts[0].MountPath != MountPath {
+			t.Errorf("container %s: mounts %v", *c.Name, c.VolumeMounts)
+		}
+	}
+	if got := *pt.Spec.Containers[0].Env[0].Value; got != "/mine" {
+		t.Errorf("the container's own %s became %q", EnvToken, got)
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/plugin/describe"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/logs"
@@ -63,6 +64,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/logs", s.logs)
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/form", s.form)
 	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/usage", s.jobUsage)
+	mux.HandleFunc("GET /api/namespaces/{ns}/jobs/{name}/history", s.history)
 	mux.HandleFunc("POST /api/namespaces/{ns}/jobs", s.create)
 	mux.HandleFunc("DELETE /api/namespaces/{ns}/jobs/{name}", s.delete)
 	mux.Handle("GET /", s.page())
@@ -208,6 +210,32 @@ func (s *server) yaml(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(out)
+}
+
+// history is the job's metrics over its run, as the status server keeps
+// them: no series when its program reported no number, or when the
+// ConfigMap of that name is not the job's own.
+func (s *server) history(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	tj, err := job.Get(ctx, s.client, r.PathValue("ns"), r.PathValue("name"))
+	if err != nil {
+		apiError(w, err)
+		return
+	}
+	h := trainerstatus.History{Series: []trainerstatus.Series{}}
+	var cm corev1.ConfigMap
+	err = s.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: trainerstatus.HistoryName(tj.Name)}, &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		apiError(w, fmt.Errorf("reading the metrics history of TrainJob %s/%s: %w", tj.Namespace, tj.Name, err))
+		return
+	case metav1.IsControlledBy(&cm, tj):
+		if read, err := trainerstatus.ParseHistory(cm.Data[trainerstatus.HistoryKey]); err == nil {
+			h = read
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // logs streams a job's logs as logs does: ?host=launcher or worker-N for

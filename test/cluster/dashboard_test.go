@@ -120,7 +120,7 @@ func realNodeDashboard(dirp *string) {
 			framework.ExpectAccessible(b, "guide")
 		})
 
-		It("shows a training's progress as its program reports it: a bar with the time left and the metrics on its page, a bar in the list", func() {
+		It("shows a training's progress as its program reports it: a bar with the time left, the metrics and a chart of each over the run on its page, a bar in the list", func() {
 			out, code := kubectlMPI(dir, "run", "web-train", "--runtime", "torus-openmpi-local", "--workers", "2", "--slots-per-worker", "1",
 				"--", "mpirun", "-n", "2", "python3", "/opt/torus/train.py", "--epochs", "30", "--pace", "6")
 			Expect(code).To(Equal(0), out)
@@ -131,6 +131,14 @@ func realNodeDashboard(dirp *string) {
 				ContainSubstring("loss"), ContainSubstring("test_accuracy")), func() string { return "the page:\n" + b.Text() + "\n" + jobReport(dir, "web-train", nil) })
 			Expect(framework.Eval[float64](b, `Number(document.querySelector('.torus-progress [role=progressbar]').getAttribute('aria-valuenow'))`)).
 				To(And(BeNumerically(">", 0), BeNumerically("<", 100)))
+			// The loss over the run: a chart of the points the status server
+			// kept, one per write at most, drawn as a line and a dot each.
+			lossChart := `figure.torus-chart[aria-label="loss over the run"]`
+			Eventually(func() (int, error) {
+				return framework.Eval[int](b, `document.querySelectorAll('`+lossChart+` svg path[role=presentation]').length`)
+			}, 2*time.Minute, time.Second).Should(BeNumerically(">=", 3), func() string { return "the page:\n" + b.Text() })
+			Expect(framework.Eval[string](b, `document.querySelector('`+lossChart+` figcaption').textContent`)).To(MatchRegexp(`^loss: \S+ \(\d+ points over \S+: from \S+ to \S+\)$`))
+			Expect(framework.Eval[bool](b, `!!document.querySelector('figure.torus-chart[aria-label="test_accuracy over the run"] svg')`)).To(BeTrue())
 			framework.ExpectAccessible(b, "progress")
 			b.Screenshot("progress")
 

@@ -138,7 +138,7 @@ func (f *Framework) StartManager(opts controller.Options) {
 		}),
 	})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
-	others, err := upstream.New(context.Background(), mgr)
+	others, err := upstream.New(context.Background(), mgr, opts.StatusServer)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	opts.Upstream = others
 	if opts.LaunchImage == "" && !f.NoLaunchImage {

@@ -33,6 +33,7 @@ import (
 	"github.com/torus-mpi/torus/internal/corpus"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
 )
@@ -918,6 +919,56 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(meta.FindStatusCondition(got.Status.Conditions, trainjob.ConditionCreated)).To(BeNil())
 			g.Expect(apierrors.IsNotFound(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName("torch")}, &corev1.Secret{}))).To(BeTrue())
 		}, framework.ShortWindow, framework.Interval).Should(Succeed())
+	})
+
+	It("wires the trainer pods of a job that is not MPI to the status server as upstream's plugin would, and none while no server is known", func() {
+		rt := wrappers.MakeMPIRuntime("torch-status-"+ns.Name, trainer.MPIImplementationOpenMPI).NotMPI().Obj()
+		Expect(fw.Client.Create(ctx, rt)).To(Succeed())
+		DeferCleanup(func() { Expect(fw.Client.Delete(ctx, rt)).To(Succeed()) })
+		trainerPod := func(name string) *corev1.PodTemplateSpec {
+			GinkgoHelper()
+			var js jobsetv1alpha2.JobSet
+			Eventually(func() error {
+				return fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: name}, &js)
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+			for i := range js.Spec.ReplicatedJobs {
+				if js.Spec.ReplicatedJobs[i].Name == "node" {
+					return &js.Spec.ReplicatedJobs[i].Template.Spec.Template
+				}
+			}
+			Fail("JobSet " + name + " has no trainer step (node)")
+			return nil
+		}
+
+		By("no server known: the pods are left as upstream built them")
+		unwired := wrappers.MakeTrainJob("unreported", ns.Name).RuntimeRef(rt.Name).Obj()
+		framework.AwaitAdmitted(ctx, fw.Client, unwired)
+		Expect(fw.Client.Create(ctx, unwired)).To(Succeed())
+		pod := trainerPod("unreported")
+		Expect(pod.Spec.Volumes).NotTo(ContainElement(HaveField("Name", trainerstatus.Volume)))
+		Expect(pod.Spec.Containers[0].Env).NotTo(ContainElement(HaveField("Name", trainerstatus.EnvServerURL)))
+
+		By("a server known: the variables, the token for the job's audience and the CA, as an MPI job's pods get them")
+		statusServer.Store(&trainerstatus.Server{URL: "https://status.torus-system.svc:443", CA: "the CA"})
+		DeferCleanup(func() { statusServer.Store(nil) })
+		tj := wrappers.MakeTrainJob("reports", ns.Name).RuntimeRef(rt.Name).Obj()
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		pod = trainerPod("reports")
+		Expect(pod.Annotations).To(HaveKeyWithValue(trainerstatus.AnnotationCA, "the CA"))
+		Expect(pod.Spec.Containers[0].Env).To(ContainElements(
+			corev1.EnvVar{Name: trainerstatus.EnvServerURL, Value: "https://status.torus-system.svc:443" + trainerstatus.Path(ns.Name, "reports")},
+			corev1.EnvVar{Name: trainerstatus.EnvToken, Value: "/var/run/secrets/kubeflow/trainer/token"},
+			corev1.EnvVar{Name: trainerstatus.EnvCACert, Value: "/var/run/secrets/kubeflow/trainer/ca.crt"}))
+		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: trainerstatus.Volume, MountPath: trainerstatus.MountPath, ReadOnly: true}))
+		var found bool
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == trainerstatus.Volume {
+				found = true
+				Expect(v.Projected.Sources[0].ServiceAccountToken.Audience).To(Equal(trainerstatus.Audience(ns.Name, "reports")))
+				Expect(v.Projected.Sources[1].DownwardAPI.Items[0].FieldRef.FieldPath).To(Equal("metadata.annotations['" + trainerstatus.AnnotationCA + "']"))
+			}
+		}
+		Expect(found).To(BeTrue(), "no volume %s", trainerstatus.Volume)
 	})
 
 	It("uses a namespaced TrainingRuntime", func() {

@@ -13,11 +13,15 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/dashboard"
 )
@@ -159,6 +163,30 @@ var _ = Describe("The dashboard's API", Ordered, func() {
 		var parsed map[string]any
 		Expect(json.Unmarshal([]byte(data), &parsed)).To(Succeed())
 		Expect(parsed).To(HaveKeyWithValue("name", "pi"))
+	})
+
+	It("serves a job's metrics history from the ConfigMap the job controls, and from no other", func() {
+		var tj trainer.TrainJob
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &tj)).To(Succeed())
+		code, body := call(http.MethodGet, "/api/namespaces/"+ns+"/jobs/pi/history", "")
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(body).To(MatchJSON(`{"series":[]}`))
+
+		history := `{"series":[{"name":"loss","points":[{"t":100,"v":0.5},{"t":110,"v":0.25}]}]}`
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainerstatus.HistoryName("pi")},
+			Data:       map[string]string{trainerstatus.HistoryKey: history},
+		}
+		Expect(fw.Client.Create(ctx, cm)).To(Succeed())
+		code, body = call(http.MethodGet, "/api/namespaces/"+ns+"/jobs/pi/history", "")
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(body).To(MatchJSON(`{"series":[]}`), "a ConfigMap the job does not control")
+
+		Expect(controllerutil.SetControllerReference(&tj, cm, fw.Client.Scheme())).To(Succeed())
+		Expect(fw.Client.Update(ctx, cm)).To(Succeed())
+		code, body = call(http.MethodGet, "/api/namespaces/"+ns+"/jobs/pi/history", "")
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(body).To(MatchJSON(history))
 	})
 
 	It("deletes a job, its JobSet and pods first, and says so; a job that does not exist is not found", func() {

@@ -142,7 +142,7 @@ var _ = Describe("the TrainJob status endpoint", Ordered, func() {
 		opts := statusserver.DefaultOptions()
 		opts.WriteInterval = interval
 		mux := http.NewServeMux()
-		mux.Handle(trainerstatus.Pattern, statusserver.New(k8s, k8s, opts, ctrl.Log.WithName("status-server")))
+		mux.Handle(trainerstatus.Pattern, statusserver.New(k8s, k8s, k8s, opts, ctrl.Log.WithName("status-server")))
 		server = httptest.NewTLSServer(mux)
 		DeferCleanup(server.Close)
 		ns = newNamespace("progress")
@@ -159,6 +159,50 @@ var _ = Describe("the TrainJob status endpoint", Ordered, func() {
 		Expect(st.EstimatedRemainingSeconds).To(Equal(ptr.To[int32](120)))
 		Expect(st.Metrics).To(Equal([]trainer.Metric{{Name: "loss", Value: "0.25"}, {Name: "accuracy", Value: "0.9"}}))
 		Expect(st.LastUpdatedTime.Time).To(BeTemporally(">=", before.Truncate(time.Second)))
+	})
+
+	It("keeps each numeric metric's values over the run in a ConfigMap the job controls, and leaves a user's ConfigMap of that name alone", func() {
+		history := func(j job) (trainerstatus.History, *corev1.ConfigMap) {
+			GinkgoHelper()
+			var cm corev1.ConfigMap
+			Expect(k8s.Get(ctx, client.ObjectKey{Namespace: j.tj.Namespace, Name: trainerstatus.HistoryName(j.tj.Name)}, &cm)).To(Succeed())
+			h, err := trainerstatus.ParseHistory(cm.Data[trainerstatus.HistoryKey])
+			Expect(err).NotTo(HaveOccurred())
+			return h, &cm
+		}
+		By("the first report's metrics are the history's first points")
+		h, cm := history(own)
+		Expect(metav1.IsControlledBy(cm, own.tj)).To(BeTrue(), "owners: %v", cm.OwnerReferences)
+		Expect(h.Series).To(HaveLen(2))
+		Expect(h.Series[0].Name).To(Equal("loss"))
+		Expect(h.Series[0].Points).To(HaveLen(1))
+		Expect(h.Series[0].Points[0].Value).To(Equal(0.25))
+
+		By("a later report, written at its turn, adds a point; a value that is not a number adds none")
+		// A report's time is the second the server took it: a report in
+		// the same second replaces the point.
+		time.Sleep(time.Until(time.Unix(h.Series[0].Points[0].Time+1, 0)))
+		code, body := post(own, own.ownToken(), report(50, "loss", "0.125", "accuracy", "n/a"))
+		Expect(code).To(Equal(http.StatusOK), body)
+		Eventually(func() []trainerstatus.Point { h, _ := history(own); return h.Series[0].Points }, 30*time.Second, 200*time.Millisecond).Should(HaveLen(2))
+		h, _ = history(own)
+		Expect(h.Series[0].Points[1].Value).To(Equal(0.125))
+		Expect(h.Series[0].Points[1].Time).To(BeNumerically(">", h.Series[0].Points[0].Time))
+		Expect(h.Series[1].Points).To(HaveLen(1), "accuracy")
+
+		By("a ConfigMap of the history's name that the job does not control is the user's")
+		mine := makeJob(ns, "mine")
+		users := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: trainerstatus.HistoryName("mine")},
+			Data:       map[string]string{trainerstatus.HistoryKey: "the user's own"},
+		}
+		Expect(k8s.Create(ctx, users)).To(Succeed())
+		code, body = post(mine, mine.ownToken(), report(10, "loss", "1"))
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(trainerStatus(mine).ProgressPercentage).To(Equal(ptr.To[int32](10)))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(users), users)).To(Succeed())
+		Expect(users.Data).To(Equal(map[string]string{trainerstatus.HistoryKey: "the user's own"}))
+		Expect(users.OwnerReferences).To(BeEmpty())
 	})
 
 	DescribeTable("refuses a report that is not the job's own, writing nothing",
@@ -234,15 +278,28 @@ var _ = Describe("the TrainJob status endpoint", Ordered, func() {
 		w, err := wc.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": "two"})
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
+		hw, err := wc.Watch(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": trainerstatus.HistoryName("two")})
+		Expect(err).NotTo(HaveOccurred())
+		defer hw.Stop()
 		var (
-			mu     sync.Mutex
-			writes []time.Time
+			mu            sync.Mutex
+			writes        []time.Time
+			historyWrites []time.Time
 		)
 		go func() {
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Modified {
 					mu.Lock()
 					writes = append(writes, time.Now())
+					mu.Unlock()
+				}
+			}
+		}()
+		go func() {
+			for ev := range hw.ResultChan() {
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					mu.Lock()
+					historyWrites = append(historyWrites, time.Now())
 					mu.Unlock()
 				}
 			}
@@ -295,6 +352,8 @@ var _ = Describe("the TrainJob status endpoint", Ordered, func() {
 		bound := int(time.Since(started)/interval) + 2
 		Expect(writes).NotTo(BeEmpty())
 		Expect(len(writes)).To(BeNumerically("<=", bound), "%d writes of the job's status in %s, more than one per %s: %v", len(writes), time.Since(started), interval, writes)
+		Expect(historyWrites).NotTo(BeEmpty(), "the flood's metric has no history")
+		Expect(len(historyWrites)).To(BeNumerically("<=", bound), "%d writes of the job's metrics history in %s, more than one per %s: %v", len(historyWrites), time.Since(started), interval, historyWrites)
 
 		By("the report of the end, 100 %, is in the status when the pod has its answer")
 		// Once the flood's share of the job's rate has come back.

@@ -9,7 +9,7 @@ import { authorized, get, getText, Host, JobUsage, jobPath, View } from './api';
 import { age, duration, useLive } from './live';
 import { HealthLabel, StalledLabel, StateLabel } from './status';
 import { DeleteModal } from './DeleteModal';
-import { ProgressSection } from './progress';
+import { MetricCharts, ProgressSection } from './progress';
 
 // Beyond this many hosts the topology shows counts first, the hosts on
 // demand.
@@ -194,6 +194,7 @@ export function JobPage({ namespace, name }: { namespace: string; name: string }
                 <>
                   <Title headingLevel="h2" className="torus-section-title">Progress</Title>
                   <ProgressSection progress={v.progress} />
+                  <MetricCharts namespace={namespace} name={name} reported={v.progress.reported} />
                 </>
               )}
               {(v.restarts.total > 0 || (v.restarts.evictions ?? 0) > 0) && (

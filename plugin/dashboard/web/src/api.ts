@@ -88,6 +88,10 @@ export function jobPath(ns: string, name: string): string {
   return `/api/namespaces/${encodeURIComponent(ns)}/jobs/${encodeURIComponent(name)}`;
 }
 
+// History is a job's numeric metrics over its run, as the status server
+// keeps them: each series' points (t: seconds since the epoch), oldest first.
+export interface History { series: { name: string; points: { t: number; v: number }[] | null }[] }
+
 export interface Usage { cpuMillis: number; memoryBytes: number; gpus?: GPU[] }
 export interface GPU { index: string; name: string; utilizationPercent: number; memoryUsedMiB: number; memoryTotalMiB: number }
 export interface JobUsage { hosts: Record<string, Usage>; source?: string; unavailable?: string }

@@ -1,6 +1,8 @@
+import { useEffect, useState } from 'react';
+import { Chart, ChartAxis, ChartLine, ChartScatter, ChartThemeColor } from '@patternfly/react-charts/victory';
 import { Content, Progress as Bar, ProgressMeasureLocation, ProgressSize } from '@patternfly/react-core';
 import { Table, Tbody, Td, Th, Thead, Tr } from '@patternfly/react-table';
-import { Progress } from './api';
+import { get, History, jobPath, Progress } from './api';
 import { age, duration } from './live';
 
 // left is the time left as the screens say it, or '' when none is known.
@@ -40,5 +42,48 @@ export function ProgressSection({ progress }: { progress: Progress }) {
         </Table>
       )}
     </section>
+  );
+}
+
+// MetricCharts draws each metric the job's program reported as a number,
+// over the run, from the history the status server keeps; read again with
+// each new report.
+export function MetricCharts({ namespace, name, reported }: { namespace: string; name: string; reported?: string }) {
+  const [history, setHistory] = useState<History>();
+  useEffect(() => {
+    let stop = false;
+    get<History>(`${jobPath(namespace, name)}/history`).then((h) => { if (!stop) setHistory(h); }, () => {});
+    return () => { stop = true; };
+  }, [namespace, name, reported]);
+  const series = (history?.series ?? []).filter((s) => (s.points ?? []).length > 0);
+  if (series.length === 0) {
+    return null;
+  }
+  return (
+    <div className="torus-charts">
+      {series.map((s) => <MetricChart key={s.name} name={s.name} points={s.points!} />)}
+    </div>
+  );
+}
+
+// MetricChart is one metric's line, against the time since its first
+// point; its title and description say what it shows to a screen reader.
+function MetricChart({ name, points }: { name: string; points: { t: number; v: number }[] }) {
+  const first = points[0];
+  const last = points[points.length - 1];
+  const data = points.map((p) => ({ x: p.t - first.t, y: p.v }));
+  const span = last.t - first.t;
+  const desc = `${points.length} ${points.length === 1 ? 'point' : 'points'} over ${duration(span)}: from ${first.v} to ${last.v}`;
+  return (
+    <figure className="torus-chart" aria-label={`${name} over the run`}>
+      <figcaption>{name}: {last.v} <span className="torus-chart-span">({desc})</span></figcaption>
+      <Chart ariaTitle={`${name} over the run`} ariaDesc={desc} height={200} width={460} themeColor={ChartThemeColor.blue}
+        padding={{ top: 10, bottom: 50, left: 70, right: 20 }} domainPadding={{ y: 8 }}>
+        <ChartAxis label="time since the first report" tickFormat={(t: number) => duration(t)} tickCount={Math.min(5, Math.max(2, points.length))} />
+        <ChartAxis dependentAxis showGrid />
+        <ChartLine data={data} />
+        <ChartScatter data={data} size={2} />
+      </Chart>
+    </figure>
   );
 }
