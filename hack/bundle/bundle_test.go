@@ -252,12 +252,15 @@ func TestBundleAgreesWithKustomize(t *testing.T) {
 		}
 
 		// The manager: identical but for the certificate, which OLM mounts
-		// itself, and the image, which make bundle may pin by digest.
+		// itself, the image, which make bundle may pin by digest, and where
+		// the status endpoint is, which OLM's names give.
 		var d appsv1.Deployment
 		convert(t, find(objs, "Deployment", deploymentName), &d)
 		want := d.Spec.DeepCopy()
 		want.Template.Spec.Volumes = nil
 		want.Template.Spec.Containers[0].VolumeMounts = nil
+		want.Template.Spec.Containers[0].Args = append(want.Template.Spec.Containers[0].Args,
+			"--status-server-service=torus-operator-service:443", "--status-server-ca-secret=torus-operator-service-cert:olmCAKey")
 		got := strategy.DeploymentSpecs[0].Spec.DeepCopy()
 		got.Template.Spec.Containers[0].Image = want.Template.Spec.Containers[0].Image
 		if diff := cmp.Diff(*want, *got); diff != "" {

@@ -151,6 +151,9 @@ func split(objs []*unstructured.Unstructured, image string) (*bundleParts, error
 			if err := setImage(spec, image); err != nil {
 				return nil, err
 			}
+			if err := setStatusServer(spec); err != nil {
+				return nil, err
+			}
 			p.deployment = spec
 			p.serviceAccount, _, _ = unstructured.NestedString(spec, "template", "spec", "serviceAccountName")
 		case kind == "MutatingWebhookConfiguration" || kind == "ValidatingWebhookConfiguration":
@@ -201,6 +204,35 @@ func setImage(spec map[string]any, image string) error {
 	}
 	return fmt.Errorf("Deployment %s has no container %s", deploymentName, containerName)
 }
+
+// setStatusServer tells the operator where the training pods reach the
+// status endpoint it serves beside its webhooks under OLM: OLM names the
+// webhooks' Service <deployment>-service (port 443) and keeps the CA of
+// their certificate in the Secret <deployment>-service-cert under
+// olmCAKey, and names the webhook configurations itself, so the operator
+// cannot read them from the configuration kustomize installs.
+func setStatusServer(spec map[string]any) error {
+	containers, _, _ := unstructured.NestedSlice(spec, "template", "spec", "containers")
+	for i, c := range containers {
+		c := c.(map[string]any)
+		if c["name"] != containerName {
+			continue
+		}
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		args = append(args,
+			"--status-server-service="+olmWebhookService+":443",
+			"--status-server-ca-secret="+olmWebhookService+"-cert:olmCAKey")
+		if err := unstructured.SetNestedStringSlice(c, args, "args"); err != nil {
+			return err
+		}
+		containers[i] = c
+		return unstructured.SetNestedSlice(spec, containers, "template", "spec", "containers")
+	}
+	return fmt.Errorf("Deployment %s has no container %s", deploymentName, containerName)
+}
+
+// olmWebhookService is the Service OLM makes for the Deployment's webhooks.
+const olmWebhookService = deploymentName + "-service"
 
 // webhookDefinitions turns a webhook configuration into the CSV's
 // webhookdefinitions: OLM makes the Service, the certificate and the

@@ -79,6 +79,11 @@ type Options struct {
 	// read from the operator's webhook configuration.
 	StatusServerURL    string
 	StatusServerCAFile string
+	// StatusServerService (NAME:PORT) and StatusServerCASecret
+	// (NAME:KEY) name the Service and the Secret key of the operator's
+	// namespace that give them instead, as an OLM install has them.
+	StatusServerService  string
+	StatusServerCASecret string
 	// StatusWriteInterval is the least time between two writes of a job's
 	// progress.
 	StatusWriteInterval time.Duration
@@ -114,6 +119,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Base URL (https://host:port) at which training pods reach the TrainJob status endpoint this operator serves beside its webhooks (default: the webhooks' Service, as ValidatingWebhookConfiguration "+statusserver.WebhookConfiguration+" names it).")
 	fs.StringVar(&o.StatusServerCAFile, "status-server-ca-file", "",
 		"PEM file of the CA that verifies the status endpoint for training pods (default: ca.crt in --webhook-cert-dir, else the caBundle of ValidatingWebhookConfiguration "+statusserver.WebhookConfiguration+").")
+	fs.StringVar(&o.StatusServerService, "status-server-service", "",
+		"NAME:PORT of the Service of the operator's namespace through which training pods reach the status endpoint, where --status-server-url is not given (OLM: <deployment>-service:443).")
+	fs.StringVar(&o.StatusServerCASecret, "status-server-ca-secret", "",
+		"NAME:KEY of the Secret of the operator's namespace holding the CA of the status endpoint, where --status-server-ca-file is not given (OLM: <deployment>-service-cert:olmCAKey).")
 	fs.DurationVar(&o.StatusWriteInterval, "status-write-interval", statusserver.DefaultOptions().WriteInterval,
 		"Least time between two writes of one TrainJob's reported progress to the API server, whatever its pods send.")
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
@@ -179,6 +188,24 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 		locator := &statusserver.Locator{URL: o.StatusServerURL, CAFile: o.StatusServerCAFile, CertDir: certDir, Reader: mgr.GetAPIReader(),
 			Log: ctrl.Log.WithName("status-server"), Refresh: 5 * time.Minute}
+		if o.StatusServerService != "" || o.StatusServerCASecret != "" {
+			if locator.Namespace = o.Namespace; locator.Namespace == "" {
+				locator.Namespace, _ = podNamespace()
+			}
+			if locator.Namespace == "" {
+				return nil, fmt.Errorf("--status-server-service and --status-server-ca-secret name objects of the operator's namespace: give it with --namespace outside a pod")
+			}
+		}
+		if o.StatusServerService != "" {
+			if locator.Service, err = statusserver.ParseServiceRef(o.StatusServerService); err != nil {
+				return nil, fmt.Errorf("--status-server-service: %w", err)
+			}
+		}
+		if o.StatusServerCASecret != "" {
+			if locator.CASecret, err = statusserver.ParseSecretKeyRef(o.StatusServerCASecret); err != nil {
+				return nil, fmt.Errorf("--status-server-ca-secret: %w", err)
+			}
+		}
 		if err := mgr.Add(locator); err != nil {
 			return nil, fmt.Errorf("adding the status server's locator: %w", err)
 		}

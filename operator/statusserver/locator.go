@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/pkg/trainerstatus"
@@ -40,6 +43,14 @@ type Locator struct {
 	// the CA that verifies it; either left empty is read from the webhook
 	// configuration.
 	URL, CAFile string
+	// Service, when set and URL is not, is the Service of Namespace the
+	// pods reach the server through (a ServiceRef), as OLM names the
+	// webhooks' Service; CASecret, when set and CAFile is not, is the
+	// Secret key of Namespace holding the CA (a SecretKeyRef), as OLM
+	// keeps its webhook CA.
+	Service   *ServiceRef
+	CASecret  *SecretKeyRef
+	Namespace string
 	// CertDir is the webhook server's certificate directory, whose ca.crt,
 	// where the Secret mounted there has one, verifies the server.
 	CertDir string
@@ -88,13 +99,27 @@ func (l *Locator) NeedLeaderElection() bool { return false }
 
 func (l *Locator) locate(ctx context.Context) (*trainerstatus.Server, error) {
 	srv := &trainerstatus.Server{URL: l.URL}
-	if l.CAFile != "" {
+	if srv.URL == "" && l.Service != nil {
+		srv.URL = fmt.Sprintf("https://%s.%s.svc:%d", l.Service.Name, l.Namespace, l.Service.Port)
+	}
+	switch {
+	case l.CAFile != "":
 		ca, err := os.ReadFile(l.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("reading the status server's CA: %w", err)
 		}
 		srv.CA = string(ca)
-	} else if l.CertDir != "" {
+	case l.CASecret != nil:
+		var secret corev1.Secret
+		if err := l.Reader.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.CASecret.Name}, &secret); err != nil {
+			return nil, fmt.Errorf("reading the status server's CA from Secret %s/%s: %w", l.Namespace, l.CASecret.Name, err)
+		}
+		ca := secret.Data[l.CASecret.Key]
+		if len(ca) == 0 {
+			return nil, fmt.Errorf("Secret %s/%s holds no %s yet", l.Namespace, l.CASecret.Name, l.CASecret.Key)
+		}
+		srv.CA = string(ca)
+	case l.CertDir != "":
 		if ca, err := os.ReadFile(filepath.Join(l.CertDir, "ca.crt")); err == nil {
 			srv.CA = string(ca)
 		}
@@ -148,4 +173,36 @@ func (l *Locator) fromWebhook(ctx context.Context) (url, ca string, err error) {
 		return url, string(cc.CABundle), nil
 	}
 	return "", "", fmt.Errorf("ValidatingWebhookConfiguration %s holds no webhook %s", WebhookConfiguration, locatorWebhook)
+}
+
+// ServiceRef is a Service of the operator's namespace and its port:
+// NAME:PORT.
+type ServiceRef struct {
+	Name string
+	Port int
+}
+
+// ParseServiceRef reads NAME:PORT.
+func ParseServiceRef(s string) (*ServiceRef, error) {
+	name, port, ok := strings.Cut(s, ":")
+	p, err := strconv.Atoi(port)
+	if !ok || err != nil || p < 1 || p > 65535 || len(validation.IsDNS1035Label(name)) > 0 {
+		return nil, fmt.Errorf("%q is not a Service and its port: write NAME:PORT, such as torus-operator-service:443", s)
+	}
+	return &ServiceRef{Name: name, Port: p}, nil
+}
+
+// SecretKeyRef is a key of a Secret of the operator's namespace:
+// NAME:KEY.
+type SecretKeyRef struct {
+	Name, Key string
+}
+
+// ParseSecretKeyRef reads NAME:KEY.
+func ParseSecretKeyRef(s string) (*SecretKeyRef, error) {
+	name, key, ok := strings.Cut(s, ":")
+	if !ok || len(validation.IsDNS1123Subdomain(name)) > 0 || len(validation.IsConfigMapKey(key)) > 0 {
+		return nil, fmt.Errorf("%q is not a Secret and its key: write NAME:KEY, such as torus-operator-service-cert:olmCAKey", s)
+	}
+	return &SecretKeyRef{Name: name, Key: key}, nil
 }

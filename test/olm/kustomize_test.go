@@ -111,6 +111,9 @@ func kustomizeOverlay() {
 
 		By("an Open MPI job reconciled by the elected pod, run to Complete by real sshd and mpirun")
 		runPi("pi-kustomize")
+
+		By("a training's progress, reported through the webhooks' Service and CA as the installed configuration names them")
+		runReporting("progress-kustomize")
 	})
 
 	It("uninstalls as docs/admins/install.md says, keeping the CRDs and so the users' jobs", func() {
@@ -216,6 +219,27 @@ func runPi(name string) {
 	out, err = kubectlMPI("logs", name, "--launcher")
 	Expect(err).NotTo(HaveOccurred(), out)
 	Expect(out).To(MatchRegexp(`pi is 3\.14159265\d+ from 4 ranks`))
+	_, err = kubectlMPI("delete", name, "--wait")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// runReporting runs the reference training for two epochs and checks that
+// its last report (100 %) reached the job's status: the pods reached the
+// operator's status endpoint through the Service the install made, and
+// trusted its certificate with the CA the install gave.
+func runReporting(name string) {
+	GinkgoHelper()
+	out, err := kubectlMPI("run", name, "--runtime", "torus-openmpi-local", "--workers", "1", "--slots-per-worker", "2",
+		"--wait", "--timeout", "3m", "--", "mpirun", "-n", "2", "python3", "/opt/torus/train.py", "--epochs", "2")
+	if err != nil {
+		describe, _ := kubectlMPI("describe", name)
+		Fail(fmt.Sprintf("the training did not complete: %v\n%s\n%s", err, out, describe))
+	}
+	logs, _ := kubectlMPI("logs", name, "--launcher")
+	Expect(logs).NotTo(ContainSubstring("progress not reported"), "the training could not report")
+	describe, err := kubectlMPI("describe", name)
+	Expect(err).NotTo(HaveOccurred(), describe)
+	Expect(describe).To(MatchRegexp(`Progress:\s+100%; loss=`), "%s\n%s", describe, logs)
 	_, err = kubectlMPI("delete", name, "--wait")
 	Expect(err).NotTo(HaveOccurred())
 }

@@ -251,7 +251,7 @@ func operatorHub() {
 		Expect(hooks).To(Equal(want))
 	})
 
-	It("serves its webhooks from its pod and runs a job to Complete on real pods", func() {
+	It("serves its webhooks from its pod and runs a job to Complete on real pods, which report its progress", func() {
 		if !realNode {
 			framework.SkipRootTier("no real node on this machine: the operator's pod only runs on a kwok node")
 		}
@@ -260,6 +260,9 @@ func operatorHub() {
 
 		By("an Open MPI job reconciled by the pod, run to Complete by real sshd and mpirun on the real node")
 		runPi("pi-olm")
+
+		By("a training's progress, reported through the Service and the CA that OLM made for the webhooks")
+		runReporting("progress-olm")
 	})
 
 	It("uninstalls as docs/admins/install.md says, keeping the CRDs and so the users' jobs", func() {
