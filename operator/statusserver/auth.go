@@ -50,8 +50,12 @@ const (
 
 // authenticator says whether a token may report for a job.
 type authenticator struct {
-	client  client.Client
-	reader  client.Reader
+	client client.Client
+	reader client.Reader
+	// api reads the pods the cache does not hold: the cache holds only
+	// Torus's labelled pods, and the pods of the jobs on upstream's
+	// framework carry no Torus label.
+	api     client.Reader
 	limiter *rate.Limiter
 	now     func() time.Time
 
@@ -60,10 +64,12 @@ type authenticator struct {
 	sources map[string]*rate.Limiter
 }
 
-// review is what TokenReview said of a token for one job's audience.
+// review is what TokenReview said of a token for one job's audience, and
+// the controller of the pod it is bound to (a Job), read once.
 type review struct {
 	namespace, pod string
 	uid            types.UID
+	job            metav1.OwnerReference
 	until          time.Time
 }
 
@@ -80,8 +86,8 @@ func forbidden(format string, args ...any) error {
 	return &refusal{code: http.StatusForbidden, reason: metav1.StatusReasonForbidden, msg: fmt.Sprintf(format, args...)}
 }
 
-func newAuthenticator(c client.Client, reader client.Reader, limiter *rate.Limiter) *authenticator {
-	return &authenticator{client: c, reader: reader, limiter: limiter, now: time.Now,
+func newAuthenticator(c client.Client, reader, api client.Reader, limiter *rate.Limiter) *authenticator {
+	return &authenticator{client: c, reader: reader, api: api, limiter: limiter, now: time.Now,
 		reviews: map[[sha256.Size]byte]review{}, sources: map[string]*rate.Limiter{}}
 }
 
@@ -143,6 +149,9 @@ func (a *authenticator) review(ctx context.Context, token, source string, job ty
 		return review{}, forbidden("the token is not bound to a pod: use the token projected for the job ($%s)", trainerstatus.EnvToken)
 	}
 	rv = review{namespace: ns, pod: pod, uid: types.UID(uid), until: now.Add(reviewTTL)}
+	if rv.job, err = a.podJob(ctx, rv); err != nil {
+		return review{}, err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.reviews) >= maxReviews {
@@ -162,6 +171,33 @@ func (a *authenticator) review(ctx context.Context, token, source string, job ty
 	return rv, nil
 }
 
+// podJob is the Job that controls the token's pod, by the pod's UID: from
+// the cache, else from the API server. A token costs this read once per
+// review, so pods the cache does not hold cost the API server no more than
+// the reviews do.
+func (a *authenticator) podJob(ctx context.Context, rv review) (metav1.OwnerReference, error) {
+	refuse := forbidden("pod %s/%s is not a Job's pod", rv.namespace, rv.pod)
+	key := types.NamespacedName{Namespace: rv.namespace, Name: rv.pod}
+	var pod corev1.Pod
+	err := a.reader.Get(ctx, key, &pod)
+	if apierrors.IsNotFound(err) {
+		err = a.api.Get(ctx, key, &pod)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return metav1.OwnerReference{}, refuse
+	case err != nil:
+		return metav1.OwnerReference{}, fmt.Errorf("reading pod %s: %w", key, err)
+	case pod.UID != rv.uid:
+		return metav1.OwnerReference{}, refuse
+	}
+	c := metav1.GetControllerOfNoCopy(&pod)
+	if c == nil || c.APIVersion != batchv1.SchemeGroupVersion.String() || c.Kind != "Job" {
+		return metav1.OwnerReference{}, refuse
+	}
+	return *c, nil
+}
+
 // descends checks that the token's pod is one of the job's: its controller
 // is a Job whose controller is a JobSet that the TrainJob controls, each
 // by UID.
@@ -169,20 +205,7 @@ func (a *authenticator) descends(ctx context.Context, rv review, job types.Names
 	refuse := func() error {
 		return forbidden("pod %s/%s is not a pod of TrainJob %s", rv.namespace, rv.pod, job)
 	}
-	var pod corev1.Pod
-	if err := a.reader.Get(ctx, types.NamespacedName{Namespace: rv.namespace, Name: rv.pod}, &pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return refuse()
-		}
-		return fmt.Errorf("reading pod %s/%s: %w", rv.namespace, rv.pod, err)
-	}
-	if pod.UID != rv.uid {
-		return refuse()
-	}
-	c := metav1.GetControllerOfNoCopy(&pod)
-	if c == nil || c.APIVersion != batchv1.SchemeGroupVersion.String() || c.Kind != "Job" {
-		return refuse()
-	}
+	c := &rv.job
 	var j batchv1.Job
 	if err := a.get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: c.Name}, &j); err != nil || j.UID != c.UID {
 		return orRefuse(err, refuse)

@@ -108,7 +108,7 @@ type jobRecord struct {
 func New(c client.Client, reader, api client.Reader, opts Options, log logr.Logger) *Server {
 	return &Server{
 		opts: opts, client: c, reader: reader, api: api, log: log, now: time.Now,
-		auth: newAuthenticator(c, reader, rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)),
+		auth: newAuthenticator(c, reader, api, rate.NewLimiter(rate.Limit(opts.ReviewRate), opts.ReviewBurst)),
 		jobs: map[types.NamespacedName]*jobRecord{},
 	}
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,14 +134,26 @@ func realNodeDashboard(dirp *string) {
 			Expect(framework.Eval[float64](b, `Number(document.querySelector('.torus-progress [role=progressbar]').getAttribute('aria-valuenow'))`)).
 				To(And(BeNumerically(">", 0), BeNumerically("<", 100)))
 			// The loss over the run: a chart of the points the status server
-			// kept, one per write at most, drawn as a line and a dot each.
+			// kept (one per write at most, every 10 s), a dot each, as its
+			// caption counts them.
 			lossChart := `figure.torus-chart[aria-label="loss over the run"]`
-			Eventually(func() (int, error) {
-				return framework.Eval[int](b, `document.querySelectorAll('`+lossChart+` svg path[role=presentation]').length`)
-			}, 2*time.Minute, time.Second).Should(BeNumerically(">=", 3), func() string { return "the page:\n" + b.Text() })
-			Expect(framework.Eval[string](b, `document.querySelector('`+lossChart+` figcaption').textContent`)).To(MatchRegexp(`^loss: \S+ \(\d+ points over \S+: from \S+ to \S+\)$`))
+			points := func() (int, error) {
+				caption, err := framework.Eval[string](b, `document.querySelector('`+lossChart+` figcaption')?.textContent ?? ''`)
+				m := regexp.MustCompile(`^loss: \S+ \((\d+) points over \S+: from \S+ to \S+\)$`).FindStringSubmatch(caption)
+				if err != nil || m == nil {
+					return 0, err
+				}
+				return strconv.Atoi(m[1])
+			}
+			Eventually(points, 2*time.Minute, time.Second).Should(BeNumerically(">=", 4), func() string { return "the page:\n" + b.Text() })
+			n, err := points()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(framework.Eval[int](b, `document.querySelectorAll('`+lossChart+` svg path[role=presentation]').length`)).To(BeNumerically(">=", n),
+				"a dot for each of the %d points", n)
 			Expect(framework.Eval[bool](b, `!!document.querySelector('figure.torus-chart[aria-label="test_accuracy over the run"] svg')`)).To(BeTrue())
 			framework.ExpectAccessible(b, "progress")
+			_, err = framework.Eval[bool](b, `document.querySelector('.torus-progress').scrollIntoView(), true`)
+			Expect(err).NotTo(HaveOccurred())
 			b.Screenshot("progress")
 
 			b.Open(framework.DashboardBase(url) + "/#/jobs")

@@ -4,8 +4,14 @@ import (
 	"strings"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // reportScript posts a report of 7 % from inside a job's pod, as a program
@@ -30,7 +36,8 @@ except urllib.error.HTTPError as e:
 `
 
 // realNodeProgress reports progress from the pods of real jobs: a job's own
-// pod is heard, a pod of another job or of another namespace is refused.
+// pod is heard, a pod of another job or of another namespace is refused, a
+// job on upstream's framework is heard as an MPI job is.
 // The reference training's reports are the quick start's (training_test.go).
 func realNodeProgress(dirp *string) {
 	It("takes a progress report from a job's own pod, and refuses one a pod of another job or namespace sends for it", func() {
@@ -82,5 +89,42 @@ func realNodeProgress(dirp *string) {
 		Expect(out).To(Equal("7"))
 		describe, _ := kubectlMPI(dir, "describe", "reported")
 		Expect(describe).To(MatchRegexp(`Progress:\s+7% \(reported \S+ ago\)`), describe)
+	})
+
+	It("takes the report of a job on upstream's framework, from a program written for upstream's endpoint", func() {
+		dir := *dirp
+		const name = "plain-reports"
+		// A runtime without an ML policy (upstream's plainml): one pod of
+		// the reference image runs the program, no MPI.
+		image := localRuntime(dir, "torus-openmpi-local").Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image
+		apply(dir, &trainer.TrainingRuntime{
+			TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainingRuntimeKind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: trainer.TrainingRuntimeSpec{Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{
+					Name: "node", Replicas: 1,
+					Template: batchv1.JobTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+						Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+							RestartPolicy: corev1.RestartPolicyNever,
+							Containers:    []corev1.Container{{Name: "node", Image: image, Command: []string{"python3", "-c", reportScript}}},
+						}}},
+					},
+				}},
+			}}},
+		})
+		DeferCleanup(func() { kubectl(dir, "delete", "trainingruntime", name) })
+		apply(dir, &trainer.TrainJob{
+			TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec:       trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: name, Kind: ptr.To(trainer.TrainingRuntimeKind), APIGroup: ptr.To(trainer.GroupVersion.Group)}},
+		})
+		DeferCleanup(func() { kubectl(dir, "delete", "trainjob", name) })
+		Eventually(func() string {
+			out, _ := kubectl(dir, "get", "trainjob", name, "-o", "jsonpath={.status.trainerStatus.progressPercentage}")
+			return out
+		}, 3*time.Minute, time.Second).Should(Equal("7"), func() string { return jobReport(dir, name, nil) })
+		logs, _ := kubectl(dir, "logs", "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-c", "node")
+		Expect(logs).To(HavePrefix("200 "), logs)
 	})
 }
