@@ -116,7 +116,7 @@ func (l *Locator) locate(ctx context.Context) (*trainerstatus.Server, error) {
 		}
 		ca := secret.Data[l.CASecret.Key]
 		if len(ca) == 0 {
-			return nil, fmt.Errorf("Secret %s/%s holds no %s yet", l.Namespace, l.CASecret.Name, l.CASecret.Key)
+			return nil, fmt.Errorf("the status server's CA Secret %s/%s holds no %s yet", l.Namespace, l.CASecret.Name, l.CASecret.Key)
 		}
 		srv.CA = string(ca)
 	case l.CertDir != "":
