@@ -189,10 +189,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		locator := &statusserver.Locator{URL: o.StatusServerURL, CAFile: o.StatusServerCAFile, CertDir: certDir, Reader: mgr.GetAPIReader(),
 			Log: ctrl.Log.WithName("status-server"), Refresh: 5 * time.Minute}
 		if o.StatusServerService != "" || o.StatusServerCASecret != "" {
-			if locator.Namespace = o.Namespace; locator.Namespace == "" {
-				locator.Namespace, _ = podNamespace()
-			}
-			if locator.Namespace == "" {
+			if locator.Namespace = o.namespace(); locator.Namespace == "" {
 				return nil, fmt.Errorf("--status-server-service and --status-server-ca-secret name objects of the operator's namespace: give it with --namespace outside a pod")
 			}
 		}
@@ -222,13 +219,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	setupControllers := func() error {
 		var proofKeys controller.ProofKeys
-		ns := o.Namespace
-		if ns == "" {
-			ns, _ = podNamespace()
-		}
-		if ns == "" {
-			ns = o.LeaderElectionNS
-		}
+		ns := o.namespace()
 		if ns != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -320,6 +311,18 @@ const apiPollInterval = 10 * time.Second
 
 // podNamespace is the namespace the operator's pod runs in: its
 // ServiceAccount's, as mounted, else $POD_NAMESPACE.
+// namespace is the operator's own namespace: --namespace, else its pod's,
+// else its leader-election lease's; "" when none is known.
+func (o *Options) namespace() string {
+	if o.Namespace != "" {
+		return o.Namespace
+	}
+	if ns, ok := podNamespace(); ok {
+		return ns
+	}
+	return o.LeaderElectionNS
+}
+
 func podNamespace() (string, bool) {
 	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(data) > 0 {
 		return strings.TrimSpace(string(data)), true

@@ -251,7 +251,7 @@ func operatorHub() {
 		Expect(hooks).To(Equal(want))
 	})
 
-	It("serves its webhooks from its pod and runs a job to Complete on real pods, which report its progress", func() {
+	It("serves its webhooks from its pod and runs a job to Complete on real pods, pointed at its status endpoint", func() {
 		if !realNode {
 			framework.SkipRootTier("no real node on this machine: the operator's pod only runs on a kwok node")
 		}
@@ -261,8 +261,11 @@ func operatorHub() {
 		By("an Open MPI job reconciled by the pod, run to Complete by real sshd and mpirun on the real node")
 		runPi("pi-olm")
 
-		By("a training's progress, reported through the Service and the CA that OLM made for the webhooks")
-		runReporting("progress-olm")
+		By("a training's pods pointed at the status endpoint through the Service and the CA that OLM made for the webhooks")
+		var cert corev1.Secret
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "torus-operator-service-cert"}, &cert)).To(Succeed())
+		Expect(cert.Data["olmCAKey"]).NotTo(BeEmpty())
+		expectStatusWiring("progress-olm", "https://torus-operator-service."+installNS+".svc:443", string(cert.Data["olmCAKey"]))
 	})
 
 	It("uninstalls as docs/admins/install.md says, keeping the CRDs and so the users' jobs", func() {

@@ -10,15 +10,28 @@ function left(p: Progress): string {
   return p.leftSeconds === undefined ? '' : `about ${duration(p.leftSeconds)} left`;
 }
 
-// ProgressCell is a job's progress in the list: a small bar and the time
-// left, or a dash when its program reports none.
+// listedMetrics is how many metrics the list shows beside a job's bar, as
+// describe's Progress line does.
+const listedMetrics = 2;
+
+// latest is the first metrics of a report as name=value, saying how many
+// more there are.
+function latest(p: Progress): string {
+  const ms = p.metrics ?? [];
+  const shown = ms.slice(0, listedMetrics).map((m) => `${m.name}=${m.value}`);
+  if (ms.length > listedMetrics) shown.push(`${ms.length - listedMetrics} more`);
+  return shown.join(', ');
+}
+
+// ProgressCell is a job's progress in the list: a small bar, the time left
+// and the latest metrics, or a dash when its program reports none.
 export function ProgressCell({ name, progress }: { name: string; progress?: Progress }) {
   if (progress?.percent === undefined) {
-    return <>-</>;
+    return <>{progress && latest(progress) ? latest(progress) : '-'}</>;
   }
   return (
     <Bar value={progress.percent} size={ProgressSize.sm} measureLocation={ProgressMeasureLocation.outside}
-      aria-label={`Progress of ${name}`} helperText={left(progress) || undefined} />
+      aria-label={`Progress of ${name}`} helperText={[left(progress), latest(progress)].filter((s) => s).join('; ') || undefined} />
   );
 }
 
