@@ -161,7 +161,7 @@ func realNodeDashboard(dirp *string) {
 				return framework.Eval[bool](b, `!!document.querySelector('[role=progressbar][aria-label="Progress of web-train"]')`)
 			}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), func() string { return "the page:\n" + b.Text() })
 			// Beside the bar: the time left and the latest metrics.
-			Expect(b.Text()).To(MatchRegexp(`(about \S+ left; )?loss=[0-9.]+, train_accuracy=[0-9.]+, 1 more`))
+			Eventually(b.Text, 30*time.Second, 200*time.Millisecond).Should(MatchRegexp(`(about \S+ left; )?loss=[0-9.]+, train_accuracy=[0-9.]+, 1 more`))
 			framework.ExpectAccessible(b, "jobs with progress")
 		})
 

@@ -124,7 +124,10 @@ func realNodeProgress(dirp *string) {
 			out, _ := kubectl(dir, "get", "trainjob", name, "-o", "jsonpath={.status.trainerStatus.progressPercentage}")
 			return out
 		}, 3*time.Minute, time.Second).Should(Equal("7"), func() string { return jobReport(dir, name, nil) })
-		logs, _ := kubectl(dir, "logs", "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-c", "node")
-		Expect(logs).To(HavePrefix("200 "), logs)
+		// The program prints the answer after the status is written.
+		Eventually(func() string {
+			logs, _ := kubectl(dir, "logs", "-l", "jobset.sigs.k8s.io/jobset-name="+name, "-c", "node")
+			return logs
+		}, time.Minute, time.Second).Should(HavePrefix("200 "))
 	})
 }
