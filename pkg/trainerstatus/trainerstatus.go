@@ -101,7 +101,19 @@ func (s *Server) Apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container, names
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[AnnotationCA] = s.CA
-	pod.Spec.Volumes = mpi.UpsertVolume(pod.Spec.Volumes, corev1.Volume{
+	pod.Spec.Volumes = mpi.UpsertVolume(pod.Spec.Volumes, volume(namespace, name))
+	ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, mount)
+	for _, e := range s.Env(namespace, name) {
+		if !slices.ContainsFunc(ctr.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name }) {
+			ctr.Env = append(ctr.Env, e)
+		}
+	}
+}
+
+// volume is the pod's projected volume: the token for job namespace/name's
+// audience and the CA, from the pod's annotation AnnotationCA.
+func volume(namespace, name string) corev1.Volume {
+	return corev1.Volume{
 		Name: Volume,
 		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			DefaultMode: ptr.To[int32](0o444),
@@ -114,14 +126,11 @@ func (s *Server) Apply(pod *corev1.PodTemplateSpec, ctr *corev1.Container, names
 				}}}},
 			},
 		}},
-	})
-	ctr.VolumeMounts = mpi.UpsertMount(ctr.VolumeMounts, corev1.VolumeMount{Name: Volume, MountPath: MountPath, ReadOnly: true})
-	for _, e := range s.Env(namespace, name) {
-		if !slices.ContainsFunc(ctr.Env, func(v corev1.EnvVar) bool { return v.Name == e.Name }) {
-			ctr.Env = append(ctr.Env, e)
-		}
 	}
 }
+
+// mount is where every container reads volume.
+var mount = corev1.VolumeMount{Name: Volume, MountPath: MountPath, ReadOnly: true}
 
 // Validate says what is wrong with a report, in the API's terms, or "".
 func Validate(st *trainer.TrainerStatus) string {
