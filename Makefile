@@ -269,6 +269,14 @@ MPI_SUITE ?= bookworm
 image-mpi: ## The reference MPI image (Debian bookworm: Open MPI 4, OpenSSH, Python as python and python3, mpi4py, NumPy, the quick start's training) as a docker archive in dist/images, named MPI_IMAGE (root, Debian: mmdebstrap; no container engine). MPI_SUITE=bookworm-nossh: without OpenSSH, its home writable by OpenShift's assigned UIDs, for the Kubeflow SDK's CustomTrainer.
 	$(GO) run ./hack/cluster image -suite $(MPI_SUITE) -tag $(MPI_IMAGE) -o dist/images/torus-mpi-$(MPI_SUITE).tar
 
+# The image of the shipped torus-python runtime, released with the operator at
+# its version (samples/runtimes/torus-python.yaml names it; its test holds the
+# two to VERSION).
+PYTHON_IMAGE ?= ghcr.io/torus-mpi/mpi-python:v$(RELEASE_VERSION)
+.PHONY: image-mpi-python
+image-mpi-python: ## The torus-python runtime's image: the reference MPI image without OpenSSH, named PYTHON_IMAGE, as dist/images/torus-mpi-bookworm-nossh.tar (root, Debian: mmdebstrap).
+	$(MAKE) image-mpi MPI_SUITE=bookworm-nossh MPI_IMAGE=$(PYTHON_IMAGE)
+
 .PHONY: verify-rules
 verify-rules: ## The shipped PrometheusRule, loaded with Prometheus's own rule parser; its alerts read only metrics the operator exports.
 	cd hack/rulecheck && GOWORK=off $(GO) test -count=1 ./...

@@ -723,6 +723,7 @@ var localRuntimes = []struct{ name, image string }{
 	{"torus-openmpi", mpiImage},
 	{"torus-mpich", mpiTrixieImage},
 	{"torus-openmpi5", mpiTrixieImage},
+	{"torus-python", mpiImageNoSSH},
 }
 
 // installLocalRuntimes creates the -local runtimes: the shipped samples

@@ -34,10 +34,10 @@ import (
 	"github.com/torus-mpi/torus/operator/statusserver"
 	"github.com/torus-mpi/torus/operator/upstream"
 	toruswebhook "github.com/torus-mpi/torus/operator/webhook"
-	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	"github.com/torus-mpi/torus/pkg/version"
+	"github.com/torus-mpi/torus/samples"
 )
 
 // Options are the operator's command-line settings.
@@ -110,7 +110,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", 1000, "Burst of requests to the API server.")
 	o.Settings.AddFlags(fs)
 	fs.BoolVar(&o.InstallDefaultRuntimes, "install-default-runtimes", true,
-		"Install the default MPI ClusterTrainingRuntimes ("+strings.Join(mpi.RuntimeNames(), ", ")+") at start; fields an administrator changed are kept.")
+		"Install the default MPI ClusterTrainingRuntimes ("+strings.Join(samples.RuntimeNames(), ", ")+") at start; fields an administrator changed are kept.")
 	fs.BoolVar(&o.InstallMonitoring, "install-monitoring", true,
 		"Apply a ServiceMonitor for the metrics Service and the PrometheusRule of the operator's alerts to its namespace, where the Prometheus Operator's API (monitoring.coreos.com) is served.")
 	fs.StringVar(&o.DefaultRuntimesUser, "default-runtimes-user", string(runtimes.UserAuto),

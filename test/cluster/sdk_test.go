@@ -390,15 +390,15 @@ func realNodeSDK(dirp *string) {
 
 		BeforeAll(func() {
 			dir = *dirp
-			// The reference image without OpenSSH, through the launch
-			// agent, under a UID the image has no account for, as
+			// The shipped Python runtime (its image as the real nodes
+			// hold it), under a UID the image has no account for, as
 			// OpenShift's restricted-v2 assigns one: the function's file
 			// goes under /home/mpiuser all the same.
-			base := localRuntime(dir, "torus-openmpi-local")
+			base := localRuntime(dir, "torus-python-local")
 			for i := range base.Spec.Template.Spec.ReplicatedJobs {
 				ps := &base.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec
 				for j := range ps.Containers {
-					ps.Containers[j].Image = mpiImageNoSSH
+					Expect(ps.Containers[j].Image).To(Equal(mpiImageNoSSH), "torus-python-local runs the reference image without OpenSSH")
 					if ps.Containers[j].SecurityContext == nil {
 						ps.Containers[j].SecurityContext = &corev1.SecurityContext{}
 					}
@@ -416,7 +416,7 @@ func realNodeSDK(dirp *string) {
 		It("list_runtimes and get_runtime read every runtime the cluster serves, the namespace's first", func(ctx SpecContext) {
 			all, err := s.listRuntimes(ctx)
 			Expect(err).NotTo(HaveOccurred(), "list_runtimes raises on a runtime the SDK cannot read")
-			for _, name := range []string{"torus-openmpi", "torus-openmpi5", "torus-intelmpi", "torus-mpich", "torus-openmpi-local", runtimeName} {
+			for _, name := range []string{"torus-openmpi", "torus-openmpi5", "torus-intelmpi", "torus-mpich", "torus-python", "torus-python-local", runtimeName} {
 				Expect(all).To(HaveKey(name))
 				Expect(all[name].Framework).To(Equal("mpi"), "runtime %s", name)
 				Expect(all[name].Command[0]).To(Equal("mpirun"), "the SDK takes runtime %s for MPI by its command", name)
@@ -427,9 +427,10 @@ func realNodeSDK(dirp *string) {
 			rt, err = s.getRuntime(ctx, runtimeName)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(rt.Image).To(Equal(mpiImageNoSSH))
-			cluster, err := s.getRuntime(ctx, "torus-openmpi")
+			cluster, err := s.getRuntime(ctx, "torus-python")
 			Expect(err).NotTo(HaveOccurred(), "get_runtime falls back to the cluster's runtime of that name")
 			Expect(cluster.Kind).To(Equal(trainer.ClusterTrainingRuntimeKind))
+			Expect(cluster.Image).To(HavePrefix("ghcr.io/torus-mpi/mpi-python:v"), "the shipped Python runtime names the image released with the operator")
 		})
 
 		It("train with CustomTrainer(func=...) runs the function on every rank; get_job, wait_for_job_status, get_job_logs and get_job_events follow it to Complete; delete_job removes it", func(ctx SpecContext) {
@@ -469,7 +470,8 @@ func realNodeSDK(dirp *string) {
 							"requests": map[string]any{"cpu": 0.1},
 							"limits":   map[string]any{"cpu": 0.1},
 						},
-						"image":   mpiImageNoSSH,
+						// No image: CustomTrainer(func=...) without one
+						// runs the runtime's.
 						"command": toAny(command),
 						"env":     []any{map[string]any{"name": "SDK_CELL", "value": "1"}},
 					},

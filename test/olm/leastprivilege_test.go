@@ -48,7 +48,7 @@ const lpNamespace = "torus-lp"
 // this long, so a job's Secret can be seen before the job completes.
 const launcherRun = "6s"
 
-var sampleRuntimes = []string{"torus-openmpi", "torus-openmpi5", "torus-intelmpi", "torus-mpich"}
+var sampleRuntimes = []string{"torus-openmpi", "torus-openmpi5", "torus-intelmpi", "torus-mpich", "torus-python"}
 
 func leastPrivilege() {
 	var (

@@ -306,7 +306,7 @@ spec:
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Trainer CRDs`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+Torus webhooks\s+answering`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^FAIL\s+Torus operator\s+no Torus operator has ever run in this cluster`))
-		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+MPI runtimes\s+MPI runtimes: torus-intelmpi, torus-mpich, torus-openmpi, torus-openmpi5`))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^PASS\s+MPI runtimes\s+MPI runtimes: torus-intelmpi, torus-mpich, torus-openmpi, torus-openmpi5, torus-python`))
 	})
 
 	// The manager of this suite runs without leader election, so no lease

@@ -23,6 +23,7 @@ import (
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/samples"
 	"github.com/torus-mpi/torus/test/framework"
 )
 
@@ -415,7 +416,7 @@ var _ = Describe("Samples", func() {
 		}
 		var jobs trainer.TrainJobList
 		Expect(fw.Client.List(ctx, &jobs, client.InNamespace(ns.Name))).To(Succeed())
-		Expect(jobs.Items).To(HaveLen(4))
+		Expect(jobs.Items).To(HaveLen(len(samples.TrainJobNames())))
 		for _, tj := range jobs.Items {
 			Expect(tj.Labels).To(HaveKey(api.LabelImplementation), tj.Name)
 		}
