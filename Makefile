@@ -128,7 +128,7 @@ prefetch: ## Start in the background what later targets need: downloads (helper 
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server).
-	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/... ./test/framework/
+	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/... ./test/framework/ ./test/perf/...
 
 .PHONY: test-integration
 test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller, and OpenShift's SCC admission code judges pods.
@@ -179,16 +179,16 @@ lint: ## go vet, staticcheck (pinned in hack/testbin/staticcheck) on what ships,
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: bench
-bench: ## Torus against upstream Trainer v2.3.0 and the floor side by side, N = 100, 500, 1,000 and 10,000, three runs each (about 70 minutes; BENCH_FLAGS=-quick for N=100 once, or e.g. BENCH_FLAGS="-n 1000 -runs 1"); writes bench/results.md.
-	$(GO) run ./hack/bench $(BENCH_FLAGS)
+bench: ## Torus against upstream Trainer v2.3.0 and the floor side by side, N = 100, 500, 1,000 and 10,000, three runs each (about 70 minutes; BENCH_FLAGS=-quick for N=100 once, or e.g. BENCH_FLAGS="-n 1000 -runs 1"); writes test/perf/results.md.
+	$(GO) run ./test/perf/controlplane $(BENCH_FLAGS)
 
 .PHONY: bench-dashboard
-bench-dashboard: web ## How soon the dashboard shows a new job and a state change in headless Chromium, with 10 and 1,000 jobs in the namespace (about a minute); writes bench/dashboard.md.
-	$(GO) run ./hack/bench -dashboard $(BENCH_FLAGS)
+bench-dashboard: web ## How soon the dashboard shows a new job and a state change in headless Chromium, with 10 and 1,000 jobs in the namespace (about a minute); writes test/perf/dashboard.md.
+	$(GO) run ./test/perf/controlplane -dashboard $(BENCH_FLAGS)
 
 .PHONY: bench-tenants
-bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, each cached kind at its worst, and one job's 1,000 to 16,384 pods (about 5 minutes); writes bench/tenants.md.
-	$(GO) run ./hack/bench -tenants $(BENCH_FLAGS)
+bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, each cached kind at its worst, and one job's 1,000 to 16,384 pods (about 5 minutes); writes test/perf/tenants.md.
+	$(GO) run ./test/perf/controlplane -tenants $(BENCH_FLAGS)
 
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks: key generation, rendering, migrate throughput.
@@ -214,10 +214,10 @@ bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 2
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-dashboard-job
-bench-dashboard-job: build testbin ## What one open dashboard page of a 4,096-worker job costs the API server (requests, pod lists, bytes, log streams) on a fresh local cluster of 40 kwok nodes (about 15 minutes; DASHBOARD_WORKERS=N for another size); writes bench/dashboard-job.md.
+bench-dashboard-job: build testbin ## What one open dashboard page of a 4,096-worker job costs the API server (requests, pod lists, bytes, log streams) on a fresh local cluster of 40 kwok nodes (about 15 minutes; DASHBOARD_WORKERS=N for another size); writes test/perf/dashboard-job.md.
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes 40
-	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig TORUS_BENCH_DASHBOARD_WORKERS=$(DASHBOARD_WORKERS) TORUS_BENCH_OUT=$(ROOT)/bench/dashboard-job.md \
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig TORUS_BENCH_DASHBOARD_WORKERS=$(DASHBOARD_WORKERS) TORUS_BENCH_OUT=$(ROOT)/test/perf/dashboard-job.md \
 	  $(GO_TEST) -count=1 -timeout 40m ./test/e2e/ -v -ginkgo.focus 'one open page of a big job' && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
@@ -226,10 +226,10 @@ bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to a
 	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig && $(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -queue=false && status=0 || status=$$?; \
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig && $(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -queue=false && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -upstream-trainer
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -upstream && status=0 || status=$$?; \
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -upstream && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real
@@ -237,10 +237,10 @@ bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all
 	hack/testbin/build.sh trainer
 	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node && status=0 || status=$$?; \
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
 	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
-	$(GO) run ./hack/benche2e -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream && status=0 || status=$$?; \
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream && status=0 || status=$$?; \
 	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
 
 ##@ Packaging

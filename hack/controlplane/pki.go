@@ -1,5 +1,5 @@
 // Package controlplane holds what the local cluster (hack/cluster) and the
-// benchmark (hack/bench) share to run etcd and kube-apiserver on 127.0.0.1:
+// benchmark (test/perf/controlplane) share to run etcd and kube-apiserver on 127.0.0.1:
 // a certificate authority with the files the API server reads, the two
 // components' command lines, and the admin's credentials. Each caller runs
 // the processes its own way: the cluster detached with PID files, the

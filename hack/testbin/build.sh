@@ -6,7 +6,7 @@
 #   hack/testbin/build.sh etcd kube-apiserver ...
 #   hack/testbin/build.sh envtest      # etcd and kube-apiserver
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
-#   hack/testbin/build.sh trainer      # upstream Trainer controller, for hack/bench
+#   hack/testbin/build.sh trainer      # upstream Trainer controller, for test/perf/controlplane
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
 #   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (hack/cluster -openshift)
 #   hack/testbin/build.sh node         # kubelet, containerd, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes

@@ -65,7 +65,7 @@ type Options struct {
 	// flags.
 	controller.Settings
 	// PprofAddr serves net/http/pprof, for finding hot spots under load
-	// (hack/bench); off by default.
+	// (test/perf/controlplane); off by default.
 	PprofAddr string
 	// InstallDefaultRuntimes applies the default MPI runtimes at start;
 	// DefaultRuntimesUser says which UID they fix (runtimes.UserMode).

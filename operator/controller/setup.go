@@ -46,7 +46,7 @@ const runtimeRefKey = "spec.runtimeRef"
 // submissions brings at once, so that a busy API server has their creates
 // in flight together rather than a few at a time behind them: at 10,000
 // TrainJobs from 32 creators it cost the API server the same CPU per job
-// as the same objects created with no controller (bench/README.md).
+// as the same objects created with no controller (test/perf/README.md).
 const DefaultMaxConcurrentReconciles = 32
 
 // DefaultJobSetReportTimeout is long against the JobSet controller's usual

@@ -6,7 +6,7 @@
 // controller-runtime ships such a filter, but it is built on
 // k8s.io/apiserver's delegating authenticator and authorizer, which link
 // cel-go, OpenTelemetry and gRPC into the operator, which cost it tens of
-// megabytes of binary and resident memory (bench/README.md). This one uses
+// megabytes of binary and resident memory (test/perf/README.md). This one uses
 // client-go's review clients only.
 package metricsauth
 

@@ -218,7 +218,7 @@ func (rep *report) markdown(quick bool) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	m := rep.machine
 	p("# Torus and upstream Trainer side by side: throughput, API writes, memory\n\n")
-	p("Written by `hack/bench` (`make bench`)")
+	p("Written by `test/perf/controlplane` (`make bench`)")
 	if quick {
 		p(" in quick mode")
 	}
@@ -230,7 +230,7 @@ func (rep *report) markdown(quick bool) string {
 		p(": %d runs of each contender at each N, the contenders of a run one after the other, every other run in reverse order", rep.opts.runs)
 	}
 	p(".\n\n")
-	p("**Invocation:** `go run ./hack/bench %s`.\n\n", strings.Join(os.Args[1:], " "))
+	p("**Invocation:** `go run ./test/perf/controlplane %s`.\n\n", strings.Join(os.Args[1:], " "))
 	p("**Machine:** %s; %s memory; %s; %s. Load average (1, 5, 15 min) %s at the start, %s at the end; ",
 		m.CPU, m.Memory, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
 	p("the machine is shared, so each run's load average is listed with it.\n\n")

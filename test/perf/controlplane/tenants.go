@@ -368,7 +368,7 @@ func liveHeap(ctx context.Context, addr string) (int64, error) {
 func tenantsReport(m machine, base memory, steps []tenantStep, answered time.Duration, pods []tenantStep) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# What one tenant costs the operator\n\n")
-	fmt.Fprintf(&b, "Machine: %s. Torus at its defaults on a fresh etcd and kube-apiserver on 127.0.0.1; `go run ./hack/bench -tenants` (`make bench-tenants`).\n\n", m.CPU)
+	fmt.Fprintf(&b, "Machine: %s. Torus at its defaults on a fresh etcd and kube-apiserver on 127.0.0.1; `go run ./test/perf/controlplane -tenants` (`make bench-tenants`).\n\n", m.CPU)
 	fmt.Fprintf(&b, "Live heap: bytes reachable after a forced garbage collection; RSS: the operator's anonymous resident memory.\n\n")
 	fmt.Fprintf(&b, "| a user creates, in one namespace | live heap | RSS | operator CPU |\n| --- | --- | --- | --- |\n")
 	fmt.Fprintf(&b, "| (nothing: the operator at rest) | %s | %s | |\n", mib1(base.Live), mib1(base.RSS))
@@ -381,7 +381,7 @@ func tenantsReport(m machine, base memory, steps []tenantStep, answered time.Dur
 		fmt.Fprintf(&b, "| %s | %s%s | %s | %.1f s |\n", s.What, mib1(s.After.Live), per, mib1(s.After.RSS), s.CPU)
 		prev = s.After
 	}
-	fmt.Fprintf(&b, "\nObjects \"at their worst\" carry every field a user may write filled as far as the API server accepts (hack/bench/worst.go). Each informer's watch decodes into a buffer as large as the largest object it has seen, so a few MiB of each step is that buffer and the garbage collector's timing, not what the cache keeps: per-object figures within a few hundred KB of zero are that noise. What each transform keeps of a kind at its worst is bounded in TestCacheTransformsAtTheirWorst (operator/controller/cache_test.go).\n")
+	fmt.Fprintf(&b, "\nObjects \"at their worst\" carry every field a user may write filled as far as the API server accepts (test/perf/controlplane/worst.go). Each informer's watch decodes into a buffer as large as the largest object it has seen, so a few MiB of each step is that buffer and the garbage collector's timing, not what the cache keeps: per-object figures within a few hundred KB of zero are that noise. What each transform keeps of a kind at its worst is bounded in TestCacheTransformsAtTheirWorst (operator/controller/cache_test.go).\n")
 	fmt.Fprintf(&b, "\nA TrainJob created after the flood had its JobSet in %.2f s.\n\n", answered.Seconds())
 	fmt.Fprintf(&b, "## One job's pods\n\nA job of N workers whose N pods all exist (Pending: no node runs them), created from its JobSet's template as the Job controller would; the figures after the operator worked through their events.\n\n")
 	fmt.Fprintf(&b, "| pods | live heap | RSS | operator CPU while they were created |\n| --- | --- | --- | --- |\n")

@@ -13,7 +13,7 @@
 // where upstream's controller runs instead of Torus (hack/cluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./hack/benche2e -kubeconfig .cluster/kubeconfig [-upstream | -queue=false] [-real-node [-upstream]]
+//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false] [-real-node [-upstream]]
 package main
 
 import (

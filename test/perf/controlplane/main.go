@@ -18,8 +18,8 @@
 // two contenders stand ready at once and take turns creating the batch in
 // chunks, so that the machine's drift between minutes falls on both.
 //
-//	go run ./hack/bench                 # N = 100, 500, 1000, 10000, 3 runs; writes bench/results.md
-//	go run ./hack/bench -quick          # N = 100 only, defaults only, 1 run; prints, writes nothing
+//	go run ./test/perf/controlplane                 # N = 100, 500, 1000, 10000, 3 runs; writes test/perf/results.md
+//	go run ./test/perf/controlplane -quick          # N = 100 only, defaults only, 1 run; prints, writes nothing
 package main
 
 import (
@@ -100,7 +100,7 @@ func main() {
 	}
 	fs.StringVar(&o.testbin, "testbin", testbin, "directory of etcd, kube-apiserver and trainer-controller-manager (default $TESTBIN/bin)")
 	fs.StringVar(&o.operator, "operator", "", "torus-operator binary (default: built from this tree into the work directory)")
-	fs.StringVar(&o.out, "out", "bench/results.md", "results file; empty writes none")
+	fs.StringVar(&o.out, "out", "test/perf/results.md", "results file; empty writes none")
 	fs.StringVar(&o.work, "work", "", "work directory: logs, certificates, etcd data (default: a temporary directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (its logs) afterwards")
 	fs.BoolVar(&o.build, "build", true, "build etcd, kube-apiserver and upstream's trainer-controller-manager (hack/testbin/build.sh) and the operator first")
