@@ -47,6 +47,8 @@ type cluster struct {
 	// launchBinary is torus-launch built from this tree (launchAgent),
 	// once per run.
 	launchBinary string
+	// image: the image verb's flags.
+	image imageOptions
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.
@@ -103,45 +105,7 @@ func (c *cluster) up(ctx context.Context) error {
 	if c.ca, err = controlplane.NewAuthority(filepath.Join(c.dir, "pki"), "torus-local-ca"); err != nil {
 		return fmt.Errorf("making certificates: %w", err)
 	}
-	type step struct {
-		name string
-		run  func(context.Context) error
-	}
-	var steps []step
-	if c.realNode {
-		steps = append(steps, step{"the real nodes' network", c.prepareRealNodes})
-	}
-	steps = append(steps, []step{
-		{"etcd", c.startEtcd},
-		{"kube-apiserver", c.startAPIServer},
-		{"controller-manager and scheduler", c.startControllers},
-		{"CRDs", c.installCRDs},
-	}...)
-	if c.openshift {
-		steps = append(steps, step{"OpenShift's SCC admission", c.startSCCAdmission})
-	}
-	if c.realNode {
-		steps = append(steps, step{"real nodes", c.startRealNodes})
-	}
-	steps = append(steps, []step{
-		{"kwok and nodes", c.startKwok},
-		{"JobSet", c.startJobSet},
-		{"Kueue", c.startKueue},
-	}...)
-	switch {
-	case c.upstream:
-		steps = append(steps, step{"upstream Trainer", c.startUpstreamTrainer})
-	case c.operator != "":
-		steps = append(steps, step{"Torus operator", c.startOperator})
-	}
-	if c.realNode {
-		// Created through the Trainer API, so after the CRDs are served
-		// (and validated by the operator's webhook when it runs).
-		steps = append(steps, step{"runtimes for the real nodes", c.installLocalRuntimes},
-			step{"the real nodes' secondary network", c.installLocalNetwork},
-			step{"the real nodes' storage", c.installLocalStorage})
-	}
-	for _, s := range steps {
+	for _, s := range c.plan() {
 		if err := s.run(ctx); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -149,38 +113,6 @@ func (c *cluster) up(ctx context.Context) error {
 	// Each component was ready when it started; one that died since (a
 	// late bind, a crash once its informers synced) fails "up" here.
 	return c.allAlive()
-}
-
-// expected lists the components this cluster runs, in start order.
-func (c *cluster) expected() []string {
-	var out []string
-	for _, name := range startOrder {
-		// A cluster started with -operator "" runs no operator, one
-		// with -upstream-trainer upstream's controller instead.
-		if name == "torus-operator" && (c.operator == "" || c.runsUpstream()) {
-			continue
-		}
-		if name == upstreamTrainer && !c.runsUpstream() {
-			continue
-		}
-		if name == "openshift-scc" && !c.runsOpenShift() {
-			continue
-		}
-		switch name {
-		case "coredns":
-			if !c.hasRealNode() {
-				continue
-			}
-		case "containerd", "kubelet", "kube-router":
-			// One of each per real node.
-			for _, n := range c.realNodeList() {
-				out = append(out, n.component(name))
-			}
-			continue
-		}
-		out = append(out, name)
-	}
-	return out
 }
 
 // apiAddress is where the API server listens: the host's address on the
@@ -210,6 +142,17 @@ func (c *cluster) runsOpenShift() bool {
 		return true
 	}
 	_, ok := c.pids()["openshift-scc"]
+	return ok
+}
+
+// runsOperator: this cluster was started with the Torus operator (its
+// -operator binary and no -upstream-trainer then, or by its PID file
+// since, for status and down).
+func (c *cluster) runsOperator() bool {
+	if c.operator != "" && !c.upstream {
+		return true
+	}
+	_, ok := c.pids()["torus-operator"]
 	return ok
 }
 

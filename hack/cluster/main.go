@@ -5,106 +5,175 @@
 // binary is built from pinned Go modules (make testbin); every process is
 // tracked by a PID file and stopped by PID.
 //
-//	cluster up     # start it; the kubeconfig is .cluster/kubeconfig
-//	cluster down   # stop every process and remove the state
-//	cluster status # which components run
-//	cluster node-check # whether a real node (-real-node) can run here, and if not why
+//	cluster up [-real-node] [-openshift] ...  # start it; the kubeconfig is .cluster/kubeconfig
+//	cluster down          # stop every process and remove the state
+//	cluster status        # which components run
+//	cluster reclaim       # clean up after real nodes whose cluster was killed
+//	cluster node-check    # whether real nodes (-real-node) can run here, and if not why
 //	cluster image -suite bookworm -tag REGISTRY/torus-mpi:bookworm -o FILE
-//	                   # a reference MPI image as a docker archive, for a registry
+//	                      # a reference MPI image as a docker archive, for a registry
+//
+// Each verb takes its own flags (cluster VERB -h lists them).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 )
 
-func main() {
-	c := &cluster{}
-	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
-	fs.StringVar(&c.dir, "dir", ".cluster", "state directory: kubeconfig, certificates, logs, PID files")
-	fs.StringVar(&c.testbin, "testbin", ".testbin/bin", "directory of the control-plane binaries (make testbin)")
+// command is a verb of the tool: its flags beyond -dir and -testbin,
+// which every verb takes, and what it does.
+type command struct {
+	name, summary string
+	flags         func(*flag.FlagSet, *cluster)
+	run           func(context.Context, *cluster) error
+}
+
+// imageOptions are the image verb's flags.
+type imageOptions struct{ suite, tag, out string }
+
+var commands = []command{
+	{name: "up", summary: "start the cluster (kubeconfig: DIR/kubeconfig)", flags: upFlags, run: runUp},
+	{name: "down", summary: "stop every process and remove the state; the logs stay", run: func(_ context.Context, c *cluster) error { c.down(); return nil }},
+	{name: "status", summary: "each component's state; fails unless every one runs", run: func(_ context.Context, c *cluster) error { return c.status() }},
+	// What up does first: clean up after real nodes whose cluster was
+	// killed before its down, or say which cluster still runs them.
+	{name: "reclaim", summary: "clean up after real nodes whose cluster was killed", run: func(_ context.Context, c *cluster) error { return c.reclaimHost() }},
+	{name: "node-check", summary: "whether real nodes can run here, and if not why", run: func(ctx context.Context, c *cluster) error { return c.nodeCheck(ctx) }},
+	{name: "image", summary: "a reference MPI image as a docker archive, for a registry", flags: imageFlags, run: func(ctx context.Context, c *cluster) error {
+		return c.writeMPIImage(ctx, c.image.suite, c.image.tag, c.image.out)
+	}},
+}
+
+func upFlags(fs *flag.FlagSet, c *cluster) {
 	fs.StringVar(&c.operator, "operator", "bin/torus-operator", "the Torus operator binary (make build); empty starts the cluster without the operator (test/olm installs and runs its own)")
 	fs.BoolVar(&c.upstream, "upstream-trainer", false, "run upstream Trainer's controller (trainer-controller-manager from -testbin, with its webhooks) instead of the Torus operator, for side-by-side measures (make bench-e2e-real)")
 	fs.IntVar(&c.nodes, "nodes", 4, "kwok nodes to create")
 	fs.BoolVar(&c.realNode, "real-node", false, "also run real nodes (kubelet + containerd, root, each in namespaces of its own) on which pods really run")
 	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
 	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
-	var suite, tag, out string
-	fs.StringVar(&suite, "suite", "bookworm", "image: the Debian suite of the MPI image (bookworm: Open MPI 4, Python, mpi4py and the reference training; trixie: MPICH and Open MPI 5), with -nossh for the variant without OpenSSH")
-	fs.StringVar(&tag, "tag", "", "image: the image's name and tag in the archive, as a registry will serve it")
-	fs.StringVar(&out, "o", "", "image: the archive to write")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: cluster [flags] up|down|status|reclaim|node-check|image")
-		fs.PrintDefaults()
+}
+
+func imageFlags(fs *flag.FlagSet, c *cluster) {
+	fs.StringVar(&c.image.suite, "suite", "bookworm", "the Debian suite of the MPI image (bookworm: Open MPI 4, Python, mpi4py and the reference training; trixie: MPICH and Open MPI 5), with -nossh for the variant without OpenSSH")
+	fs.StringVar(&c.image.tag, "tag", "", "the image's name and tag in the archive, as a registry will serve it")
+	fs.StringVar(&c.image.out, "o", "", "the archive to write")
+}
+
+// parse reads a verb's command line into a cluster: the common flags, the
+// verb's own, then paths made absolute and ranges checked.
+func parse(cmd command, args []string, output io.Writer) (*cluster, error) {
+	c := &cluster{realNodes: defaultRealNodes}
+	fs := flag.NewFlagSet("cluster "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.dir, "dir", ".cluster", "state directory: kubeconfig, certificates, logs, PID files")
+	fs.StringVar(&c.testbin, "testbin", ".testbin/bin", "directory of the control-plane binaries (make testbin)")
+	if cmd.flags != nil {
+		cmd.flags(fs, c)
 	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, errUsage // the flag package said why, with the usage
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("cluster %s takes no arguments, got %q", cmd.name, fs.Args())
+	}
+	var err error
+	if c.dir, err = filepath.Abs(c.dir); err != nil {
+		return nil, err
+	}
+	if c.testbin, err = filepath.Abs(c.testbin); err != nil {
+		return nil, err
+	}
+	if c.operator != "" {
+		if c.operator, err = filepath.Abs(c.operator); err != nil {
+			return nil, err
+		}
+	}
+	if c.operatorImage == "" {
+		c.operatorImage, c.operatorImageDefault = c.operator, true
+	}
+	if c.operatorImage != "" {
+		if c.operatorImage, err = filepath.Abs(c.operatorImage); err != nil {
+			return nil, err
+		}
+	}
+	if c.realNodes < 1 || c.realNodes > maxRealNodes {
+		return nil, fmt.Errorf("-real-nodes %d: give 1 to %d", c.realNodes, maxRealNodes)
+	}
+	return c, nil
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: cluster VERB [flags]   (cluster VERB -h: its flags)")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-11s %s\n", cmd.name, cmd.summary)
+	}
+}
+
+func main() {
 	if len(os.Args) < 2 {
-		fs.Usage()
+		usage(os.Stderr)
 		os.Exit(2)
 	}
-	verb := os.Args[1]
-	_ = fs.Parse(os.Args[2:])
-	var err error
-	if c.dir, err = filepath.Abs(c.dir); err == nil {
-		if c.testbin, err = filepath.Abs(c.testbin); err == nil && c.operator != "" {
-			c.operator, err = filepath.Abs(c.operator)
-		}
-		if err == nil && c.operatorImage == "" {
-			c.operatorImage, c.operatorImageDefault = c.operator, true
-		}
-		if err == nil && c.operatorImage != "" {
-			c.operatorImage, err = filepath.Abs(c.operatorImage)
-		}
+	i := slices.IndexFunc(commands, func(cmd command) bool { return cmd.name == os.Args[1] })
+	if i < 0 {
+		usage(os.Stderr)
+		os.Exit(2)
 	}
-	if err == nil && (c.realNodes < 1 || c.realNodes > maxRealNodes) {
-		err = fmt.Errorf("-real-nodes %d: give 1 to %d", c.realNodes, maxRealNodes)
-	}
-	if err != nil {
+	c, err := parse(commands[i], os.Args[2:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "cluster:", err)
-		os.Exit(1)
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	switch verb {
-	case "up":
-		start := time.Now()
-		if err = c.up(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "cluster up failed:", err)
-			fmt.Fprintln(os.Stderr, "stopping what was started; logs stay in", filepath.Join(c.dir, "logs"))
-			c.stopAll()
-			if err := c.cleanRealNode(); err != nil {
-				fmt.Fprintln(os.Stderr, "cleaning up after the real node:", err)
-			}
-			os.Exit(1)
+	if err := commands[i].run(ctx, c); err != nil {
+		if !errors.Is(err, errUpFailed) {
+			fmt.Fprintln(os.Stderr, "cluster:", err)
 		}
-		c.logf("up in %.1fs; export KUBECONFIG=%s", time.Since(start).Seconds(), filepath.Join(c.dir, "kubeconfig"))
-	case "down":
-		c.down()
-	case "status":
-		err = c.status()
-	case "reclaim":
-		// What up does first: clean up after real nodes whose cluster was
-		// killed before its down, or say which cluster still runs them.
-		err = c.reclaimHost()
-	case "node-check":
-		err = c.nodeCheck(ctx)
-	case "image":
-		err = c.writeMPIImage(ctx, suite, tag, out)
-	default:
-		fs.Usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
+}
+
+// errUsage: the command line was wrong, and the flag package said how.
+var errUsage = errors.New("usage")
+
+// errUpFailed: up said why, and cleaned up after itself.
+var errUpFailed = errors.New("up failed")
+
+// runUp starts the cluster; on a failure it stops what it started and
+// cleans up after the real nodes, keeping the logs.
+func runUp(ctx context.Context, c *cluster) error {
+	start := time.Now()
+	if err := c.up(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster up failed:", err)
+		fmt.Fprintln(os.Stderr, "stopping what was started; logs stay in", filepath.Join(c.dir, "logs"))
+		c.stopAll()
+		if err := c.cleanRealNode(); err != nil {
+			fmt.Fprintln(os.Stderr, "cleaning up after the real node:", err)
+		}
+		return errUpFailed
+	}
+	c.logf("up in %.1fs; export KUBECONFIG=%s", time.Since(start).Seconds(), filepath.Join(c.dir, "kubeconfig"))
+	return nil
 }
 
 func (c *cluster) logf(format string, args ...any) {

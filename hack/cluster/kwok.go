@@ -1,0 +1,129 @@
+// kwok and its simulated GPU nodes.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/hack/supervisor"
+)
+
+// Node shape of the simulated cluster: GPU nodes in racks of two, in one
+// block, so topology-aware placement has somewhere to place.
+const (
+	nodeCPU    = "32"
+	nodeMemory = "256Gi"
+	nodeGPUs   = "8"
+)
+
+func (c *cluster) startKwok(ctx context.Context) error {
+	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	kwok, err := moduleDir("sigs.k8s.io/kwok", "controllers")
+	if err != nil {
+		return err
+	}
+	stages := []string{
+		filepath.Join(kwok, "kustomize", "stage", "node", "fast", "node-initialize.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "node", "heartbeat", "node-heartbeat.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-ready.yaml"),
+		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-delete.yaml"),
+	}
+	ours, err := filepath.Glob(filepath.Join(root, "hack", "cluster", "kwok", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	var config strings.Builder
+	for _, f := range append(stages, ours...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		config.WriteString("---\n")
+		config.Write(data)
+		config.WriteString("\n")
+	}
+	configFile := filepath.Join(c.dir, "config", "kwok.yaml")
+	if err := os.WriteFile(configFile, []byte(config.String()), 0o644); err != nil {
+		return err
+	}
+	serving, err := c.servingCert("kwok")
+	if err != nil {
+		return err
+	}
+	for i := range c.nodes {
+		if err := c.client.Create(ctx, kwokNode(i, c.realNode)); err != nil {
+			return fmt.Errorf("creating node: %w", err)
+		}
+	}
+	_, _, err = c.run(ctx, supervisor.Component{
+		Name: "kwok", Ports: 1,
+		Command: func(_ context.Context, p []int) (supervisor.Spec, error) {
+			return supervisor.Spec{Argv: []string{
+				c.bin("kwok"), "--kubeconfig=" + c.kubeconfig(), "--config=" + configFile,
+				"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+				"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(p[0]),
+				"--server-address=127.0.0.1:" + strconv.Itoa(p[0]),
+				"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
+				"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
+				"--cidr=10.244.0.0/16",
+			}}, nil
+		},
+		Ready: c.nodesReady,
+	})
+	return err
+}
+
+// gpuTaint keeps the kwok nodes, which simulate GPU nodes, for pods that
+// ask for GPUs when a real node runs beside them: everything else lands
+// on the real node and really runs. The ExtendedResourceToleration
+// admission plugin gives a pod that requests nvidia.com/gpu a toleration
+// for a taint of that key; a many-node test that asks for no GPUs
+// tolerates it itself. Without a real node, kwok nodes are the only ones
+// and carry no taint.
+var gpuTaint = corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+
+// kwokNode is a simulated GPU node; tainted when a real node runs too.
+func kwokNode(i int, tainted bool) *corev1.Node {
+	name := fmt.Sprintf("kwok-node-%d", i)
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(nodeCPU),
+		corev1.ResourceMemory: resource.MustParse(nodeMemory),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		"nvidia.com/gpu":      resource.MustParse(nodeGPUs),
+		// RDMA devices as the SR-IOV network device plugin (InfiniBand VFs)
+		// and NVIDIA's RDMA shared device plugin advertise them.
+		"openshift.io/mlnxib":       resource.MustParse("8"),
+		"rdma/hca_shared_devices_a": resource.MustParse("100"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname":            name,
+				"kubernetes.io/os":                  "linux",
+				"type":                              "kwok",
+				"cloud.provider.com/topology-block": "block-0",
+				"cloud.provider.com/topology-rack":  fmt.Sprintf("rack-%d", i/2),
+			},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+	if tainted {
+		node.Spec.Taints = []corev1.Taint{gpuTaint}
+	}
+	return node
+}

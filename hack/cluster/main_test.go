@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"testing"
+)
+
+// Each verb takes -dir and -testbin and its own flags, and no other verb's.
+func TestParse(t *testing.T) {
+	verb := func(name string) command {
+		i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+		if i < 0 {
+			t.Fatalf("no verb %s", name)
+		}
+		return commands[i]
+	}
+	for _, tc := range []struct {
+		verb string
+		args []string
+		err  error // errUsage, or nil for a parse that succeeds; others: any error
+		bad  bool
+	}{
+		{verb: "up", args: []string{"-dir", "d", "-testbin", "t", "-real-node", "-real-nodes", "2", "-openshift", "-operator", ""}},
+		{verb: "up", args: []string{"-real-nodes", "0"}, bad: true},
+		{verb: "up", args: []string{"-real-nodes", "17"}, bad: true},
+		{verb: "up", args: []string{"-suite", "bookworm"}, err: errUsage},
+		{verb: "down", args: []string{"-dir", "d", "-testbin", "t"}},
+		{verb: "down", args: []string{"-real-node"}, err: errUsage},
+		{verb: "status", args: []string{"extra"}, bad: true},
+		{verb: "node-check", args: []string{"-testbin", "t"}},
+		{verb: "image", args: []string{"-suite", "bookworm-nossh", "-tag", "r/x:1", "-o", "f.tar"}},
+		{verb: "image", args: []string{"-nodes", "3"}, err: errUsage},
+	} {
+		c, err := parse(verb(tc.verb), tc.args, io.Discard)
+		switch {
+		case tc.err != nil && !errors.Is(err, tc.err):
+			t.Errorf("%s %q: error %v, want %v", tc.verb, tc.args, err, tc.err)
+		case tc.bad && err == nil:
+			t.Errorf("%s %q: parsed, want an error", tc.verb, tc.args)
+		case tc.err == nil && !tc.bad && (err != nil || c == nil):
+			t.Errorf("%s %q: %v", tc.verb, tc.args, err)
+		}
+	}
+}
