@@ -128,7 +128,7 @@ prefetch: ## Start in the background what later targets need: downloads (helper 
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server).
-	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/... ./test/framework/ ./test/perf/...
+	$(GO_TEST) -count=1 ./api/... ./pkg/... ./operator/... ./plugin/... ./internal/... ./launch/... ./hack/... ./test/framework/ ./test/perf/... ./test/localcluster/... ./test/browser/...
 
 .PHONY: test-integration
 test-integration: testbin ## Integration tests on a real kube-apiserver and etcd (envtest); the drop-in suite also runs upstream Trainer's controller, and OpenShift's SCC admission code judges pods.
@@ -161,10 +161,10 @@ test-cluster: build testbin node-deps ## The local cluster's start-up: up under 
 .PHONY: test-e2e
 test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
 	$(call clean-reports,test/e2e)
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); \
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); \
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
 
 .PHONY: lint
@@ -208,40 +208,40 @@ fuzz: ## Short fuzz runs: the migrate parser; admission, job resolution and Buil
 
 .PHONY: bench-logs
 bench-logs: build testbin ## kubectl mpi logs vs kubectl logs -l --prefix on a 256-rank job (257 pods), on a fresh local cluster.
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout 20m ./test/e2e/ -v -ginkgo.focus 'benchmarks against kubectl' && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-dashboard-job
 bench-dashboard-job: build testbin ## What one open dashboard page of a 4,096-worker job costs the API server (requests, pod lists, bytes, log streams) on a fresh local cluster of 40 kwok nodes (about 15 minutes; DASHBOARD_WORKERS=N for another size); writes test/perf/dashboard-job.md.
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes 40
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes 40
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig TORUS_BENCH_DASHBOARD_WORKERS=$(DASHBOARD_WORKERS) TORUS_BENCH_OUT=$(ROOT)/test/perf/dashboard-job.md \
 	  $(GO_TEST) -count=1 -timeout 40m ./test/e2e/ -v -ginkgo.focus 'one open page of a big job' && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e
 bench-e2e: build testbin ## Seconds from TrainJob creation to admission and to all pods Running on a fresh local cluster's kwok nodes, for jobs of 1 to 256 workers and 50 jobs at once, and the controller's reconciles, API requests and CPU for each job: Torus through Kueue, Torus unqueued, then upstream Trainer's controller and MPI runtime unqueued on a fresh cluster.
 	hack/testbin/build.sh trainer
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig && $(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -queue=false && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -upstream-trainer
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); test $$status = 0
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -upstream-trainer
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -upstream && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-e2e-real
 bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all pods Running, to every rank past MPI_Init and to Complete for real 2-worker jobs on the real nodes (root), p50/p95 of 10, launched through the image's OpenSSH and through Torus's launch agent, each beside a job of the floor (the same pods as a plain JobSet) and of the floor with one init container per pod, with each step of the start timed; the launcher's start to every rank past MPI_Init across 16 hosts (Open MPI, MPICH); the reference training at 1, 2 and 4 ranks; a worker's pod deleted, to every rank of the restarted run past MPI_Init, against the cold start; then the 2-worker jobs with upstream Trainer's controller and MPI runtime on a fresh cluster.
 	hack/testbin/build.sh trainer
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -real-node
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); test $$status = 0
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); test $$status = 0
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream && status=0 || status=$$?; \
-	  $(GO) run ./hack/cluster down -dir $(CLUSTER_DIR); exit $$status
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 ##@ Packaging
 
@@ -267,7 +267,7 @@ MPI_IMAGE ?= torus-mpi:bookworm
 MPI_SUITE ?= bookworm
 .PHONY: image-mpi
 image-mpi: ## The reference MPI image (Debian bookworm: Open MPI 4, OpenSSH, Python as python and python3, mpi4py, NumPy, the quick start's training) as a docker archive in dist/images, named MPI_IMAGE (root, Debian: mmdebstrap; no container engine). MPI_SUITE=bookworm-nossh: without OpenSSH, its home writable by OpenShift's assigned UIDs, for the Kubeflow SDK's CustomTrainer.
-	$(GO) run ./hack/cluster image -suite $(MPI_SUITE) -tag $(MPI_IMAGE) -o dist/images/torus-mpi-$(MPI_SUITE).tar
+	$(GO) run ./test/localcluster image -suite $(MPI_SUITE) -tag $(MPI_IMAGE) -o dist/images/torus-mpi-$(MPI_SUITE).tar
 
 # The image of the shipped torus-python runtime, released with the operator at
 # its version (samples/runtimes/torus-python.yaml names it; its test holds the
@@ -300,18 +300,18 @@ cluster-up: build testbin ## Start the local cluster (kubeconfig: .cluster/kubec
 	fi
 	@flags=""; \
 	if [ "$${CLUSTER_NODE:-auto}" != kwok ]; then \
-	  if why=$$($(GO) run ./hack/cluster node-check -testbin $(TESTBIN)/bin 2>&1); then flags=-real-node; \
+	  if why=$$($(GO) run ./test/localcluster node-check -testbin $(TESTBIN)/bin 2>&1); then flags=-real-node; \
 	  else echo "make cluster-up: no real node here ($$why); kwok nodes only"; fi; \
 	fi; \
-	$(GO) run ./hack/cluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator $$flags
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator $$flags
 
 .PHONY: cluster-down
 cluster-down: ## Stop the local cluster; its logs stay in .cluster/logs.
-	$(GO) run ./hack/cluster down -dir $(CLUSTER_DIR)
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR)
 
 .PHONY: cluster-status
 cluster-status: ## Show which local cluster components run.
-	$(GO) run ./hack/cluster status -dir $(CLUSTER_DIR)
+	$(GO) run ./test/localcluster status -dir $(CLUSTER_DIR)
 
 ##@ Run
 

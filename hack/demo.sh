@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: the main job on a local default. Starts the local cluster
 # (unless it runs already) and creates a Kueue queue. Where a real node can
-# run (root; hack/cluster node-check), it submits an Open MPI job of 2
+# run (root; test/localcluster node-check), it submits an Open MPI job of 2
 # workers x 2 ranks to it with `kubectl mpi run`: real sshd on the workers,
 # real mpirun in the launcher, pi computed by 4 ranks and read back with
 # `kubectl mpi logs`, `kubectl mpi exec-rank` answering from a rank's
@@ -18,7 +18,7 @@ kubectl=$root/.testbin/bin/kubectl
 kubectl_mpi=$root/bin/kubectl-mpi
 job=${DEMO_JOB:-pi-demo}
 cluster=$root/bin/torus-cluster
-go build -o "$cluster" ./hack/cluster
+go build -o "$cluster" ./test/localcluster
 
 node=${DEMO_NODE:-auto}
 if [[ $node == auto ]]; then
@@ -88,7 +88,7 @@ YAML
 $kubectl_mpi delete "$job" --wait >/dev/null 2>&1 || true
 if [[ $node == real ]]; then
   # torus-openmpi-local: the shipped torus-openmpi runtime on the Open MPI
-  # image built here (hack/images/mpi), on the real node. The launcher
+  # image built here (test/localcluster/images/mpi), on the real node. The launcher
   # holds the job open once pi is computed until the demo has reached a
   # rank with exec-rank, then releases it.
   echo "== kubectl mpi run $job: Open MPI 4 on the real nodes, 2 workers x 2 ranks, queue 'default'"

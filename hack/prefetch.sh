@@ -62,10 +62,10 @@ node() {
   fi
   "$root/hack/node/install.sh" || echo "prefetch: the node's packages: failed"
   wire_packages || echo "prefetch: the wire test's packages: failed"
-  "$root/hack/browser/install.sh" >/dev/null || echo "prefetch: the dashboard tests' browser: failed"
+  "$root/test/browser/install.sh" >/dev/null || echo "prefetch: the dashboard tests' browser: failed"
   local suite
   for suite in bookworm trixie; do
-    "$root/hack/images/mpi/build.sh" "$suite" >/dev/null || echo "prefetch: the $suite image: failed"
+    "$root/test/localcluster/images/mpi/build.sh" "$suite" >/dev/null || echo "prefetch: the $suite image: failed"
   done
 }
 

@@ -8,7 +8,7 @@
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for test/perf/controlplane
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
-#   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (hack/cluster -openshift)
+#   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (test/localcluster -openshift)
 #   hack/testbin/build.sh node         # kubelet, containerd, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes
 #
 # With TESTBIN_DOWNLOAD_ONLY set, it only downloads the modules the builds

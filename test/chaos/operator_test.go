@@ -11,8 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // operatorProcess runs the operator binary as its Deployment does, with the

@@ -16,7 +16,7 @@ import (
 	"github.com/onsi/gomega/gbytes"
 	"github.com/onsi/gomega/gexec"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // run runs a command to completion and returns its combined output and
@@ -35,7 +35,7 @@ func run(name string, args ...string) (string, int) {
 	return string(out), 0
 }
 
-// clusterCmd runs hack/cluster with a verb on dir.
+// clusterCmd runs test/localcluster with a verb on dir.
 func clusterCmd(dir, verb string, flags ...string) (string, int) {
 	GinkgoHelper()
 	return run(clusterBin, append([]string{verb, "-dir", dir, "-testbin", testbin}, flags...)...)
@@ -79,7 +79,7 @@ func ephemeralRange() (int, int) {
 	return lo, hi
 }
 
-var _ = Describe("hack/cluster", Ordered, func() {
+var _ = Describe("test/localcluster", Ordered, func() {
 	var dir string
 
 	BeforeAll(func() {

@@ -47,7 +47,7 @@ func docSCC() string {
 
 // The cluster in its OpenShift mode: OpenShift's SCC admission decides
 // every pod, restricted-v2 assigns UIDs from each namespace's range.
-var _ = Describe("hack/cluster -openshift: OpenShift's SCC admission on real nodes", Ordered, ContinueOnFailure, func() {
+var _ = Describe("test/localcluster -openshift: OpenShift's SCC admission on real nodes", Ordered, ContinueOnFailure, func() {
 	var dir string
 
 	BeforeAll(func() {

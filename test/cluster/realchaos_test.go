@@ -14,10 +14,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
-// clusterOperator is the operator process hack/cluster started, known by
+// clusterOperator is the operator process test/localcluster started, known by
 // its PID file; it is killed by that PID and started again with the same
 // command line, so `down` finds and stops the new one.
 type clusterOperator struct {

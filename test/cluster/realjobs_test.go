@@ -673,7 +673,7 @@ func applyRealQueue(dir string) {
 }
 
 // The local cluster's MPI images with every OpenSSH package purged
-// (hack/images/mpi/build.sh SUITE-nossh); the first also holds
+// (test/localcluster/images/mpi/build.sh SUITE-nossh); the first also holds
 // torus-launch at agentInImagePath.
 const (
 	mpiImageNoSSH       = "registry.torus.local/mpi-nossh:1"
@@ -915,7 +915,7 @@ func jobReportIn(dir, ns, name string, followed *background) string {
 		fmt.Fprintf(&b, "--- the last lines of %s\n%s\n", pod, out)
 	}
 	// A component that has died (the operator, a kubelet) says why in its
-	// own last lines, which hack/cluster status prints.
+	// own last lines, which test/localcluster status prints.
 	if out, code := clusterCmd(dir, "status"); code != 0 {
 		fmt.Fprintf(&b, "--- the cluster's components\n%s\n", out)
 	}

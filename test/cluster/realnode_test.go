@@ -174,7 +174,7 @@ spec:
 // One real-node cluster serves the whole tier: bringing one up and down
 // takes about half a minute, and the specs do not need one each. It keeps
 // running the specs after a failure, so one broken job hides no other.
-var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, func() {
+var _ = Describe("test/localcluster with a real node", Ordered, ContinueOnFailure, func() {
 	var dir string
 	var before hostState
 
@@ -250,7 +250,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		out, code := clusterCmd(second, "up", "-real-node")
 		Expect(code).NotTo(Equal(0), "a second real node started beside the first:\n%s", out)
 		Expect(out).To(ContainSubstring("the real nodes of the cluster in %s run on the host", dir))
-		Expect(out).To(ContainSubstring("stop it first: go run ./hack/cluster down -dir %s", dir))
+		Expect(out).To(ContainSubstring("stop it first: go run ./test/localcluster down -dir %s", dir))
 		claim, err := os.ReadFile("/run/torus-real-node")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.TrimSpace(string(claim))).To(Equal(dir))
@@ -293,7 +293,7 @@ var _ = Describe("hack/cluster with a real node", Ordered, ContinueOnFailure, fu
 		// A killed process ends once the system call it is in returns: an
 		// fsync of etcd's or containerd's on a busy disk can hold it for
 		// seconds, and a container freeing its memory takes a while on a
-		// loaded machine (hack/cluster gives the nodes' processes 30 s,
+		// loaded machine (test/localcluster gives the nodes' processes 30 s,
 		// nodeExitGrace, before it kills them by cgroup).
 		for name, r := range pids {
 			Eventually(r.Alive, 30*time.Second).Should(BeFalse(), "%s (pid %d) survived SIGKILL", name, r.PID)

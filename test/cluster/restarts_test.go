@@ -60,7 +60,7 @@ func straightModel(dir, claim string) string {
 // localClaim makes a ReadWriteMany claim of the local cluster's: one
 // directory of the machine's that every real node mounts, as a shared file
 // system's. Each job that keeps checkpoints has its own; the cluster's
-// volumes are each bound once (hack/cluster's localVolumes), and the claim
+// volumes are each bound once (test/localcluster's localVolumes), and the claim
 // is bound before a job mounts it.
 func localClaim(dir, name string) {
 	GinkgoHelper()
@@ -70,7 +70,7 @@ func localClaim(dir, name string) {
 			return out
 		}, time.Minute, time.Second).Should(Equal("Bound"), func() string {
 			out, _ := kubectl(dir, "get", "pv,pvc", "-A")
-			return "claim " + name + " did not bind: a volume for each claim the tier makes (hack/cluster's localVolumes)\n" + out
+			return "claim " + name + " did not bind: a volume for each claim the tier makes (test/localcluster's localVolumes)\n" + out
 		})
 	}()
 	apply(dir, &corev1.PersistentVolumeClaim{

@@ -1,4 +1,4 @@
-// Package cluster proves the local cluster's start-up (hack/cluster) the
+// Package cluster proves the local cluster's start-up (test/localcluster) the
 // way a new user meets it: it comes up while other processes crowd the
 // ephemeral ports, every component it reports as up is alive, a
 // component that dies is named with the end of its log (by `up` and by
@@ -42,7 +42,7 @@ var (
 	root     string
 	testbin  string
 	operator string
-	// clusterBin is hack/cluster, built once for the suite.
+	// clusterBin is test/localcluster, built once for the suite.
 	clusterBin string
 )
 
@@ -58,8 +58,8 @@ var _ = BeforeSuite(func() {
 		Expect(err).NotTo(HaveOccurred(), "%s is missing: run make build testbin", b)
 	}
 	clusterBin = filepath.Join(GinkgoT().TempDir(), "cluster")
-	cmd := exec.Command("go", "build", "-o", clusterBin, "./hack/cluster")
+	cmd := exec.Command("go", "build", "-o", clusterBin, "./test/localcluster")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "building hack/cluster: %s", out)
+	Expect(err).NotTo(HaveOccurred(), "building test/localcluster: %s", out)
 })

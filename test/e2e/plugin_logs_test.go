@@ -28,7 +28,7 @@ import (
 
 const (
 	// logsNamespace is where kwok serves every container 2,000 numbered
-	// lines (hack/cluster/kwok/logs.yaml).
+	// lines (test/localcluster/kwok/logs.yaml).
 	logsNamespace = "torus-logs-bench"
 	logLines      = 2000
 	bigWorkers    = 64

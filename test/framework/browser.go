@@ -17,11 +17,11 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	hackbrowser "github.com/torus-mpi/torus/hack/browser"
+	hackbrowser "github.com/torus-mpi/torus/test/browser"
 )
 
 // Browser is a headless Chromium, from the machine's Debian packages
-// (hack/browser/install.sh), driven over its DevTools protocol. It talks
+// (test/browser/install.sh), driven over its DevTools protocol. It talks
 // to loopback only: the flags turn off everything Chromium would
 // fetch from the internet by itself.
 type Browser struct {

@@ -14,7 +14,7 @@ import (
 )
 
 // componentLogs are the local cluster's component logs a failed spec
-// reports from (hack/cluster writes DIR/logs/NAME.log): the API server
+// reports from (test/localcluster writes DIR/logs/NAME.log): the API server
 // and etcd say when a request or a write was slow, the controllers why
 // they failed. kwok's and the audit log are left out: every pod's every
 // change is in them.

@@ -10,6 +10,6 @@ const (
 )
 
 // KwokRunDuration is the pod annotation the local cluster's kwok stage
-// (hack/cluster/kwok/launcher-complete.yaml) reads as how long a launcher
+// (test/localcluster/kwok/launcher-complete.yaml) reads as how long a launcher
 // runs before it completes; kwok plays the stage again when the pod changes.
 const KwokRunDuration = "torus-mpi.io/kwok-run-duration"

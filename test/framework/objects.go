@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // NewNamespace creates a namespace with a generated name and its default

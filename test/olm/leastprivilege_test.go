@@ -33,12 +33,12 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/hack/bundle/rbaccheck"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/internal/wrappers"
 	"github.com/torus-mpi/torus/operator/runtimes"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // lpNamespace plays the namespace OLM would install the operator into.

@@ -25,8 +25,8 @@ import (
 
 	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 const (

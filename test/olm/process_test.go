@@ -10,10 +10,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
-// sup starts this suite's processes the way hack/cluster starts the
+// sup starts this suite's processes the way test/localcluster starts the
 // local cluster's: ports outside the ephemeral range, ready before use,
 // stopped by PID. Set in BeforeSuite.
 var sup *supervisor.Supervisor

@@ -1,5 +1,5 @@
 // Package olm proves Torus's install paths on the local cluster, started
-// without its own operator (hack/cluster -operator ""):
+// without its own operator (test/localcluster -operator ""):
 //
 //   - least privilege: the real operator binary runs with a token of the
 //     CSV's ServiceAccount, on a cluster where only the CSV's permissions are
@@ -39,9 +39,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // clusterDir is this suite's local cluster; .cluster belongs to make test-e2e.
@@ -107,11 +107,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred(), "building the operator: %s", out)
 
 	By("starting the local cluster without its operator in " + clusterDir)
-	run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
-	up := []string{"run", "./hack/cluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", ""}
+	run(root, "go", "run", "./test/localcluster", "down", "-dir", clusterDir)
+	up := []string{"run", "./test/localcluster", "up", "-dir", clusterDir, "-testbin", testbin, "-operator", ""}
 	// With a real node, the operator OLM installs really runs there, from
 	// an image of this tree's binary: one is enough here.
-	check := exec.Command("go", "run", "./hack/cluster", "node-check", "-testbin", testbin)
+	check := exec.Command("go", "run", "./test/localcluster", "node-check", "-testbin", testbin)
 	check.Dir = root
 	if out, err := check.CombinedOutput(); err == nil {
 		realNode = true
@@ -121,7 +121,7 @@ var _ = BeforeSuite(func() {
 	}
 	run(root, "go", up...)
 	DeferCleanup(func() {
-		run(root, "go", "run", "./hack/cluster", "down", "-dir", clusterDir)
+		run(root, "go", "run", "./test/localcluster", "down", "-dir", clusterDir)
 	})
 
 	adminCfg, err = clientcmd.BuildConfigFromFlags("", filepath.Join(clusterDir, "kubeconfig"))

@@ -10,7 +10,7 @@ import (
 )
 
 // imageUser is the account the pods' image has, as the images built here
-// (hack/images) and mpi-operator's have mpiuser: uid and gid 1000, whose
+// (test/localcluster/images) and mpi-operator's have mpiuser: uid and gid 1000, whose
 // home holds the SSH directory the runtimes name (sshAuthMountPath
 // /home/mpiuser/.ssh). A pod runs as it unless its security context names
 // another UID, as OpenShift's SCCs do with one from the namespace's range,

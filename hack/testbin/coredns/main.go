@@ -1,5 +1,5 @@
 // Command coredns is CoreDNS with only the plugins the local cluster's
-// Corefile uses (hack/cluster): bind, ready, errors and kubernetes. CoreDNS
+// Corefile uses (test/localcluster): bind, ready, errors and kubernetes. CoreDNS
 // builds this way by design (its plugin.cfg); the full build also links the
 // cloud providers' SDKs, which took most of its four minutes' cold build.
 package main

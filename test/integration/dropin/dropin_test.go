@@ -30,13 +30,13 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/hack/manifests/render"
-	"github.com/torus-mpi/torus/hack/supervisor"
-	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 	"github.com/torus-mpi/torus/operator/app"
 	"github.com/torus-mpi/torus/operator/controller"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 	"github.com/torus-mpi/torus/test/framework"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/upstreamtrainer"
 )
 
 // job is one TrainJob of the comparison, created alike in both namespaces.

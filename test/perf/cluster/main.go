@@ -3,14 +3,14 @@
 // until every pod (launcher and workers) runs: one job of 1, 8, 64 and 256
 // workers, then 50 jobs of 4 workers submitted at once, and the work the
 // controller did for each. With -upstream, the same jobs on upstream
-// Trainer's published MPI runtime, with upstream's controller (hack/cluster
+// Trainer's published MPI runtime, with upstream's controller (test/localcluster
 // -upstream-trainer), and with neither Torus nor upstream queued
 // (-queue=false): Kueue's JobSet integration admits upstream's JobSets
 // only with a label upstream does not give them. With -real-node,
 // real jobs on the cluster's real nodes instead, each beside the floor of
 // the same pods as a plain JobSet (realnode.go); with -upstream too, the
 // same jobs on upstream Trainer's published MPI runtime, on a cluster
-// where upstream's controller runs instead of Torus (hack/cluster
+// where upstream's controller runs instead of Torus (test/localcluster
 // -upstream-trainer; upstream.go).
 //
 //	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false] [-real-node [-upstream]]
@@ -60,8 +60,8 @@ func main() {
 	// the global one.
 	fs := flag.NewFlagSet("benche2e", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".cluster/kubeconfig", "the local cluster's kubeconfig")
-	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (hack/cluster up -real-node) instead")
-	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (hack/cluster up -upstream-trainer, with -real-node for real jobs)")
+	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (test/localcluster up -real-node) instead")
+	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (test/localcluster up -upstream-trainer, with -real-node for real jobs)")
 	queue := fs.Bool("queue", true, "without -real-node, submit Torus's jobs through a Kueue queue")
 	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
 	_ = fs.Parse(os.Args[1:])

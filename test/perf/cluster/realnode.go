@@ -25,7 +25,7 @@ import (
 // floor's and the contender's alternate, one job at a time.
 const realRuns = 10
 
-// localRuntime is the runtime hack/cluster installs for the real nodes
+// localRuntime is the runtime test/localcluster installs for the real nodes
 // (-real-node): Torus's Open MPI sample with the image built there.
 const localRuntime = "torus-openmpi-local"
 
@@ -55,7 +55,7 @@ type realContender struct {
 
 // torusContenders run the jobs on Torus's Open MPI runtime: through the
 // image's OpenSSH, and through Torus's launch agent on the same image with
-// every OpenSSH package purged (hack/cluster's mpi-nossh): at the
+// every OpenSSH package purged (test/localcluster's mpi-nossh): at the
 // operator's defaults (auto: the image volume where the nodes mount one, as
 // the real nodes do), brought by an init container, run from that image,
 // which holds it too, or run from Torus's image mounted as an image volume.
@@ -105,7 +105,7 @@ type realTimes struct {
 func runReal(ctx context.Context, c client.Client, cs kubernetes.Interface, ns string, rcs []realContender) error {
 	var local trainer.ClusterTrainingRuntime
 	if err := c.Get(ctx, client.ObjectKey{Name: localRuntime}, &local); err != nil {
-		return fmt.Errorf("reading %s, which hack/cluster -real-node installs: %w", localRuntime, err)
+		return fmt.Errorf("reading %s, which test/localcluster -real-node installs: %w", localRuntime, err)
 	}
 	var floor, floorInit realTimes
 	contenders := make([]realTimes, len(rcs))

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/upstreamtrainer"
+	"github.com/torus-mpi/torus/test/localcluster/upstreamtrainer"
 )
 
 // upstreamRuntime is the name the benchmark gives its copy of upstream's
@@ -25,7 +25,7 @@ const upstreamRuntime = "upstream-mpi-local"
 // upstreamContender installs upstream's published MPI runtime
 // (deepspeed-distributed, from the module the cluster's
 // trainer-controller-manager is built from) for a cluster started with
-// hack/cluster -upstream-trainer, changed only where the real node needs it
+// test/localcluster -upstream-trainer, changed only where the real node needs it
 // and where Torus's job differs in shape:
 //   - image, pull policy and placement as Torus's local runtime has them:
 //     the same Debian image, whose /home/mpiuser/.sshd_config is
@@ -44,7 +44,7 @@ func upstreamContender(ctx context.Context, c client.Client) (realContender, err
 	}
 	var local trainer.ClusterTrainingRuntime
 	if err := c.Get(ctx, client.ObjectKey{Name: localRuntime}, &local); err != nil {
-		return realContender{}, fmt.Errorf("reading %s, which hack/cluster -real-node installs: %w", localRuntime, err)
+		return realContender{}, fmt.Errorf("reading %s, which test/localcluster -real-node installs: %w", localRuntime, err)
 	}
 	if len(local.Spec.Template.Spec.ReplicatedJobs) == 0 {
 		return realContender{}, fmt.Errorf("%s has no replicated jobs", localRuntime)

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // operatorWork is what the local cluster's operator process has done so
-// far: its CPU time, read from /proc through the PID file hack/cluster
+// far: its CPU time, read from /proc through the PID file test/localcluster
 // keeps, and its TrainJob reconciles and API requests, read from its
 // metrics as a scraper allowed by RBAC reads them.
 type operatorWork struct {
@@ -92,7 +92,7 @@ func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interf
 	pidFile := filepath.Join(dir, "pids", component+".pid")
 	rec, err := supervisor.ReadPIDFile(pidFile)
 	if err != nil {
-		return nil, fmt.Errorf("the PID of %s (hack/cluster keeps it): %w", component, err)
+		return nil, fmt.Errorf("the PID of %s (test/localcluster keeps it): %w", component, err)
 	}
 	if !rec.Alive() {
 		return nil, fmt.Errorf("%s (pid %d, %s) is not running", component, rec.PID, pidFile)
@@ -131,7 +131,7 @@ func newOperatorMeter(ctx context.Context, c client.Client, cs kubernetes.Interf
 
 // metricsAddress is where the controller of PID serves its metrics: the
 // operator's --metrics-bind-address, or the metrics bindAddress of the
-// configuration hack/cluster wrote for upstream's.
+// configuration test/localcluster wrote for upstream's.
 func metricsAddress(pid int, dir string, upstream bool) (string, error) {
 	if upstream {
 		path := filepath.Join(dir, "config", "upstream-trainer.yaml")

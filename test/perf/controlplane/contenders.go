@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
-	"github.com/torus-mpi/torus/hack/upstreamtrainer"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/upstreamtrainer"
 )
 
 // benchLaunchImage is the image the measured operator and the floor give
@@ -163,7 +163,7 @@ func startContender(ctx context.Context, c contender, bins binaries, cp *control
 				"--jobset-report-timeout=" + jobSetReportTimeout.String(),
 				"--leader-election-namespace=" + nsSystem,
 				// Outside a pod the operator is told its image, as
-				// hack/cluster tells it.
+				// test/localcluster tells it.
 				"--launch-image=" + benchLaunchImage,
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[0]),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),

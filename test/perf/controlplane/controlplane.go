@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/samples"
+	"github.com/torus-mpi/torus/test/localcluster/controlplane"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // Namespaces of a run: the measured jobs, the warm-up job that proves the

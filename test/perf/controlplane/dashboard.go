@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	hackbrowser "github.com/torus-mpi/torus/hack/browser"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	hackbrowser "github.com/torus-mpi/torus/test/browser"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // The dashboard benchmark measures how soon kubectl mpi dashboard shows a

@@ -45,12 +45,12 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
-	"github.com/torus-mpi/torus/hack/upstreamtrainer"
 	"github.com/torus-mpi/torus/operator/metacreate"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/scheme"
 	"github.com/torus-mpi/torus/samples"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/upstreamtrainer"
 )
 
 type options struct {

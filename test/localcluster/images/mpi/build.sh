@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a root filesystem of the local cluster's MPI images from Debian's
-# packages with mmdebstrap, as a tarball for hack/images to wrap:
+# packages with mmdebstrap, as a tarball for test/localcluster/images to wrap:
 #
 #   bookworm  Open MPI 4.1, OpenSSH 9.2, Python 3 (also as `python`),
 #             mpi4py, NumPy; /opt/torus/pi.py and
@@ -33,7 +33,7 @@
 # rebuild it. Prints the image's layers' tarballs, bottom first, a line
 # each.
 #
-#   hack/images/mpi/build.sh bookworm|trixie [cache dir]
+#   test/localcluster/images/mpi/build.sh bookworm|trixie [cache dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 suite=${1:?usage: build.sh bookworm|trixie[-nossh] [cache dir]}

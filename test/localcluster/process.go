@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // run starts a component through the supervisor (ports outside the

@@ -1,4 +1,4 @@
-// Package controlplane holds what the local cluster (hack/cluster) and the
+// Package controlplane holds what the local cluster (test/localcluster) and the
 // benchmark (test/perf/controlplane) share to run etcd and kube-apiserver on 127.0.0.1:
 // a certificate authority with the files the API server reads, the two
 // components' command lines, and the admin's credentials. Each caller runs

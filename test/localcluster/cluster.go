@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/hack/controlplane"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/pkg/scheme"
+	"github.com/torus-mpi/torus/test/localcluster/controlplane"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // startOrder is the order components start in; they stop in reverse.

@@ -28,7 +28,7 @@ type Spec struct {
 	// Log receives the process's standard output and error; it is
 	// truncated first.
 	Log string
-	// Detach lets the process outlive its starter (hack/cluster up): a
+	// Detach lets the process outlive its starter (test/localcluster up): a
 	// session of its own, out of reach of a terminal's signals. Without it
 	// the process is killed when its starter dies (benchmarks, tests), so a
 	// crashed run leaves nothing behind.

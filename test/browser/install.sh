@@ -3,7 +3,7 @@
 # machine's Debian sources, headless, with the fonts its pages need.
 # Nothing is done when it is there already.
 #
-#   hack/browser/install.sh   # root; prints the browser's path
+#   test/browser/install.sh   # root; prints the browser's path
 set -euo pipefail
 packages=(chromium fonts-liberation)
 missing=()

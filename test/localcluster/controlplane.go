@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/controlplane"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 func (c *cluster) startEtcd(ctx context.Context) error {

@@ -25,8 +25,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	torusv1alpha1 "github.com/torus-mpi/torus/api/v1alpha1"
-	"github.com/torus-mpi/torus/hack/supervisor"
 	"github.com/torus-mpi/torus/samples"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // The real nodes: kubelets and containerd (runc, the CNI bridge plugin)
@@ -70,7 +70,7 @@ const (
 	// mpiImage: Debian bookworm with Open MPI 4, OpenSSH, mpi4py and
 	// /opt/torus/pi.py; mpiTrixieImage: Debian trixie with MPICH 4.2,
 	// Open MPI 5 and /opt/torus/pi-mpich, pi-openmpi5. Both run as
-	// mpiuser (1000). See hack/images/mpi/build.sh.
+	// mpiuser (1000). See test/localcluster/images/mpi/build.sh.
 	mpiImage       = "registry.torus.local/mpi:1"
 	mpiTrixieImage = "registry.torus.local/mpi-trixie:1"
 	// The same images with every OpenSSH package purged (SUITE-nossh), for

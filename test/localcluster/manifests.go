@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/torus-mpi/torus/hack/controlplane"
 	"github.com/torus-mpi/torus/hack/repo"
+	"github.com/torus-mpi/torus/test/localcluster/controlplane"
 )
 
 const fieldOwner = client.FieldOwner("torus-local-cluster")

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // Node shape of the simulated cluster: GPU nodes in racks of two, in one
@@ -41,7 +41,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-ready.yaml"),
 		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-delete.yaml"),
 	}
-	ours, err := filepath.Glob(filepath.Join(root, "hack", "cluster", "kwok", "*.yaml"))
+	ours, err := filepath.Glob(filepath.Join(root, "test", "localcluster", "kwok", "*.yaml"))
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
-	"github.com/torus-mpi/torus/hack/upstreamtrainer"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/upstreamtrainer"
 )
 
 // upstreamTrainer is the component name of upstream Trainer's controller.

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 // What the real nodes leave on the host, and how it is undone. Each node
@@ -97,7 +97,7 @@ func (c *cluster) reclaimHost() error {
 	// looked for too, for a node whose processes outlived them (one
 	// started before --kill-child was used).
 	if running := prev.running(); len(running) > 0 || nodeProcessRuns(prev.dir) {
-		return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./hack/cluster down -dir %s", owner, bridgeName, owner)
+		return fmt.Errorf("the real nodes of the cluster in %s run on the host, and one cluster at a time can have them (its bridge %s, addresses and cgroups are the host's); stop it first: go run ./test/localcluster down -dir %s", owner, bridgeName, owner)
 	}
 	// The nodes its record names, read before cleaning up ends it.
 	nodes := prev.realNodeList()

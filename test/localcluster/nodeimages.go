@@ -18,9 +18,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/torus-mpi/torus/hack/images"
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/test/localcluster/images"
 )
 
 // The real nodes' images: built here from Debian's packages and static
@@ -79,11 +79,11 @@ func (c *cluster) buildImages(ctx context.Context) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(c.dir, "images", "tiny")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./hack/images/tiny")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "./test/localcluster/images/tiny")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building hack/images/tiny: %w: %s", err, out)
+		return "", fmt.Errorf("building test/localcluster/images/tiny: %w: %s", err, out)
 	}
 	archive := filepath.Join(c.dir, "images", "images.tar")
 	return archive, images.Write(archive,
@@ -210,7 +210,7 @@ func csvImage(path string) (string, error) {
 }
 
 // imageCache is where images built here are kept between clusters, as
-// hack/images/mpi/build.sh keeps them ($XDG_CACHE_HOME, else ~/.cache).
+// test/localcluster/images/mpi/build.sh keeps them ($XDG_CACHE_HOME, else ~/.cache).
 func imageCache() (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -221,22 +221,22 @@ func imageCache() (string, error) {
 }
 
 // mpiImageArchive returns an MPI image as a docker archive, built from
-// the root filesystem hack/images/mpi/build.sh makes of a Debian suite;
+// the root filesystem test/localcluster/images/mpi/build.sh makes of a Debian suite;
 // both are cached outside the clone, keyed by what they are built from.
 func (c *cluster) mpiImageArchive(ctx context.Context, suite, tag string, files ...images.File) (string, error) {
 	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "images", "mpi", "build.sh"), suite)
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "test", "localcluster", "images", "mpi", "build.sh"), suite)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hack/images/mpi/build.sh: %w", err)
+		return "", fmt.Errorf("test/localcluster/images/mpi/build.sh: %w", err)
 	}
 	layers := strings.Fields(string(out))
 	if len(layers) == 0 {
-		return "", fmt.Errorf("hack/images/mpi/build.sh %s named no layer", suite)
+		return "", fmt.Errorf("test/localcluster/images/mpi/build.sh %s named no layer", suite)
 	}
 	img := images.Image{Tag: tag, Layers: layers, Files: files, User: "1000:1000",
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/mpiuser"}}

@@ -24,7 +24,7 @@ func Path() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "browser", "install.sh")).CombinedOutput()
+	out, err := exec.Command(filepath.Join(root, "test", "browser", "install.sh")).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("installing Chromium: %w: %s", err, out)
 	}

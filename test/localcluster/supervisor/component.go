@@ -36,7 +36,7 @@ type Supervisor struct {
 	// is kept as <name>.attempt-N.log.
 	LogDir string
 	// PIDDir, when set, gets <name>.pid as soon as a component starts, so
-	// that another run can stop it (hack/cluster down).
+	// that another run can stop it (test/localcluster down).
 	PIDDir string
 	// Detach: components outlive this program (see Spec.Detach).
 	Detach bool

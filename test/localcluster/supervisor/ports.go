@@ -1,5 +1,5 @@
 // Package supervisor runs the processes of Torus's local control planes —
-// the local cluster (hack/cluster), the benchmark (test/perf/controlplane) and the OLM
+// the local cluster (test/localcluster), the benchmark (test/perf/controlplane) and the OLM
 // suite (test/olm) — in one way: ports that cannot collide with the
 // kernel's ephemeral ports, each process in a process group of its own
 // stopped by PID, a component counted as started only when it passes its

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/torus-mpi/torus/hack/repo"
-	"github.com/torus-mpi/torus/hack/supervisor"
+	"github.com/torus-mpi/torus/test/localcluster/supervisor"
 )
 
 func (c *cluster) startJobSet(ctx context.Context) error {
