@@ -98,7 +98,7 @@ var _ = Describe("kubectl mpi dashboard, one open page of a big job", Label("ben
 
 		By(fmt.Sprintf("starting a %d-worker job with its page open", workers))
 		succeed(mpiCmd("-n", ns, "run", "big", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", fmt.Sprint(workers), "--", "mpirun", "./a"))
-		DeferCleanup(func() { mpiCmd("-n", ns, "delete", "big") })
+		DeferCleanup(deleteAndWait, ns, "big")
 		b.Open(framework.DashboardBase(url) + "/#/jobs/" + ns + "/big")
 		Eventually(func() int {
 			n := 0

@@ -18,7 +18,7 @@ var _ = Describe("kubectl mpi dashboard", func() {
 	It("shows a 256-worker job's hosts as counts by state first, and every host on demand", func() {
 		ns := newNamespace("dash")
 		succeed(mpiCmd("-n", ns, "run", "wide", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "256", "--", "mpirun", "./a"))
-		DeferCleanup(func() { mpiCmd("-n", ns, "delete", "wide") })
+		DeferCleanup(deleteAndWait, ns, "wide")
 		url := framework.StartDashboard(pluginBinary(), clusterKubeconfig(), "-n", ns)
 		b := framework.NewBrowser(filepath.Join(framework.RepoRoot(), ".artifacts", "dashboard"))
 		b.Open(url)
@@ -36,7 +36,7 @@ var _ = Describe("kubectl mpi dashboard", func() {
 	It("costs the API server one list of a 256-worker job's pods however often they change, and follows 8 hosts' logs", func() {
 		ns := newNamespace("dashcost")
 		succeed(mpiCmd("-n", ns, "run", "wide", "--image", "img", "--runtime", "torus-openmpi-long", "--workers", "256", "--", "mpirun", "./a"))
-		DeferCleanup(func() { mpiCmd("-n", ns, "delete", "wide") })
+		DeferCleanup(deleteAndWait, ns, "wide")
 		succeed(mpiCmd("-n", ns, "wait", "wide", "--for=condition=Running", "--timeout", "180s"))
 		// The dashboard reaches the API server through a proxy that
 		// records what it asks.

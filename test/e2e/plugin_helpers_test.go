@@ -98,6 +98,15 @@ func succeed(r result) result {
 	return r
 }
 
+// deleteAndWait deletes a job and waits until it, its JobSet and its pods
+// are gone: the deletion of a job of hundreds of pods sends each through
+// Kueue's pod webhook, which the next spec's first Kueue object then waits
+// behind.
+func deleteAndWait(namespace, job string) {
+	GinkgoHelper()
+	succeed(mpiCmd("-n", namespace, "delete", job, "--wait", "--timeout", "5m"))
+}
+
 // installSampleRuntimes waits for Torus's runtimes, which run picks from
 // --mpi: the operator installs them when it starts.
 func installSampleRuntimes() {

@@ -106,7 +106,7 @@ var _ = Describe("kubectl mpi logs", Ordered, func() {
 		const job = "ranks256"
 		succeed(mpiCmd("-n", logsNamespace, "run", job, "--image", "img", "--runtime", "torus-openmpi-long",
 			"--workers", fmt.Sprint(benchWorkers), "--", "mpirun", "-n", fmt.Sprint(benchWorkers), "./train"))
-		DeferCleanup(func() { succeed(mpiCmd("-n", logsNamespace, "delete", job)) })
+		DeferCleanup(deleteAndWait, logsNamespace, job)
 		succeed(mpiCmd("-n", logsNamespace, "wait", job, "--for=condition=Running", "--timeout", "300s"))
 		pods := benchWorkers + 1
 		kubectl := framework.RepoRoot() + "/.testbin/bin/kubectl"
