@@ -81,6 +81,8 @@ const (
 	// duration, e.g. "30m") a running job's launcher may print nothing
 	// before the job fails with reason Stalled, releasing what it holds: a
 	// rank that raised while the others wait in a collective never ends.
+	// A launcher that waits for its workers is held to it from when they
+	// are all Ready (AnnotationWorkersReady).
 	AnnotationStallTimeout = Domain + "stall-timeout"
 	// AnnotationTopology, on a runtime or a TrainJob, names the node label
 	// (e.g. a rack or block label) whose domain all of the job's pods must

@@ -264,7 +264,9 @@ func (w *Wait) Run(ctx context.Context, dir string, log io.Writer) error {
 				break
 			}
 			if msg := err.Error(); !said[msg] && time.Since(start) >= w.Quiet {
-				say("waiting for %s: %v", t.host, err)
+				if log != nil {
+					fmt.Fprintf(log, "%s%s: %v\n", cmdline.Waiting, t.host, err)
+				}
 				said[msg] = true
 			}
 			if b.passed() {

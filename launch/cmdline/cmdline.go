@@ -34,6 +34,11 @@ const (
 	EnvPort       = "TORUS_SSH_PORT"
 )
 
+// Waiting begins each line by which the launcher's wait says which host it
+// still waits for, quoting that host's latest answer: progress, though the
+// answer reads like a failure (connection refused while the worker starts).
+const Waiting = "torus: waiting for "
+
 // ExitWorldLost is the exit code by which a container running torus-launch
 // says its job's MPI world lost a host to something other than the program
 // (sysexits' EX_TEMPFAIL): a worker's agent stopped while it ran the job's

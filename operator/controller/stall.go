@@ -66,6 +66,15 @@ func (r *TrainJobReconciler) stallPhase(ctx context.Context, s *scope) error {
 		meta.RemoveStatusCondition(&s.tj.Status.Conditions, trainjob.ConditionStalled)
 		return nil
 	}
+	ready, started := programStart(launcher)
+	if !started {
+		// The launcher waits for its workers: their images may take
+		// longer to pull than any stall timeout, and the scheduling
+		// timeout, not this one, bounds that wait.
+		r.memory.launchers.forget(key)
+		meta.RemoveStatusCondition(&s.tj.Status.Conditions, trainjob.ConditionStalled)
+		return nil
+	}
 	quietAfter, every := stallTimes(s.job.StallTimeout)
 	s.lookAgain(every)
 	read, cached := r.memory.launchers.last(key, launcher.UID, s.now, every)
@@ -80,6 +89,7 @@ func (r *TrainJobReconciler) stallPhase(ctx context.Context, s *scope) error {
 		return nil
 	}
 	q := read.quiet
+	q.LastOutput = latest(q.LastOutput, ready)
 	quiet := s.now.Sub(q.LastOutput)
 	if timeout := s.job.StallTimeout; timeout > 0 {
 		if quiet < timeout {
@@ -88,8 +98,10 @@ func (r *TrainJobReconciler) stallPhase(ctx context.Context, s *scope) error {
 			// Only a fresh read may fail a job: it may have printed since.
 			read = r.readLauncher(ctx, s, launcher)
 			r.memory.launchers.read(key, read)
-			if read.err == nil && s.now.Sub(read.quiet.LastOutput) >= timeout {
-				r.failStalled(s, read.quiet, timeout)
+			fresh := read.quiet
+			fresh.LastOutput = latest(fresh.LastOutput, ready)
+			if read.err == nil && s.now.Sub(fresh.LastOutput) >= timeout {
+				r.failStalled(s, fresh, timeout)
 			}
 			return nil
 		} else {
@@ -159,12 +171,40 @@ func (r *TrainJobReconciler) readLauncher(ctx context.Context, s *scope, launche
 		read.err = fmt.Errorf("reading the output of pod %s: %w", launcher.Name, err)
 		return read
 	}
-	read.quiet = diagnosis.ReadQuiet(string(data), s.tj.Name)
+	read.quiet = diagnosis.ReadQuiet(string(data), launcher)
 	if read.quiet.LastOutput.IsZero() {
 		// Nothing printed yet: quiet since the launcher started.
 		read.quiet.LastOutput = containerStart(launcher)
 	}
 	return read
+}
+
+// programStart is when the launcher's program may first be held to its
+// silence. A launcher that waits for its workers ahead of its command (the
+// launch agent's wait, which reads api.AnnotationWorkersReady) starts its
+// program only after Torus has seen them Ready and marked it: until then
+// started is false, and from then its output is quiet since the mark at
+// the earliest. Any other launcher starts its program with its container.
+func programStart(launcher *corev1.Pod) (ready time.Time, started bool) {
+	if !waitsForWorkers(launcher) {
+		return time.Time{}, true
+	}
+	v, marked := launcher.Annotations[api.AnnotationWorkersReady]
+	if !marked {
+		return time.Time{}, false
+	}
+	// Torus wrote the mark; one it cannot read counts from the container's
+	// start, as a launcher that does not wait would.
+	ready, _ = time.Parse(time.RFC3339, v)
+	return ready, true
+}
+
+// latest is the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // runningLauncher is the job's running launcher pod, the newest if a

@@ -126,7 +126,7 @@ func TestGPUCorpusHang(t *testing.T) {
 	out := gpuCorpus(t)["mpirun-rank-oom-then-hang.txt"]
 	t0 := time.Date(2026, 11, 28, 21, 40, 0, 0, time.UTC)
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	q := ReadQuiet(stamped(t0, lines...), "train")
+	q := ReadQuiet(stamped(t0, lines...), launcherOf(false))
 	if q.Reason != ReasonCUDAOutOfMemory || !strings.HasPrefix(q.Detail, "a rank ran out of GPU memory: it asked for 16.00 GiB") {
 		t.Errorf("read as %q: %q", q.Reason, q.Detail)
 	}

@@ -3,6 +3,10 @@ package diagnosis
 import (
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/torus-mpi/torus/launch/cmdline"
 )
 
 // Quiet is what the end of a running job's launcher output says: when it
@@ -30,8 +34,9 @@ func quietFailure(w weight) bool {
 
 // ReadQuiet reads the end of a running job's launcher output, each line
 // prefixed with the kubelet's RFC 3339 timestamp (pods/log with
-// timestamps=true), for job's fixes.
-func ReadQuiet(log, job string) Quiet {
+// timestamps=true); its fixes name what the launcher pod's job runs (its
+// sshd configuration or the launch agent).
+func ReadQuiet(log string, launcher *corev1.Pod) Quiet {
 	var q Quiet
 	var text strings.Builder
 	for _, l := range strings.Split(log, "\n") {
@@ -42,10 +47,16 @@ func ReadQuiet(log, job string) Quiet {
 			continue
 		}
 		q.LastOutput = t
+		if strings.HasPrefix(rest, cmdline.Waiting) {
+			// The launcher's wait for a worker that is starting: it goes
+			// on waiting, so nothing there stops the others.
+			continue
+		}
 		text.WriteString(rest)
 		text.WriteByte('\n')
 	}
-	c := failureContext{job: job, logs: "kubectl mpi logs " + job + " --launcher"}
+	c := contextOf(launcher)
+	c.logs = "kubectl mpi logs " + c.job + " --launcher"
 	out, w := readOutputWeighed(text.String(), c)
 	if out.reason != "" && quietFailure(w) {
 		q.Reason, q.Detail, q.Fix, q.Output = out.reason, out.detail, out.fix, out.quote

@@ -202,7 +202,7 @@ func realNodeRestarts(dirp *string) {
 			Eventually(func() string {
 				out, _ := kubectlMPI(dir, "logs", "preempted", "--launcher")
 				return out
-			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), "no checkpoint:\n%s", jobReport(dir, "preempted", nil))
+			}, 4*time.Minute, time.Second).Should(MatchRegexp(`checkpoint saved after epoch [3-9]`), func() string { return "no checkpoint:\n" + jobReport(dir, "preempted", nil) })
 
 			By("a job of higher priority that does not fit beside it: Kueue preempts the training")
 			out, code = kubectlMPI(dir, "run", "urgent", "--runtime", "torus-openmpi-local", "--workers", "1", "--slots-per-worker", "1",
@@ -214,7 +214,7 @@ func realNodeRestarts(dirp *string) {
 				out, _ := kubectl(dir, "get", "events", "--field-selector", "involvedObject.kind=TrainJob,involvedObject.name=preempted,reason=Requeued",
 					"-o", "jsonpath={.items[*].message}")
 				return out
-			}, 2*time.Minute, time.Second).Should(ContainSubstring("Kueue evicted the job (Preempted: "), "the training was not preempted:\n%s", jobReport(dir, "preempted", nil))
+			}, 2*time.Minute, time.Second).Should(ContainSubstring("Kueue evicted the job (Preempted: "), func() string { return "the training was not preempted:\n" + jobReport(dir, "preempted", nil) })
 			out, code = kubectlMPI(dir, "wait", "urgent", "--timeout", "4m")
 			Expect(code).To(Equal(0), "the job of higher priority did not complete:\n%s\n%s", out, jobReport(dir, "urgent", nil))
 
