@@ -34,6 +34,9 @@ GO_TEST_P   ?= 2
 TESTBIN_COMPONENTS ?= cluster
 CLUSTER_DIR        ?= $(ROOT)/.cluster
 DASHBOARD_WORKERS  ?= 4096
+MAXIMA             ?= 1024,4096,16384
+# 110 pods each: room for the largest job of MAXIMA.
+MAXIMA_NODES       ?= 160
 CONTROLLER_GEN     := $(TESTBIN)/bin/controller-gen
 # Each Ginkgo suite writes a JSON report in its package directory; when one
 # fails, hack/failures prints each failed spec with the end of its message,
@@ -241,6 +244,14 @@ bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); test $$status = 0
 	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -real-node -upstream-trainer
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -real-node -upstream && status=0 || status=$$?; \
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
+
+.PHONY: bench-maxima
+bench-maxima: build testbin ## The tested maxima: one MPI job of each size in MAXIMA workers (1,024, 4,096 and 16,384) through Kueue on a fresh local cluster of MAXIMA_NODES kwok nodes, each against the floor of its JobSet created directly, with the operator's peak memory, CPU and API requests and how long list, describe, logs and the dashboard take to answer at that size; writes test/perf/maxima.md.
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES)
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -maxima $(MAXIMA) -plugin $(BIN)/kubectl-mpi > $(ROOT)/test/perf/maxima.md.new && status=0 || status=$$?; \
+	  cat $(ROOT)/test/perf/maxima.md.new; test $$status = 0 && mv $(ROOT)/test/perf/maxima.md.new $(ROOT)/test/perf/maxima.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 ##@ Packaging

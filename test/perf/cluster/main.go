@@ -2,7 +2,10 @@
 // long MPI jobs take from TrainJob creation until Kueue admitted them and
 // until every pod (launcher and workers) runs: one job of 1, 8, 64 and 256
 // workers, then 50 jobs of 4 workers submitted at once, and the work the
-// controller did for each. With -upstream, the same jobs on upstream
+// controller did for each. With -maxima, one job of each given size
+// instead, against the floor of its JobSet created directly, with the
+// operator's peak memory and how long the plugin and the dashboard take to
+// answer about it (maxima.go). With -upstream, the same jobs on upstream
 // Trainer's published MPI runtime, with upstream's controller (test/localcluster
 // -upstream-trainer), and with neither Torus nor upstream queued
 // (-queue=false): Kueue's JobSet integration admits upstream's JobSets
@@ -13,7 +16,7 @@
 // where upstream's controller runs instead of Torus (test/localcluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false] [-real-node [-upstream]]
+//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096] [-real-node [-upstream]]
 package main
 
 import (
@@ -64,12 +67,23 @@ func main() {
 	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (test/localcluster up -upstream-trainer, with -real-node for real jobs)")
 	queue := fs.Bool("queue", true, "without -real-node, submit Torus's jobs through a Kueue queue")
 	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
+	maxima := fs.String("maxima", "", "without -real-node: instead of the usual scenarios, one job of each of these sizes (workers, comma-separated, such as 1024,4096,16384) through Kueue, each against the floor of its JobSet created directly, with the operator's peak memory and the plugin's answers at that size")
+	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
 	_ = fs.Parse(os.Args[1:])
+	var mo *maximaOptions
+	if *maxima != "" {
+		sizes, err := parseSizes(*maxima)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benche2e:", err)
+			os.Exit(2)
+		}
+		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig}
+	}
 	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
 	if *upstream {
 		k = kwokContender{runtime: upstreamRuntime, upstream: true}
 	}
-	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ",")); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), mo); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
@@ -85,7 +99,7 @@ type kwokContender struct {
 	label string
 }
 
-func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string) error {
+func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, mo *maximaOptions) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -162,6 +176,9 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 		return err
 	}
 	defer meter.cleanup(ctx, c, ns)
+	if mo != nil {
+		return runMaxima(ctx, c, w, meter, ns, k, *mo)
+	}
 	var works []string
 	queued := "not queued"
 	if k.queue {
@@ -244,7 +261,7 @@ func setup(ctx context.Context, c client.Client, ns string, k *kwokContender) er
 			ResourceGroups: []kueue.ResourceGroup{{
 				CoveredResources: []corev1.ResourceName{corev1.ResourceCPU},
 				Flavors: []kueue.FlavorQuotas{{Name: "bench-flavor", Resources: []kueue.ResourceQuota{
-					{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("1000")},
+					{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("5000")},
 				}}},
 			}},
 		},

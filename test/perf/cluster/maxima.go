@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	"github.com/torus-mpi/torus/plugin/dashboard"
+)
+
+// maximaOptions is what the maxima section needs beyond the cluster: the
+// plugin binary whose answers it times, and the kubeconfig it gives it.
+type maximaOptions struct {
+	sizes      []int32
+	plugin     string
+	kubeconfig string
+}
+
+// parseSizes reads a comma-separated list of worker counts.
+func parseSizes(s string) ([]int32, error) {
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil || n < 1 || n > int64(mpi.DefaultMaxNodes) {
+			return nil, fmt.Errorf("-maxima: %q is not a worker count from 1 to %d", f, mpi.DefaultMaxNodes)
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
+}
+
+// maximaRow is one size's figures.
+type maximaRow struct {
+	workers int32
+	torus   result
+	floor   time.Duration
+	work    operatorWork
+	peakRSS int64 // bytes, sampled while the job started
+	answers []answer
+}
+
+// answer is how long one of the plugin's commands, or the dashboard's job
+// view, took to answer at a size: the median of its tries.
+type answer struct {
+	what   string
+	median time.Duration
+	err    string
+}
+
+// runMaxima runs, for each size, one job of that many workers through the
+// Kueue queue on the kwok nodes, then the same JobSet created directly (the
+// floor), each from creation until all its pods run, one after the other on
+// empty nodes. While Torus's job runs it times the plugin's answers about
+// it. Sizes go smallest first: a failure at one size leaves the figures of
+// the smaller ones printed.
+func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions) error {
+	fmt.Println("# The largest job: one MPI job end to end")
+	fmt.Println()
+	fmt.Printf("`make bench-maxima` (MAXIMA=%s) on %d cores, %s. One job through Kueue on %s, from its creation to all its pods Running, "+
+		"then the floor: the JobSet Torus made for it, created directly through the same queue with its pods unchanged, on empty nodes. "+
+		"The operator's figures are its whole process while the job started: resident memory sampled every 200 ms, CPU time, and its API requests by method.\n\n",
+		sizesString(o.sizes), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), kwokNodesSummary(ctx, c))
+	fmt.Println("| workers | creation → JobSet | creation → admitted | creation → all pods Running | floor: all pods Running | ratio | operator RSS peak | operator CPU | operator API requests |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	var rows []maximaRow
+	for _, n := range o.sizes {
+		row, err := maximaSize(ctx, c, w, meter, ns, k, o, n)
+		if err != nil {
+			return fmt.Errorf("%d workers: %w", n, err)
+		}
+		rows = append(rows, row)
+		fmt.Printf("| %d | %.1f s | %.1f s | %.1f s | %.1f s | %.2f | %.0f MiB | %.1f s | %.0f (%s) |\n", n,
+			row.torus.jobSet.Seconds(), row.torus.admitted.Seconds(), row.torus.running.Seconds(), row.floor.Seconds(),
+			row.torus.running.Seconds()/row.floor.Seconds(), float64(row.peakRSS)/(1<<20), row.work.cpu.Seconds(), row.work.requests, row.work.methods())
+	}
+	fmt.Println("\nHow long each answer about the running job took (median of 3), at each size; `top` needs resource metrics, which kwok's nodes do not serve:")
+	fmt.Println()
+	header := "| workers |"
+	sep := "| --- |"
+	for _, a := range rows[0].answers {
+		header += " " + a.what + " |"
+		sep += " --- |"
+	}
+	fmt.Println(header)
+	fmt.Println(sep)
+	for _, r := range rows {
+		line := fmt.Sprintf("| %d |", r.workers)
+		for _, a := range r.answers {
+			if a.err != "" {
+				line += " failed: " + a.err + " |"
+				continue
+			}
+			line += fmt.Sprintf(" %.2f s |", a.median.Seconds())
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
+
+// sizesString is sizes as -maxima takes them.
+func sizesString(sizes []int32) string {
+	parts := make([]string, len(sizes))
+	for i, n := range sizes {
+		parts[i] = strconv.Itoa(int(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+// kwokNodesSummary names the nodes the jobs land on.
+func kwokNodesSummary(ctx context.Context, c client.Client) string {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return "the kwok nodes"
+	}
+	n := 0
+	var pods resource.Quantity
+	for _, node := range nodes.Items {
+		if node.Annotations["kwok.x-k8s.io/node"] == "fake" {
+			n++
+			pods.Add(node.Status.Allocatable[corev1.ResourcePods])
+		}
+	}
+	return fmt.Sprintf("%d kwok nodes (room for %s pods)", n, pods.String())
+}
+
+// maximaSize measures one size: Torus's job, the answers about it, then the
+// floor.
+func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions, workers int32) (maximaRow, error) {
+	row := maximaRow{workers: workers}
+	name := fmt.Sprintf("big-%d", workers)
+	// The pods of a job this size take minutes to create and run on a
+	// small machine: the wait grows with them.
+	timeout := 5*time.Minute + time.Duration(workers)*150*time.Millisecond
+	before, err := meter.read(ctx)
+	if err != nil {
+		return row, err
+	}
+	rss := sampleRSS(meter.pid)
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
+			Trainer: &trainer.Trainer{NumNodes: ptr.To(workers), ResourcesPerNode: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			}},
+		},
+	}
+	w.expect([]string{name}, workers+1)
+	w.started(name, time.Now())
+	if err := c.Create(ctx, tj); err != nil {
+		return row, fmt.Errorf("creating %s: %w", name, err)
+	}
+	res, err := w.wait(ctx, []string{name}, timeout)
+	row.peakRSS = rss.stop()
+	if err != nil {
+		return row, err
+	}
+	row.torus = res[0]
+	after, err := meter.read(ctx)
+	if err != nil {
+		return row, err
+	}
+	row.work = after.minus(before)
+	if row.answers, err = timeAnswers(ctx, o, ns, name); err != nil {
+		return row, err
+	}
+	var js jobsetv1alpha2.JobSet
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &js); err != nil {
+		return row, err
+	}
+	floor := floorOf(&js, "floor-"+strconv.Itoa(int(workers)))
+	if err := drain(ctx, c, ns, tj, timeout); err != nil {
+		return row, err
+	}
+	w.expect([]string{floor.Name}, workers+1)
+	w.started(floor.Name, time.Now())
+	if err := c.Create(ctx, floor); err != nil {
+		return row, fmt.Errorf("creating the floor's JobSet: %w", err)
+	}
+	res, err = w.wait(ctx, []string{floor.Name}, timeout)
+	if err != nil {
+		return row, fmt.Errorf("the floor: %w", err)
+	}
+	row.floor = res[0].running
+	return row, drain(ctx, c, ns, floor, timeout)
+}
+
+// floorOf is the JobSet Torus made, as a user would create it directly
+// through the same queue: its pods unchanged but for what ties them to
+// Torus (its labels, which the operator's caches select, and the
+// scheduling gate Torus lifts once a run's keys exist) and what Kueue
+// wrote into them when it admitted Torus's job, created suspended for
+// Kueue to admit.
+func floorOf(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.JobSet {
+	floor := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: js.Namespace, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
+		Spec:       *js.Spec.DeepCopy(),
+	}
+	floor.Spec.Suspend = ptr.To(true)
+	for i := range floor.Spec.ReplicatedJobs {
+		tmpl := &floor.Spec.ReplicatedJobs[i].Template
+		for _, meta := range []*metav1.ObjectMeta{&tmpl.ObjectMeta, &tmpl.Spec.Template.ObjectMeta} {
+			for key := range meta.Labels {
+				// The kwok stage that ends a launcher selects its role.
+				if strings.HasPrefix(key, api.Domain) && key != api.LabelRole || strings.HasPrefix(key, kueueDomain) {
+					delete(meta.Labels, key)
+				}
+			}
+			for key := range meta.Annotations {
+				if strings.HasPrefix(key, kueueDomain) {
+					delete(meta.Annotations, key)
+				}
+			}
+		}
+		tmpl.Spec.Template.Spec.SchedulingGates = nil
+		// The Job's selector and its pods' controller labels are the Job
+		// controller's to set.
+		tmpl.Spec.Selector = nil
+		tmpl.Spec.ManualSelector = nil
+		delete(tmpl.Spec.Template.Labels, "batch.kubernetes.io/controller-uid")
+		delete(tmpl.Spec.Template.Labels, "controller-uid")
+	}
+	return floor
+}
+
+// kueueDomain prefixes what Kueue writes into an admitted job's pods.
+const kueueDomain = "kueue.x-k8s.io/"
+
+// drain deletes a job and waits until the namespace has no pod.
+func drain(ctx context.Context, c client.Client, ns string, obj client.Object, timeout time.Duration) error {
+	if err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pods of %s were left after %s", len(pods.Items), obj.GetName(), timeout)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// rssSampler reads a process's resident memory every 200 ms and keeps the
+// largest reading.
+type rssSampler struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	peak int64
+}
+
+func sampleRSS(pid int) *rssSampler {
+	s := &rssSampler{done: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v, err := residentBytes(pid); err == nil && v > s.peak {
+				s.peak = v
+			}
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peak.
+func (s *rssSampler) stop() int64 {
+	close(s.done)
+	s.wg.Wait()
+	return s.peak
+}
+
+// residentBytes is VmRSS from /proc/PID/status.
+func residentBytes(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// timeAnswers times what a user asks of the running job: the plugin's
+// list, describe and logs --tail, and the dashboard's view of the job,
+// three tries each. Not top: kwok's nodes serve no resource metrics that
+// the API server will proxy to.
+func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answer, error) {
+	commands := []struct {
+		what string
+		args []string
+	}{
+		{"list", []string{"list", "-n", ns}},
+		{"describe", []string{"describe", name, "-n", ns}},
+		{"logs --tail 10", []string{"logs", name, "-n", ns, "--tail", "10"}},
+	}
+	var out []answer
+	for _, cmd := range commands {
+		out = append(out, timeTries(cmd.what, func() error {
+			run := exec.CommandContext(ctx, o.plugin, cmd.args...)
+			run.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig)
+			if b, err := run.CombinedOutput(); err != nil {
+				return fmt.Errorf("%w: %s", err, lastLine(b))
+			}
+			return nil
+		}))
+	}
+	view, stop, err := dashboardView(o.kubeconfig, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	out = append(out, timeTries("dashboard job view", view))
+	return out, nil
+}
+
+// timeTries runs f three times and keeps the median.
+func timeTries(what string, f func() error) answer {
+	var d []time.Duration
+	for range 3 {
+		start := time.Now()
+		if err := f(); err != nil {
+			return answer{what: what, err: err.Error()}
+		}
+		d = append(d, time.Since(start))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return answer{what: what, median: d[1]}
+}
+
+// dashboardView serves the dashboard as kubectl mpi dashboard does, on
+// loopback, and returns a read of the job's view (what its page shows).
+func dashboardView(kubeconfig, ns, name string) (view func() error, stop func(), err error) {
+	const token = "0123456789abcdef0123456789abcdef"
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := dashboard.Handler(plugclient.New(flags), token, l.Addr())
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	srv.Start()
+	web := &http.Client{Timeout: time.Minute}
+	view = func() error {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/namespaces/"+ns+"/jobs/"+name, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := web.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, lastLine(body))
+		}
+		return nil
+	}
+	return view, srv.Close, nil
+}
+
+// lastLine is the last non-empty line of a command's output.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
