@@ -69,6 +69,7 @@ func main() {
 	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
 	maxima := fs.String("maxima", "", "without -real-node: instead of the usual scenarios, one job of each of these sizes (workers, comma-separated, such as 1024,4096,16384) through Kueue, each against the floor of its JobSet created directly, with the operator's peak memory and the plugin's answers at that size")
 	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
+	floor := fs.Bool("floor", true, "with -maxima, run each size's floor after Torus's job")
 	_ = fs.Parse(os.Args[1:])
 	var mo *maximaOptions
 	if *maxima != "" {
@@ -77,7 +78,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "benche2e:", err)
 			os.Exit(2)
 		}
-		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig}
+		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig, floor: *floor}
 	}
 	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
 	if *upstream {
