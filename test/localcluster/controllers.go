@@ -182,10 +182,13 @@ func (c *cluster) startOperator(ctx context.Context) error {
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",
 				// The local cluster shares its cores with the tests and
-				// whatever else runs: an API server slowed past the default
-				// 10 s renew deadline would stop the operator, which no
-				// Deployment restarts here.
-				"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=4s",
+				// whatever else runs: an API server slowed past the renew
+				// deadline stops the operator, which no Deployment restarts
+				// here. Two test tiers, a 256-pod deletion and a build on 2
+				// cores starve it for more than 20 s. Its one replica has
+				// nobody to hand over to; only an operator started after
+				// one was killed waits out the lease.
+				"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=45s", "--leader-elect-retry-period=5s",
 			}
 			// The operator runs outside a pod: it is told its image, which
 			// the real nodes hold (operatorImageArchive).
