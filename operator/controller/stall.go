@@ -69,8 +69,9 @@ func (r *TrainJobReconciler) stallPhase(ctx context.Context, s *scope) error {
 	ready, started := programStart(launcher)
 	if !started {
 		// The launcher waits for its workers: their images may take
-		// longer to pull than any stall timeout, and the scheduling
-		// timeout, not this one, bounds that wait.
+		// longer to pull than any stall timeout, and a scheduling
+		// timeout (api.AnnotationSchedulingTimeout), not this one,
+		// bounds that wait.
 		r.memory.launchers.forget(key)
 		meta.RemoveStatusCondition(&s.tj.Status.Conditions, trainjob.ConditionStalled)
 		return nil
