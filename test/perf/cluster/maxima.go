@@ -268,25 +268,14 @@ func floorOf(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.JobSet {
 // kueueDomain prefixes what Kueue writes into an admitted job's pods.
 const kueueDomain = "kueue.x-k8s.io/"
 
-// drain deletes a job and waits until the namespace has no pod.
+// drain is deleteAndDrain bounded by timeout.
 func drain(ctx context.Context, c client.Client, ns string, obj client.Object, timeout time.Duration) error {
-	if err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		return fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := deleteAndDrain(ctx, c, ns, obj); err != nil {
+		return fmt.Errorf("deleting %s and waiting %s for its pods to go: %w", obj.GetName(), timeout, err)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		if len(pods.Items) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d pods of %s were left after %s", len(pods.Items), obj.GetName(), timeout)
-		}
-		time.Sleep(time.Second)
-	}
+	return nil
 }
 
 // rssSampler reads a process's resident memory every 200 ms and keeps the
