@@ -147,7 +147,9 @@ const (
 // has made that run's SSH keys. Kueue, not Torus, resumes such a job, so its
 // pods may exist before the keys do; the gate keeps them off every node, and
 // so keeps any Secret of the keys' name unmounted, until Torus has made the
-// keys and removes it.
+// keys and removes it: from the pods already created, with a write each,
+// and from the first run's pods created after the keys, as the API server
+// admits them.
 const SchedulingGateSSHKeys = Domain + "ssh-keys"
 
 // Values of AnnotationRemoteLaunch.

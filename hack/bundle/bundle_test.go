@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -276,7 +277,7 @@ func TestBundleAgreesWithKustomize(t *testing.T) {
 				for _, h := range c.Webhooks {
 					hooks = append(hooks, h.Name)
 					compareWebhook(t, name, b.CSV, operatorsv1alpha1.MutatingAdmissionWebhook, h.Name, *h.ClientConfig.Service.Path,
-						h.Rules, *h.FailurePolicy, *h.SideEffects, h.AdmissionReviewVersions)
+						h.Rules, *h.FailurePolicy, *h.SideEffects, h.AdmissionReviewVersions, h.ObjectSelector)
 				}
 			case "ValidatingWebhookConfiguration":
 				var c admissionregistrationv1.ValidatingWebhookConfiguration
@@ -284,7 +285,7 @@ func TestBundleAgreesWithKustomize(t *testing.T) {
 				for _, h := range c.Webhooks {
 					hooks = append(hooks, h.Name)
 					compareWebhook(t, name, b.CSV, operatorsv1alpha1.ValidatingAdmissionWebhook, h.Name, *h.ClientConfig.Service.Path,
-						h.Rules, *h.FailurePolicy, *h.SideEffects, h.AdmissionReviewVersions)
+						h.Rules, *h.FailurePolicy, *h.SideEffects, h.AdmissionReviewVersions, h.ObjectSelector)
 				}
 			}
 		}
@@ -305,7 +306,7 @@ func short(diff string) string {
 
 func compareWebhook(t *testing.T, overlay string, csv *operatorsv1alpha1.ClusterServiceVersion, typ operatorsv1alpha1.WebhookAdmissionType,
 	name, path string, rules []admissionregistrationv1.RuleWithOperations, policy admissionregistrationv1.FailurePolicyType,
-	effects admissionregistrationv1.SideEffectClass, versions []string) {
+	effects admissionregistrationv1.SideEffectClass, versions []string, objects *metav1.LabelSelector) {
 	t.Helper()
 	i := slices.IndexFunc(csv.Spec.WebhookDefinitions, func(w operatorsv1alpha1.WebhookDescription) bool { return w.GenerateName == name })
 	if i < 0 {
@@ -319,6 +320,9 @@ func compareWebhook(t *testing.T, overlay string, csv *operatorsv1alpha1.Cluster
 	}
 	if diff := cmp.Diff(rules, w.Rules); diff != "" {
 		t.Errorf("%s: webhook %s rules differ (-kustomize,+bundle):\n%s", overlay, name, diff)
+	}
+	if diff := cmp.Diff(objects, w.ObjectSelector); diff != "" {
+		t.Errorf("%s: webhook %s object selectors differ (-kustomize,+bundle):\n%s", overlay, name, diff)
 	}
 	if w.TargetPort == nil || w.TargetPort.IntValue() != 9443 {
 		t.Errorf("%s: webhook %s targets port %v, want the manager's 9443", overlay, name, w.TargetPort)

@@ -235,7 +235,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			defer cancel()
 			settings.LaunchImage = ownImage(ctx, mgr.GetAPIReader(), ns)
 		}
-		return controller.SetupControllers(mgr, controller.Options{Settings: settings, ProofKeys: proofKeys, Upstream: others, StatusServer: statusServer})
+		return controller.SetupControllers(mgr, controller.Options{Settings: settings, ProofKeys: proofKeys, Upstream: others, StatusServer: statusServer, Webhooks: o.EnableWebhooks})
 	}
 	// Without JobSet's API the controllers cannot watch JobSets, but the
 	// webhooks, on which every TrainJob write in the cluster depends, must

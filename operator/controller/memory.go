@@ -37,6 +37,8 @@ type memory struct {
 	launchers launcherReads
 	// runEnds: the first end the current run's pods showed.
 	runEnds runEnds
+	// costs: how long a large job's last reconcile took.
+	costs reconcileCosts
 }
 
 // store is what memory needs of each of its stores.
@@ -47,7 +49,7 @@ type store interface {
 
 // stores lists every store of m; a test holds it to memory's fields.
 func (m *memory) stores() []store {
-	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers, &m.runEnds}
+	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers, &m.runEnds, &m.costs}
 }
 
 // forget drops what is remembered of a job that is gone.
@@ -378,4 +380,36 @@ func (r *runEnds) saw(job client.ObjectKey, run int32, f diagnosis.Finding) {
 func (r *runEnds) of(job client.ObjectKey, run int32) (diagnosis.Finding, bool) {
 	v, ok := r.get(job)
 	return v.finding, ok && v.run == run
+}
+
+// reconcileCosts holds how long each job's last reconcile took, for the
+// jobs whose reconciles take long enough to space their pods' events
+// (spacing): a job's reconcile reads every one of its pods, so a job of
+// thousands of pods, whose pods change many times a second while it
+// starts, would otherwise be reconciled back to back.
+type reconcileCosts struct{ perJob[time.Duration] }
+
+// Spacing of a job's reconciles after its pods' changes: at least
+// podEventsDelay, and podEventsSpacing times the job's last reconcile, so
+// that a busy job's reconciles take at most a fifth of the operator's
+// time for it, up to maxPodEventsDelay, which bounds how late a pod's
+// change shows in the job's status.
+const (
+	podEventsSpacing  = 4
+	maxPodEventsDelay = time.Second
+)
+
+// took records how long a reconcile of the job took; a job whose
+// reconciles need no spacing keeps no entry.
+func (c *reconcileCosts) took(job client.ObjectKey, d time.Duration) {
+	c.update(job, func(time.Duration, bool) (time.Duration, bool) {
+		return d, d*podEventsSpacing > podEventsDelay
+	})
+}
+
+// spacing is how long a change of the job's pods waits before the job is
+// reconciled.
+func (c *reconcileCosts) spacing(job client.ObjectKey) time.Duration {
+	d, _ := c.get(job)
+	return min(max(podEventsDelay, d*podEventsSpacing), maxPodEventsDelay)
 }

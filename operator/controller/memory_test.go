@@ -121,6 +121,7 @@ func TestMemoryForgets(t *testing.T) {
 		m.sandboxes.read(key, &sandboxRead{at: t0})
 		m.launchers.read(key, launcherRead{pod: "pod-uid", at: t0})
 		m.runEnds.saw(key, 0, diagnosis.Finding{Reason: "Stopped"})
+		m.costs.took(key, time.Second)
 	}
 	fill()
 	for _, s := range m.stores() {
@@ -139,8 +140,33 @@ func TestMemoryForgets(t *testing.T) {
 	if m.statusWrites.behind(key, "42") {
 		t.Error("the cache moved past the status write, yet it is reported behind")
 	}
+	// A job whose reconciles need no spacing keeps no entry.
+	m.costs.took(key, time.Second)
+	m.costs.took(key, podEventsDelay/podEventsSpacing)
 	if n := m.entries(); n != 0 {
 		t.Errorf("%d entries after everything was seen, want 0", n)
+	}
+}
+
+// A job's pods' changes wait podEventsDelay, or podEventsSpacing times its
+// last reconcile when that is longer, never more than maxPodEventsDelay.
+func TestReconcileSpacing(t *testing.T) {
+	key := client.ObjectKey{Namespace: "ns", Name: "big"}
+	for _, tc := range []struct {
+		took time.Duration
+		want time.Duration
+	}{
+		{took: 0, want: podEventsDelay},
+		{took: 10 * time.Millisecond, want: podEventsDelay},
+		{took: 100 * time.Millisecond, want: 400 * time.Millisecond},
+		{took: 200 * time.Millisecond, want: 800 * time.Millisecond},
+		{took: 5 * time.Second, want: maxPodEventsDelay},
+	} {
+		var c reconcileCosts
+		c.took(key, tc.took)
+		if got := c.spacing(key); got != tc.want {
+			t.Errorf("after a reconcile of %s: spacing %s, want %s", tc.took, got, tc.want)
+		}
 	}
 }
 

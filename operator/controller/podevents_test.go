@@ -9,15 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/torus-mpi/torus/api"
 )
 
-// TestPodEvents: the changes of a job's pods within the delay are one
-// reconcile of the job; a pod created behind Torus's gate brings its job
-// at once.
+// TestPodEvents: the changes of a job's pods within the delay (or the
+// job's spacing, reconcileCosts) are one reconcile of the job; a pod
+// created behind Torus's gate brings its job at once.
 func TestPodEvents(t *testing.T) {
 	const delay = 100 * time.Millisecond
 	pod := func(job string, i int, gated bool) *corev1.Pod {
@@ -26,6 +27,13 @@ func TestPodEvents(t *testing.T) {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: api.SchedulingGateSSHKeys}}
 		}
 		return p
+	}
+	// Job "big" reconciles slowly: its pods' changes wait 10 delays.
+	spacing := func(job client.ObjectKey) time.Duration {
+		if job.Name == "big" {
+			return 10 * delay
+		}
+		return delay
 	}
 	type send func(h podEventsHandler, q queue)
 	for _, tc := range []struct {
@@ -56,6 +64,19 @@ func TestPodEvents(t *testing.T) {
 			later: []string{"a", "b"},
 		},
 		{
+			name: "a pod of a job spaced beyond the delay changed: that job later, another after the delay",
+			send: func(h podEventsHandler, q queue) {
+				h.update(pod("big", 0, false), q)
+				h.update(pod("a", 0, false), q)
+			},
+			later: []string{"a"},
+		},
+		{
+			name: "a gated pod of a job spaced beyond the delay created: its job at once",
+			send: func(h podEventsHandler, q queue) { h.create(pod("big", 0, true), q) },
+			now:  []string{"big"},
+		},
+		{
 			name:  "a pod deleted: its job after the delay",
 			send:  func(h podEventsHandler, q queue) { h.delete(pod("a", 0, false), q) },
 			later: []string{"a"},
@@ -70,7 +91,7 @@ func TestPodEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			h := podEventsHandler{podEvents(delay)}
+			h := podEventsHandler{podEvents(delay, spacing)}
 			tc.send(h, q)
 			if got := drain(q); !equalJobs(got, tc.now) {
 				t.Errorf("queued at once: %v, want %v", got, tc.now)

@@ -87,15 +87,31 @@ func countedWord(counted *bool) string {
 }
 
 // firstEnd is the earliest terminal finding of run's pods, if one shows.
+// When every pod is of run, as in most reconciles, that is the status's
+// own diagnosis: a large job's pods are neither copied nor read again.
 func firstEnd(s *scope, run int32) (diagnosis.Finding, bool) {
 	attempt := strconv.Itoa(int(run))
-	var pods []corev1.Pod
+	ofRun := func(p *corev1.Pod) bool { return p.Labels[mpi.LabelJobSetRestartAttempt] == attempt }
+	n := 0
 	for i := range s.pods {
-		if s.pods[i].Labels[mpi.LabelJobSetRestartAttempt] == attempt {
-			pods = append(pods, s.pods[i])
+		if ofRun(&s.pods[i]) {
+			n++
 		}
 	}
-	if fs := diagnosis.Pods(pods, s.job.Placement()); len(fs) > 0 && fs[0].Terminal {
+	var fs []diagnosis.Finding
+	switch {
+	case n == len(s.pods) && s.diagnosed:
+		fs = s.findings
+	default:
+		pods := make([]corev1.Pod, 0, n)
+		for i := range s.pods {
+			if ofRun(&s.pods[i]) {
+				pods = append(pods, s.pods[i])
+			}
+		}
+		fs = diagnosis.Pods(pods, s.job.Placement())
+	}
+	if len(fs) > 0 && fs[0].Terminal {
 		return fs[0], true
 	}
 	return diagnosis.Finding{}, false

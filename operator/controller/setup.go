@@ -73,6 +73,9 @@ type Options struct {
 	// StatusServer says where the jobs' pods report their progress
 	// (statusserver.Locator.Current); nil, or nil answers, wire none.
 	StatusServer func() *trainerstatus.Server
+	// Webhooks registers the pods' admission (PodGatePath) on the
+	// manager's webhook server.
+	Webhooks bool
 }
 
 // SetupControllers registers Torus's controllers with a manager.
@@ -136,6 +139,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if err := setupProfileController(mgr, nadServed); err != nil {
 		return fmt.Errorf("setting up the MPINetworkProfile controller: %w", err)
 	}
+	if opts.Webhooks {
+		registerPodGate(mgr, r)
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.Upstream != nil {
 		r.upstream = opts.Upstream
@@ -167,7 +173,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		// every key Secret event twice.
 		Owns(&corev1.Secret{}, builder.WithPredicates(r.expectedCreate(childSecret))).
 		Owns(&networkingv1.NetworkPolicy{}).
-		Watches(&corev1.Pod{}, podEvents(podEventsDelay)).
+		Watches(&corev1.Pod{}, podEvents(podEventsDelay, r.memory.costs.spacing)).
 		// A pod counts once its Job is in the cache: the Job's creation
 		// brings the job back in case its pods' events came first.
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToTrainJob), builder.WithPredicates(predicate.Funcs{
@@ -236,15 +242,20 @@ func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
 // is reconciled: the changes of every pod of a job starting or ending
 // within it are one reconcile, where each was one, with every pod of the
 // job read from the cache each time. A person reading the job's status,
-// or a failure it reports, waits no longer than that.
+// or a failure it reports, waits no longer than that, or than a large
+// job's spacing (reconcileCosts).
 const podEventsDelay = 200 * time.Millisecond
 
-// podEvents enqueues the TrainJob of a pod (podToTrainJob) delay after the
-// pod changed, but at once for a pod created behind Torus's scheduling
-// gate, which waits for Torus alone to start.
-func podEvents(delay time.Duration) handler.Funcs {
+// podEvents enqueues the TrainJob of a pod (podToTrainJob) after the pod
+// changed, as long after as spacing says for its job (delay when spacing is
+// nil), but at once for a pod created behind Torus's scheduling gate, which
+// waits for Torus alone to start.
+func podEvents(delay time.Duration, spacing func(client.ObjectKey) time.Duration) handler.Funcs {
 	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration) {
 		for _, r := range podToTrainJob(ctx, o) {
+			if after > 0 && spacing != nil {
+				after = spacing(r.NamespacedName)
+			}
 			q.AddAfter(r, after)
 		}
 	}

@@ -87,6 +87,7 @@ func (r *TrainJobReconciler) syncStatus(s *scope) {
 
 	tj.Status.JobsStatus = jobsStatus(js)
 	findings := diagnosis.Pods(s.pods, placement)
+	s.findings, s.diagnosed = findings, true
 	// A pod that failed for good explains more than pods never created;
 	// those explain more than pods still starting.
 	terminal := 0

@@ -98,9 +98,14 @@ type scope struct {
 	job       *mpi.Job
 	// jobSet is the job's JobSet as the cache holds it, without its pod
 	// templates (jobSetCacheTransform), or as Torus just wrote it.
-	jobSet  *jobsetv1alpha2.JobSet
-	pods    []corev1.Pod
-	created bool
+	jobSet *jobsetv1alpha2.JobSet
+	pods   []corev1.Pod
+	// findings is the diagnosis of pods, once the status made it
+	// (diagnosed): the record of restarts reads it too, and a large job's
+	// pods are many.
+	findings  []diagnosis.Finding
+	diagnosed bool
+	created   bool
 	// waiting says why Kueue has not admitted the job yet.
 	waiting string
 	now     time.Time
@@ -214,6 +219,8 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !managedByTorus(&tj) {
 		return ctrl.Result{}, nil
 	}
+	start := r.clock.Now()
+	defer func() { r.memory.costs.took(req.NamespacedName, r.clock.Since(start)) }()
 	rt, rtErr := trainjob.GetRuntime(ctx, r.client, &tj)
 	if r.upstream != nil {
 		other, err := r.upstreams(ctx, &tj, rt, rtErr)

@@ -145,6 +145,7 @@ func (f *Framework) StartManager(opts controller.Options) {
 		// As a deployed operator knows its own image.
 		opts.LaunchImage = LaunchImage
 	}
+	opts.Webhooks = true
 	gomega.Expect(controller.SetupControllers(mgr, opts)).To(gomega.Succeed())
 	hooks, err := others.Webhooks(mgr)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())

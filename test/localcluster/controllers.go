@@ -165,11 +165,10 @@ func (c *cluster) startOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	webhooks := filepath.Join(root, "kustomize", "webhook", "manifests.yaml")
 	_, _, err = c.run(ctx, supervisor.Component{
-		Name: "torus-operator", Ports: 3,
+		Name: "torus-operator", Ports: 4,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
-			if err := c.installWebhooksFile(ctx, "torus", host, p[0], webhooks); err != nil {
+			if err := c.installTorusWebhooks(ctx, host, p[0]); err != nil {
 				return supervisor.Spec{}, err
 			}
 			argv := []string{
@@ -180,6 +179,8 @@ func (c *cluster) startOperator(ctx context.Context) error {
 				"--status-server-url=https://" + net.JoinHostPort(host, strconv.Itoa(p[0])), "--status-server-ca-file=" + c.ca.CAFile,
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p[1]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p[2]),
+				// For finding where a benchmark's time goes.
+				fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", p[3]),
 				"--leader-elect=true", "--leader-election-namespace=torus-system",
 				// The local cluster shares its cores with the tests and
 				// whatever else runs: an API server slowed past the renew

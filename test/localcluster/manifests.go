@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/torus-mpi/torus/hack/manifests/render"
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/test/localcluster/controlplane"
 )
@@ -54,14 +55,39 @@ func (c *cluster) installWebhooks(ctx context.Context, component string, port in
 // loopback is the address the components' webhooks listen on.
 const loopback = "127.0.0.1"
 
-// installWebhooksFile rewrites each webhook's service reference into a URL
-// on host:port with the local CA, and names the configuration after the
-// component so that components do not overwrite each other's.
+// installWebhooksFile names the webhook configurations of a file after the
+// component, so that components do not overwrite each other's, and
+// installs them (installWebhookObjects).
 func (c *cluster) installWebhooksFile(ctx context.Context, component, host string, port int, path string) error {
 	objs, err := repo.ReadObjects(path)
 	if err != nil {
 		return err
 	}
+	for _, o := range objs {
+		o.SetName(component + "-" + o.GetName())
+	}
+	return c.installWebhookObjects(ctx, host, port, objs)
+}
+
+// installTorusWebhooks installs Torus's webhook configurations as the
+// kustomize base renders them (named, and with the selectors it adds), each
+// webhook's service reference rewritten into a URL on host:port.
+func (c *cluster) installTorusWebhooks(ctx context.Context, host string, port int) error {
+	root, err := repo.Root()
+	if err != nil {
+		return err
+	}
+	objs, err := render.Objects(render.Path(root, render.Base))
+	if err != nil {
+		return err
+	}
+	return c.installWebhookObjects(ctx, host, port, objs)
+}
+
+// installWebhookObjects applies the webhook configurations among objs, each
+// webhook's service reference rewritten into a URL on host:port with the
+// local CA.
+func (c *cluster) installWebhookObjects(ctx context.Context, host string, port int, objs []*unstructured.Unstructured) error {
 	ca, err := os.ReadFile(c.ca.CAFile)
 	if err != nil {
 		return err
@@ -70,7 +96,6 @@ func (c *cluster) installWebhooksFile(ctx context.Context, component, host strin
 		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
 			continue
 		}
-		o.SetName(component + "-" + o.GetName())
 		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
 		for i := range hooks {
 			h := hooks[i].(map[string]any)

@@ -768,8 +768,11 @@ var _ = Describe("MPI TrainJob", func() {
 		}
 		pod.Labels[batchv1.JobCompletionIndexAnnotation] = "0"
 		pod.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+		pod.Labels[mpi.LabelJobSetRestartAttempt] = "0"
 		framework.ControlledBy(pod, job)
 		Expect(fw.Client.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}),
+			"a pod was admitted ungated while the keys' name held a Secret Torus did not make")
 		gates := func(g Gomega) []corev1.PodSchedulingGate {
 			var got corev1.Pod
 			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got)).To(Succeed())
@@ -790,6 +793,55 @@ var _ = Describe("MPI TrainJob", func() {
 			g.Expect(s.Annotations[api.AnnotationProof]).NotTo(Or(BeEmpty(), Equal("forged")))
 			g.Expect(gates(g)).To(BeEmpty())
 		}, 3*framework.Timeout, framework.Interval).Should(Succeed())
+	})
+
+	It("admits the first run's pods without the gate once Torus has made the run's keys, and a restarted run's behind it", func() {
+		tj := wrappers.MakeTrainJob("admitted", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		tj = getTrainJob(tj)
+
+		By("Kueue resuming the JobSet: Torus makes the first run's keys")
+		var js jobsetv1alpha2.JobSet
+		Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(tj), &js)).To(Succeed())
+		patch := client.MergeFrom(js.DeepCopy())
+		js.Spec.Suspend = ptr.To(false)
+		Expect(fw.Client.Patch(ctx, &js, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName(tj.Name)}, &s)).To(Succeed())
+			g.Expect(s.Annotations).To(HaveKeyWithValue(api.AnnotationJobSetRestarts, "0"))
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+
+		job := framework.JobOf(ctx, fw.Client, tj, mpi.NodeJob)
+		var template corev1.PodTemplateSpec
+		for _, rj := range js.Spec.ReplicatedJobs {
+			if rj.Name == mpi.NodeJob {
+				template = *rj.Template.Spec.Template.DeepCopy()
+			}
+		}
+		worker := func(name, run string) *corev1.Pod {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name, Labels: maps.Clone(template.Labels)}, Spec: *template.Spec.DeepCopy()}
+			pod.Labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+			pod.Labels[mpi.LabelJobSetRestartAttempt] = run
+			framework.ControlledBy(pod, job)
+			return pod
+		}
+
+		By("the Job controller creating a worker of the first run: admitted without Torus's gate, by no write of Torus's, and with every other gate")
+		first := worker("admitted-node-0-0-x", "0")
+		topology := corev1.PodSchedulingGate{Name: "kueue.x-k8s.io/topology"}
+		first.Spec.SchedulingGates = append([]corev1.PodSchedulingGate{topology}, first.Spec.SchedulingGates...)
+		Expect(first.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
+		Expect(fw.Client.Create(ctx, first)).To(Succeed())
+		Expect(first.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{topology}),
+			"the API server stored the pod with Torus's gate, or without another's")
+
+		By("a worker of a later run, whose keys are not made yet: admitted behind the gate")
+		later := worker("admitted-node-0-1-x", "1")
+		Expect(fw.Client.Create(ctx, later)).To(Succeed())
+		Expect(later.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
 	})
 
 	It("tells a launcher that waits for its workers when every worker of its run is Ready, and no other launcher", func() {

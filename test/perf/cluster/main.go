@@ -5,9 +5,11 @@
 // controller did for each. With -maxima, one job of each given size
 // instead, against the floor of its JobSet created directly, with the
 // operator's peak memory and how long the plugin and the dashboard take to
-// answer about it (maxima.go). With -upstream, the same jobs on upstream
-// Trainer's published MPI runtime, with upstream's controller (test/localcluster
-// -upstream-trainer), and with neither Torus nor upstream queued
+// answer about it (maxima.go). With -many, that many jobs at once, against
+// the floor of their JobSets created directly (many.go). With -upstream,
+// the same jobs on upstream Trainer's published MPI runtime, with
+// upstream's controller (test/localcluster -upstream-trainer), and with
+// neither Torus nor upstream queued
 // (-queue=false): Kueue's JobSet integration admits upstream's JobSets
 // only with a label upstream does not give them. With -real-node,
 // real jobs on the cluster's real nodes instead, each beside the floor of
@@ -16,7 +18,7 @@
 // where upstream's controller runs instead of Torus (test/localcluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096] [-real-node [-upstream]]
+//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096 | -many 1000x8] [-real-node [-upstream]]
 package main
 
 import (
@@ -54,6 +56,8 @@ import (
 
 type result struct {
 	jobSet, admitted, running time.Duration
+	// status is when the TrainJob's status first said Running.
+	status time.Duration
 }
 
 func main() {
@@ -69,7 +73,8 @@ func main() {
 	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
 	maxima := fs.String("maxima", "", "without -real-node: instead of the usual scenarios, one job of each of these sizes (workers, comma-separated, such as 1024,4096,16384) through Kueue, each against the floor of its JobSet created directly, with the operator's peak memory and the plugin's answers at that size")
 	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
-	floor := fs.Bool("floor", true, "with -maxima, run each size's floor after Torus's job")
+	floor := fs.Bool("floor", true, "with -maxima or -many, run the floor after Torus's jobs")
+	many := fs.String("many", "", "without -real-node: instead of the usual scenarios, JOBSxWORKERS (such as 1000x8): that many jobs created at once through Kueue, against the floor of their JobSets created directly, with each job's creation → JobSet, admission and status lag")
 	_ = fs.Parse(os.Args[1:])
 	var mo *maximaOptions
 	if *maxima != "" {
@@ -80,11 +85,21 @@ func main() {
 		}
 		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig, floor: *floor}
 	}
+	var mn *manyOptions
+	if *many != "" {
+		o, err := parseMany(*many)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benche2e:", err)
+			os.Exit(2)
+		}
+		o.floor = *floor
+		mn = &o
+	}
 	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
 	if *upstream {
 		k = kwokContender{runtime: upstreamRuntime, upstream: true}
 	}
-	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), mo); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), mo, mn); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
@@ -100,7 +115,7 @@ type kwokContender struct {
 	label string
 }
 
-func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, mo *maximaOptions) error {
+func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, mo *maximaOptions, mn *manyOptions) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -179,6 +194,9 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 	defer meter.cleanup(ctx, c, ns)
 	if mo != nil {
 		return runMaxima(ctx, c, w, meter, ns, k, *mo)
+	}
+	if mn != nil {
+		return runMany(ctx, c, w, meter, ns, k, *mn)
 	}
 	var works []string
 	queued := "not queued"
@@ -377,8 +395,15 @@ func newWatcher(ctx context.Context, cfg *rest.Config, ns string) (*watcher, err
 			}
 		},
 		&trainer.TrainJob{}: func(obj any) {
-			if tj, ok := obj.(*trainer.TrainJob); ok && meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionAdmitted) {
+			tj, ok := obj.(*trainer.TrainJob)
+			if !ok {
+				return
+			}
+			if meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionAdmitted) {
 				w.record(tj.Name, func(r *result, d time.Duration) { setOnce(&r.admitted, d) })
+			}
+			if meta.IsStatusConditionTrue(tj.Status.Conditions, trainjob.ConditionRunning) {
+				w.record(tj.Name, func(r *result, d time.Duration) { setOnce(&r.status, d) })
 			}
 		},
 		&corev1.Pod{}: func(obj any) {

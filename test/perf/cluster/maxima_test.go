@@ -40,6 +40,29 @@ func TestParseSizes(t *testing.T) {
 	}
 }
 
+func TestParseMany(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    manyOptions
+		wantErr bool
+	}{
+		{in: "1000x8", want: manyOptions{jobs: 1000, workers: 8}},
+		{in: " 1x1 ", want: manyOptions{jobs: 1, workers: 1}},
+		{in: "1000", wantErr: true},
+		{in: "0x8", wantErr: true},
+		{in: "10001x1", wantErr: true},
+		{in: "8x16385", wantErr: true},
+		{in: "1000*8", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tc := range cases {
+		got, err := parseMany(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("parseMany(%q) = %+v, %v; want %+v (error: %t)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
 // The floor is Torus's JobSet as a user would create it: queued, suspended
 // for Kueue, with nothing that ties it to Torus's caches or gates, and its
 // pods otherwise unchanged.

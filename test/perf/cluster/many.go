@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/torus-mpi/torus/pkg/mpi"
+)
+
+// manyOptions is the many-jobs scenario: jobs of workers each, created at
+// once.
+type manyOptions struct {
+	jobs, workers int32
+	floor         bool
+}
+
+// parseMany reads JOBSxWORKERS, such as 1000x8.
+func parseMany(s string) (manyOptions, error) {
+	jobs, workers, ok := strings.Cut(strings.TrimSpace(s), "x")
+	j, jerr := strconv.ParseInt(jobs, 10, 32)
+	w, werr := strconv.ParseInt(workers, 10, 32)
+	if !ok || jerr != nil || werr != nil || j < 1 || j > 10000 || w < 1 || w > int64(mpi.DefaultMaxNodes) {
+		return manyOptions{}, fmt.Errorf("-many: %q is not JOBSxWORKERS, such as 1000x8 (1 to 10000 jobs of 1 to %d workers)", s, mpi.DefaultMaxNodes)
+	}
+	return manyOptions{jobs: int32(j), workers: int32(w)}, nil
+}
+
+// manyRun is one contender's figures for the whole burst.
+type manyRun struct {
+	results []result
+	// all is from the first creation request to the last job with all its
+	// pods Running.
+	all     time.Duration
+	work    operatorWork
+	peakRSS int64
+}
+
+// runMany creates o.jobs TrainJobs of o.workers workers at once through the
+// Kueue queue on the kwok nodes, times each from its own creation request
+// to its JobSet, its admission, all its pods Running and its status saying
+// so, then deletes them and does the same with their JobSets created
+// directly (the floor), on empty nodes.
+func runMany(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o manyOptions) error {
+	// A burst this size is queued behind Kueue's admissions and the
+	// scheduler on a small machine: the wait grows with its pods.
+	timeout := 5*time.Minute + time.Duration(o.jobs*(o.workers+1))*100*time.Millisecond
+	names := make([]string, o.jobs)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%04d", i)
+	}
+	before, err := meter.read(ctx)
+	if err != nil {
+		return err
+	}
+	rss := sampleRSS(meter.pid)
+	torus, err := burst(ctx, w, names, o.workers+1, timeout, func(n string) client.Object {
+		return &trainer.TrainJob{
+			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
+			Spec: trainer.TrainJobSpec{
+				RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
+				Trainer: &trainer.Trainer{NumNodes: ptr.To(o.workers), ResourcesPerNode: &corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+				}},
+			},
+		}
+	}, c)
+	torus.peakRSS = rss.stop()
+	if err != nil {
+		return fmt.Errorf("Torus's jobs: %w", err)
+	}
+	after, err := meter.read(ctx)
+	if err != nil {
+		return err
+	}
+	torus.work = after.minus(before)
+
+	var floor *manyRun
+	if o.floor {
+		var js jobsetv1alpha2.JobSet
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names[0]}, &js); err != nil {
+			return err
+		}
+		if err := drainAll(ctx, c, ns, &trainer.TrainJob{}, timeout); err != nil {
+			return err
+		}
+		floorNames := make([]string, len(names))
+		for i := range names {
+			floorNames[i] = "floor-" + names[i]
+		}
+		f, err := burst(ctx, w, floorNames, o.workers+1, timeout, func(n string) client.Object { return floorOf(&js, n) }, c)
+		if err != nil {
+			return fmt.Errorf("the floor: %w", err)
+		}
+		floor = &f
+	}
+	printMany(ctx, c, o, torus, floor)
+	return nil
+}
+
+// burst creates one object per name at once, each timed from its own
+// creation request, and waits until every job has all its pods Running.
+func burst(ctx context.Context, w *watcher, names []string, pods int32, timeout time.Duration, object func(string) client.Object, c client.Client) (manyRun, error) {
+	w.expect(names, pods)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for _, n := range names {
+		obj := object(n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.started(n, time.Now())
+			if err := c.Create(ctx, obj); err != nil {
+				errs <- fmt.Errorf("creating %s: %w", n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return manyRun{}, err
+	}
+	res, err := w.wait(ctx, names, timeout)
+	if err != nil {
+		return manyRun{}, err
+	}
+	return manyRun{results: res, all: time.Since(start)}, nil
+}
+
+// drainAll deletes every object of obj's kind in the namespace and waits
+// until the namespace has no pod.
+func drainAll(ctx context.Context, c client.Client, ns string, obj client.Object, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.DeleteAllOf(ctx, obj, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		return fmt.Errorf("deleting the burst's jobs: %w", err)
+	}
+	for {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("waiting %s for the burst's pods to go: %w", timeout, err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting %s for the burst's pods to go: %d left", timeout, len(pods.Items))
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// printMany writes the scenario's report in Markdown.
+func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRun, floor *manyRun) {
+	fmt.Println("# Many jobs at once")
+	fmt.Println()
+	fmt.Printf("`make bench-many` (MANY=%dx%d) on %d cores, %s. %d TrainJobs of %d workers (%d pods) created at once through Kueue on %s, "+
+		"each timed from its own creation request; then the floor: their JobSets created directly through the same queue, at once, on empty nodes. "+
+		"Status lag is from the moment the benchmark's watch saw a job's last pod Running to the moment it saw the TrainJob's status say Running. "+
+		"The operator's figures are its whole process during Torus's burst.\n\n",
+		o.jobs, o.workers, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.jobs, o.workers, o.jobs*(o.workers+1), kwokNodesSummary(ctx, c))
+	fmt.Println("| | creation → JobSet p50 / p99 | creation → admitted p50 / p99 | creation → all pods Running p50 / p99 / max | first creation → every job Running | status lag p50 / p99 |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+	row := func(label string, r manyRun, torus bool) {
+		n := len(r.results)
+		js, adm, run, lag := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+		for i, x := range r.results {
+			js[i], adm[i], run[i], lag[i] = x.jobSet, x.admitted, x.running, max(x.status-x.running, 0)
+		}
+		two := func(d []time.Duration) string {
+			return fmt.Sprintf("%.1f / %.1f s", pct(d, 50).Seconds(), pct(d, 99).Seconds())
+		}
+		jsCol, admCol, lagCol := two(js), two(adm), two(lag)
+		if !torus {
+			// The floor creates its JobSets, and only its pods show
+			// Kueue's admission here.
+			jsCol, admCol, lagCol = "—", "—", "—"
+		}
+		fmt.Printf("| %s | %s | %s | %.1f / %.1f / %.1f s | %.1f s | %s |\n", label, jsCol, admCol,
+			pct(run, 50).Seconds(), pct(run, 99).Seconds(), pct(run, 100).Seconds(), r.all.Seconds(), lagCol)
+	}
+	row("Torus", torus, true)
+	if floor != nil {
+		row("floor", *floor, false)
+		fmt.Printf("\nRatio of the time to every job Running, Torus to the floor: %.2f.\n", torus.all.Seconds()/floor.all.Seconds())
+	}
+	fmt.Printf("\nThe operator during Torus's burst: resident memory peak %.0f MiB (sampled every 200 ms), CPU %.1f s, %.0f API requests (%s), %.0f TrainJob reconciles.\n",
+		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.methods(), torus.work.reconciles)
+}
