@@ -492,19 +492,21 @@ func (w *watcher) wait(ctx context.Context, names []string, timeout time.Duratio
 	deadline := time.After(timeout)
 	for {
 		w.mu.Lock()
-		out, done := make([]result, len(names)), true
+		out, running := make([]result, len(names)), 0
 		for i, n := range names {
 			out[i] = *w.res[n]
-			done = done && out[i].running > 0
+			if out[i].running > 0 {
+				running++
+			}
 		}
 		w.mu.Unlock()
-		if done {
+		if running == len(names) {
 			return out, nil
 		}
 		select {
 		case <-w.changed:
 		case <-deadline:
-			return nil, fmt.Errorf("not every job had all its pods running after %s", timeout)
+			return nil, fmt.Errorf("%d of %d jobs had all their pods running after %s", running, len(names), timeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
