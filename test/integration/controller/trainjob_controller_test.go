@@ -830,13 +830,20 @@ var _ = Describe("MPI TrainJob", func() {
 		}
 
 		By("the Job controller creating a worker of the first run: admitted without Torus's gate, by no write of Torus's, and with every other gate")
-		first := worker("admitted-node-0-0-x", "0")
+		// The webhook reads the keys from the operator's cache, which sees
+		// the Secret after the API server does: until then a worker is
+		// admitted gated, and each try is a new worker.
 		topology := corev1.PodSchedulingGate{Name: "kueue.x-k8s.io/topology"}
-		first.Spec.SchedulingGates = append([]corev1.PodSchedulingGate{topology}, first.Spec.SchedulingGates...)
-		Expect(first.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
-		Expect(fw.Client.Create(ctx, first)).To(Succeed())
-		Expect(first.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{topology}),
-			"the API server stored the pod with Torus's gate, or without another's")
+		try := 0
+		Eventually(func(g Gomega) {
+			try++
+			first := worker(fmt.Sprintf("admitted-node-0-0-%d", try), "0")
+			first.Spec.SchedulingGates = append([]corev1.PodSchedulingGate{topology}, first.Spec.SchedulingGates...)
+			g.Expect(first.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
+			g.Expect(fw.Client.Create(ctx, first)).To(Succeed())
+			g.Expect(first.Spec.SchedulingGates).To(Equal([]corev1.PodSchedulingGate{topology}),
+				"the API server stored the pod with Torus's gate, or without another's")
+		}, framework.Timeout, framework.Interval).Should(Succeed())
 
 		By("a worker of a later run, whose keys are not made yet: admitted behind the gate")
 		later := worker("admitted-node-0-1-x", "1")
