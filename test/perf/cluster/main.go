@@ -318,41 +318,13 @@ func setup(ctx context.Context, c client.Client, ns string, k *kwokContender) er
 // measures, and queue behind the client's own rate limiter), then deletes
 // them.
 func measure(ctx context.Context, c client.Client, w *watcher, ns string, k kwokContender, names []string, workers int32) ([]result, error) {
-	w.expect(names, workers+1)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(names))
-	for _, n := range names {
-		tj := &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns},
-			Spec: trainer.TrainJobSpec{
-				RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
-				Trainer: &trainer.Trainer{NumNodes: ptr.To(workers), ResourcesPerNode: &corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				}},
-			},
-		}
-		if k.queue {
-			tj.Labels = map[string]string{mpi.KueueQueueLabel: "bench"}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each job is timed from its own creation request.
-			w.started(n, time.Now())
-			if err := c.Create(ctx, tj); err != nil {
-				errs <- fmt.Errorf("creating %s: %w", n, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return nil, err
-	}
-	results, err := w.wait(ctx, names, 5*time.Minute)
+	run, err := burst(ctx, w, names, workers+1, 5*time.Minute, func(n string) client.Object {
+		return benchTrainJob(ns, n, k.runtime, workers, k.queue)
+	}, c)
 	if err != nil {
 		return nil, err
 	}
+	results := run.results
 	for _, n := range names {
 		_ = c.Delete(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	}
@@ -366,6 +338,24 @@ func measure(ctx context.Context, c client.Client, w *watcher, ns string, k kwok
 		time.Sleep(time.Second)
 	}
 	return results, nil
+}
+
+// benchTrainJob is a TrainJob of the benchmark's runtime, queued in its
+// Kueue queue when queued.
+func benchTrainJob(ns, name, runtime string, workers int32, queued bool) *trainer.TrainJob {
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: runtime},
+			Trainer: &trainer.Trainer{NumNodes: ptr.To(workers), ResourcesPerNode: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			}},
+		},
+	}
+	if queued {
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "bench"}
+	}
+	return tj
 }
 
 // watcher records, from informers on the benchmark's namespace, when each

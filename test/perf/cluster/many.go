@@ -11,9 +11,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -67,15 +65,7 @@ func runMany(ctx context.Context, c client.Client, w *watcher, meter *operatorMe
 	}
 	rss := sampleRSS(meter.pid)
 	torus, err := burst(ctx, w, names, o.workers+1, timeout, func(n string) client.Object {
-		return &trainer.TrainJob{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
-			Spec: trainer.TrainJobSpec{
-				RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
-				Trainer: &trainer.Trainer{NumNodes: ptr.To(o.workers), ResourcesPerNode: &corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-				}},
-			},
-		}
+		return benchTrainJob(ns, n, k.runtime, o.workers, true)
 	}, c)
 	torus.peakRSS = rss.stop()
 	if err != nil {

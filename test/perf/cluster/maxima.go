@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,15 +167,7 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 		return row, err
 	}
 	rss := sampleRSS(meter.pid)
-	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{mpi.KueueQueueLabel: "bench"}},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: k.runtime},
-			Trainer: &trainer.Trainer{NumNodes: ptr.To(workers), ResourcesPerNode: &corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-			}},
-		},
-	}
+	tj := benchTrainJob(ns, name, k.runtime, workers, true)
 	w.expect([]string{name}, workers+1)
 	w.started(name, time.Now())
 	if err := c.Create(ctx, tj); err != nil {
