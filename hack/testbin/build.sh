@@ -7,6 +7,7 @@
 #   hack/testbin/build.sh envtest      # etcd and kube-apiserver
 #   hack/testbin/build.sh cluster      # everything the local cluster runs
 #   hack/testbin/build.sh trainer      # upstream Trainer controller, for test/perf/controlplane
+#   hack/testbin/build.sh mpi-operator # Kubeflow's mpi-operator, for make bench-mpi-operator
 #   hack/testbin/build.sh olm          # OLM, opm and a loopback catalog server (test/olm)
 #   hack/testbin/build.sh openshift    # OpenShift's SCC admission as a webhook (test/localcluster -openshift)
 #   hack/testbin/build.sh node         # kubelet, containerd, CoreDNS, kube-router, Multus and Whereabouts, for the real nodes beside the kwok nodes
@@ -198,6 +199,10 @@ for component in $components; do
       # Upstream's Trainer controller, for the side-by-side measures and the drop-in suite.
       build trainer-controller-manager controllers github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
         "$(modversion controllers github.com/kubeflow/trainer/v2)" ;;
+    mpi-operator)
+      # Kubeflow's mpi-operator, for the side-by-side measures (make bench-mpi-operator).
+      build mpi-operator mpioperator github.com/kubeflow/mpi-operator/cmd/mpi-operator \
+        "$(modversion mpioperator github.com/kubeflow/mpi-operator)" ;;
     olm-operator)
       build olm olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
         "$(modversion olm github.com/operator-framework/operator-lifecycle-manager)" ;;

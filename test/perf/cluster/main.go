@@ -6,7 +6,9 @@
 // instead, against the floor of its JobSet created directly, with the
 // operator's peak memory and how long the plugin and the dashboard take to
 // answer about it (maxima.go). With -many, that many jobs at once, against
-// the floor of their JobSets created directly (many.go). With -upstream,
+// the floor of their JobSets created directly (many.go). With
+// -mpi-operator, the same jobs as Torus's TrainJobs and as MPIJobs with
+// Kubeflow's mpi-operator (mpioperator.go). With -upstream,
 // the same jobs on upstream Trainer's published MPI runtime, with
 // upstream's controller (test/localcluster -upstream-trainer), and with
 // neither Torus nor upstream queued
@@ -18,7 +20,7 @@
 // where upstream's controller runs instead of Torus (test/localcluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096 | -many 1000x8] [-real-node [-upstream]]
+//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096 | -many 1000x8 | -mpi-operator 1024,200x8] [-real-node [-upstream | -sections hosts]]
 package main
 
 import (
@@ -70,11 +72,15 @@ func main() {
 	real := fs.Bool("real-node", false, "time real jobs on the cluster's real node (test/localcluster up -real-node) instead")
 	upstream := fs.Bool("upstream", false, "on upstream Trainer's MPI runtime, unqueued (test/localcluster up -upstream-trainer, with -real-node for real jobs)")
 	queue := fs.Bool("queue", true, "without -real-node, submit Torus's jobs through a Kueue queue")
-	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start)")
+	sections := fs.String("sections", "start,launch,training,restart", "with -real-node and not -upstream, what to measure: start (2-worker jobs beside the floor), launch (16 hosts), training (the reference training at 1, 2 and 4 ranks), restart (a worker's pod deleted: the new run's start against the cold start), hosts (jobs of -hosts workers, up to as many as the real nodes hold)")
+	hosts := fs.String("hosts", "2,4,8,16,32,64,128,max", "with -sections hosts: the jobs' sizes in workers of one rank, ascending; max: as many as the real nodes hold")
+	hostRuns := fs.Int("host-runs", 3, "with -sections hosts: jobs of each size and remote launch")
 	maxima := fs.String("maxima", "", "without -real-node: instead of the usual scenarios, one job of each of these sizes (workers, comma-separated, such as 1024,4096,16384) through Kueue, each against the floor of its JobSet created directly, with the operator's peak memory and the plugin's answers at that size")
 	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
 	floor := fs.Bool("floor", true, "with -maxima or -many, run the floor after Torus's jobs")
 	many := fs.String("many", "", "without -real-node: instead of the usual scenarios, JOBSxWORKERS (such as 1000x8): that many jobs created at once through Kueue, against the floor of their JobSets created directly, with each job's creation → JobSet, admission and status lag")
+	vsMPIOperator := fs.String("mpi-operator", "", "without -real-node: instead of the usual scenarios, each case (N: one job of N workers; JOBSxWORKERS: that many at once, comma-separated, such as 1024,4096,200x8) as Torus's TrainJobs and then as MPIJobs with Kubeflow's mpi-operator, neither queued, with each controller's CPU, memory and requests")
+	mpiOperatorBin := fs.String("mpi-operator-bin", ".testbin/bin/mpi-operator", "with -mpi-operator, the mpi-operator binary (hack/testbin/build.sh mpi-operator)")
 	_ = fs.Parse(os.Args[1:])
 	var mo *maximaOptions
 	if *maxima != "" {
@@ -95,11 +101,29 @@ func main() {
 		o.floor = *floor
 		mn = &o
 	}
+	var vs *mpiOperatorOptions
+	if *vsMPIOperator != "" {
+		cases, err := parseMPICases(*vsMPIOperator)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benche2e:", err)
+			os.Exit(2)
+		}
+		vs = &mpiOperatorOptions{cases: cases, bin: *mpiOperatorBin}
+	}
+	hostSizes, err := parseHosts(*hosts)
+	if err == nil && *hostRuns < 1 {
+		err = fmt.Errorf("-host-runs wants a positive count, got %d", *hostRuns)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benche2e:", err)
+		os.Exit(2)
+	}
+	ho := hostsOptions{sizes: hostSizes, runs: *hostRuns}
 	k := kwokContender{runtime: "bench-openmpi", queue: *queue, label: "Torus"}
 	if *upstream {
 		k = kwokContender{runtime: upstreamRuntime, upstream: true}
 	}
-	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), mo, mn); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), ho, mo, mn, vs); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
@@ -115,7 +139,7 @@ type kwokContender struct {
 	label string
 }
 
-func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, mo *maximaOptions, mn *manyOptions) error {
+func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, ho hostsOptions, mo *maximaOptions, mn *manyOptions, vs *mpiOperatorOptions) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -160,6 +184,8 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 				err = runTrainingScaling(ctx, c, cs, ns)
 			case "restart":
 				err = runRestarts(ctx, c, cs, ns)
+			case "hosts":
+				err = runHosts(ctx, c, cs, ns, ho)
 			default:
 				err = fmt.Errorf("-sections: unknown section %q", s)
 			}
@@ -197,6 +223,9 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 	}
 	if mn != nil {
 		return runMany(ctx, c, w, meter, ns, k, *mn)
+	}
+	if vs != nil {
+		return runVsMPIOperator(ctx, c, cfg, w, meter, ns, k, *vs)
 	}
 	var works []string
 	queued := "not queued"
@@ -459,8 +488,12 @@ func (w *watcher) record(name string, set func(*result, time.Duration)) {
 }
 
 func (w *watcher) pod(p *corev1.Pod) {
-	// Torus's and upstream's JobSets alike are named for their TrainJob.
+	// Torus's and upstream's JobSets alike are named for their TrainJob;
+	// mpi-operator's pods carry their MPIJob's name.
 	name := p.Labels[jobsetv1alpha2.JobSetNameKey]
+	if name == "" {
+		name = p.Labels[mpiJobNameLabel]
+	}
 	w.mu.Lock()
 	if run := w.running[name]; run != nil && p.Status.Phase == corev1.PodRunning {
 		run[p.Name] = true

@@ -242,9 +242,10 @@ func finished(ctx context.Context, c client.Client, tj *trainer.TrainJob) (bool,
 // once (a launcher and its workers), or ended reports the job's end; pc,
 // when given, notes the steps of the start on the way.
 func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want int, start time.Time, ended func() error, pc phaseClock) (time.Duration, error) {
+	limit, poll := podsLimit(want), podsPoll(want)
 	for {
-		if time.Since(start) > 3*time.Minute {
-			return 0, fmt.Errorf("%s's pods were not all Running within 3 minutes", name)
+		if time.Since(start) > limit {
+			return 0, fmt.Errorf("%s's pods were not all Running within %s", name, limit)
 		}
 		var pods corev1.PodList
 		at := time.Since(start)
@@ -273,8 +274,21 @@ func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want
 				return 0, err
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(poll)
 	}
+}
+
+// podsLimit is how long a job of pods may take to start on the real
+// nodes, two kubelets sharing the machine's cores: 3 minutes, and a
+// second more for each pod.
+func podsLimit(pods int) time.Duration { return 3*time.Minute + time.Duration(pods)*time.Second }
+
+// podsPoll is how often a job of pods is polled: every 50 ms, or less
+// often where listing its pods would load the API server, which shares
+// the cores with the job: a list of a few pods is cheap, one of hundreds
+// is not.
+func podsPoll(pods int) time.Duration {
+	return max(50*time.Millisecond, time.Duration(pods)*2*time.Millisecond)
 }
 
 // launcherPastInit reads, from the launcher's output, when the last rank

@@ -68,9 +68,11 @@ func runScaleJob(ctx context.Context, c client.Client, cs kubernetes.Interface, 
 	if running, err = untilAllRunning(ctx, c, ns, name, int(j.workers)+1, created, ended, nil); err != nil {
 		return 0, created, nil, err
 	}
+	pods := int(j.workers) + 1
+	limit := podsLimit(pods) + 2*time.Minute
 	for {
-		if time.Since(created) > 5*time.Minute {
-			return 0, created, nil, fmt.Errorf("%s did not complete in 5 minutes", name)
+		if time.Since(created) > limit {
+			return 0, created, nil, fmt.Errorf("%s did not complete in %s", name, limit)
 		}
 		complete, err := finished(ctx, c, tj)
 		if err != nil {
@@ -79,7 +81,7 @@ func runScaleJob(ctx context.Context, c client.Client, cs kubernetes.Interface, 
 		if complete {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(podsPoll(pods))
 	}
 	if out, err = launcherOutput(ctx, c, cs, ns, name); err != nil {
 		return 0, created, nil, err
