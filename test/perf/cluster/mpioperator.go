@@ -112,7 +112,8 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 	fmt.Println("# Side by side with mpi-operator")
 	fmt.Println()
 	fmt.Printf("`make bench-mpi-operator` (MPI_OPERATOR=%s) on %d cores, %s, on %s. Each case runs as Torus's TrainJobs, then as MPIJobs "+
-		"of the same shape (a launcher and the workers, each worker asking for 100m of CPU) with Kubeflow's mpi-operator %s "+
+		"of the same shape (a launcher and the workers, each worker asking for 100m of CPU; the launcher created once the workers are Ready, "+
+		"as Torus's is on nodes that run no containers) with Kubeflow's mpi-operator %s "+
 		"(built from its Go module, its client at Torus's operator's limits, 500 requests per second and a burst of 1,000, its other flags its defaults), "+
 		"on empty nodes, neither through Kueue. Each is timed from its first creation request until every job has all its pods Running. "+
 		"The controllers' figures are their whole process during the case: resident memory sampled every 200 ms, CPU time, and their API requests by method "+
@@ -294,7 +295,8 @@ func mpiJobList() client.Object {
 
 // mpiJob is an MPIJob of the same shape as the benchmark's TrainJobs on
 // the kwok nodes: a launcher and workers of one slot each, each worker
-// asking for 100m of CPU, the pods running until deleted.
+// asking for 100m of CPU, the launcher created once the workers are Ready,
+// the pods running until deleted.
 func mpiJob(ns, name, image string, workers int32) *unstructured.Unstructured {
 	pod := func(cpu string) map[string]any {
 		ctr := map[string]any{"name": "mpi", "image": image, "command": []any{"sleep", "infinity"}}
@@ -307,6 +309,11 @@ func mpiJob(ns, name, image string, workers int32) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec": map[string]any{
 			"slotsPerWorker": int64(1),
+			// On kwok, which runs no containers, Torus's launcher starts
+			// once its workers are Ready (the local cluster's operator
+			// runs with --launcher-after-workers): mpi-operator's own
+			// setting for the same order.
+			"launcherCreationPolicy": "WaitForWorkersReady",
 			"mpiReplicaSpecs": map[string]any{
 				"Launcher": map[string]any{"replicas": int64(1), "template": pod("")},
 				"Worker":   map[string]any{"replicas": int64(workers), "template": pod("100m")},
