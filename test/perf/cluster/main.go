@@ -510,6 +510,16 @@ func (w *watcher) pod(p *corev1.Pod) {
 	}
 }
 
+// waitTimeout is a wait that ended before every job ran.
+type waitTimeout struct {
+	running, jobs int
+	after         time.Duration
+}
+
+func (e *waitTimeout) Error() string {
+	return fmt.Sprintf("%d of %d jobs had all their pods running after %s", e.running, e.jobs, e.after)
+}
+
 // wait returns the jobs' results once all their pods ran.
 func (w *watcher) wait(ctx context.Context, names []string, timeout time.Duration) ([]result, error) {
 	deadline := time.After(timeout)
@@ -529,7 +539,7 @@ func (w *watcher) wait(ctx context.Context, names []string, timeout time.Duratio
 		select {
 		case <-w.changed:
 		case <-deadline:
-			return nil, fmt.Errorf("%d of %d jobs had all their pods running after %s", running, len(names), timeout)
+			return nil, &waitTimeout{running: running, jobs: len(names), after: timeout}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
