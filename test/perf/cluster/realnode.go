@@ -279,9 +279,10 @@ func untilAllRunning(ctx context.Context, c client.Client, ns, name string, want
 }
 
 // podsLimit is how long a job of pods may take to start on the real
-// nodes, two kubelets sharing the machine's cores: 3 minutes, and a
-// second more for each pod.
-func podsLimit(pods int) time.Duration { return 3*time.Minute + time.Duration(pods)*time.Second }
+// nodes, two kubelets sharing the machine's cores: 3 minutes, and 4 s more
+// for each pod (a pod of a job of hundreds, with an init container, takes
+// about 3 s of those kubelets' time).
+func podsLimit(pods int) time.Duration { return 3*time.Minute + time.Duration(pods)*4*time.Second }
 
 // podsPoll is how often a job of pods is polled: every 50 ms, or less
 // often where listing its pods would load the API server, which shares
