@@ -443,23 +443,6 @@ func (op *mpiOperator) stop() error {
 	return os.RemoveAll(op.dir)
 }
 
-// processCPU is a process's CPU time so far, from /proc.
-func processCPU(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// utime and stime, fields 14 and 15, after the command's parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat has %d fields after the command", pid, len(fields))
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	// The kernel's USER_HZ is 100 on Linux.
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
 // countingProxy serves the API server on loopback without TLS or
 // credentials, forwarding with the benchmark's own, and counts the
 // requests by method: a controller pointed at it shows what it asks of the

@@ -170,16 +170,11 @@ func (m *operatorMeter) cleanup(ctx context.Context, c client.Client, ns string)
 // read takes a snapshot of the operator's work.
 func (m *operatorMeter) read(ctx context.Context) (operatorWork, error) {
 	var w operatorWork
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.pid))
+	cpu, err := processCPU(m.pid)
 	if err != nil {
 		return w, err
 	}
-	// utime and stime, fields 14 and 15, after the command's parentheses.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	// The kernel's USER_HZ is 100 on Linux.
-	w.cpu = time.Duration(utime+stime) * 10 * time.Millisecond
+	w.cpu = cpu
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
 	if err != nil {
@@ -234,4 +229,21 @@ func sum(f *dto.MetricFamily, label, value string) float64 {
 		total += m.GetCounter().GetValue()
 	}
 	return total
+}
+
+// processCPU is a process's CPU time so far, from /proc.
+func processCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// utime and stime, fields 14 and 15, after the command's parentheses.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat has %d fields after the command", pid, len(fields))
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	// The kernel's USER_HZ is 100 on Linux.
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
