@@ -324,12 +324,25 @@ func realNodeJobs(dirp *string) {
 
 			It("an image the node does not have: ErrImageNeverPull while it waits, then the scheduling timeout fails it with that cause", func() {
 				DeferCleanup(func() { kubectlMPI(dir, "delete", "nopull") })
-				out, code := jobs["nopull"].wait()
+				neverPull := fmt.Sprintf(`worker-0 (rank 0) ErrImageNeverPull: image %q is not on the node and its pull policy is Never`, absentImage)
+				// The kubelet reaches the image only once the pod's sandbox
+				// is up, which on a busy machine can take it several tries:
+				// Multus gives its read of the pod 250 ms, and the kubelet
+				// retries a failed sandbox about every 10 s. So the job runs
+				// with a scheduling timeout it cannot reach first, the spec
+				// waits for the node's reason, and then lowers the timeout
+				// below the time already waited, which fails the job at once.
+				Eventually(func() string { return running(dir, "nopull").Message }, 5*time.Minute, time.Second).Should(ContainSubstring(neverPull),
+					func() string { return "the missing image was not named:\n" + jobReport(dir, "nopull", nil) })
+				out, code := kubectl(dir, "annotate", "trainjob", "nopull", "--overwrite", api.AnnotationSchedulingTimeout+"=1s")
+				Expect(code).To(Equal(0), out)
+
+				out, code = jobs["nopull"].wait()
 				Expect(code).To(Equal(3), "run --wait exits 3 when the job fails:\n%s", out)
-				Expect(out).To(ContainSubstring("scheduling timeout of 40s"))
-				Expect(out).To(MatchRegexp(`ErrImageNeverPull: image "%s" is not on the node and its pull policy is Never`, absentImage))
+				Expect(out).To(ContainSubstring("Not all ranks ran within the scheduling timeout of 1s"))
+				Expect(out).To(ContainSubstring("it waited for: " + neverPull))
 				describe, _ := kubectlMPI(dir, "describe", "nopull")
-				Expect(describe).To(MatchRegexp(`Reason:\s+Not all ranks ran within the scheduling timeout of 40s`))
+				Expect(describe).To(MatchRegexp(`Reason:\s+Not all ranks ran within the scheduling timeout of 1s`))
 				Expect(describe).To(ContainSubstring(fmt.Sprintf(`image %q is not on the node`, absentImage)))
 				// The timeout released the job's pods.
 				Eventually(func() string {
@@ -863,7 +876,7 @@ func startFailures(dir string, jobs map[string]*background) {
 	Expect(code).To(Equal(0))
 
 	jobs["nopull"] = kubectlMPIInBackground(dir, "run", "nopull", "--runtime", "torus-openmpi-local", "--image", absentImage,
-		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--scheduling-timeout", "40s", "--wait", "--timeout", "3m", "--", "true")
+		"--workers", "1", "--cpu", "100m", "--memory", "128Mi", "--scheduling-timeout", "1h", "--wait", "--timeout", "15m", "--", "true")
 
 	// The node's pause image has one static binary and no sh, and no
 	// user: the pods get one.
