@@ -42,6 +42,9 @@ MANY               ?= 200x8
 HOSTS              ?= 2,4,8,16
 HOST_RUNS          ?= 3
 MPI_OPERATOR       ?= 1024,200x8
+# More mpi-operator flags, such as --controller-queue-rate-limit=1000; MPI_OPERATOR_QUEUE=false runs both unqueued.
+MPI_OPERATOR_ARGS  ?=
+MPI_OPERATOR_QUEUE ?= true
 CONTROLLER_GEN     := $(TESTBIN)/bin/controller-gen
 # Each Ginkgo suite writes a JSON report in its package directory; when one
 # fails, hack/failures prints each failed spec with the end of its message,
@@ -268,11 +271,11 @@ bench-many: build testbin ## Many jobs at once: MANY (200x8; 1000x8 needs more t
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-mpi-operator
-bench-mpi-operator: build testbin ## Side by side with Kubeflow's mpi-operator v0.8.2 (built from its Go module): each case in MPI_OPERATOR (one job of 1,024 workers, 200 jobs of 8) as Torus's TrainJobs and as MPIJobs, neither queued, on a fresh local cluster of MAXIMA_NODES kwok nodes, with each controller's time to every pod Running, CPU, memory and API requests (about 20 minutes); writes test/perf/mpi-operator.md.
+bench-mpi-operator: build testbin ## Side by side with Kubeflow's mpi-operator v0.8.2 (built from its Go module): each case in MPI_OPERATOR (one job of 1,024 workers, 200 jobs of 8) as Torus's TrainJobs and as MPIJobs, both through Kueue (MPI_OPERATOR_QUEUE=false: neither), on a fresh local cluster of MAXIMA_NODES kwok nodes, with each controller's time to every pod Running, CPU, memory and API requests (about 20 minutes); writes test/perf/mpi-operator.md.
 	hack/testbin/build.sh mpi-operator
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES)
-	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -mpi-operator $(MPI_OPERATOR) -mpi-operator-bin $(TESTBIN)/bin/mpi-operator > $(ROOT)/test/perf/mpi-operator.md.new && status=0 || status=$$?; \
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -kueue-mpijob
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -mpi-operator $(MPI_OPERATOR) -queue=$(MPI_OPERATOR_QUEUE) -mpi-operator-bin $(TESTBIN)/bin/mpi-operator -mpi-operator-args "$(MPI_OPERATOR_ARGS)" > $(ROOT)/test/perf/mpi-operator.md.new && status=0 || status=$$?; \
 	  cat $(ROOT)/test/perf/mpi-operator.md.new; test $$status = 0 && mv $(ROOT)/test/perf/mpi-operator.md.new $(ROOT)/test/perf/mpi-operator.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 

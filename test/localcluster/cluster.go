@@ -39,6 +39,9 @@ type cluster struct {
 	// openshift: OpenShift's pod security (SCCs, namespace allocations,
 	// OpenShift's SCC admission) decides every pod.
 	openshift bool
+	// kueueMPIJob: Kueue also manages Kubeflow's MPIJobs, once their CRD
+	// is installed (-kueue-mpijob).
+	kueueMPIJob bool
 	// operatorImage is the operator binary the real node gets as the
 	// bundle's operator image; operatorImageDefault says it is the
 	// -operator binary, imported only when it can be (static).

@@ -62,22 +62,16 @@ clientConnection:
 	return err
 }
 
-func (c *cluster) startKueue(ctx context.Context) error {
-	certs, err := c.servingCert("kueue-webhook")
-	if err != nil {
-		return err
+// kueueConfig is Kueue's configuration on the local cluster: its webhook,
+// metrics and health on loopback ports, no leader election, the JobSet
+// integration, and with mpiJob the MPIJob one, which Kueue sets up once the
+// MPIJob CRD is served.
+func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool) string {
+	frameworks := "  - jobset.x-k8s.io/jobset\n"
+	if mpiJob {
+		frameworks += "  - kubeflow.org/mpijob\n"
 	}
-	if err := c.ensureNamespace(ctx, "kueue-system"); err != nil {
-		return err
-	}
-	// Kueue reads its metrics certificate from a fixed path,
-	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
-	// over an overlay of /etc, so the machine's /etc stays untouched.
-	overlay := filepath.Join(c.dir, "kueue-etc")
-	_, _, err = c.run(ctx, supervisor.Component{
-		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
-		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
-			cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
 leaderElection:
@@ -100,10 +94,27 @@ waitForPodsReady:
   blockAdmission: false
 integrations:
   frameworks:
-  - jobset.x-k8s.io/jobset
-featureGates:
+%sfeatureGates:
   VisibilityOnDemand: false
-`, p[0], certs, p[1], p[2])
+`, webhookPort, certDir, metricsPort, healthPort, frameworks)
+}
+
+func (c *cluster) startKueue(ctx context.Context) error {
+	certs, err := c.servingCert("kueue-webhook")
+	if err != nil {
+		return err
+	}
+	if err := c.ensureNamespace(ctx, "kueue-system"); err != nil {
+		return err
+	}
+	// Kueue reads its metrics certificate from a fixed path,
+	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
+	// over an overlay of /etc, so the machine's /etc stays untouched.
+	overlay := filepath.Join(c.dir, "kueue-etc")
+	_, _, err = c.run(ctx, supervisor.Component{
+		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
+		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
+			cfg := kueueConfig(p[0], p[1], p[2], certs, c.kueueMPIJob)
 			cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err

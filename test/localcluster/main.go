@@ -61,6 +61,7 @@ func upFlags(fs *flag.FlagSet, c *cluster) {
 	fs.BoolVar(&c.realNode, "real-node", false, "also run real nodes (kubelet + containerd, root, each in namespaces of its own) on which pods really run")
 	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
 	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
+	fs.BoolVar(&c.kueueMPIJob, "kueue-mpijob", false, "Kueue also admits Kubeflow's MPIJobs (its kubeflow.org/mpijob integration, set up once their CRD is installed), for side-by-side measures with mpi-operator (make bench-mpi-operator)")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 }
 

@@ -79,8 +79,9 @@ func main() {
 	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
 	floor := fs.Bool("floor", true, "with -maxima or -many, run the floor after Torus's jobs")
 	many := fs.String("many", "", "without -real-node: instead of the usual scenarios, JOBSxWORKERS (such as 1000x8): that many jobs created at once through Kueue, against the floor of their JobSets created directly, with each job's creation → JobSet, admission and status lag")
-	vsMPIOperator := fs.String("mpi-operator", "", "without -real-node: instead of the usual scenarios, each case (N: one job of N workers; JOBSxWORKERS: that many at once, comma-separated, such as 1024,4096,200x8) as Torus's TrainJobs and then as MPIJobs with Kubeflow's mpi-operator, neither queued, with each controller's CPU, memory and requests")
+	vsMPIOperator := fs.String("mpi-operator", "", "without -real-node: instead of the usual scenarios, each case (N: one job of N workers; JOBSxWORKERS: that many at once, comma-separated, such as 1024,4096,200x8) as Torus's TrainJobs and then as MPIJobs with Kubeflow's mpi-operator, both through Kueue unless -queue=false (test/localcluster up -kueue-mpijob), with each controller's CPU, memory and requests")
 	mpiOperatorBin := fs.String("mpi-operator-bin", ".testbin/bin/mpi-operator", "with -mpi-operator, the mpi-operator binary (hack/testbin/build.sh mpi-operator)")
+	mpiOperatorArgs := fs.String("mpi-operator-args", "", "with -mpi-operator, more flags for mpi-operator, space-separated (such as --controller-queue-rate-limit=1000)")
 	_ = fs.Parse(os.Args[1:])
 	var mo *maximaOptions
 	if *maxima != "" {
@@ -108,7 +109,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "benche2e:", err)
 			os.Exit(2)
 		}
-		vs = &mpiOperatorOptions{cases: cases, bin: *mpiOperatorBin}
+		vs = &mpiOperatorOptions{cases: cases, bin: *mpiOperatorBin, args: strings.Fields(*mpiOperatorArgs), queued: *queue}
 	}
 	hostSizes, err := parseHosts(*hosts)
 	if err == nil && *hostRuns < 1 {

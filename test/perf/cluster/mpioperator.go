@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -55,11 +56,14 @@ func (m mpiCase) String() string {
 	return fmt.Sprintf("%d jobs of %d workers", m.jobs, m.workers)
 }
 
-// mpiOperatorOptions is the side-by-side with mpi-operator: its cases, and
-// the binary to run.
+// mpiOperatorOptions is the side-by-side with mpi-operator: its cases, the
+// binary to run with its flags beyond the benchmark's, and whether both
+// contenders' jobs go through Kueue.
 type mpiOperatorOptions struct {
-	cases []mpiCase
-	bin   string
+	cases  []mpiCase
+	bin    string
+	args   []string
+	queued bool
 }
 
 // parseMPICases reads the side-by-side's cases, comma-separated: N for one
@@ -92,12 +96,12 @@ type controllerRun struct {
 	requests map[string]float64
 }
 
-// runVsMPIOperator runs each case twice on the kwok nodes, neither queued:
-// as Torus's TrainJobs, then as the same jobs' MPIJobs with mpi-operator
-// running, each from the first creation request until every job has all its
-// pods Running, with each controller's CPU, peak memory and API requests.
-// mpi-operator runs only for its own jobs, started for each case and proven
-// by a job of one worker first.
+// runVsMPIOperator runs each case twice on the kwok nodes, both through
+// Kueue's queue or neither: as Torus's TrainJobs, then as the same jobs'
+// MPIJobs with mpi-operator running, each from the first creation request
+// until every job has all its pods Running, with each controller's CPU,
+// peak memory and API requests. mpi-operator runs only for its own jobs,
+// started for each case and proven by a job of one worker first.
 func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w *watcher, meter *operatorMeter, ns string, k kwokContender, o mpiOperatorOptions) error {
 	if err := installMPIJobCRD(ctx, c); err != nil {
 		return err
@@ -110,16 +114,24 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 	if err != nil {
 		return err
 	}
+	queueing := "neither through Kueue"
+	if o.queued {
+		queueing = "both through the same Kueue queue (Kueue's JobSet and MPIJob integrations)"
+	}
+	flags := "its other flags its defaults"
+	if len(o.args) > 0 {
+		flags = "and " + strings.Join(o.args, " ")
+	}
 	fmt.Println("# Side by side with mpi-operator")
 	fmt.Println()
 	fmt.Printf("`make bench-mpi-operator` (MPI_OPERATOR=%s) on %d cores, %s, on %s. Each case runs as Torus's TrainJobs, then as MPIJobs "+
 		"of the same shape (a launcher and the workers, each worker asking for 100m of CPU; the launcher created once the workers are Ready, "+
 		"as Torus's is on nodes that run no containers) with Kubeflow's mpi-operator %s "+
-		"(built from its Go module, its client at Torus's operator's limits, 500 requests per second and a burst of 1,000, its other flags its defaults), "+
-		"on empty nodes, neither through Kueue. Each is timed from its first creation request until every job has all its pods Running. "+
+		"(built from its Go module, its client at Torus's operator's limits, 500 requests per second and a burst of 1,000, %s), "+
+		"on empty nodes, %s. Each is timed from its first creation request until every job has all its pods Running. "+
 		"The controllers' figures are their whole process during the case: resident memory sampled every 200 ms, CPU time, and their API requests by method "+
 		"(Torus's from its metrics, mpi-operator's counted by a proxy in front of it).\n\n",
-		casesString(o.cases), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), kwokNodesSummary(ctx, c), version)
+		casesString(o.cases), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), kwokNodesSummary(ctx, c), version, flags, queueing)
 	fmt.Println("| case | controller | first creation → every job Running | per job: all pods Running p50 / p99 | controller RSS peak | controller CPU | controller API requests |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
 	for i, cs := range o.cases {
@@ -138,7 +150,7 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 		}
 		rss := sampleRSS(meter.pid)
 		run, err := burst(ctx, w, names("t"), cs.workers+1, timeout, func(n string) client.Object {
-			return benchTrainJob(ns, n, k.runtime, cs.workers, false)
+			return benchTrainJob(ns, n, k.runtime, cs.workers, o.queued)
 		}, c)
 		peak := rss.stop()
 		if err != nil {
@@ -157,7 +169,7 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 
 		printControllerRow(cs, "Torus", torus)
 
-		op, err := startMPIOperator(ctx, c, cfg, o.bin, ns, image, w)
+		op, err := startMPIOperator(ctx, c, cfg, o, ns, image, w)
 		if err != nil {
 			return err
 		}
@@ -309,8 +321,9 @@ func mpiJobList() client.Object {
 // mpiJob is an MPIJob of the same shape as the benchmark's TrainJobs on
 // the kwok nodes: a launcher and workers of one slot each, each worker
 // asking for 100m of CPU, the launcher created once the workers are Ready,
-// the pods running until deleted.
-func mpiJob(ns, name, image string, workers int32) *unstructured.Unstructured {
+// the pods running until deleted; queued in the benchmark's Kueue queue when
+// queued.
+func mpiJob(ns, name, image string, workers int32, queued bool) *unstructured.Unstructured {
 	pod := func(cpu string) map[string]any {
 		ctr := map[string]any{"name": "mpi", "image": image, "command": []any{"sleep", "infinity"}}
 		if cpu != "" {
@@ -334,6 +347,9 @@ func mpiJob(ns, name, image string, workers int32) *unstructured.Unstructured {
 		},
 	}}
 	u.SetGroupVersionKind(mpiJobGVK)
+	if queued {
+		u.SetLabels(map[string]string{mpi.KueueQueueLabel: "bench"})
+	}
 	return u
 }
 
@@ -345,12 +361,14 @@ type mpiOperator struct {
 	dir   string
 	// image is the pods' image: the benchmark runtime's.
 	image string
+	// queued: its jobs go through Kueue's queue.
+	queued bool
 }
 
 // startMPIOperator runs mpi-operator against the cluster through a counting
 // proxy, with its logs in a file, and returns once it ran a job of one
-// worker to all its pods Running.
-func startMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, bin, ns, image string, w *watcher) (*mpiOperator, error) {
+// worker to all its pods Running, through Kueue when o.queued.
+func startMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, o mpiOperatorOptions, ns, image string, w *watcher) (*mpiOperator, error) {
 	// Its leader election's lock lives in this namespace.
 	const lockNS = "mpi-operator"
 	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockNS}})); err != nil {
@@ -381,26 +399,56 @@ current-context: local
 		proxy.close()
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeConfig", kubeconfig, "--lock-namespace", lockNS, "--kube-api-qps", "500", "--kube-api-burst", "1000")
+	args := append([]string{"--kubeConfig", kubeconfig, "--lock-namespace", lockNS, "--kube-api-qps", "500", "--kube-api-burst", "1000"}, o.args...)
+	cmd := exec.Command(o.bin, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// A process group of its own, stopped by its PID.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		proxy.close()
-		return nil, fmt.Errorf("starting %s (hack/testbin/build.sh mpi-operator builds it): %w", bin, err)
+		return nil, fmt.Errorf("starting %s (hack/testbin/build.sh mpi-operator builds it): %w", o.bin, err)
 	}
 	_ = logs.Close()
-	op := &mpiOperator{cmd: cmd, proxy: proxy, dir: dir, image: image}
+	op := &mpiOperator{cmd: cmd, proxy: proxy, dir: dir, image: image, queued: o.queued}
 	name := "mpi-operator-ready"
-	if _, err := burst(ctx, w, []string{name}, 2, 2*time.Minute, func(n string) client.Object { return mpiJob(ns, n, image, 1) }, c); err != nil {
+	// Kueue sets its MPIJob integration up once it sees the CRD, polling
+	// for it with a back-off of up to 2 minutes.
+	wait := 2 * time.Minute
+	if o.queued {
+		wait = 5 * time.Minute
+	}
+	if _, err := burst(ctx, w, []string{name}, 2, wait, func(n string) client.Object { return mpiJob(ns, n, image, 1, o.queued) }, c); err != nil {
 		_ = op.stop()
 		return nil, fmt.Errorf("mpi-operator did not run a job of one worker (its log: %s): %w", logs.Name(), err)
+	}
+	if o.queued {
+		if err := admittedByKueue(ctx, c, ns, name); err != nil {
+			_ = op.stop()
+			return nil, err
+		}
 	}
 	if err := drainAll(ctx, c, ns, mpiJobList(), 2*time.Minute); err != nil {
 		_ = op.stop()
 		return nil, err
 	}
 	return op, nil
+}
+
+// admittedByKueue checks that Kueue admitted the MPIJob name, which ran:
+// without its MPIJob integration, Kueue lets a queued MPIJob run unqueued.
+func admittedByKueue(ctx context.Context, c client.Client, ns, name string) error {
+	var wls kueue.WorkloadList
+	if err := c.List(ctx, &wls, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing Kueue's workloads: %w", err)
+	}
+	for _, wl := range wls.Items {
+		for _, ref := range wl.OwnerReferences {
+			if ref.Kind == mpiJobGVK.Kind && ref.Name == name && wl.Status.Admission != nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("MPIJob %s ran without an admitted Kueue workload: Kueue does not manage MPIJobs here; start the cluster with test/localcluster up -kueue-mpijob, or measure with -queue=false", name)
 }
 
 // measure creates the MPIJobs at once and times them, with mpi-operator's
@@ -413,7 +461,7 @@ func (op *mpiOperator) measure(ctx context.Context, c client.Client, w *watcher,
 	}
 	reqBefore := op.proxy.counts()
 	rss := sampleRSS(pid)
-	run, err := burst(ctx, w, names, workers+1, timeout, func(n string) client.Object { return mpiJob(ns, n, op.image, workers) }, c)
+	run, err := burst(ctx, w, names, workers+1, timeout, func(n string) client.Object { return mpiJob(ns, n, op.image, workers, op.queued) }, c)
 	peak := rss.stop()
 	if err != nil {
 		return controllerRun{}, err

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
+	"sigs.k8s.io/yaml"
+)
+
+// Kueue's configuration reads strictly as Kueue's own type, with the
+// integrations each mode asks for.
+func TestKueueConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mpiJob bool
+		want   []string
+	}{
+		{name: "JobSet only", want: []string{"jobset.x-k8s.io/jobset"}},
+		{name: "with MPIJobs", mpiJob: true, want: []string{"jobset.x-k8s.io/jobset", "kubeflow.org/mpijob"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg kueueconfig.Configuration
+			if err := yaml.UnmarshalStrict([]byte(kueueConfig(9443, 8443, 8081, "/certs", tc.mpiJob)), &cfg); err != nil {
+				t.Fatalf("Kueue's configuration does not read as its type: %v", err)
+			}
+			if cfg.Integrations == nil {
+				t.Fatal("no integrations")
+			}
+			if diff := cmp.Diff(tc.want, cfg.Integrations.Frameworks); diff != "" {
+				t.Errorf("frameworks (-want +got):\n%s", diff)
+			}
+			if cfg.Webhook.Port == nil || *cfg.Webhook.Port != 9443 || cfg.Webhook.CertDir != "/certs" {
+				t.Errorf("webhook: port %v, certDir %q; want 9443, /certs", cfg.Webhook.Port, cfg.Webhook.CertDir)
+			}
+		})
+	}
+}
