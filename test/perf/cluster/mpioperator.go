@@ -436,6 +436,8 @@ current-context: local
 
 // admittedByKueue checks that Kueue admitted the MPIJob name, which ran:
 // without its MPIJob integration, Kueue lets a queued MPIJob run unqueued.
+// One read suffices: Kueue writes the admission before it resumes the job,
+// and the job's pods ran.
 func admittedByKueue(ctx context.Context, c client.Client, ns, name string) error {
 	var wls kueue.WorkloadList
 	if err := c.List(ctx, &wls, client.InNamespace(ns)); err != nil {
@@ -443,7 +445,7 @@ func admittedByKueue(ctx context.Context, c client.Client, ns, name string) erro
 	}
 	for _, wl := range wls.Items {
 		for _, ref := range wl.OwnerReferences {
-			if ref.Kind == mpiJobGVK.Kind && ref.Name == name && wl.Status.Admission != nil {
+			if ref.APIVersion == mpiJobGVK.GroupVersion().String() && ref.Kind == mpiJobGVK.Kind && ref.Name == name && wl.Status.Admission != nil {
 				return nil
 			}
 		}
