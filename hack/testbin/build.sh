@@ -65,10 +65,14 @@ boost() { # holder file
     i=$((i + 1))
   done
   # Every thread: a niceness is a thread's, and a go command's threads
-  # each start compilers at their own.
-  local tids=() p
+  # each start compilers at their own. A compiler may exit between
+  # pgrep and here: a glob skips it where a failing command would
+  # stop this script under set -e.
+  local tids=() p t
   for p in "${pids[@]}"; do
-    tids+=($(ls "/proc/$p/task" 2>/dev/null))
+    for t in "/proc/$p/task/"*; do
+      if [[ -e $t ]]; then tids+=("${t##*/}"); fi
+    done
   done
   renice -n "$ours" -p "${tids[@]}" >/dev/null 2>&1 || true
   echo "testbin: waiting for the build of $(basename "$1" .holder | tr -d .) that PID $holder runs, at this build's priority ($ours)" >&2
