@@ -3,13 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -37,19 +38,23 @@ func workloadToTrainJob(_ context.Context, o client.Object) []reconcile.Request 
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: owners[0]}}}
 }
 
-// getWorkload finds the newest workload of the job's JobSet, if any.
+// getWorkload finds the newest workload of the job's JobSet, if any: one
+// Kueue made for this JobSet, its controller by UID. A workload left from
+// an earlier JobSet of the same name neither admits nor reserves anything
+// for this one.
 func (r *TrainJobReconciler) getWorkload(ctx context.Context, s *scope) (*kueue.Workload, error) {
 	var list kueue.WorkloadList
 	if err := r.client.List(ctx, &list, client.InNamespace(s.tj.Namespace), client.MatchingFields{workloadOwnerKey: s.jobSet.Name}); err != nil {
 		return nil, fmt.Errorf("listing Kueue workloads: %w", err)
 	}
-	if len(list.Items) == 0 {
-		return nil, nil
+	var newest *kueue.Workload
+	for i := range list.Items {
+		wl := &list.Items[i]
+		if metav1.IsControlledBy(wl, s.jobSet) && (newest == nil || newest.CreationTimestamp.Before(&wl.CreationTimestamp)) {
+			newest = wl
+		}
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
-	})
-	return &list.Items[0], nil
+	return newest, nil
 }
 
 // syncAdmission writes trainjob.ConditionAdmitted from the workload, and returns the
@@ -113,4 +118,29 @@ func (s *scope) recordEviction(cause string) {
 	rec.Evict(run, s.now, cause)
 	s.setCondition(trainjob.ConditionRestarted, metav1.ConditionTrue, trainjob.ReasonEvicted, rec.Message())
 	s.evictedNow = true
+}
+
+// quotaReserved reports whether Kueue holds quota for the JobSet js through
+// its workload wl and may still resume it: Kueue resumes the JobSet once
+// the workload is admitted, at once where the ClusterQueue has no admission
+// checks, after them where it has. A workload Kueue is taking back (evicted,
+// to be deactivated or inactive, an admission check rejected or to be
+// retried, being deleted) or has finished (a JobSet it could not start)
+// resumes nothing, though its reservation may still show. wl is js's
+// (getWorkload).
+func quotaReserved(wl *kueue.Workload, js *jobsetv1alpha2.JobSet) bool {
+	if wl == nil || js == nil || !wl.DeletionTimestamp.IsZero() || !ptr.Deref(wl.Spec.Active, true) {
+		return false
+	}
+	for _, t := range []string{kueue.WorkloadEvicted, kueue.WorkloadDeactivationTarget, kueue.WorkloadFinished} {
+		if meta.IsStatusConditionTrue(wl.Status.Conditions, t) {
+			return false
+		}
+	}
+	for _, c := range wl.Status.AdmissionChecks {
+		if c.State == kueue.CheckStateRejected || c.State == kueue.CheckStateRetry {
+			return false
+		}
+	}
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 }

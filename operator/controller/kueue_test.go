@@ -7,6 +7,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -50,5 +51,70 @@ func TestSyncAdmissionRecordsEvictions(t *testing.T) {
 	never.syncAdmission("team", evictedWL)
 	if never.evictedNow || meta.FindStatusCondition(never.tj.Status.Conditions, trainjob.ConditionRestarted) != nil {
 		t.Errorf("an eviction before admission was recorded: %v", never.tj.Status.Conditions)
+	}
+}
+
+// A queued job's keys are wanted once Kueue reserves quota for its JobSet,
+// before Kueue resumes it, and not while the reservation is another
+// JobSet's, taken back, or the user holds the job.
+func TestWantsKeys(t *testing.T) {
+	suspended := func() *jobsetv1alpha2.JobSet {
+		return &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "pi", UID: "js-1"}, Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true)}}
+	}
+	workload := func(conds ...metav1.Condition) *kueue.Workload {
+		return &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "jobset-pi"}, Status: kueue.WorkloadStatus{Conditions: conds}}
+	}
+	with := func(wl *kueue.Workload, change func(*kueue.Workload)) *kueue.Workload {
+		change(wl)
+		return wl
+	}
+	cond := func(t string, s metav1.ConditionStatus) metav1.Condition { return metav1.Condition{Type: t, Status: s} }
+	reserved := cond(kueue.WorkloadQuotaReserved, metav1.ConditionTrue)
+	pending := cond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse)
+	evicted := cond(kueue.WorkloadEvicted, metav1.ConditionTrue)
+	cases := map[string]struct {
+		queued, userSuspend bool
+		jobSet              *jobsetv1alpha2.JobSet
+		workload            *kueue.Workload
+		want                bool
+	}{
+		"queued, no workload yet":      {queued: true, jobSet: suspended()},
+		"queued, waiting for quota":    {queued: true, jobSet: suspended(), workload: workload(pending)},
+		"queued, quota reserved":       {queued: true, jobSet: suspended(), workload: workload(reserved), want: true},
+		"queued, reserved but evicted": {queued: true, jobSet: suspended(), workload: workload(reserved, evicted)},
+		"queued, reserved again after an eviction": {queued: true, jobSet: suspended(),
+			workload: workload(reserved, cond(kueue.WorkloadEvicted, metav1.ConditionFalse)), want: true},
+		"queued, reserved, to be deactivated": {queued: true, jobSet: suspended(),
+			workload: workload(reserved, cond(kueue.WorkloadDeactivationTarget, metav1.ConditionTrue))},
+		"queued, reserved, deactivated": {queued: true, jobSet: suspended(),
+			workload: with(workload(reserved), func(wl *kueue.Workload) { wl.Spec.Active = ptr.To(false) })},
+		"queued, reserved, finished: Kueue could not start the JobSet": {queued: true, jobSet: suspended(),
+			workload: workload(reserved, cond(kueue.WorkloadFinished, metav1.ConditionTrue))},
+		"queued, reserved, being deleted": {queued: true, jobSet: suspended(),
+			workload: with(workload(reserved), func(wl *kueue.Workload) { wl.DeletionTimestamp = ptr.To(metav1.Now()) })},
+		"queued, reserved, an admission check pending": {queued: true, jobSet: suspended(), want: true,
+			workload: with(workload(reserved), func(wl *kueue.Workload) {
+				wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "prov", State: kueue.CheckStatePending}}
+			})},
+		"queued, reserved, an admission check rejected": {queued: true, jobSet: suspended(),
+			workload: with(workload(reserved), func(wl *kueue.Workload) {
+				wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "prov", State: kueue.CheckStateRejected}}
+			})},
+		"queued, reserved, an admission check to be retried": {queued: true, jobSet: suspended(),
+			workload: with(workload(reserved), func(wl *kueue.Workload) {
+				wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "prov", State: kueue.CheckStateRetry}}
+			})},
+		"queued, reserved, the user suspends the job": {queued: true, userSuspend: true, jobSet: suspended(),
+			workload: workload(reserved)},
+		"queued, resumed by Kueue":                 {queued: true, jobSet: &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{UID: "js-1"}}, want: true},
+		"not queued, a reservation does not count": {jobSet: suspended(), workload: workload(reserved)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := &scope{tj: &trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(tc.userSuspend)}}, jobSet: tc.jobSet, workload: tc.workload}
+			if got := s.wantsKeys(&jobsetv1alpha2.JobSet{}, tc.queued); got != tc.want {
+				t.Errorf("wantsKeys = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

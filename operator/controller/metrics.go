@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		TimeToAdmission: histogram("trainjob_time_to_admission_seconds", "Seconds from an MPI TrainJob's creation to Kueue's admission."),
 		TimeToRunning:   histogram("trainjob_time_to_running_seconds", "Seconds from an MPI TrainJob's creation to Running."),
 		Duration:        histogram("trainjob_duration_seconds", "Seconds from an MPI TrainJob's creation to its end, by result (Succeeded or Failed).", "result"),
-		KeyRotations:    counter("ssh_key_rotations_total", "SSH key Secrets replaced with new keys for a restarted or resumed JobSet run."),
+		KeyRotations:    counter("ssh_key_rotations_total", "SSH key Secrets made with new keys after the job's JobSet was created: for a restarted or resumed run, or a queued job whose quota Kueue reserved."),
 		Restarts:        counter("trainjob_restarts_total", "Restarts of MPI TrainJobs' worlds, by reason: WorldLost (a pod lost to something other than the program: not counted against the job's budget), ProgramFailed (counted), Evicted (Kueue evicted the running job: not counted), or Unknown.", "reason"),
 		ReconcileErrors: counter("reconcile_errors_total", "TrainJob reconciles that returned an error."),
 	}

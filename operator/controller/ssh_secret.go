@@ -106,7 +106,8 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	r.memory.carried.drop(job)
 	ctrl.LoggerFrom(ctx).V(2).Info("Created SSH keys", "secret", secret.Name, "jobSetRestarts", restarts)
 	if isTrue(s.tj, trainjob.ConditionCreated) {
-		// New keys for a resumed or restarted run; the first run's are
+		// New keys for a resumed or restarted run, or a queued job whose
+		// quota Kueue reserved; the first run's of a job outside Kueue are
 		// named in the JobSetCreated event.
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
 		r.metrics.KeyRotations.WithLabelValues(s.tj.Namespace).Inc()

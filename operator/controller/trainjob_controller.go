@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/operator/children"
@@ -108,8 +109,11 @@ type scope struct {
 	created   bool
 	// waiting says why Kueue has not admitted the job yet.
 	waiting string
-	now     time.Time
-	events  []queuedEvent
+	// workload is the Kueue Workload of a queued job's JobSet, as the
+	// cache holds it (workloadPhase); nil when there is none.
+	workload *kueue.Workload
+	now      time.Time
+	events   []queuedEvent
 	// awaitCache is set when a child this reconciler created is not in the
 	// cache yet (see memory).
 	awaitCache bool
@@ -164,6 +168,19 @@ func (s *scope) willBeSuspended(desired *jobsetv1alpha2.JobSet) bool {
 		return ptr.Deref(s.jobSet.Spec.Suspend, false)
 	}
 	return ptr.Deref(desired.Spec.Suspend, false)
+}
+
+// wantsKeys reports whether the job's current run needs its keys now: its
+// JobSet runs after this reconcile (willRun), or Kueue has reserved quota
+// for the queued job and is about to resume its JobSet itself. Made at the
+// reservation, the keys exist before the Job controller creates the first
+// run's pods, so that the webhook admits those pods without Torus's gate
+// (podGate) rather than each waiting for an ungating write.
+func (s *scope) wantsKeys(desired *jobsetv1alpha2.JobSet, queued bool) bool {
+	if s.willRun(desired, queued) {
+		return true
+	}
+	return queued && !ptr.Deref(s.tj.Spec.Suspend, false) && quotaReserved(s.workload, s.jobSet)
 }
 
 // willRun reports whether the JobSet runs after this reconcile: it runs, or
@@ -393,7 +410,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, s *scope) error {
 // cannot start.
 func (r *TrainJobReconciler) progress(ctx context.Context, s *scope) error {
 	for _, p := range []phase{
-		r.resolvePhase, r.deadlinePhase, r.childrenPhase, r.admissionPhase, r.podsPhase,
+		r.resolvePhase, r.deadlinePhase, r.workloadPhase, r.childrenPhase, r.admissionPhase, r.podsPhase,
 		r.gatePhase, r.markWorkersReady, r.statusPhase, r.startPhase, r.stallPhase,
 	} {
 		if err := p(ctx, s); err != nil || s.stop {
@@ -480,7 +497,7 @@ func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope) error 
 		return err
 	}
 	r.memory.conflicts.unconflicted(key)
-	if s.willBeSuspended(desired) {
+	if s.willBeSuspended(desired) && !s.wantsKeys(desired, r.build.Queued(s.tj)) {
 		if _, err := r.deleteSSHSecret(ctx, s); err != nil {
 			return err
 		}
@@ -488,16 +505,25 @@ func (r *TrainJobReconciler) childrenPhase(ctx context.Context, s *scope) error 
 	return nil
 }
 
-// admissionPhase follows Kueue's admission of a queued job's workload.
-func (r *TrainJobReconciler) admissionPhase(ctx context.Context, s *scope) error {
+// workloadPhase reads the Kueue Workload of a queued job's JobSet: its
+// quota reservation decides when the keys are made (wantsKeys), and its
+// admission what the job waits for (admissionPhase).
+func (r *TrainJobReconciler) workloadPhase(ctx context.Context, s *scope) error {
 	if !r.kueue.Load() || !r.build.Queued(s.tj) || s.jobSet == nil {
 		return nil
 	}
 	wl, err := r.getWorkload(ctx, s)
-	if err != nil {
-		return err
+	s.workload = wl
+	return err
+}
+
+// admissionPhase follows Kueue's admission of a queued job's workload. A
+// JobSet created in this reconcile has none yet.
+func (r *TrainJobReconciler) admissionPhase(_ context.Context, s *scope) error {
+	if !r.kueue.Load() || !r.build.Queued(s.tj) || s.jobSet == nil {
+		return nil
 	}
-	s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], wl)
+	s.waiting = s.syncAdmission(s.tj.Labels[mpi.KueueQueueLabel], s.workload)
 	if s.admittedNow {
 		r.metrics.TimeToAdmission.WithLabelValues(s.tj.Namespace).Observe(s.now.Sub(s.tj.CreationTimestamp.Time).Seconds())
 	}
@@ -592,11 +618,12 @@ const networkRecheck = 30 * time.Second
 // ensureChildren creates or updates the job's children, in the order its
 // pods need them.
 func (r *TrainJobReconciler) ensureChildren(ctx context.Context, s *scope, rt *mpi.Runtime, desired *jobsetv1alpha2.JobSet) error {
-	// Keys (and the hostfile beside them) exist only while the job may run: none while it waits suspended
-	// (for Kueue or the user), new ones each time it starts again. They are
-	// made before the JobSet may start pods that mount them: before it is
-	// created running, and before Torus resumes it.
-	if s.willRun(desired, r.build.Queued(s.tj)) {
+	// Keys (and the hostfile beside them) exist only while the job may run:
+	// none while it waits suspended (for the user, or in Kueue's queue), new
+	// ones each time it starts again. They are made before the JobSet may
+	// start pods that mount them: before it is created running, before
+	// Torus resumes it, and once Kueue reserves a queued job's quota.
+	if s.wantsKeys(desired, r.build.Queued(s.tj)) {
 		if _, err := r.ensureSSHSecret(ctx, s); err != nil {
 			return err
 		}

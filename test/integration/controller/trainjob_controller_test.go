@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -851,6 +852,64 @@ var _ = Describe("MPI TrainJob", func() {
 		Expect(later.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: api.SchedulingGateSSHKeys}))
 	})
 
+	It("makes a queued job's keys once Kueue reserves its quota, before Kueue resumes its JobSet, and deletes them when Kueue evicts it", func() {
+		tj := wrappers.MakeTrainJob("reserved", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
+		tj.Labels = map[string]string{mpi.KueueQueueLabel: "team"}
+		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, tj)
+		js := getJobSet(tj)(Default)
+		Expect(ptr.Deref(js.Spec.Suspend, false)).To(BeTrue(), "the JobSet waits suspended for Kueue")
+		keys := client.ObjectKey{Namespace: ns.Name, Name: mpi.SSHSecretName(tj.Name)}
+		// uid is the keys' Secret's UID, "" while there is none.
+		uid := func(g Gomega) types.UID {
+			var s corev1.Secret
+			err := fw.Client.Get(ctx, keys, &s)
+			if apierrors.IsNotFound(err) {
+				return ""
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Annotations).To(HaveKeyWithValue(api.AnnotationJobSetRestarts, "0"))
+			return s.UID
+		}
+
+		By("Kueue queueing the JobSet's workload, with no quota for it yet: no keys")
+		wl := workloadOf(js, 2)
+		Expect(fw.Client.Create(ctx, wl)).To(Succeed())
+		setWorkloadConditions := func(conds ...metav1.Condition) {
+			Eventually(func(g Gomega) {
+				g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(wl), wl)).To(Succeed())
+				for _, c := range conds {
+					c.LastTransitionTime = metav1.Now()
+					meta.SetStatusCondition(&wl.Status.Conditions, c)
+				}
+				g.Expect(fw.Client.Status().Update(ctx, wl)).To(Succeed())
+			}, framework.Timeout, framework.Interval).Should(Succeed())
+		}
+		setWorkloadConditions(metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending", Message: "couldn't assign flavors"})
+		Eventually(condition(tj, trainjob.ConditionAdmitted), framework.Timeout, framework.Interval).Should(HaveField("Message", ContainSubstring("couldn't assign flavors")))
+		Consistently(uid, framework.ShortWindow, framework.Interval).Should(BeEmpty(), "keys made for a job that waits for quota")
+
+		By("Kueue reserving the quota: the keys are made while the JobSet is still suspended, once")
+		reserve := func() {
+			setWorkloadConditions(
+				metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", Message: "Quota reserved in ClusterQueue team"},
+				metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionFalse, Reason: "QuotaReserved", Message: "Previously: Preempted"})
+		}
+		reserve()
+		Eventually(uid, framework.Timeout, framework.Interval).ShouldNot(BeEmpty())
+		first := uid(Default)
+		Consistently(uid, framework.ShortWindow, framework.Interval).Should(Equal(first), "the keys of a reserved job were deleted or made again")
+		Expect(ptr.Deref(getJobSet(tj)(Default).Spec.Suspend, false)).To(BeTrue(), "Torus resumed a JobSet that is Kueue's to resume")
+
+		By("Kueue evicting the workload before it resumed the JobSet: the keys go")
+		setWorkloadConditions(metav1.Condition{Type: kueue.WorkloadEvicted, Status: metav1.ConditionTrue, Reason: "Preempted", Message: "Preempted to accommodate a workload due to prioritization in the ClusterQueue"})
+		Eventually(uid, framework.Timeout, framework.Interval).Should(BeEmpty())
+
+		By("Kueue reserving the quota again: new keys")
+		reserve()
+		Eventually(uid, framework.Timeout, framework.Interval).Should(And(Not(BeEmpty()), Not(Equal(first))))
+	})
+
 	It("tells a launcher that waits for its workers when every worker of its run is Ready, and no other launcher", func() {
 		tj := wrappers.MakeTrainJob("ready", ns.Name).RuntimeRef("torus-openmpi").NumNodes(2).Obj()
 		Expect(fw.Client.Create(ctx, tj)).To(Succeed())
@@ -1085,14 +1144,7 @@ var _ = Describe("MPI TrainJob", func() {
 
 		By("Kueue admitting the JobSet's workload: the clock starts then")
 		admitted := time.Now().Truncate(time.Second)
-		wl := &kueue.Workload{
-			ObjectMeta: metav1.ObjectMeta{Name: "jobset-queued", Namespace: ns.Name, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet", Name: js.Name, UID: js.UID, Controller: ptr.To(true),
-			}}},
-			Spec: kueue.WorkloadSpec{QueueName: "team", PodSets: []kueue.PodSet{{Name: "node", Count: 1, Template: corev1.PodTemplateSpec{
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "mpi"}}},
-			}}}},
-		}
+		wl := workloadOf(&js, 1)
 		Expect(fw.Client.Create(ctx, wl)).To(Succeed())
 		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "admitted", LastTransitionTime: metav1.Now()}}
 		Expect(fw.Client.Status().Update(ctx, wl)).To(Succeed())
@@ -1322,4 +1374,18 @@ func restartTwiceNotForTheProgram(tj *trainer.TrainJob) (notBefore time.Time, wa
 	Expect(streak).To(Equal(2))
 	Expect(wait).To(Equal(trainjob.RestartBackoffBase))
 	return rec.Latest[1].At.Add(wait), wait
+}
+
+// workloadOf is the Workload Kueue makes for a JobSet it queues in
+// LocalQueue "team": its controller is the JobSet, by UID. No Kueue runs
+// here; the specs write its status as Kueue would.
+func workloadOf(js *jobsetv1alpha2.JobSet, workers int32) *kueue.Workload {
+	return &kueue.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "jobset-" + js.Name, Namespace: js.Namespace, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet", Name: js.Name, UID: js.UID, Controller: ptr.To(true),
+		}}},
+		Spec: kueue.WorkloadSpec{QueueName: "team", PodSets: []kueue.PodSet{{Name: "node", Count: workers, Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "mpi"}}},
+		}}}},
+	}
 }
