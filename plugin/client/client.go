@@ -74,10 +74,12 @@ func (g *getter) restConfigLocked() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
-	// logs opens one stream per pod at once (65 for a 64-worker job);
-	// client-go's default of 5 requests per second would queue them for
-	// seconds before the first line.
-	cfg.QPS, cfg.Burst = 100, 300
+	// No client-side rate limit, as controller-runtime's own configs:
+	// the API server's Priority and Fairness protects it, and logs, which
+	// reads one log per pod, bounds the reads it has open itself. A
+	// token bucket (client-go's default is 5 a second) would make a
+	// 4,096-worker job's logs wait on the client, not the cluster.
+	cfg.QPS = -1
 	cfg.UserAgent = "kubectl-mpi/" + version.Version
 	g.config = cfg
 	return cfg, nil

@@ -30,6 +30,14 @@ import (
 // one to open.
 const firstStreamWait = time.Second
 
+// maxReads bounds the logs read at once without -f. A log request is
+// long-running to the API server: neither its inflight limits nor API
+// Priority and Fairness count it, so the reader bounds its own. Each
+// read holds a buffer and a connection through the node's kubelet; a job
+// of thousands of pods is read in a stream of requests this many wide
+// rather than thousands at once.
+const maxReads = 32
+
 // defaultDrain is how long the stream of a pod that has stopped may stay
 // silent before it is closed. A kubelet closes a follow stream when the
 // container exits; this bounds the wait where one does not.
@@ -80,6 +88,11 @@ func Stream(ctx context.Context, kube kubernetes.Interface, opts Options) error 
 		opts.Prefix = func(p *corev1.Pod) string { return "[" + p.Name + "] " }
 	}
 	s := &streamer{kube: kube, opts: opts, active: map[string]*stream{}, started: map[string]bool{}}
+	if !opts.Follow {
+		// Following keeps every stream open until the job ends: all of
+		// them must be, at once.
+		s.slots = make(chan struct{}, maxReads)
+	}
 	w := newWriter(opts.Out)
 	s.out = w
 	err := s.run(ctx)
@@ -100,6 +113,9 @@ type streamer struct {
 	started map[string]bool
 	failed  int
 	wg      sync.WaitGroup
+	// slots, when not nil, bounds the streams open at once (maxReads):
+	// a stream takes one before it starts and gives it back when it ends.
+	slots chan struct{}
 }
 
 type stream struct {
@@ -137,7 +153,16 @@ func (s *streamer) run(ctx context.Context) error {
 	if !s.opts.Follow {
 		waited := false
 		for i := range items {
+			select {
+			case s.slots <- struct{}{}:
+			case <-ctx.Done():
+				s.wg.Wait()
+				return ctx.Err()
+			}
 			st := s.maybeStart(ctx, &items[i], true)
+			if st == nil {
+				s.release()
+			}
 			if st != nil && !waited {
 				// The first stream opens alone: opened beside all the
 				// others, its first line waits on the API server and the
@@ -204,6 +229,13 @@ func (s *streamer) run(ctx context.Context) error {
 		if s.drain() && jobEnded {
 			return s.result()
 		}
+	}
+}
+
+// release gives back the slot of a stream that ended or never started.
+func (s *streamer) release() {
+	if s.slots != nil {
+		<-s.slots
 	}
 }
 
@@ -348,6 +380,7 @@ func (s *streamer) maybeStart(ctx context.Context, p *corev1.Pod, first bool) *s
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.release()
 		defer cancel()
 		defer st.done.Store(true)
 		err := s.copy(sctx, p.DeepCopy(), st)
@@ -433,11 +466,10 @@ const maxLine = 1 << 20
 
 // pipe copies a log stream into the writer, whole lines at a time.
 func (s *streamer) pipe(ctx context.Context, rc io.Reader, prefix []byte, st *stream) error {
-	r := bufio.NewReaderSize(rc, 64*1024)
 	buf := make([]byte, 64*1024)
 	var partial []byte
 	for {
-		n, err := r.Read(buf)
+		n, err := rc.Read(buf)
 		if n > 0 {
 			st.last.Store(time.Now().UnixNano())
 			chunk := buf[:n]

@@ -215,3 +215,84 @@ func TestFirstStreamOpensAlone(t *testing.T) {
 		t.Errorf("%d lines, want 4:\n%s", got, out.String())
 	}
 }
+
+// Without -f a job's logs are read maxReads at a time. The server
+// answers the first request at once and holds the others, letting one go
+// only when as many as the bound allows wait: a reader that opened more
+// would be seen with more open, one that opened fewer would stall.
+func TestReadsAreBounded(t *testing.T) {
+	const pods = 200
+	var mu sync.Mutex
+	requests, open, peak, held := 0, 0, 0, 0
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := path.Base(path.Dir(r.URL.Path))
+		mu.Lock()
+		requests++
+		first := requests == 1
+		if !first {
+			open++
+			held++
+			peak = max(peak, open)
+		}
+		mu.Unlock()
+		if !first {
+			<-release
+			defer func() {
+				mu.Lock()
+				open--
+				mu.Unlock()
+			}()
+		}
+		fmt.Fprintf(w, "hello from %s\n", name)
+	}))
+	defer srv.Close()
+	go func() {
+		for left := pods - 1; left > 0; left-- {
+			// Each wait is for the reader's next request alone.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				ready := held >= min(maxReads, left)
+				if ready {
+					held--
+				}
+				mu.Unlock()
+				if ready {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%d reads were never opened together", min(maxReads, left))
+					close(release)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			release <- struct{}{}
+		}
+	}()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &corev1.PodList{}
+	for i := range pods {
+		list.Items = append(list.Items, *pod(fmt.Sprintf("pi-node-%d", i), "worker", corev1.PodRunning, true))
+	}
+	var out bytes.Buffer
+	err = Stream(context.Background(), kube, Options{
+		Namespace: "ns", LabelSelector: "job=pi", Container: "node", Listed: list,
+		Out: &out, ErrOut: io.Discard,
+	})
+	if err != nil {
+		t.Fatalf("Stream() = %v", err)
+	}
+	if got := strings.Count(out.String(), "hello from"); got != pods {
+		t.Errorf("%d lines, want %d", got, pods)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != maxReads {
+		t.Errorf("at most %d reads were open at once, want %d", peak, maxReads)
+	}
+}
