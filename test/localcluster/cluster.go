@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
@@ -42,6 +43,8 @@ type cluster struct {
 	// kueueMPIJob: Kueue also manages Kubeflow's MPIJobs, once their CRD
 	// is installed (-kueue-mpijob).
 	kueueMPIJob bool
+	// podsReadyTimeout is Kueue's waitForPodsReady.timeout.
+	podsReadyTimeout time.Duration
 	// operatorImage is the operator binary the real node gets as the
 	// bundle's operator image; operatorImageDefault says it is the
 	// -operator binary, imported only when it can be (static).

@@ -65,8 +65,9 @@ clientConnection:
 // kueueConfig is Kueue's configuration on the local cluster: its webhook,
 // metrics and health on loopback ports, no leader election, the JobSet
 // integration, and with mpiJob the MPIJob one, which Kueue sets up once the
-// MPIJob CRD is served.
-func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool) string {
+// MPIJob CRD is served; a job whose pods do not all run within podsReady
+// is evicted to start again.
+func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool, podsReady time.Duration) string {
 	frameworks := "  - jobset.x-k8s.io/jobset\n"
 	if mpiJob {
 		frameworks += "  - kubeflow.org/mpijob\n"
@@ -90,13 +91,13 @@ clientConnection:
   qps: 500
   burst: 500
 waitForPodsReady:
-  timeout: 5m
+  timeout: %s
   blockAdmission: false
 integrations:
   frameworks:
 %sfeatureGates:
   VisibilityOnDemand: false
-`, webhookPort, certDir, metricsPort, healthPort, frameworks)
+`, webhookPort, certDir, metricsPort, healthPort, podsReady, frameworks)
 }
 
 func (c *cluster) startKueue(ctx context.Context) error {
@@ -114,7 +115,7 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
-			cfg := kueueConfig(p[0], p[1], p[2], certs, c.kueueMPIJob)
+			cfg := kueueConfig(p[0], p[1], p[2], certs, c.kueueMPIJob, c.podsReadyTimeout)
 			cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err

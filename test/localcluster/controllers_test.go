@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
@@ -21,7 +22,7 @@ func TestKueueConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cfg kueueconfig.Configuration
-			if err := yaml.UnmarshalStrict([]byte(kueueConfig(9443, 8443, 8081, "/certs", tc.mpiJob)), &cfg); err != nil {
+			if err := yaml.UnmarshalStrict([]byte(kueueConfig(9443, 8443, 8081, "/certs", tc.mpiJob, 45*time.Minute)), &cfg); err != nil {
 				t.Fatalf("Kueue's configuration does not read as its type: %v", err)
 			}
 			if cfg.Integrations == nil {
@@ -29,6 +30,9 @@ func TestKueueConfig(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, cfg.Integrations.Frameworks); diff != "" {
 				t.Errorf("frameworks (-want +got):\n%s", diff)
+			}
+			if p := cfg.WaitForPodsReady; p == nil || p.Timeout.Duration != 45*time.Minute {
+				t.Errorf("waitForPodsReady: %+v, want a timeout of 45m", p)
 			}
 			if cfg.Webhook.Port == nil || *cfg.Webhook.Port != 9443 || cfg.Webhook.CertDir != "/certs" {
 				t.Errorf("webhook: port %v, certDir %q; want 9443, /certs", cfg.Webhook.Port, cfg.Webhook.CertDir)

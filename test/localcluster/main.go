@@ -62,6 +62,7 @@ func upFlags(fs *flag.FlagSet, c *cluster) {
 	fs.IntVar(&c.realNodes, "real-nodes", defaultRealNodes, "with -real-node, how many real nodes")
 	fs.BoolVar(&c.openshift, "openshift", false, "OpenShift's pod security: SecurityContextConstraints, namespace UID ranges and OpenShift's SCC admission deciding every pod (hack/testbin/build.sh openshift)")
 	fs.BoolVar(&c.kueueMPIJob, "kueue-mpijob", false, "Kueue also admits Kubeflow's MPIJobs (its kubeflow.org/mpijob integration, set up once their CRD is installed), for side-by-side measures with mpi-operator (make bench-mpi-operator)")
+	fs.DurationVar(&c.podsReadyTimeout, "pods-ready-timeout", c.podsReadyTimeout, "Kueue's waitForPodsReady.timeout: a job whose pods do not all run within it is evicted and started again (make bench-maxima raises it for jobs whose pods take longer to start on these cores)")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 }
 
@@ -74,7 +75,7 @@ func imageFlags(fs *flag.FlagSet, c *cluster) {
 // parse reads a verb's command line into a cluster: the common flags, the
 // verb's own, then paths made absolute and ranges checked.
 func parse(cmd command, args []string, output io.Writer) (*cluster, error) {
-	c := &cluster{realNodes: defaultRealNodes}
+	c := &cluster{realNodes: defaultRealNodes, podsReadyTimeout: 5 * time.Minute}
 	fs := flag.NewFlagSet("cluster "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&c.dir, "dir", ".cluster", "state directory: kubeconfig, certificates, logs, PID files")
@@ -113,6 +114,9 @@ func parse(cmd command, args []string, output io.Writer) (*cluster, error) {
 	}
 	if c.realNodes < 1 || c.realNodes > maxRealNodes {
 		return nil, fmt.Errorf("-real-nodes %d: give 1 to %d", c.realNodes, maxRealNodes)
+	}
+	if c.podsReadyTimeout < time.Second {
+		return nil, fmt.Errorf("-pods-ready-timeout %s: give a duration of a second or more, such as 30m", c.podsReadyTimeout)
 	}
 	return c, nil
 }
