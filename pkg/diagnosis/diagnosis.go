@@ -6,6 +6,7 @@ package diagnosis
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strconv"
@@ -97,13 +98,31 @@ func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
 
 // HostOf names the MPI host a pod is and its ranks.
 func HostOf(p *corev1.Pod, placement mpi.Placement) (host, ranks string) {
-	idx, _ := strconv.Atoi(p.Labels["batch.kubernetes.io/job-completion-index"])
-	role := p.Labels[api.LabelRole]
-	h := mpi.Host{Role: role, Index: int32(idx)}
-	if _, _, ok := placement.Ranks(role, int32(idx)); ok {
-		return h.Name(), placement.RankRange(role, int32(idx))
+	h := hostOf(p)
+	if _, _, ok := placement.Ranks(h.Role, h.Index); ok {
+		return h.Name(), placement.RankRange(h.Role, h.Index)
 	}
 	return h.Name(), ""
+}
+
+// hostOf is the MPI host a pod is, by its role and Job completion index.
+func hostOf(p *corev1.Pod) mpi.Host {
+	idx, _ := strconv.Atoi(p.Labels["batch.kubernetes.io/job-completion-index"])
+	return mpi.Host{Role: p.Labels[api.LabelRole], Index: int32(idx)}
+}
+
+// containerStatuses yields a pod's init containers' statuses, then its
+// containers'.
+func containerStatuses(p *corev1.Pod) iter.Seq[*corev1.ContainerStatus] {
+	return func(yield func(*corev1.ContainerStatus) bool) {
+		for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for i := range list {
+				if !yield(&list[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // workerSSHD is what a job's workers' pods say of their sshd: the port the
@@ -193,9 +212,21 @@ func probedPort(c *corev1.Container) string {
 	return ""
 }
 
+// pod is a pod's problem, if it has one. A healthy pod, the most of a
+// large job's, costs no allocation: the operator diagnoses every pod of a
+// job on each of its pods' changes.
 func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
-	host, ranks := HostOf(p, placement)
-	f := Finding{Pod: p.Name, Host: host, Ranks: ranks}
+	f, ok := problem(p, job)
+	if ok {
+		f.Pod = p.Name
+		f.Host, f.Ranks = HostOf(p, placement)
+	}
+	return f, ok
+}
+
+// problem is pod's finding but for the pod and host it names.
+func problem(p *corev1.Pod, job jobFacts) (Finding, bool) {
+	var f Finding
 	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
 		f.Reason, f.Terminal = "Evicted", true
 		f.Detail = p.Status.Message
@@ -219,8 +250,7 @@ func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 			return f, true
 		}
 	}
-	statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
-	for _, cs := range statuses {
+	for cs := range containerStatuses(p) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			// Under restartPolicy OnFailure or Always the kubelet starts
 			// the container again: a moment of a crash loop, not the end.
@@ -233,7 +263,7 @@ func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 			} else {
 				f.Reason = "Error"
 				f.Detail = fmt.Sprintf("container %s exited with code %d%s", cs.Name, t.ExitCode, signal(t.ExitCode))
-				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host)
+				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(hostOf(p).Name())
 				var classified bool
 				if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
 					// The runtime's words: what could not be run.
@@ -243,7 +273,7 @@ func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 					// The program's own words, where the kubelet kept them
 					// (terminationMessagePolicy FallbackToLogsOnError).
 					ctx := contextOf(p)
-					ctx.logs = "kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host)
+					ctx.logs = "kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(hostOf(p).Name())
 					ctx.slots, ctx.gpus, ctx.gpuResource = job.slots, job.gpus, job.gpuResource
 					// Every worker passed its probe of that port before the
 					// launcher started, and none had stopped when it failed.
@@ -285,7 +315,7 @@ func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 				f.Fix = "load the image onto the nodes, or set imagePullPolicy IfNotPresent in the runtime"
 			case "CrashLoopBackOff":
 				f.Reason, f.Detail = w.Reason, "container "+cs.Name+" keeps exiting"+restarts(cs.RestartCount)
-				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(host) + " --previous"
+				f.Fix = "see kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(hostOf(p).Name()) + " --previous"
 			case "CreateContainerConfigError", "CreateContainerError":
 				f.Reason, f.Detail = w.Reason, w.Message
 				f.Fix = "check the Secrets, ConfigMaps and volumes the pod refers to"

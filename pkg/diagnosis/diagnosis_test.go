@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -254,6 +255,27 @@ func TestPodFailureDocs(t *testing.T) {
 	for _, d := range docs {
 		if d.Reason == "" || d.Detail == "" || d.Fix == "" {
 			t.Errorf("%+v: a reason, a detail and a fix each", d)
+		}
+	}
+}
+
+// BenchmarkPodsHealthy is a reconcile's diagnosis of a large job whose
+// pods all run: the operator's status reads it on every event of a pod.
+func BenchmarkPodsHealthy(b *testing.B) {
+	const workers = 4096
+	placement := mpi.NewPlacement("pi", workers, 1, false)
+	pods := make([]corev1.Pod, workers)
+	for i := range pods {
+		pods[i] = worker(strconv.Itoa(i), corev1.PodStatus{
+			Phase:                 corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: mpi.SSHInitContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "node", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+		})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := Pods(pods, placement); len(f) != 0 {
+			b.Fatalf("findings for running pods: %v", f)
 		}
 	}
 }

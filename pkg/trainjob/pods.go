@@ -13,7 +13,9 @@ import (
 // candidates and the chain of controllers by UID decides, as the Job
 // controller itself decides which pods are a Job's. A pod outside the chain
 // is not the job's: not for its status, its diagnosis, its network check,
-// nor for exec-rank, top or describe. pods is not modified.
+// nor for exec-rank, top or describe. pods is not modified; when every pod
+// is the job's, as it is but for a planted pod, pods itself is returned
+// rather than a copy of each pod of a large job.
 func OwnPods(tj, jobSet metav1.Object, jobs []metav1.Object, pods []corev1.Pod) []corev1.Pod {
 	if jobSet == nil || !metav1.IsControlledBy(jobSet, tj) {
 		return nil
@@ -24,9 +26,21 @@ func OwnPods(tj, jobSet metav1.Object, jobs []metav1.Object, pods []corev1.Pod) 
 			own[j.GetUID()] = true
 		}
 	}
-	out := make([]corev1.Pod, 0, len(pods))
-	for i := range pods {
-		if c := metav1.GetControllerOfNoCopy(&pods[i]); c != nil && c.Kind == "Job" && c.APIVersion == "batch/v1" && own[c.UID] {
+	isOwn := func(p *corev1.Pod) bool {
+		c := metav1.GetControllerOfNoCopy(p)
+		return c != nil && c.Kind == "Job" && c.APIVersion == "batch/v1" && own[c.UID]
+	}
+	first := 0
+	for first < len(pods) && isOwn(&pods[first]) {
+		first++
+	}
+	if first == len(pods) {
+		return pods
+	}
+	out := make([]corev1.Pod, first, len(pods)-1)
+	copy(out, pods[:first])
+	for i := first + 1; i < len(pods); i++ {
+		if isOwn(&pods[i]) {
 			out = append(out, pods[i])
 		}
 	}
