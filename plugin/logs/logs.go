@@ -24,18 +24,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // firstStreamWait bounds how long the other streams wait for the first
 // one to open.
 const firstStreamWait = time.Second
 
-// maxReads bounds the logs read at once without -f. A log request is
-// long-running to the API server: neither its inflight limits nor API
-// Priority and Fairness count it, so the reader bounds its own. Each
-// read holds a buffer and a connection through the node's kubelet; a job
-// of thousands of pods is read in a stream of requests this many wide
-// rather than thousands at once.
+// maxReads bounds the logs read at once without -f, and the streams being
+// opened at once with -f. A log request is long-running to the API server:
+// neither its inflight limits nor API Priority and Fairness count it, so
+// the reader bounds its own. Each read holds a buffer and a connection
+// through the node's kubelet; a job of thousands of pods is read in a
+// stream of requests this many wide rather than thousands at once.
+// Following keeps every stream open until the job ends, so all of them
+// are open at once, but they are opened this many at a time.
 const maxReads = 32
 
 // defaultDrain is how long the stream of a pod that has stopped may stay
@@ -88,9 +91,9 @@ func Stream(ctx context.Context, kube kubernetes.Interface, opts Options) error 
 		opts.Prefix = func(p *corev1.Pod) string { return "[" + p.Name + "] " }
 	}
 	s := &streamer{kube: kube, opts: opts, active: map[string]*stream{}, started: map[string]bool{}}
-	if !opts.Follow {
-		// Following keeps every stream open until the job ends: all of
-		// them must be, at once.
+	if opts.Follow {
+		s.opening = make(chan struct{}, maxReads)
+	} else {
 		s.slots = make(chan struct{}, maxReads)
 	}
 	w := newWriter(opts.Out)
@@ -116,6 +119,9 @@ type streamer struct {
 	// slots, when not nil, bounds the streams open at once (maxReads):
 	// a stream takes one before it starts and gives it back when it ends.
 	slots chan struct{}
+	// opening, when not nil, bounds the streams being opened at once
+	// (maxReads): a stream holds one until its request is answered.
+	opening chan struct{}
 }
 
 type stream struct {
@@ -452,13 +458,27 @@ func (s *streamer) copy(ctx context.Context, p *corev1.Pod, st *stream) error {
 		Timestamps:   s.opts.Timestamps,
 		Previous:     st.previous,
 	})
-	rc, err := req.Stream(ctx)
+	rc, err := s.open(ctx, req)
 	close(st.opened)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	return s.pipe(ctx, rc, []byte(s.opts.Prefix(p)), st)
+}
+
+// open sends a log request and waits for its answer, among at most
+// maxReads being opened at once where s bounds them.
+func (s *streamer) open(ctx context.Context, req *rest.Request) (io.ReadCloser, error) {
+	if s.opening != nil {
+		select {
+		case s.opening <- struct{}{}:
+			defer func() { <-s.opening }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return req.Stream(ctx)
 }
 
 // maxLine is the longest line pipe holds back waiting for its end.

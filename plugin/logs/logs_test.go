@@ -296,3 +296,117 @@ func TestReadsAreBounded(t *testing.T) {
 		t.Errorf("at most %d reads were open at once, want %d", peak, maxReads)
 	}
 }
+
+// Following keeps every pod's stream open at once, but opens them at most
+// maxReads at a time: a job of thousands of pods does not send thousands
+// of requests through the API server to the kubelets in one moment.
+func TestFollowOpensAreBounded(t *testing.T) {
+	const pods = 200
+	var mu sync.Mutex
+	opening, peak, held := 0, 0, 0
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			// The reader's watch for new pods: open, and quiet.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		name := path.Base(path.Dir(r.URL.Path))
+		mu.Lock()
+		opening++
+		held++
+		peak = max(peak, opening)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		// Counted out before the answer: the reader may open the next
+		// stream only once it has this one's.
+		mu.Lock()
+		opening--
+		mu.Unlock()
+		fmt.Fprintf(w, "hello from %s\n", name)
+		w.(http.Flusher).Flush()
+		// A followed log stays open until its reader closes it.
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	out := &lockedBuffer{}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for left := pods; left > 0; left-- {
+			// Each wait is for the reader's next request alone.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				ready := held >= min(maxReads, left)
+				if ready {
+					held--
+				}
+				mu.Unlock()
+				if ready {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%d streams were never being opened together", min(maxReads, left))
+					close(release)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			release <- struct{}{}
+		}
+		// The job ends once every pod's line has been read.
+		deadline := time.Now().Add(20 * time.Second)
+		for strings.Count(out.String(), "hello from") < pods && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &corev1.PodList{}
+	for i := range pods {
+		list.Items = append(list.Items, *pod(fmt.Sprintf("pi-node-%d", i), "worker", corev1.PodRunning, true))
+	}
+	err = Stream(context.Background(), kube, Options{
+		Namespace: "ns", LabelSelector: "job=pi", Container: "node", Listed: list,
+		Follow: true, Ended: ended, Drain: 10 * time.Millisecond,
+		Out: out, ErrOut: io.Discard,
+	})
+	if err != nil {
+		t.Fatalf("Stream() = %v", err)
+	}
+	if got := strings.Count(out.String(), "hello from"); got != pods {
+		t.Errorf("%d lines, want %d", got, pods)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != maxReads {
+		t.Errorf("at most %d streams were being opened at once, want %d", peak, maxReads)
+	}
+}
+
+// lockedBuffer is a buffer a test reads while the streamer writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
