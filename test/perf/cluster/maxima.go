@@ -160,8 +160,10 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 	row := maximaRow{workers: workers}
 	name := fmt.Sprintf("big-%d", workers)
 	// The pods of a job this size take minutes to create and run on a
-	// small machine: the wait grows with them.
-	timeout := 5*time.Minute + time.Duration(workers)*150*time.Millisecond
+	// small machine: the wait grows with them (on 2 cores about 55 ms a
+	// worker at 4,096, and more at 16,384, which the scheduler and the
+	// kubelets start at a slower rate).
+	timeout := 5*time.Minute + time.Duration(workers)*200*time.Millisecond
 	before, err := meter.read(ctx)
 	if err != nil {
 		return row, err
