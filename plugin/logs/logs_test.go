@@ -248,28 +248,7 @@ func TestReadsAreBounded(t *testing.T) {
 	}))
 	defer srv.Close()
 	go func() {
-		for left := pods - 1; left > 0; left-- {
-			// Each wait is for the reader's next request alone.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				mu.Lock()
-				ready := held >= min(maxReads, left)
-				if ready {
-					held--
-				}
-				mu.Unlock()
-				if ready {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("%d reads were never opened together", min(maxReads, left))
-					close(release)
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-			release <- struct{}{}
-		}
+		releaseInTurn(t, &mu, &held, pods-1, release, "reads were never opened")
 	}()
 	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
 	if err != nil {
@@ -339,27 +318,8 @@ func TestFollowOpensAreBounded(t *testing.T) {
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
-		for left := pods; left > 0; left-- {
-			// Each wait is for the reader's next request alone.
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				mu.Lock()
-				ready := held >= min(maxReads, left)
-				if ready {
-					held--
-				}
-				mu.Unlock()
-				if ready {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("%d streams were never being opened together", min(maxReads, left))
-					close(release)
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-			release <- struct{}{}
+		if !releaseInTurn(t, &mu, &held, pods, release, "streams were never being opened") {
+			return
 		}
 		// The job ends once every pod's line has been read.
 		deadline := time.Now().Add(20 * time.Second)
@@ -391,6 +351,36 @@ func TestFollowOpensAreBounded(t *testing.T) {
 	if peak != maxReads {
 		t.Errorf("at most %d streams were being opened at once, want %d", peak, maxReads)
 	}
+}
+
+// releaseInTurn answers n requests the test server holds, one at a time,
+// each once the reader holds as many as it may at once (maxReads, or all
+// that are left); held counts the requests held, under mu. It fails t and
+// frees every request when the reader never holds that many.
+func releaseInTurn(t *testing.T, mu *sync.Mutex, held *int, n int, release chan struct{}, what string) bool {
+	for left := n; left > 0; left-- {
+		// Each wait is for the reader's next request alone.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			ready := *held >= min(maxReads, left)
+			if ready {
+				*held--
+			}
+			mu.Unlock()
+			if ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%d %s together", min(maxReads, left), what)
+				close(release)
+				return false
+			}
+			time.Sleep(time.Millisecond)
+		}
+		release <- struct{}{}
+	}
+	return true
 }
 
 // lockedBuffer is a buffer a test reads while the streamer writes it.
