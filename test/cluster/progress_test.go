@@ -72,8 +72,12 @@ func realNodeProgress(dirp *string) {
 			out, _ := kubectl(dir, "get", "trainjob", "reported", "-o", "jsonpath={.status.trainerStatus.progressPercentage}")
 			return out
 		}, time.Minute, time.Second).Should(Equal("7"))
-		list, _ := kubectlMPI(dir, "list")
-		Expect(list).To(MatchRegexp(`(?m)^reported\s+Running\s+1/1\s+1\s+0\s+7%\s`), list)
+		// The ready count is the JobSet's, which its controller writes some
+		// time after the pod turns ready; the progress is already there.
+		Eventually(func() string {
+			list, _ := kubectlMPI(dir, "list")
+			return list
+		}, time.Minute, time.Second).Should(MatchRegexp(`(?m)^reported\s+Running\s+1/1\s+1\s+0\s+7%\s`))
 
 		By("a worker of another job, with its own token, reporting for this one")
 		out = send("default", "forger", "default/reported")
