@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"reflect"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +60,68 @@ func TestFeedReader(t *testing.T) {
 			}
 			if pods, ok := tc.list.(*corev1.PodList); ok && tc.fromFeed && len(pods.Items) != 2 {
 				t.Errorf("pods from the feed: %d, want 2", len(pods.Items))
+			}
+		})
+	}
+}
+
+// A caller that may write what it reads gets copies; a read-only one
+// (client.UnsafeDisableDeepCopy) gets the feed's own pods.
+func TestFeedReaderCopies(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if err := store.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher", Labels: map[string]string{"k": "v"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &feedReader{Reader: &delegate{}, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
+	opts := []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi"}}
+	for _, tc := range []struct {
+		name   string
+		opts   []client.ListOption
+		shared bool
+	}{{"copies", opts, false}, {"read-only", append(opts, client.UnsafeDisableDeepCopy), true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pods corev1.PodList
+			if err := r.List(context.Background(), &pods, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			stored, _, _ := store.GetByKey("ns/pi-launcher")
+			want := stored.(*corev1.Pod).Labels
+			if got := reflect.ValueOf(pods.Items[0].Labels).UnsafePointer() == reflect.ValueOf(want).UnsafePointer(); got != tc.shared {
+				t.Errorf("shares the feed's pod: %t, want %t", got, tc.shared)
+			}
+		})
+	}
+}
+
+// BenchmarkFeedList is one read of a 16,384-worker job's pods from an open
+// page's feed, as its view and its usage read them.
+func BenchmarkFeedList(b *testing.B) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for i := range 16384 {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-node-0-" + strconv.Itoa(i) + "-abcde", Labels: map[string]string{
+				api.LabelJobName: "pi", api.LabelRole: api.RoleWorker, "batch.kubernetes.io/job-completion-index": strconv.Itoa(i),
+			}},
+			Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "node", Image: "mpi", Command: []string{"sleep", "600"}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "node", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+		}
+		if err := store.Add(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := &feedReader{Reader: &delegate{}, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
+	opts := []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi"}}
+	for _, tc := range []struct {
+		name string
+		opts []client.ListOption
+	}{{"copies", opts}, {"shared", append(opts, client.UnsafeDisableDeepCopy)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				var pods corev1.PodList
+				if err := r.List(context.Background(), &pods, tc.opts...); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -160,7 +160,9 @@ func (r *Runtimes) Get(ctx context.Context, tj *trainer.TrainJob) (*mpi.Runtime,
 // Pods lists a job's pods, launcher first, then workers by index, newest
 // first within a host: the pods of the Jobs of the JobSet the TrainJob
 // controls (trainjob.OwnPods), not whatever wears its labels. A job without
-// a JobSet has none.
+// a JobSet has none. A reader that keeps the pods in memory (the
+// dashboard's feed of an open page) shares its own: the caller reads them
+// and never writes them.
 func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.Pod, error) {
 	js := &metav1.PartialObjectMetadata{}
 	js.SetGroupVersionKind(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))
@@ -176,7 +178,7 @@ func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.
 		return nil, fmt.Errorf("listing the Jobs of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	var list corev1.PodList
-	if err := c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{api.LabelJobName: tj.Name}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{api.LabelJobName: tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the pods of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	owners := make([]metav1.Object, len(jobs.Items))
