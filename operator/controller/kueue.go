@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/torus-mpi/torus/pkg/trainjob"
@@ -38,23 +37,42 @@ func workloadToTrainJob(_ context.Context, o client.Object) []reconcile.Request 
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: owners[0]}}}
 }
 
-// getWorkload finds the newest workload of the job's JobSet, if any: one
-// Kueue made for this JobSet, its controller by UID. A workload left from
-// an earlier JobSet of the same name neither admits nor reserves anything
-// for this one.
+// getWorkload finds the workload of the job's JobSet, if any (currentWorkload).
 func (r *TrainJobReconciler) getWorkload(ctx context.Context, s *scope) (*kueue.Workload, error) {
 	var list kueue.WorkloadList
 	if err := r.client.List(ctx, &list, client.InNamespace(s.tj.Namespace), client.MatchingFields{workloadOwnerKey: s.jobSet.Name}); err != nil {
 		return nil, fmt.Errorf("listing Kueue workloads: %w", err)
 	}
-	var newest *kueue.Workload
-	for i := range list.Items {
-		wl := &list.Items[i]
-		if metav1.IsControlledBy(wl, s.jobSet) && (newest == nil || newest.CreationTimestamp.Before(&wl.CreationTimestamp)) {
-			newest = wl
+	return currentWorkload(list.Items, s.jobSet), nil
+}
+
+// currentWorkload picks, of the workloads listed, the one that stands for
+// the JobSet js now: one Kueue made for js, its controller by UID (a
+// workload left from an earlier JobSet of the same name neither admits nor
+// reserves anything for this one); of several, which Kueue has while it
+// replaces one whose JobSet changed, one not being deleted, then the
+// newest, then by name, so that every reconcile picks the same one.
+func currentWorkload(items []kueue.Workload, js metav1.Object) *kueue.Workload {
+	var current *kueue.Workload
+	for i := range items {
+		wl := &items[i]
+		if metav1.IsControlledBy(wl, js) && (current == nil || standsBefore(wl, current)) {
+			current = wl
 		}
 	}
-	return newest, nil
+	return current
+}
+
+// standsBefore reports whether workload a stands for its JobSet rather
+// than b (currentWorkload).
+func standsBefore(a, b *kueue.Workload) bool {
+	if aLive, bLive := a.DeletionTimestamp.IsZero(), b.DeletionTimestamp.IsZero(); aLive != bLive {
+		return aLive
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	return a.Name > b.Name
 }
 
 // syncAdmission writes trainjob.ConditionAdmitted from the workload, and returns the
@@ -120,16 +138,16 @@ func (s *scope) recordEviction(cause string) {
 	s.evictedNow = true
 }
 
-// quotaReserved reports whether Kueue holds quota for the JobSet js through
+// quotaReserved reports whether Kueue holds quota for a JobSet through
 // its workload wl and may still resume it: Kueue resumes the JobSet once
 // the workload is admitted, at once where the ClusterQueue has no admission
 // checks, after them where it has. A workload Kueue is taking back (evicted,
 // to be deactivated or inactive, an admission check rejected or to be
 // retried, being deleted) or has finished (a JobSet it could not start)
-// resumes nothing, though its reservation may still show. wl is js's
-// (getWorkload).
-func quotaReserved(wl *kueue.Workload, js *jobsetv1alpha2.JobSet) bool {
-	if wl == nil || js == nil || !wl.DeletionTimestamp.IsZero() || !ptr.Deref(wl.Spec.Active, true) {
+// resumes nothing, though its reservation may still show. wl is the
+// JobSet's own (getWorkload).
+func quotaReserved(wl *kueue.Workload) bool {
+	if wl == nil || !wl.DeletionTimestamp.IsZero() || !ptr.Deref(wl.Spec.Active, true) {
 		return false
 	}
 	for _, t := range []string{kueue.WorkloadEvicted, kueue.WorkloadDeactivationTarget, kueue.WorkloadFinished} {

@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -114,6 +116,50 @@ func TestWantsKeys(t *testing.T) {
 			s := &scope{tj: &trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(tc.userSuspend)}}, jobSet: tc.jobSet, workload: tc.workload}
 			if got := s.wantsKeys(&jobsetv1alpha2.JobSet{}, tc.queued); got != tc.want {
 				t.Errorf("wantsKeys = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Of the workloads that name the JobSet, the one Kueue made for it stands
+// for it: live before one being deleted, then the newest, then by name,
+// whatever order the cache lists them in.
+func TestCurrentWorkload(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "pi", UID: "js-2"}}
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Second))
+	wl := func(name, owner string, created metav1.Time, deleting bool) kueue.Workload {
+		w := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: jobsetv1alpha2.SchemeGroupVersion.String(), Kind: "JobSet", Name: "pi", UID: types.UID(owner), Controller: ptr.To(true),
+		}}}}
+		if deleting {
+			w.DeletionTimestamp = &t1
+		}
+		return w
+	}
+	cases := map[string]struct {
+		items []kueue.Workload
+		want  string
+	}{
+		"none":                                {},
+		"one of an earlier JobSet, same name": {items: []kueue.Workload{wl("old", "js-1", t1, false)}},
+		"the newest":                          {items: []kueue.Workload{wl("a", "js-2", t0, false), wl("b", "js-2", t1, false)}, want: "b"},
+		"the newest of this JobSet":           {items: []kueue.Workload{wl("a", "js-2", t0, false), wl("b", "js-1", t1, false)}, want: "a"},
+		"a live one before a newer being deleted": {items: []kueue.Workload{wl("a", "js-2", t0, false), wl("b", "js-2", t1, true)}, want: "a"},
+		"created in the same second: by name":     {items: []kueue.Workload{wl("a", "js-2", t1, false), wl("b", "js-2", t1, false)}, want: "b"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			reversed := slices.Clone(tc.items)
+			slices.Reverse(reversed)
+			for _, items := range [][]kueue.Workload{tc.items, reversed} {
+				got := ""
+				if w := currentWorkload(items, js); w != nil {
+					got = w.Name
+				}
+				if got != tc.want {
+					t.Errorf("currentWorkload = %q, want %q (listed first: %s)", got, tc.want, items[0].Name)
+				}
 			}
 		})
 	}

@@ -180,7 +180,7 @@ func (s *scope) wantsKeys(desired *jobsetv1alpha2.JobSet, queued bool) bool {
 	if s.willRun(desired, queued) {
 		return true
 	}
-	return queued && !ptr.Deref(s.tj.Spec.Suspend, false) && quotaReserved(s.workload, s.jobSet)
+	return queued && !ptr.Deref(s.tj.Spec.Suspend, false) && quotaReserved(s.workload)
 }
 
 // willRun reports whether the JobSet runs after this reconcile: it runs, or
