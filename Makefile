@@ -278,7 +278,7 @@ bench-many: build testbin ## Many jobs at once: MANY (200x8; 1000x8 needs more t
 bench-mpi-operator: build testbin ## Side by side with Kubeflow's mpi-operator v0.8.2 (built from its Go module): each case in MPI_OPERATOR (one job of 1,024 workers, 200 jobs of 8) as Torus's TrainJobs and as MPIJobs, both through Kueue (MPI_OPERATOR_QUEUE=false: neither), on a fresh local cluster of MAXIMA_NODES kwok nodes, with each controller's time to every pod Running, CPU, memory and API requests (about 20 minutes); writes test/perf/mpi-operator.md.
 	hack/testbin/build.sh mpi-operator
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -kueue-mpijob
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) -kueue-mpijob
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -mpi-operator $(MPI_OPERATOR) -queue=$(MPI_OPERATOR_QUEUE) -mpi-operator-bin $(TESTBIN)/bin/mpi-operator -mpi-operator-args "$(MPI_OPERATOR_ARGS)" > $(ROOT)/test/perf/mpi-operator.md.new && status=0 || status=$$?; \
 	  cat $(ROOT)/test/perf/mpi-operator.md.new; test $$status = 0 && mv $(ROOT)/test/perf/mpi-operator.md.new $(ROOT)/test/perf/mpi-operator.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
