@@ -206,8 +206,8 @@ bench-tenants: ## What one tenant's objects cost the operator: a flood of Config
 	$(GO) run ./test/perf/controlplane -tenants $(BENCH_FLAGS)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks: key generation, rendering, a reconcile's reading of a big job's pods, migrate throughput.
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./pkg/diagnosis/... ./pkg/trainjob/... ./operator/children/... ./plugin/migrate/...
+bench-micro: ## Micro-benchmarks: key generation, rendering, a reconcile's reading of a big job's pods, the dashboard's reading of an open job's pods, migrate throughput.
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/mpi/... ./pkg/diagnosis/... ./pkg/trainjob/... ./operator/children/... ./plugin/dashboard/... ./plugin/migrate/...
 
 # Budgets are execution counts, not durations: Go 1.26's coordinator can fail a
 # duration-bounded run with "context deadline exceeded" as the clock runs out
