@@ -65,6 +65,13 @@ func TestFeedReader(t *testing.T) {
 	}
 }
 
+// piFeed reads store as the feed of job pi in namespace ns, with the
+// options of a list of that job's pods.
+func piFeed(store cache.Store) (*feedReader, []client.ListOption) {
+	r := &feedReader{Reader: &delegate{}, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
+	return r, []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi"}}
+}
+
 // A caller that may write what it reads gets copies; a read-only one
 // (client.UnsafeDisableDeepCopy) gets the feed's own pods.
 func TestFeedReaderCopies(t *testing.T) {
@@ -72,8 +79,7 @@ func TestFeedReaderCopies(t *testing.T) {
 	if err := store.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-launcher", Labels: map[string]string{"k": "v"}}}); err != nil {
 		t.Fatal(err)
 	}
-	r := &feedReader{Reader: &delegate{}, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
-	opts := []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi"}}
+	r, opts := piFeed(store)
 	for _, tc := range []struct {
 		name   string
 		opts   []client.ListOption
@@ -110,8 +116,7 @@ func BenchmarkFeedList(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	r := &feedReader{Reader: &delegate{}, feed: &podFeed{store: store, selector: api.LabelJobName + "=pi"}, namespace: "ns"}
-	opts := []client.ListOption{client.InNamespace("ns"), client.MatchingLabels{api.LabelJobName: "pi"}}
+	r, opts := piFeed(store)
 	for _, tc := range []struct {
 		name string
 		opts []client.ListOption
