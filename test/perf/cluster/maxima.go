@@ -161,7 +161,7 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 	name := fmt.Sprintf("big-%d", workers)
 	// The pods of a job this size take minutes to create and run on a
 	// small machine: the wait grows with them (on 2 cores 55 ms a worker
-	// at 4,096 and 43 ms at 16,384, far from this bound on a busier one).
+	// at 4,096 and 40 ms at 16,384; 200 ms leaves room for a busier one).
 	timeout := 5*time.Minute + time.Duration(workers)*200*time.Millisecond
 	before, err := meter.read(ctx)
 	if err != nil {
