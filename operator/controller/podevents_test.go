@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,4 +154,24 @@ func equalJobs(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// A reconcile reads the pods indexed under its job (indexPodJob): those
+// wearing the job's label, as podToTrainJob maps their changes to it.
+func TestIndexPodJob(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   []string
+	}{
+		{name: "a job's pod", labels: map[string]string{api.LabelJobName: "pi"}, want: []string{"pi"}},
+		{name: "no labels"},
+		{name: "an empty job name", labels: map[string]string{api.LabelJobName: ""}},
+		{name: "another label alone", labels: map[string]string{"app": "pi"}},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: tc.labels}}
+		if got := indexPodJob(p); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: indexed under %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }

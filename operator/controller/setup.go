@@ -106,6 +106,9 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podJobKey, indexPodJob); err != nil {
+		return fmt.Errorf("indexing pods by MPI job: %w", err)
+	}
 	r := &TrainJobReconciler{
 		client:       metacreate.Wrap(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		apiReader:    mgr.GetAPIReader(),
@@ -236,6 +239,22 @@ func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// podJobKey indexes the cached pods by the MPI job whose label they wear.
+// A reconcile reads its job's pods from the index: matching the labels of
+// every pod of the namespace instead read every job's pods on each
+// reconcile of one, many thousands of times during a burst of jobs in one
+// namespace, and matched each pod of a large job again on each of its
+// pods' changes.
+const podJobKey = "torus.pod.job"
+
+// indexPodJob is a pod's podJobKey: the job its label names, if any.
+func indexPodJob(o client.Object) []string {
+	if name := o.GetLabels()[api.LabelJobName]; name != "" {
+		return []string{name}
+	}
+	return nil
 }
 
 // podEventsDelay is how long a change of a job's pod waits before the job

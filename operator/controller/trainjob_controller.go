@@ -544,7 +544,7 @@ func (r *TrainJobReconciler) podsPhase(ctx context.Context, s *scope) error {
 	// The pods are read, never written: the cache's own copies spare a
 	// deep copy of every pod of the job on every event of one of them.
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingFields{podJobKey: s.tj.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	var jobs batchv1.JobList

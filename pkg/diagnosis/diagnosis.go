@@ -77,8 +77,7 @@ func quoteAll(lines []string) string {
 // since in MPI one rank's death makes the others fail after it.
 func Pods(pods []corev1.Pod, placement mpi.Placement) []Finding {
 	var out []Finding
-	job := jobFacts{sshd: workersSSHD(pods), slots: placement.SlotsPerHost}
-	job.gpus, job.gpuResource = workerGPUs(pods)
+	job := &jobFacts{pods: pods, slots: placement.SlotsPerHost}
 	for i := range pods {
 		if f, ok := pod(&pods[i], placement, job); ok {
 			out = append(out, f)
@@ -161,13 +160,29 @@ func workersSSHD(pods []corev1.Pod) workerSSHD {
 }
 
 // jobFacts is what a finding's fix names of the job's pods as a whole.
+// Only a container's failure reads them: they are taken from the pods on
+// first use, which spares a job whose pods are all well (a reconcile of a
+// large starting job) a second pass over every pod.
 type jobFacts struct {
-	sshd workerSSHD
+	pods []corev1.Pod
 	// slots is the job's ranks per worker.
 	slots int32
+
+	read bool
+	sshd workerSSHD
 	// gpus is each worker's GPUs, of the extended resource gpuResource.
 	gpus        int64
 	gpuResource string
+}
+
+// load reads the facts of the job's pods, once.
+func (j *jobFacts) load() {
+	if j.read {
+		return
+	}
+	j.read = true
+	j.sshd = workersSSHD(j.pods)
+	j.gpus, j.gpuResource = workerGPUs(j.pods)
 }
 
 // workerGPUs is what a worker's rank container asks of GPUs: the count and
@@ -215,7 +230,7 @@ func probedPort(c *corev1.Container) string {
 // pod is a pod's problem, if it has one. A healthy pod, the most of a
 // large job's, costs no allocation: the operator diagnoses every pod of a
 // job on each of its pods' changes.
-func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
+func pod(p *corev1.Pod, placement mpi.Placement, job *jobFacts) (Finding, bool) {
 	f, ok := problem(p, job)
 	if ok {
 		f.Pod = p.Name
@@ -225,7 +240,7 @@ func pod(p *corev1.Pod, placement mpi.Placement, job jobFacts) (Finding, bool) {
 }
 
 // problem is pod's finding but for the pod and host it names.
-func problem(p *corev1.Pod, job jobFacts) (Finding, bool) {
+func problem(p *corev1.Pod, job *jobFacts) (Finding, bool) {
 	var f Finding
 	if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" {
 		f.Reason, f.Terminal = "Evicted", true
@@ -274,6 +289,7 @@ func problem(p *corev1.Pod, job jobFacts) (Finding, bool) {
 					// (terminationMessagePolicy FallbackToLogsOnError).
 					ctx := contextOf(p)
 					ctx.logs = "kubectl mpi logs " + p.Labels[api.LabelJobName] + logsFlag(hostOf(p).Name())
+					job.load()
 					ctx.slots, ctx.gpus, ctx.gpuResource = job.slots, job.gpus, job.gpuResource
 					// Every worker passed its probe of that port before the
 					// launcher started, and none had stopped when it failed.
