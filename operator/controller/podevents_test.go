@@ -173,5 +173,12 @@ func TestIndexPodJob(t *testing.T) {
 		if got := indexPodJob(p); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: indexed under %q, want %q", tc.name, got, tc.want)
 		}
+		var brings []string
+		for _, r := range podToTrainJob(context.Background(), p) {
+			brings = append(brings, r.Name)
+		}
+		if !slices.Equal(brings, tc.want) {
+			t.Errorf("%s: its changes bring back %q, want %q", tc.name, brings, tc.want)
+		}
 	}
 }

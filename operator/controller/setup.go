@@ -232,13 +232,14 @@ var processProofKeys = sync.OnceValue(func() ProofKeys {
 // Multus) looks whether it was installed since.
 const optionalAPIPollInterval = 30 * time.Second
 
-// podToTrainJob maps a job's pod to its TrainJob through the job-name label.
+// podToTrainJob maps a job's pod to its TrainJob through the job-name label:
+// the job whose reconcile reads the pod (indexPodJob).
 func podToTrainJob(_ context.Context, o client.Object) []reconcile.Request {
-	name, ok := o.GetLabels()[api.LabelJobName]
-	if !ok {
-		return nil
+	var reqs []reconcile.Request
+	for _, name := range indexPodJob(o) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+	return reqs
 }
 
 // podJobKey indexes the cached pods by the MPI job whose label they wear.

@@ -253,10 +253,11 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 			template = rj.Template.Spec.Template
 		}
 	}
+	podName := func(i int) string { return fmt.Sprintf("%s-%s-0-%d-abcde", name, mpi.NodeJob, i) }
 	before := usageOf(ctrl).CPU
 	err := createAll(ctx, cp.client, o.concurrency, n, func(i int) client.Object {
 		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
-		p.Name, p.Namespace = fmt.Sprintf("%s-%s-0-%d-abcde", name, mpi.NodeJob, i), nsBig
+		p.Name, p.Namespace = podName(i), nsBig
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
 		}
@@ -283,7 +284,7 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 	before = after.CPU
 	running := runningStatus(&template.Spec)
 	err = runAll(o.concurrency, n, func(i int) error {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-0-%d-abcde", name, mpi.NodeJob, i), Namespace: nsBig}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName(i), Namespace: nsBig}}
 		return cp.client.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, running))
 	})
 	if err != nil {
