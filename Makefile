@@ -202,7 +202,7 @@ bench-dashboard: web ## How soon the dashboard shows a new job and a state chang
 	$(GO) run ./test/perf/controlplane -dashboard $(BENCH_FLAGS)
 
 .PHONY: bench-tenants
-bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, each cached kind at its worst, and one job's 1,000 to 16,384 pods (about 5 minutes); writes test/perf/tenants.md.
+bench-tenants: ## What one tenant's objects cost the operator: a flood of ConfigMaps and Secrets carrying Torus's label, each cached kind at its worst, and one job's 1,000 to 16,384 pods, and how soon describe and the dashboard answer about the largest (about 5 minutes); writes test/perf/tenants.md.
 	$(GO) run ./test/perf/controlplane -tenants $(BENCH_FLAGS)
 
 .PHONY: bench-micro

@@ -191,7 +191,8 @@ func (s *server) job(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, describe.Describe(r.Context(), s.pods.reader(s.client, tj.Namespace, tj.Name), tj, s.clock.Now()))
+	c, tables := s.pods.viewReader(s.client, tj.Namespace, tj.Name)
+	writeJSON(w, http.StatusOK, describe.Describe(r.Context(), c, tables, tj, s.clock.Now()))
 }
 
 func (s *server) yaml(w http.ResponseWriter, r *http.Request) {

@@ -61,6 +61,10 @@ func (o *describeOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kube, err := o.getter.Kubernetes()
+	if err != nil {
+		return err
+	}
 	now := o.clock.Now()
-	return write(o.Out, gather(ctx, o.client, tj, now), now)
+	return write(o.Out, gather(ctx, o.client, job.NewPodTables(kube), tj, now), now)
 }

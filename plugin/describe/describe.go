@@ -36,8 +36,12 @@ const maxEvents = 15
 
 // data is what describe shows.
 type data struct {
-	Info   *job.Info
-	Pods   []corev1.Pod
+	Info *job.Info
+	// Pods are the job's pods read whole: all of them, or, from a glance
+	// (job.GlancePods), those not plainly running.
+	Pods []corev1.Pod
+	// Glance is the rest of the job's hosts, when a glance read them.
+	Glance *job.Glance
 	Events []corev1.Event
 	// Problems are what could not be read (permissions), said at the end.
 	Problems []string
@@ -49,7 +53,10 @@ type data struct {
 
 // gather reads a job's runtime, pods and events, and for a job that has
 // not finished whether the operator runs; now dates the operator's lease.
-func gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) *data {
+// With tables, it glances at the job's pods (job.GlancePods), unless the
+// job selects a network profile: the Networks section reads each pod's
+// attachments.
+func gather(ctx context.Context, c client.Reader, tables job.PodTables, tj *trainer.TrainJob, now time.Time) *data {
 	d := &data{Info: job.Resolve(ctx, job.NewRuntimes(c), tj)}
 	if !trainjob.Finished(tj) {
 		d.Operator = operatorstatus.Check(ctx, c, now)
@@ -57,11 +64,15 @@ func gather(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time
 	if d.Info.RuntimeErr != nil {
 		d.Problems = append(d.Problems, "runtime: "+d.Info.RuntimeErr.Error())
 	}
-	pods, err := job.Pods(ctx, c, tj)
+	if d.Info.Runtime == nil || mpi.ProfileName(tj.Annotations, d.Info.Runtime.Annotations) != "" {
+		tables = nil
+	}
+	glance, err := job.GlancePods(ctx, c, tables, tj)
 	if err != nil {
 		d.Problems = append(d.Problems, err.Error())
+	} else {
+		d.Pods, d.Glance = glance.Pods, glance
 	}
-	d.Pods = pods
 	var events corev1.EventList
 	if err := c.List(ctx, &events, client.InNamespace(tj.Namespace),
 		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.name", tj.Name)}); err != nil {
@@ -425,6 +436,12 @@ func hostRows(d *data, placement mpi.Placement, findings []diagnosis.Finding) []
 			}
 		}
 		p := pods.Of(h.Role, h.Index)
+		if run, ok := d.Glance.RunningOf(h.Role, h.Index); p == nil && ok {
+			// What podState and health say of such a pod read whole.
+			row.Pod, row.Node, row.State, row.Health = run.Name, run.Node, "Running", "Ready"
+			rows = append(rows, row)
+			continue
+		}
 		if p == nil {
 			row.State, row.Health = "NotCreated", "NotCreated"
 			if trainjob.Finished(d.Info.TrainJob) {

@@ -46,9 +46,9 @@ type Event struct {
 }
 
 // Describe reads a job's runtime, pods and events and says what describe
-// would.
-func Describe(ctx context.Context, c client.Reader, tj *trainer.TrainJob, now time.Time) View {
-	d := gather(ctx, c, tj, now)
+// would; tables, when not nil, read a glance of its pods (job.GlancePods).
+func Describe(ctx context.Context, c client.Reader, tables job.PodTables, tj *trainer.TrainJob, now time.Time) View {
+	d := gather(ctx, c, tables, tj, now)
 	placement := d.Info.Placement()
 	findings := diagnosis.Pods(d.Pods, placement)
 	v := View{

@@ -11,11 +11,13 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -179,6 +181,87 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(owner.Owns(ctx, own)).To(BeTrue())
 		Expect(owner.Owns(ctx, planted)).To(BeFalse())
 		Expect(owner.Owns(ctx, forged)).To(BeFalse())
+	})
+
+	It("glances at a job's running pods through their Table only where the Job controller's counts agree", func() {
+		ns := namespace()
+		Expect(kubectlMPI("", "-n", ns, "run", "glance", "--image", "img", "--workers", "2", "--", "mpirun", "./pi").Err).NotTo(HaveOccurred())
+		var tj trainer.TrainJob
+		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "glance"}, &tj)).To(Succeed())
+		framework.ObserveJobSet(ctx, fw.Client, &tj)
+		launcher, node := framework.JobOf(ctx, fw.Client, &tj, mpi.LauncherJob), framework.JobOf(ctx, fw.Client, &tj, mpi.NodeJob)
+		// A pod as its kubelet reports it started: the API server's
+		// Table shows it Running, 1/1 ready, never restarted.
+		running := func(name, role string, index int, owner *batchv1.Job) *corev1.Pod {
+			GinkgoHelper()
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
+					api.LabelJobName: "glance", api.LabelRole: role, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index),
+				}},
+				Spec: corev1.PodSpec{NodeName: "node-" + name[len(name)-5:], Containers: []corev1.Container{{Name: mpi.TrainerContainer, Image: "img"}}},
+			}
+			if owner != nil {
+				framework.ControlledBy(p, owner)
+			}
+			Expect(fw.Client.Create(ctx, p)).To(Succeed())
+			started := metav1.Now()
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: mpi.TrainerContainer, Image: "img", Ready: true,
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}}
+			Expect(fw.Client.Status().Update(ctx, p)).To(Succeed())
+			return p
+		}
+		// What the Job controller would count of its Job's pods.
+		counted := func(j *batchv1.Job, ready int32) {
+			GinkgoHelper()
+			Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(j), j)).To(Succeed())
+			j.Status.Active, j.Status.Ready = ready, ptr.To(ready)
+			Expect(fw.Client.Status().Update(ctx, j)).To(Succeed())
+		}
+		own := []*corev1.Pod{
+			running(launcher.Name+"-0-aaaaa", api.RoleLauncher, 0, launcher),
+			running(node.Name+"-0-bbbbb", api.RoleWorker, 0, node),
+			running(node.Name+"-1-ccccc", api.RoleWorker, 1, node),
+		}
+		counted(launcher, 1)
+		counted(node, 2)
+		kube, err := kubernetes.NewForConfig(fw.Config)
+		Expect(err).NotTo(HaveOccurred())
+		tables := job.NewPodTables(kube)
+
+		By("every host plainly running is shown from its row, and no pod is read whole")
+		glance, err := job.GlancePods(ctx, fw.Client, tables, &tj)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(glance.Pods).To(BeEmpty())
+		for _, p := range own {
+			h := job.HostOf(p)
+			row, shown := glance.RunningOf(h.Role, h.Index)
+			Expect(shown).To(BeTrue(), h.Name())
+			Expect(row).To(Equal(job.RunningPod{Name: p.Name, Node: p.Spec.NodeName}), h.Name())
+		}
+		r := kubectlMPI("", "-n", ns, "describe", "glance")
+		Expect(r.Err).NotTo(HaveOccurred())
+		for _, p := range own {
+			Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+\S+\s+%s\s+%s\s+%s\s+Running\s+0\s*$`, job.HostOf(p).Name(), p.Name, p.Spec.NodeName))
+		}
+
+		By("a pod that wears the name of a host whose own pod is gone is not shown")
+		Expect(fw.Client.Delete(ctx, own[2], client.GracePeriodSeconds(0))).To(Succeed())
+		counted(node, 1)
+		planted := running(node.Name+"-1-zzzzz", api.RoleWorker, 1, nil)
+		glance, err = job.GlancePods(ctx, fw.Client, tables, &tj)
+		Expect(err).NotTo(HaveOccurred())
+		_, shown := glance.RunningOf(api.RoleWorker, 1)
+		Expect(shown).To(BeFalse())
+		Expect(glance.Pods).To(HaveLen(2))
+		for _, p := range glance.Pods {
+			Expect(p.Name).NotTo(Equal(planted.Name))
+		}
+		r = kubectlMPI("", "-n", ns, "describe", "glance")
+		Expect(r.Err).NotTo(HaveOccurred())
+		Expect(r.Stdout).NotTo(ContainSubstring(planted.Name))
+		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+\S+\s+worker-1\s+<none>\s+NotCreated\s*$`))
 	})
 
 	It("lists a page at a time, in namespace and name order, as one table", func() {

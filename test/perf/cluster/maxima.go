@@ -5,14 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,15 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
-	plugclient "github.com/torus-mpi/torus/plugin/client"
-	"github.com/torus-mpi/torus/plugin/dashboard"
+	"github.com/torus-mpi/torus/test/perf/answers"
 )
 
 // maximaOptions is what the maxima section needs beyond the cluster: the
@@ -63,15 +55,7 @@ type maximaRow struct {
 	floor   time.Duration
 	work    operatorWork
 	peakRSS int64 // bytes, sampled while the job started
-	answers []answer
-}
-
-// answer is how long one of the plugin's commands, or the dashboard's job
-// view, took to answer at a size: the median of its tries.
-type answer struct {
-	what   string
-	median time.Duration
-	err    string
+	answers []answers.Answer
 }
 
 // runMaxima runs, for each size, one job of that many workers through the
@@ -109,7 +93,7 @@ func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operator
 	header := "| workers |"
 	sep := "| --- |"
 	for _, a := range rows[0].answers {
-		header += " " + a.what + " |"
+		header += " " + a.What + " |"
 		sep += " --- |"
 	}
 	fmt.Println(header)
@@ -117,11 +101,11 @@ func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operator
 	for _, r := range rows {
 		line := fmt.Sprintf("| %d |", r.workers)
 		for _, a := range r.answers {
-			if a.err != "" {
-				line += " failed: " + a.err + " |"
+			if a.Err != "" {
+				line += " failed: " + a.Err + " |"
 				continue
 			}
-			line += fmt.Sprintf(" %.2f s |", a.median.Seconds())
+			line += fmt.Sprintf(" %.2f s |", a.Median.Seconds())
 		}
 		fmt.Println(line)
 	}
@@ -329,7 +313,7 @@ func residentBytes(pid int) (int64, error) {
 // list, describe and logs --tail, and the dashboard's view of the job,
 // three tries each. Not top: kwok's nodes serve no resource metrics that
 // the API server will proxy to.
-func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answer, error) {
+func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answers.Answer, error) {
 	commands := []struct {
 		what string
 		args []string
@@ -338,80 +322,15 @@ func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answe
 		{"describe", []string{"describe", name, "-n", ns}},
 		{"logs --tail 10", []string{"logs", name, "-n", ns, "--tail", "10"}},
 	}
-	var out []answer
+	var out []answers.Answer
 	for _, cmd := range commands {
-		out = append(out, timeTries(cmd.what, func() error {
-			run := exec.CommandContext(ctx, o.plugin, cmd.args...)
-			run.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig)
-			if b, err := run.CombinedOutput(); err != nil {
-				return fmt.Errorf("%w: %s", err, lastLine(b))
-			}
-			return nil
-		}))
+		out = append(out, answers.Tries(cmd.what, answers.Plugin(ctx, o.plugin, o.kubeconfig, cmd.args...)))
 	}
-	view, stop, err := dashboardView(o.kubeconfig, ns, name)
+	view, stop, err := answers.DashboardView(o.kubeconfig, ns, name)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-	out = append(out, timeTries("dashboard job view", view))
+	out = append(out, answers.Tries("dashboard job view", view))
 	return out, nil
-}
-
-// timeTries runs f three times and keeps the median.
-func timeTries(what string, f func() error) answer {
-	var d []time.Duration
-	for range 3 {
-		start := time.Now()
-		if err := f(); err != nil {
-			return answer{what: what, err: err.Error()}
-		}
-		d = append(d, time.Since(start))
-	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	return answer{what: what, median: d[1]}
-}
-
-// dashboardView serves the dashboard as kubectl mpi dashboard does, on
-// loopback, and returns a read of the job's view (what its page shows).
-func dashboardView(kubeconfig, ns, name string) (view func() error, stop func(), err error) {
-	const token = "0123456789abcdef0123456789abcdef"
-	flags := genericclioptions.NewConfigFlags(true)
-	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := dashboard.Handler(plugclient.New(flags), token, l.Addr())
-	if err != nil {
-		l.Close()
-		return nil, nil, err
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
-	srv.Start()
-	web := &http.Client{Timeout: time.Minute}
-	view = func() error {
-		req, err := http.NewRequest(http.MethodGet, srv.URL+"/api/namespaces/"+ns+"/jobs/"+name, nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := web.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", resp.Status, lastLine(body))
-		}
-		return nil
-	}
-	return view, srv.Close, nil
-}
-
-// lastLine is the last non-empty line of a command's output.
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return lines[len(lines)-1]
 }

@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +29,9 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	plugclient "github.com/torus-mpi/torus/plugin/client"
+	plugjob "github.com/torus-mpi/torus/plugin/job"
+	"github.com/torus-mpi/torus/test/perf/answers"
 )
 
 // The tenants benchmark measures what one namespace's user can make the
@@ -66,6 +71,9 @@ type tenantStep struct {
 	// RunCPU is, for a job's pods, the operator's CPU seconds while each
 	// of them turned Running and ready.
 	RunCPU float64
+	// Answers are, for the largest job, how soon the plugin and the
+	// dashboard answered about it once every pod ran.
+	Answers []answers.Answer
 }
 
 func runTenants(ctx context.Context, o options, podSizes []int) error {
@@ -103,7 +111,7 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 		return err
 	}
 	defer ctrl.stop()
-	answers := func(name string) (time.Duration, error) {
+	jobSetIn := func(name string) (time.Duration, error) {
 		t := newTracker(nsWarmup, 1, false)
 		tctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -119,7 +127,7 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 		}
 		return d, nil
 	}
-	if _, err := answers("warmup"); err != nil {
+	if _, err := jobSetIn("warmup"); err != nil {
 		return err
 	}
 	measureNow := func() (memory, error) {
@@ -182,7 +190,7 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 			return err
 		}
 	}
-	answered, err := answers("after-flood")
+	answered, err := jobSetIn("after-flood")
 	if err != nil {
 		return err
 	}
@@ -190,9 +198,19 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 
 	// One job's pods: the operator's status, diagnosis and network check
 	// read every pod of a job on every event of one of them.
+	kubeconfig, err := directKubeconfig(cp, dir)
+	if err != nil {
+		return err
+	}
 	var pods []tenantStep
 	for i, n := range podSizes {
-		s, err := jobPods(ctx, o, cp, ctrl, mc, n, i == len(podSizes)-1, measureNow)
+		var ask func(string) ([]answers.Answer, error)
+		if i == len(podSizes)-1 {
+			ask = func(name string) ([]answers.Answer, error) {
+				return askAbout(ctx, bins.plugin, kubeconfig, nsBig, name)
+			}
+		}
+		s, err := jobPods(ctx, o, cp, ctrl, mc, n, ask, measureNow)
 		if err != nil {
 			return err
 		}
@@ -214,9 +232,12 @@ func runTenants(ctx context.Context, o options, podSizes []int) error {
 
 // jobPods creates a job of n workers, the Job its JobSet's controller would
 // make for them (no JobSet controller runs here) and n pods of that Job, as
-// the Job controller makes them, then reports each pod Running and ready as
-// its kubelet would (no node runs them).
-func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc metadata.Interface, n int, last bool, measureNow func() (memory, error)) (tenantStep, error) {
+// the Job controller makes them and bound to nodes as the scheduler binds
+// them, then reports each pod Running and ready as its kubelet would (no
+// node runs them). With ask, the last size, it then counts the Job's ready
+// pods as the Job controller would and asks about the job; the control
+// plane goes with the benchmark.
+func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc metadata.Interface, n int, ask func(string) ([]answers.Answer, error), measureNow func() (memory, error)) (tenantStep, error) {
 	name := fmt.Sprintf("pods-%d", n)
 	t := newTracker(nsBig, 1, false)
 	tctx, cancel := context.WithCancel(ctx)
@@ -236,7 +257,7 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + mpi.NodeJob + "-0", Namespace: nsBig,
-			Labels:          map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name},
+			Labels:          map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.ReplicatedJobNameKey: mpi.NodeJob},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&js, jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))}},
 		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "node", Image: "mpi"}},
@@ -258,6 +279,7 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 	err := createAll(ctx, cp.client, o.concurrency, n, func(i int) client.Object {
 		p := &corev1.Pod{ObjectMeta: *template.ObjectMeta.DeepCopy(), Spec: *template.Spec.DeepCopy()}
 		p.Name, p.Namespace = podName(i), nsBig
+		p.Spec.NodeName = fmt.Sprintf("node-%d", i%160)
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
 		}
@@ -294,9 +316,13 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 		return tenantStep{}, err
 	}
 	step.After, step.RunCPU = after, after.CPU-before
-	if last {
-		// The control plane goes with the benchmark.
-		return step, nil
+	if ask != nil {
+		job.Status.Active, job.Status.Ready = int32(n), ptr.To(int32(n))
+		if err := cp.client.Status().Update(ctx, job); err != nil {
+			return tenantStep{}, fmt.Errorf("counting the ready pods of %s: %w", name, err)
+		}
+		step.Answers, err = ask(name)
+		return step, err
 	}
 	// The next size starts from none. A collection delete of thousands of
 	// pods may outlast the API server's request timeout and go on after
@@ -318,6 +344,47 @@ func jobPods(ctx context.Context, o options, cp *controlPlane, ctrl *running, mc
 		return tenantStep{}, err
 	}
 	return step, nil
+}
+
+// askAbout times, on the job of name whose every pod runs, describe and the
+// dashboard's view of it, and, inside one process, the two reads of its
+// pods they may make: every pod whole (job.Pods), and a glance at them
+// (job.GlancePods), which describe and the dashboard make.
+func askAbout(ctx context.Context, plugin, kubeconfig, ns, name string) ([]answers.Answer, error) {
+	out := []answers.Answer{answers.Tries("describe", answers.Plugin(ctx, plugin, kubeconfig, "describe", name, "-n", ns))}
+	view, stop, err := answers.DashboardView(kubeconfig, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	out = append(out, answers.Tries("dashboard job view", view))
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.KubeConfig = &kubeconfig
+	getter := plugclient.New(flags)
+	c, err := getter.Client()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := getter.Kubernetes()
+	if err != nil {
+		return nil, err
+	}
+	var tj trainer.TrainJob
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
+		return nil, err
+	}
+	out = append(out, answers.Tries("every pod read whole", func() error {
+		_, err := plugjob.Pods(ctx, c, &tj)
+		return err
+	}))
+	out = append(out, answers.Tries("a glance at the pods", func() error {
+		g, err := plugjob.GlancePods(ctx, c, plugjob.NewPodTables(kube), &tj)
+		if err == nil && len(g.Pods) > 0 {
+			err = fmt.Errorf("the glance read %d pods whole, where every pod runs", len(g.Pods))
+		}
+		return err
+	}))
+	return out, nil
 }
 
 // createAll creates n objects from concurrency goroutines.
@@ -445,6 +512,17 @@ func tenantsReport(o options, m machine, base memory, steps []tenantStep, answer
 		dn := float64(last.Objects - first.Objects)
 		fmt.Fprintf(&b, "\nSlope between %d and %d pods: %.1f MiB of live heap, %.2f s of CPU while created and %.2f s while turning Running per 1,000 pods.\n",
 			first.Objects, last.Objects, float64(last.After.Live-first.After.Live)/(1<<20)/dn*1000, (last.CPU-first.CPU)/dn*1000, (last.RunCPU-first.RunCPU)/dn*1000)
+	}
+	if len(pods) > 0 && len(pods[len(pods)-1].Answers) > 0 {
+		last := pods[len(pods)-1]
+		fmt.Fprintf(&b, "\n## Answers about the job of %d pods\n\nOnce each pod ran and its Job counted them ready, as the Job controller counts them: how long each answer took, the median of 3, straight to the API server. `describe` is the plugin's binary; the dashboard's view is its server's reply to the job page; the two reads are the ones they may make of the pods, timed inside one process.\n\n| answer | time |\n| --- | --- |\n", last.Objects)
+		for _, a := range last.Answers {
+			if a.Err != "" {
+				fmt.Fprintf(&b, "| %s | failed: %s |\n", a.What, a.Err)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.2f s |\n", a.What, a.Median.Seconds())
+		}
 	}
 	return b.String()
 }
