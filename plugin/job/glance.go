@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -89,15 +90,19 @@ const glanceFetchMax = 64
 // dashboard's job page). Without tables, or when the glance cannot be
 // trusted, it is Pods: every pod read whole. With tables it reads the
 // pods' Table and then, one by one, only the pods it shows not plainly
-// running.
+// running, and one running worker, whose spec gives the facts a failure's
+// fix names of the workers (their probed sshd port, their GPUs).
 //
 // A Table row carries no owner, so whoever may create pods in the
-// namespace could add a row that wears the job's labels. The rows are
-// therefore believed only where they agree with what the Job controller
-// counted of the pods of the job's own Jobs (trainjob.OwnPods' chain):
-// each Job's running rows are exactly its ready pods, and no host has a
-// second row. Any other answer, as while pods change, reads every pod
-// whole, so a glance shows nothing that Pods would not.
+// namespace could add a row that wears the job's labels. A row is
+// therefore believed only where the rows agree with what the Job controller
+// counted of the pods of the job's own Jobs (trainjob.OwnPods' chain): each
+// Job's ready rows are exactly its ready pods, and its Jobs did not change
+// while the Table was read. Any other answer, as while pods change, reads
+// every pod whole. What the counts cannot tell is a pod planted in the
+// place of one of the job's that was deleted or stopped being ready before
+// the Job controller counted it again: about a second, or for as long as
+// that controller does not run.
 func GlancePods(ctx context.Context, c client.Reader, tables PodTables, tj *trainer.TrainJob) (*Glance, error) {
 	full := func() (*Glance, error) {
 		pods, err := Pods(ctx, c, tj)
@@ -117,15 +122,31 @@ func GlancePods(ctx context.Context, c client.Reader, tables PodTables, tj *trai
 	if !metav1.IsControlledBy(js, tj) {
 		return &Glance{}, nil
 	}
-	// The Jobs before the Table: a count they hold is then no newer than
-	// the rows it is checked against.
-	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}); err != nil {
-		return nil, fmt.Errorf("listing the Jobs of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	listJobs := func() (*batchv1.JobList, error) {
+		var jobs batchv1.JobList
+		if err := c.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name}); err != nil {
+			return nil, fmt.Errorf("listing the Jobs of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+		}
+		return &jobs, nil
+	}
+	// The Jobs before and after the Table: counts that held all along are
+	// the counts of the pods the rows show.
+	jobs, err := listJobs()
+	if err != nil {
+		return nil, err
 	}
 	table, err := tables.PodTable(ctx, tj.Namespace, api.LabelJobName+"="+tj.Name)
 	if err != nil {
-		return nil, fmt.Errorf("listing the pods of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+		// A glance only spares the pods: whatever refused the Table (a
+		// proxy that serves no Tables, say), the pods may still be read.
+		return full()
+	}
+	after, err := listJobs()
+	if err != nil {
+		return nil, err
+	}
+	if !sameJobs(jobs.Items, after.Items) {
+		return full()
 	}
 	rows, ok := glanceRows(table, ownJobs(js, jobs.Items))
 	if !ok {
@@ -137,22 +158,24 @@ func GlancePods(ctx context.Context, c client.Reader, tables PodTables, tj *trai
 	}
 	fetched := make([]*corev1.Pod, len(rows.fetch))
 	g, gctx := errgroup.WithContext(ctx)
+	// A few reads at once: at most glanceFetchMax of them, each small.
 	g.SetLimit(8)
 	for i, name := range rows.fetch {
 		g.Go(func() error {
 			var p corev1.Pod
-			switch err := c.Get(gctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, &p); {
-			case apierrors.IsNotFound(err):
-				return nil // deleted since the Table
-			case err != nil:
-				return fmt.Errorf("reading pod %s of MPI job %s/%s: %w", name, tj.Namespace, tj.Name, err)
+			if err := c.Get(gctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, &p); err != nil {
+				return client.IgnoreNotFound(err) // not found: deleted since the Table
 			}
 			fetched[i] = &p
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		if apierrors.IsForbidden(err) {
+			// Pods that may be listed but not read one by one.
+			return full()
+		}
+		return nil, fmt.Errorf("reading the pods of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	var pods []corev1.Pod
 	for _, p := range fetched {
@@ -165,12 +188,33 @@ func GlancePods(ctx context.Context, c client.Reader, tables PodTables, tj *trai
 	return &Glance{Pods: pods, running: rows.running}, nil
 }
 
+// sameJobs reports whether two lists of Jobs hold the same Jobs, each
+// unchanged.
+func sameJobs(a, b []batchv1.Job) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	versions := make(map[types.UID]string, len(a))
+	for i := range a {
+		versions[a[i].UID] = a[i].ResourceVersion
+	}
+	for i := range b {
+		if v, ok := versions[b[i].UID]; !ok || v != b[i].ResourceVersion {
+			return false
+		}
+	}
+	return true
+}
+
 // ownJob is one of the job's own Jobs, with what the Job controller
 // counted of its pods.
 type ownJob struct {
-	name  string
-	role  string
-	ready int32
+	name string
+	role string
+	// completions is how many indexes the Job has; a row of any other
+	// index is not one of its pods.
+	completions int32
+	ready       int32
 }
 
 // ownJobs are the Jobs the JobSet controls, each with its role; a Job whose
@@ -179,7 +223,7 @@ func ownJobs(js metav1.Object, jobs []batchv1.Job) []ownJob {
 	var out []ownJob
 	for i := range jobs {
 		j := &jobs[i]
-		if !metav1.IsControlledBy(j, js) || j.Status.Ready == nil {
+		if !metav1.IsControlledBy(j, js) || j.Status.Ready == nil || j.Spec.Completions == nil {
 			continue
 		}
 		var role string
@@ -191,7 +235,7 @@ func ownJobs(js metav1.Object, jobs []batchv1.Job) []ownJob {
 		default:
 			continue
 		}
-		out = append(out, ownJob{name: j.Name, role: role, ready: *j.Status.Ready})
+		out = append(out, ownJob{name: j.Name, role: role, completions: *j.Spec.Completions, ready: *j.Status.Ready})
 	}
 	return out
 }
@@ -201,6 +245,20 @@ func ownJobs(js metav1.Object, jobs []batchv1.Job) []ownJob {
 type glanced struct {
 	running map[hostKey]RunningPod
 	fetch   []string
+}
+
+// glanceRow is what a glance reads of one row.
+type glanceRow struct {
+	name, node string
+	// job is the index in the own Jobs of the Job whose pod the name
+	// says the row is; -1 when none.
+	job  int
+	host hostKey
+	// ready as the Job controller counts a pod ready: its Ready
+	// condition, which needs its containers and readiness gates.
+	ready bool
+	// plain: ready, never restarted and on a node.
+	plain bool
 }
 
 // glanceRows sorts a Table's rows into hosts plainly running and pods to
@@ -231,41 +289,52 @@ func glanceRows(table *metav1.Table, jobs []ownJob) (glanced, bool) {
 		}
 		return ""
 	}
-	out := glanced{running: map[hostKey]RunningPod{}}
-	seen := map[hostKey]bool{}
+	rows := make([]glanceRow, 0, len(table.Rows))
+	perHost := map[hostKey]int{}
 	counted := make([]int32, len(jobs))
 	for i := range table.Rows {
 		r := &table.Rows[i]
-		name := cell(r, "Name")
-		if name == "" {
+		row := glanceRow{name: cell(r, "Name"), node: cell(r, "Node"), job: -1}
+		if row.name == "" {
 			return glanced{}, false
 		}
-		j, host, ok := hostOfName(name, jobs)
-		if !ok {
-			out.fetch = append(out.fetch, name)
-			continue
+		// The pod's Ready condition, as the printer shows it; a pod
+		// about to be evicted (DisruptionTarget) still shows ready
+		// until its deletion, a moment later, makes it Terminating.
+		row.ready = cell(r, "Status") == "Running" && allOf(cell(r, "Ready"), false) && allOf(cell(r, "Readiness Gates"), true)
+		row.plain = row.ready && cell(r, "Restarts") == "0" && row.node != "" && row.node != "<none>"
+		if j, host, ok := hostOfName(row.name, jobs); ok {
+			row.job, row.host = j, host
+			perHost[host]++
+			if row.ready {
+				counted[j]++
+			}
 		}
-		if seen[host] {
-			return glanced{}, false
-		}
-		seen[host] = true
-		// Ready as the Job controller counts it: the pod's Ready
-		// condition, its containers and readiness gates.
-		ready := cell(r, "Status") == "Running" && allOf(cell(r, "Ready"), false) && allOf(cell(r, "Readiness Gates"), true)
-		if ready {
-			counted[j]++
-		}
-		node := cell(r, "Node")
-		if !ready || cell(r, "Restarts") != "0" || node == "" || node == "<none>" {
-			out.fetch = append(out.fetch, name)
-			continue
-		}
-		out.running[host] = RunningPod{Name: name, Node: node}
+		rows = append(rows, row)
 	}
 	for i, j := range jobs {
 		if counted[i] != j.ready {
 			return glanced{}, false
 		}
+	}
+	out := glanced{running: map[hostKey]RunningPod{}}
+	var facts *glanceRow
+	for i := range rows {
+		row := &rows[i]
+		// A host of two pods (a failed one and its replacement, or a
+		// planted one) is shown from its pods read whole.
+		if row.job < 0 || !row.plain || perHost[row.host] > 1 {
+			out.fetch = append(out.fetch, row.name)
+			continue
+		}
+		out.running[row.host] = RunningPod{Name: row.name, Node: row.node}
+		if row.host.role == api.RoleWorker && (facts == nil || row.host.index < facts.host.index) {
+			facts = row
+		}
+	}
+	if facts != nil {
+		delete(out.running, facts.host)
+		out.fetch = append(out.fetch, facts.name)
 	}
 	if len(out.fetch) > glanceFetchMax {
 		return glanced{}, false
@@ -285,8 +354,10 @@ func allOf(cell string, orNone bool) bool {
 
 // hostOfName reads, from a pod's name, which of jobs made it and for which
 // host: the Job controller names the pod of index i of an indexed Job
-// "<job>-<i>-<5 characters>". The name only says which host the row would
-// be; the counts of GlancePods decide whether the row is believed.
+// "<job>-<i>-<5 characters>", cutting the Job's name only where that
+// would pass 63 characters, which a job's name cannot make its pods' do
+// (mpi.MaxTrainJobNameLength). The name only says which host the row
+// would be; the counts of GlancePods decide whether the row is believed.
 func hostOfName(name string, jobs []ownJob) (int, hostKey, bool) {
 	for i, j := range jobs {
 		rest, ok := strings.CutPrefix(name, j.name+"-")
@@ -298,7 +369,7 @@ func hostOfName(name string, jobs []ownJob) (int, hostKey, bool) {
 			continue
 		}
 		n, err := strconv.ParseInt(index, 10, 32)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != index {
+		if err != nil || n < 0 || n >= int64(j.completions) || strconv.FormatInt(n, 10) != index {
 			continue
 		}
 		return i, hostKey{j.role, int32(n)}, true

@@ -101,6 +101,13 @@ func JobOf(ctx context.Context, c client.Client, tj *trainer.TrainJob, replicate
 			}},
 		},
 	}
+	// Its counts and indexes as the JobSet controller gives them.
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name == replicatedJob {
+			t := rj.Template.Spec
+			job.Spec.Completions, job.Spec.Parallelism, job.Spec.CompletionMode = t.Completions, t.Parallelism, t.CompletionMode
+		}
+	}
 	if err := c.Create(ctx, job); apierrors.IsAlreadyExists(err) {
 		gomega.Expect(c.Get(ctx, client.ObjectKeyFromObject(job), job)).To(gomega.Succeed())
 	} else {

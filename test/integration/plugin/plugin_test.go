@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/plugin/describe"
 	"github.com/torus-mpi/torus/plugin/job"
 	"github.com/torus-mpi/torus/plugin/operatorstatus"
 	"github.com/torus-mpi/torus/test/framework"
@@ -191,14 +193,18 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		framework.ObserveJobSet(ctx, fw.Client, &tj)
 		launcher, node := framework.JobOf(ctx, fw.Client, &tj, mpi.LauncherJob), framework.JobOf(ctx, fw.Client, &tj, mpi.NodeJob)
 		// A pod as its kubelet reports it started: the API server's
-		// Table shows it Running, 1/1 ready, never restarted.
+		// Table shows it Running, 1/1 ready, never restarted. Its sshd
+		// answers the kubelet's probe on 2222, as a worker's does.
 		running := func(name, role string, index int, owner *batchv1.Job) *corev1.Pod {
 			GinkgoHelper()
 			p := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
 					api.LabelJobName: "glance", api.LabelRole: role, "batch.kubernetes.io/job-completion-index": fmt.Sprint(index),
 				}},
-				Spec: corev1.PodSpec{NodeName: "node-" + name[len(name)-5:], Containers: []corev1.Container{{Name: mpi.TrainerContainer, Image: "img"}}},
+				Spec: corev1.PodSpec{NodeName: "node-" + name[len(name)-5:], RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+					Name: mpi.TrainerContainer, Image: "img",
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2222)}}},
+				}}},
 			}
 			if owner != nil {
 				framework.ControlledBy(p, owner)
@@ -219,6 +225,21 @@ var _ = Describe("kubectl mpi against the API server", func() {
 			j.Status.Active, j.Status.Ready = ready, ptr.To(ready)
 			Expect(fw.Client.Status().Update(ctx, j)).To(Succeed())
 		}
+		kube, err := kubernetes.NewForConfig(fw.Config)
+		Expect(err).NotTo(HaveOccurred())
+		tables := job.NewPodTables(kube)
+		// describe and the dashboard's job page say of the job what they
+		// would say from every pod read whole.
+		sameAsWhole := func() describe.View {
+			GinkgoHelper()
+			now := time.Now()
+			glanced, whole := describe.Describe(ctx, fw.Client, tables, &tj, now), describe.Describe(ctx, fw.Client, nil, &tj, now)
+			Expect(glanced.Problems).To(BeEmpty())
+			Expect(glanced.Hosts).To(Equal(whole.Hosts))
+			Expect(glanced.Findings).To(Equal(whole.Findings))
+			Expect(glanced.Headline).To(Equal(whole.Headline))
+			return glanced
+		}
 		own := []*corev1.Pod{
 			running(launcher.Name+"-0-aaaaa", api.RoleLauncher, 0, launcher),
 			running(node.Name+"-0-bbbbb", api.RoleWorker, 0, node),
@@ -226,25 +247,35 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		}
 		counted(launcher, 1)
 		counted(node, 2)
-		kube, err := kubernetes.NewForConfig(fw.Config)
-		Expect(err).NotTo(HaveOccurred())
-		tables := job.NewPodTables(kube)
 
-		By("every host plainly running is shown from its row, and no pod is read whole")
+		By("every host plainly running is shown from its row, and only the first worker is read whole")
 		glance, err := job.GlancePods(ctx, fw.Client, tables, &tj)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(glance.Pods).To(BeEmpty())
-		for _, p := range own {
+		Expect(glance.Pods).To(HaveLen(1))
+		Expect(glance.Pods[0].Name).To(Equal(own[1].Name))
+		for _, p := range []*corev1.Pod{own[0], own[2]} {
 			h := job.HostOf(p)
 			row, shown := glance.RunningOf(h.Role, h.Index)
 			Expect(shown).To(BeTrue(), h.Name())
 			Expect(row).To(Equal(job.RunningPod{Name: p.Name, Node: p.Spec.NodeName}), h.Name())
 		}
+		sameAsWhole()
 		r := kubectlMPI("", "-n", ns, "describe", "glance")
 		Expect(r.Err).NotTo(HaveOccurred())
 		for _, p := range own {
 			Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+\S+\s+%s\s+%s\s+%s\s+Running\s+0\s*$`, job.HostOf(p).Name(), p.Name, p.Spec.NodeName))
 		}
+
+		By("a launcher refused by the workers' sshd is diagnosed from the facts of a worker read whole")
+		own[0].Status.Phase = corev1.PodFailed
+		own[0].Status.Conditions = nil
+		own[0].Status.ContainerStatuses[0].Ready = false
+		own[0].Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 255, Reason: "Error",
+			Message: "ssh: connect to host glance-node-0-1.glance port 2222: Connection refused", FinishedAt: metav1.Now()}}
+		Expect(fw.Client.Status().Update(ctx, own[0])).To(Succeed())
+		counted(launcher, 0)
+		view := sameAsWhole()
+		Expect(view.Findings).To(ContainElement(HaveField("Detail", ContainSubstring("a NetworkPolicy rejects the launcher's connection"))))
 
 		By("a pod that wears the name of a host whose own pod is gone is not shown")
 		Expect(fw.Client.Delete(ctx, own[2], client.GracePeriodSeconds(0))).To(Succeed())
@@ -258,6 +289,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		for _, p := range glance.Pods {
 			Expect(p.Name).NotTo(Equal(planted.Name))
 		}
+		sameAsWhole()
 		r = kubectlMPI("", "-n", ns, "describe", "glance")
 		Expect(r.Err).NotTo(HaveOccurred())
 		Expect(r.Stdout).NotTo(ContainSubstring(planted.Name))
