@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -129,5 +130,29 @@ func BenchmarkFeedList(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// synced is an informer that has listed its pods.
+type synced struct{ cache.Controller }
+
+func (synced) HasSynced() bool { return true }
+
+// A job page's view reads the job's pods from its open feed, once the feed
+// has listed them; before that, it glances at them through the API server.
+func TestViewReader(t *testing.T) {
+	j := newJobPods(nil)
+	c := &delegate{}
+	r, tables := j.viewReader(c, "ns", "pi")
+	if r != client.Reader(c) || tables == nil {
+		t.Errorf("without a feed: reader %T, tables %v; want the API client and tables", r, tables)
+	}
+	j.feeds[types.NamespacedName{Namespace: "ns", Name: "pi"}] = &podFeed{store: cache.NewStore(cache.MetaNamespaceKeyFunc), informer: synced{}, selector: api.LabelJobName + "=pi"}
+	r, tables = j.viewReader(c, "ns", "pi")
+	if _, ok := r.(*feedReader); !ok || tables != nil {
+		t.Errorf("with a listed feed: reader %T, tables %v; want the feed and no tables", r, tables)
+	}
+	if r, tables = j.viewReader(c, "ns", "pi2"); r != client.Reader(c) || tables == nil {
+		t.Errorf("another job's view: reader %T, tables %v; want the API client and tables", r, tables)
 	}
 }
