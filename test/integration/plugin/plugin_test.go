@@ -38,6 +38,17 @@ func namespace() string {
 	return ns.Name
 }
 
+// twoWorkers runs a job of two workers with kubectl mpi run and plays the
+// JobSet controller's first report on its JobSet.
+func twoWorkers(ns, name string) *trainer.TrainJob {
+	GinkgoHelper()
+	Expect(kubectlMPI("", "-n", ns, "run", name, "--image", "img", "--workers", "2", "--", "mpirun", "./pi").Err).NotTo(HaveOccurred())
+	var tj trainer.TrainJob
+	Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj)).To(Succeed())
+	framework.ObserveJobSet(ctx, fw.Client, &tj)
+	return &tj
+}
+
 var _ = Describe("kubectl mpi against the API server", func() {
 	It("runs a job the operator picks up, and lists and describes it", func() {
 		ns := namespace()
@@ -148,11 +159,8 @@ var _ = Describe("kubectl mpi against the API server", func() {
 
 	It("shows and reaches only the pods of a job's own Jobs, not pods that wear its labels", func() {
 		ns := namespace()
-		Expect(kubectlMPI("", "-n", ns, "run", "worn", "--image", "img", "--workers", "2", "--", "mpirun", "./pi").Err).NotTo(HaveOccurred())
-		var tj trainer.TrainJob
-		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "worn"}, &tj)).To(Succeed())
-		framework.ObserveJobSet(ctx, fw.Client, &tj)
-		node := framework.JobOf(ctx, fw.Client, &tj, "node")
+		tj := twoWorkers(ns, "worn")
+		node := framework.JobOf(ctx, fw.Client, tj, "node")
 		running := func(name string, owners ...metav1.OwnerReference) *corev1.Pod {
 			GinkgoHelper()
 			p := &corev1.Pod{
@@ -179,7 +187,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(r.Stdout).NotTo(ContainSubstring(forged.Name))
 
 		// logs -f and run -f meet pods one at a time.
-		owner := job.NewOwner(fw.Client, &tj)
+		owner := job.NewOwner(fw.Client, tj)
 		Expect(owner.Owns(ctx, own)).To(BeTrue())
 		Expect(owner.Owns(ctx, planted)).To(BeFalse())
 		Expect(owner.Owns(ctx, forged)).To(BeFalse())
@@ -187,11 +195,8 @@ var _ = Describe("kubectl mpi against the API server", func() {
 
 	It("glances at a job's running pods through their Table only where the Job controller's counts agree", func() {
 		ns := namespace()
-		Expect(kubectlMPI("", "-n", ns, "run", "glance", "--image", "img", "--workers", "2", "--", "mpirun", "./pi").Err).NotTo(HaveOccurred())
-		var tj trainer.TrainJob
-		Expect(fw.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "glance"}, &tj)).To(Succeed())
-		framework.ObserveJobSet(ctx, fw.Client, &tj)
-		launcher, node := framework.JobOf(ctx, fw.Client, &tj, mpi.LauncherJob), framework.JobOf(ctx, fw.Client, &tj, mpi.NodeJob)
+		tj := twoWorkers(ns, "glance")
+		launcher, node := framework.JobOf(ctx, fw.Client, tj, mpi.LauncherJob), framework.JobOf(ctx, fw.Client, tj, mpi.NodeJob)
 		// A pod as its kubelet reports it started: the API server's
 		// Table shows it Running, 1/1 ready, never restarted. Its sshd
 		// answers the kubelet's probe on 2222, as a worker's does.
@@ -233,7 +238,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		sameAsWhole := func() describe.View {
 			GinkgoHelper()
 			now := time.Now()
-			glanced, whole := describe.Describe(ctx, fw.Client, tables, &tj, now), describe.Describe(ctx, fw.Client, nil, &tj, now)
+			glanced, whole := describe.Describe(ctx, fw.Client, tables, tj, now), describe.Describe(ctx, fw.Client, nil, tj, now)
 			Expect(glanced.Problems).To(BeEmpty())
 			Expect(glanced.Hosts).To(Equal(whole.Hosts))
 			Expect(glanced.Findings).To(Equal(whole.Findings))
@@ -249,7 +254,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		counted(node, 2)
 
 		By("every host plainly running is shown from its row, and only the first worker is read whole")
-		glance, err := job.GlancePods(ctx, fw.Client, tables, &tj)
+		glance, err := job.GlancePods(ctx, fw.Client, tables, tj)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(glance.Pods).To(HaveLen(1))
 		Expect(glance.Pods[0].Name).To(Equal(own[1].Name))
@@ -281,7 +286,7 @@ var _ = Describe("kubectl mpi against the API server", func() {
 		Expect(fw.Client.Delete(ctx, own[2], client.GracePeriodSeconds(0))).To(Succeed())
 		counted(node, 1)
 		planted := running(node.Name+"-1-zzzzz", api.RoleWorker, 1, nil)
-		glance, err = job.GlancePods(ctx, fw.Client, tables, &tj)
+		glance, err = job.GlancePods(ctx, fw.Client, tables, tj)
 		Expect(err).NotTo(HaveOccurred())
 		_, shown := glance.RunningOf(api.RoleWorker, 1)
 		Expect(shown).To(BeFalse())
