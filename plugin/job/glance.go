@@ -111,15 +111,11 @@ func GlancePods(ctx context.Context, c client.Reader, tables PodTables, tj *trai
 	if tables == nil {
 		return full()
 	}
-	js := &metav1.PartialObjectMetadata{}
-	js.SetGroupVersionKind(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, js); {
-	case apierrors.IsNotFound(err):
-		return &Glance{}, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the JobSet of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	js, err := jobSetOf(ctx, c, tj)
+	if err != nil {
+		return nil, err
 	}
-	if !metav1.IsControlledBy(js, tj) {
+	if js == nil || !metav1.IsControlledBy(js, tj) {
 		return &Glance{}, nil
 	}
 	listJobs := func() (*batchv1.JobList, error) {

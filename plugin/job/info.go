@@ -164,13 +164,9 @@ func (r *Runtimes) Get(ctx context.Context, tj *trainer.TrainJob) (*mpi.Runtime,
 // dashboard's feed of an open page) shares its own: the caller reads them
 // and never writes them.
 func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.Pod, error) {
-	js := &metav1.PartialObjectMetadata{}
-	js.SetGroupVersionKind(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, js); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the JobSet of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	js, err := jobSetOf(ctx, c, tj)
+	if js == nil || err != nil {
+		return nil, err
 	}
 	jobs := &metav1.PartialObjectMetadataList{}
 	jobs.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
@@ -188,6 +184,19 @@ func Pods(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]corev1.
 	pods := trainjob.OwnPods(tj, js, owners, list.Items)
 	SortPods(pods)
 	return pods, nil
+}
+
+// jobSetOf reads the metadata of a job's JobSet; nil when it has none.
+func jobSetOf(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (*metav1.PartialObjectMetadata, error) {
+	js := &metav1.PartialObjectMetadata{}
+	js.SetGroupVersionKind(jobsetv1alpha2.SchemeGroupVersion.WithKind("JobSet"))
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: mpi.JobSetName(tj.Name)}, js); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the JobSet of MPI job %s/%s: %w", tj.Namespace, tj.Name, err)
+	}
+	return js, nil
 }
 
 // SortPods orders pods launcher first, then workers by index, newest first

@@ -113,16 +113,20 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 		}, timeout, interval).Should(Succeed())
 		kube, err := kubernetes.NewForConfig(restConfig)
 		Expect(err).NotTo(HaveOccurred())
-		glance, err := job.GlancePods(ctx, k8sClient, job.NewPodTables(kube), &holder)
-		Expect(err).NotTo(HaveOccurred())
-		// The launcher from its row; the one worker read whole, for the
-		// facts of the workers a failure's fix names.
 		launcher, worker := runningPod(&holder, api.RoleLauncher, 0), runningPod(&holder, api.RoleWorker, 0)
-		row, shown := glance.RunningOf(api.RoleLauncher, 0)
-		Expect(shown).To(BeTrue())
-		Expect(row).To(Equal(job.RunningPod{Name: launcher.Name, Node: launcher.Spec.NodeName}))
-		Expect(glance.Pods).To(HaveLen(1))
-		Expect(glance.Pods[0].Name).To(Equal(worker.Name))
+		// The rows are believed once no Job changes while they are read:
+		// the Job controller may still write a Job after its ready count.
+		Eventually(func(g Gomega) {
+			glance, err := job.GlancePods(ctx, k8sClient, job.NewPodTables(kube), &holder)
+			g.Expect(err).NotTo(HaveOccurred())
+			// The launcher from its row; the one worker read whole, for
+			// the facts of the workers a failure's fix names.
+			row, shown := glance.RunningOf(api.RoleLauncher, 0)
+			g.Expect(shown).To(BeTrue())
+			g.Expect(row).To(Equal(job.RunningPod{Name: launcher.Name, Node: launcher.Spec.NodeName}))
+			g.Expect(glance.Pods).To(HaveLen(1))
+			g.Expect(glance.Pods[0].Name).To(Equal(worker.Name))
+		}, timeout, interval).Should(Succeed())
 		r := succeed(mpiCmd("-n", ns, "describe", "holder"))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+0-3\s+worker-0\s+holder-node-0-0-\S+\s+kwok-node-\d+\s+Running\s+0\s*$`))
 	})
