@@ -223,7 +223,7 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 		return runMaxima(ctx, c, w, meter, ns, k, *mo)
 	}
 	if mn != nil {
-		return runMany(ctx, c, w, meter, ns, k, *mn)
+		return runMany(ctx, c, cs, w, meter, ns, k, *mn)
 	}
 	if vs != nil {
 		return runVsMPIOperator(ctx, c, cfg, w, meter, ns, k, *vs)

@@ -12,6 +12,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -44,6 +45,8 @@ type manyRun struct {
 	all     time.Duration
 	work    operatorWork
 	peakRSS int64
+	// writes are the API server's, every component's, during the burst.
+	writes serverWrites
 }
 
 // runMany creates o.jobs TrainJobs of o.workers workers at once through the
@@ -51,7 +54,7 @@ type manyRun struct {
 // to its JobSet, its admission, all its pods Running and its status saying
 // so, then deletes them and does the same with their JobSets created
 // directly (the floor), on empty nodes.
-func runMany(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o manyOptions) error {
+func runMany(ctx context.Context, c client.Client, cs kubernetes.Interface, w *watcher, meter *operatorMeter, ns string, k kwokContender, o manyOptions) error {
 	// A burst this size is queued behind Kueue's admissions and the
 	// scheduler on a small machine: the wait grows with its pods.
 	timeout := 5*time.Minute + time.Duration(o.jobs*(o.workers+1))*100*time.Millisecond
@@ -64,12 +67,19 @@ func runMany(ctx context.Context, c client.Client, w *watcher, meter *operatorMe
 		return err
 	}
 	rss := sampleRSS(meter.pid)
+	writes, err := readServerWrites(ctx, cs)
+	if err != nil {
+		return err
+	}
 	torus, err := burst(ctx, w, names, o.workers+1, timeout, func(n string) client.Object {
 		return benchTrainJob(ns, n, k.runtime, o.workers, true)
 	}, c)
 	torus.peakRSS = rss.stop()
 	if err != nil {
 		return fmt.Errorf("Torus's jobs: %w", err)
+	}
+	if torus.writes, err = writesSince(ctx, cs, writes); err != nil {
+		return err
 	}
 	after, err := meter.read(ctx)
 	if err != nil {
@@ -90,9 +100,16 @@ func runMany(ctx context.Context, c client.Client, w *watcher, meter *operatorMe
 		for i := range names {
 			floorNames[i] = "floor-" + names[i]
 		}
+		writes, err := readServerWrites(ctx, cs)
+		if err != nil {
+			return err
+		}
 		f, err := burst(ctx, w, floorNames, o.workers+1, timeout, func(n string) client.Object { return floorOf(&js, n) }, c)
 		if err != nil {
 			return fmt.Errorf("the floor: %w", err)
+		}
+		if f.writes, err = writesSince(ctx, cs, writes); err != nil {
+			return err
 		}
 		floor = &f
 	}
@@ -159,7 +176,7 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 	fmt.Println("# Many jobs at once")
 	fmt.Println()
 	fmt.Printf("`make bench-many` (MANY=%dx%d) on %d cores, %s. %d TrainJobs of %d workers (%d pods) created at once through Kueue on %s, "+
-		"each timed from its own creation request; then the floor: their JobSets created directly through the same queue, at once, on empty nodes. "+
+		"each timed from its own creation request; then the floor: their JobSets created directly through the same queue, at once, on empty nodes, each with its own headless Service as JobSet gives it. "+
 		"Status lag is from the moment the benchmark's watch saw a job's last pod Running to the moment it saw the TrainJob's status say Running. "+
 		"The operator's figures are its whole process during Torus's burst.\n\n",
 		o.jobs, o.workers, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.jobs, o.workers, o.jobs*(o.workers+1), kwokNodesSummary(ctx, c))
@@ -187,6 +204,10 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 	if floor != nil {
 		row("floor", *floor, false)
 		fmt.Printf("\nRatio of the time to every job Running, Torus to the floor: %.2f.\n", torus.all.Seconds()/floor.all.Seconds())
+		fmt.Printf("\nThe API server's writes, every component's, during each burst: Torus's %.0f (%s); the floor's %.0f (%s).\n",
+			torus.writes.total(), torus.writes, floor.writes.total(), floor.writes)
+	} else {
+		fmt.Printf("\nThe API server's writes, every component's, during the burst: %.0f (%s).\n", torus.writes.total(), torus.writes)
 	}
 	fmt.Printf("\nThe operator during Torus's burst: resident memory peak %.0f MiB (sampled every 200 ms), CPU %.1f s, %.0f API requests (%s), %.0f TrainJob reconciles.\n",
 		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.methods(), torus.work.reconciles)

@@ -215,6 +215,11 @@ func floorOf(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.JobSet {
 		Spec:       *js.Spec.DeepCopy(),
 	}
 	floor.Spec.Suspend = ptr.To(true)
+	// Its own headless Service and DNS names, as JobSet gives a JobSet
+	// by default: Torus's names its job's.
+	if floor.Spec.Network != nil {
+		floor.Spec.Network.Subdomain = name
+	}
 	for i := range floor.Spec.ReplicatedJobs {
 		tmpl := &floor.Spec.ReplicatedJobs[i].Template
 		for _, meta := range []*metav1.ObjectMeta{&tmpl.ObjectMeta, &tmpl.Spec.Template.ObjectMeta} {

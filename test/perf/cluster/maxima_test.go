@@ -81,6 +81,7 @@ func TestFloorOf(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "bench", Labels: map[string]string{api.LabelJobName: "big"}},
 		Spec: jobsetv1alpha2.JobSetSpec{
 			Suspend: ptr.To(false),
+			Network: &jobsetv1alpha2.Network{EnableDNSHostnames: ptr.To(true), Subdomain: "big"},
 			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{
 				Name: mpi.NodeJob, Replicas: 1,
 				Template: batchv1.JobTemplateSpec{
@@ -93,6 +94,9 @@ func TestFloorOf(t *testing.T) {
 	floor := floorOf(js, "floor-4")
 	if floor.Name != "floor-4" || floor.Namespace != "bench" || floor.Labels[mpi.KueueQueueLabel] != "bench" || floor.Labels[api.LabelJobName] != "" {
 		t.Errorf("floor's metadata: %+v", floor.ObjectMeta)
+	}
+	if floor.Spec.Network.Subdomain != "floor-4" || js.Spec.Network.Subdomain != "big" {
+		t.Errorf("the floor's subdomain is %q, not its own name (Torus's job's: %q)", floor.Spec.Network.Subdomain, js.Spec.Network.Subdomain)
 	}
 	if !ptr.Deref(floor.Spec.Suspend, false) {
 		t.Error("the floor is not created suspended for Kueue")
