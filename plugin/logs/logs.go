@@ -41,6 +41,16 @@ const firstStreamWait = time.Second
 // are open at once, but they are opened this many at a time.
 const maxReads = 32
 
+// defaultOpenTimeout bounds the wait for a log request's answer: the API
+// server passes it on to the pod's kubelet and waits for it as long as it
+// takes, and a kubelet that accepts the request and never answers (its
+// node overloaded, its runtime stuck) would hold one of the maxReads reads
+// for as long as the command runs, and with maxReads such pods every
+// other pod's log would wait behind them. Answers come in milliseconds,
+// seconds on a loaded cluster; a stream that opened takes as long as it
+// needs.
+const defaultOpenTimeout = 30 * time.Second
+
 // defaultDrain is how long the stream of a pod that has stopped may stay
 // silent before it is closed. A kubelet closes a follow stream when the
 // container exits; this bounds the wait where one does not.
@@ -70,6 +80,8 @@ type Options struct {
 	Ended <-chan struct{}
 	// Drain is defaultDrain when zero.
 	Drain time.Duration
+	// OpenTimeout is defaultOpenTimeout when zero.
+	OpenTimeout time.Duration
 	// Listed is the pods as listPods returned them for these options, for a
 	// caller that listed them while it did something else; nil lists them.
 	Listed *corev1.PodList
@@ -86,6 +98,9 @@ type Options struct {
 func Stream(ctx context.Context, kube kubernetes.Interface, opts Options) error {
 	if opts.Drain == 0 {
 		opts.Drain = defaultDrain
+	}
+	if opts.OpenTimeout == 0 {
+		opts.OpenTimeout = defaultOpenTimeout
 	}
 	if opts.Prefix == nil {
 		opts.Prefix = func(p *corev1.Pod) string { return "[" + p.Name + "] " }
@@ -458,7 +473,11 @@ func (s *streamer) copy(ctx context.Context, p *corev1.Pod, st *stream) error {
 		Timestamps:   s.opts.Timestamps,
 		Previous:     st.previous,
 	})
-	rc, err := s.open(ctx, req)
+	// The stream's own context: canceled when its request goes
+	// unanswered, and, once answered, not before its log is read.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rc, err := s.open(ctx, cancel, req, p)
 	close(st.opened)
 	if err != nil {
 		return err
@@ -468,8 +487,9 @@ func (s *streamer) copy(ctx context.Context, p *corev1.Pod, st *stream) error {
 }
 
 // open sends a log request and waits for its answer, among at most
-// maxReads being opened at once where s bounds them.
-func (s *streamer) open(ctx context.Context, req *rest.Request) (io.ReadCloser, error) {
+// maxReads being opened at once where s bounds them, and for at most
+// OpenTimeout once sent; cancel ends ctx, the request's.
+func (s *streamer) open(ctx context.Context, cancel context.CancelFunc, req *rest.Request, p *corev1.Pod) (io.ReadCloser, error) {
 	if s.opening != nil {
 		select {
 		case s.opening <- struct{}{}:
@@ -478,7 +498,18 @@ func (s *streamer) open(ctx context.Context, req *rest.Request) (io.ReadCloser, 
 			return nil, ctx.Err()
 		}
 	}
-	return req.Stream(ctx)
+	timer := time.AfterFunc(s.opts.OpenTimeout, cancel)
+	rc, err := req.Stream(ctx)
+	if !timer.Stop() {
+		// Unanswered in time; an answer that came as the timer fired
+		// is read no further.
+		if rc != nil {
+			rc.Close()
+		}
+		return nil, fmt.Errorf("no answer within %s from the kubelet of node %s, which may be down or overloaded (kubectl describe node %s)",
+			s.opts.OpenTimeout, p.Spec.NodeName, p.Spec.NodeName)
+	}
+	return rc, err
 }
 
 // maxLine is the longest line pipe holds back waiting for its end.

@@ -276,6 +276,69 @@ func TestReadsAreBounded(t *testing.T) {
 	}
 }
 
+// A pod whose kubelet never answers gives up its read after OpenTimeout,
+// with a line that names its node: as many such pods as there are reads
+// do not keep every other pod's log waiting behind them.
+func TestUnansweredReadsGiveWay(t *testing.T) {
+	const hung, answered = maxReads, 8
+	// Closed before the server, so that a failed test does not wait for
+	// the hung requests.
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := path.Base(path.Dir(r.URL.Path))
+		if strings.HasPrefix(name, "pi-hung-") {
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		fmt.Fprintf(w, "hello from %s\n", name)
+	}))
+	defer srv.Close()
+	defer close(stop)
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &corev1.PodList{}
+	for i := range hung + answered {
+		// The hung pods come first, as pods of the first hosts would.
+		name := fmt.Sprintf("pi-hung-%02d", i)
+		if i >= hung {
+			name = fmt.Sprintf("pi-node-%02d", i)
+		}
+		p := pod(name, "worker", corev1.PodRunning, true)
+		p.Spec.NodeName = "node-" + name
+		list.Items = append(list.Items, *p)
+	}
+	var out, errOut lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Stream(context.Background(), kube, Options{
+			Namespace: "ns", LabelSelector: "job=pi", Container: "node", Listed: list,
+			OpenTimeout: 100 * time.Millisecond, Out: &out, ErrOut: &errOut,
+		})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the reads of %d answered pods waited behind %d unanswered ones; read so far: %q", answered, hung, out.String())
+	}
+	if want := fmt.Sprintf("could not read the logs of %d pods", hung); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Stream() = %v, want %q", err, want)
+	}
+	if got := strings.Count(out.String(), "hello from pi-node-"); got != answered {
+		t.Errorf("%d answered pods' lines, want %d:\n%s", got, answered, out.String())
+	}
+	for i := range hung {
+		want := fmt.Sprintf("cannot read logs: no answer within 100ms from the kubelet of node node-pi-hung-%02d", i)
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, errOut.String())
+		}
+	}
+}
+
 // Following keeps every pod's stream open at once, but opens them at most
 // maxReads at a time: a job of thousands of pods does not send thousands
 // of requests through the API server to the kubelets in one moment.
