@@ -220,7 +220,7 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 	}
 	defer meter.cleanup(ctx, c, ns)
 	if mo != nil {
-		return runMaxima(ctx, c, w, meter, ns, k, *mo)
+		return runMaxima(ctx, c, cs, w, meter, ns, k, *mo)
 	}
 	if mn != nil {
 		return runMany(ctx, c, cs, w, meter, ns, k, *mn)

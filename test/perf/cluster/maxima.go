@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -56,6 +57,9 @@ type maximaRow struct {
 	work    operatorWork
 	peakRSS int64 // bytes, sampled while the job started
 	answers []answers.Answer
+	// writes are the API server's, every component's, while Torus's job
+	// and the floor's started.
+	writes, floorWrites serverWrites
 }
 
 // runMaxima runs, for each size, one job of that many workers through the
@@ -64,7 +68,7 @@ type maximaRow struct {
 // empty nodes. While Torus's job runs it times the plugin's answers about
 // it. Sizes go smallest first: a failure at one size leaves the figures of
 // the smaller ones printed.
-func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions) error {
+func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions) error {
 	fmt.Println("# The largest job: one MPI job end to end")
 	fmt.Println()
 	fmt.Printf("`make bench-maxima` (MAXIMA=%s) on %d cores, %s. One job through Kueue on %s, from its creation to all its pods Running, "+
@@ -75,7 +79,7 @@ func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operator
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	var rows []maximaRow
 	for i, n := range o.sizes {
-		row, err := maximaSize(ctx, c, w, meter, ns, k, o, n, i == len(o.sizes)-1)
+		row, err := maximaSize(ctx, c, cs, w, meter, ns, k, o, n, i == len(o.sizes)-1)
 		if err != nil {
 			return fmt.Errorf("%d workers: %w", n, err)
 		}
@@ -109,6 +113,15 @@ func runMaxima(ctx context.Context, c client.Client, w *watcher, meter *operator
 		}
 		fmt.Println(line)
 	}
+	fmt.Println("\nThe API server's writes, every component's, while each job started:")
+	fmt.Println()
+	for _, r := range rows {
+		floor := "not run"
+		if r.floor > 0 {
+			floor = fmt.Sprintf("%.0f (%s)", r.floorWrites.total(), r.floorWrites)
+		}
+		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, r.writes.total(), r.writes, floor)
+	}
 	return nil
 }
 
@@ -140,7 +153,7 @@ func kwokNodesSummary(ctx context.Context, c client.Client) string {
 
 // maximaSize measures one size: Torus's job, the answers about it, then the
 // floor.
-func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions, workers int32, last bool) (maximaRow, error) {
+func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions, workers int32, last bool) (maximaRow, error) {
 	row := maximaRow{workers: workers}
 	name := fmt.Sprintf("big-%d", workers)
 	// The pods of a job this size take minutes to create and run on a
@@ -148,6 +161,10 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 	// at 4,096 and 40 ms at 16,384; 200 ms leaves room for a busier one).
 	timeout := 5*time.Minute + time.Duration(workers)*200*time.Millisecond
 	before, err := meter.read(ctx)
+	if err != nil {
+		return row, err
+	}
+	writes, err := readServerWrites(ctx, cs)
 	if err != nil {
 		return row, err
 	}
@@ -164,6 +181,9 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 		return row, err
 	}
 	row.torus = res[0]
+	if row.writes, err = writesSince(ctx, cs, writes); err != nil {
+		return row, err
+	}
 	after, err := meter.read(ctx)
 	if err != nil {
 		return row, err
@@ -187,6 +207,9 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 	if !o.floor {
 		return row, nil
 	}
+	if writes, err = readServerWrites(ctx, cs); err != nil {
+		return row, err
+	}
 	w.expect([]string{floor.Name}, workers+1)
 	w.started(floor.Name, time.Now())
 	if err := c.Create(ctx, floor); err != nil {
@@ -197,6 +220,9 @@ func maximaSize(ctx context.Context, c client.Client, w *watcher, meter *operato
 		return row, fmt.Errorf("the floor: %w", err)
 	}
 	row.floor = res[0].running
+	if row.floorWrites, err = writesSince(ctx, cs, writes); err != nil {
+		return row, err
+	}
 	if last {
 		return row, nil
 	}
