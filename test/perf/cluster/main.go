@@ -250,7 +250,7 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 			return err
 		}
 		d := after.minus(before)
-		works = append(works, fmt.Sprintf("| 1 job, %d worker%s | %.0f | %.0f (%s) | %.2f s |", workers, map[bool]string{true: "", false: "s"}[workers == 1], d.reconciles, d.requests, d.methods(), d.cpu.Seconds()))
+		works = append(works, fmt.Sprintf("| 1 job, %d worker%s | %.0f | %.0f (%s) | %.2f s |", workers, map[bool]string{true: "", false: "s"}[workers == 1], d.reconciles, d.requests, d.byMethod, d.cpu.Seconds()))
 		plural := "s"
 		if workers == 1 {
 			plural = ""

@@ -46,7 +46,7 @@ type manyRun struct {
 	work    operatorWork
 	peakRSS int64
 	// writes are the API server's, every component's, during the burst.
-	writes serverWrites
+	writes counts
 }
 
 // runMany creates o.jobs TrainJobs of o.workers workers at once through the
@@ -66,11 +66,11 @@ func runMany(ctx context.Context, c client.Client, cs kubernetes.Interface, w *w
 	if err != nil {
 		return err
 	}
-	rss := sampleRSS(meter.pid)
 	writes, err := readServerWrites(ctx, cs)
 	if err != nil {
 		return err
 	}
+	rss := sampleRSS(meter.pid)
 	torus, err := burst(ctx, w, names, o.workers+1, timeout, func(n string) client.Object {
 		return benchTrainJob(ns, n, k.runtime, o.workers, true)
 	}, c)
@@ -210,5 +210,5 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 		fmt.Printf("\nThe API server's writes, every component's, during the burst: %.0f (%s).\n", torus.writes.total(), torus.writes)
 	}
 	fmt.Printf("\nThe operator during Torus's burst: resident memory peak %.0f MiB (sampled every 200 ms), CPU %.1f s, %.0f API requests (%s), %.0f TrainJob reconciles.\n",
-		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.methods(), torus.work.reconciles)
+		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.byMethod, torus.work.reconciles)
 }

@@ -59,7 +59,7 @@ type maximaRow struct {
 	answers []answers.Answer
 	// writes are the API server's, every component's, while Torus's job
 	// and the floor's started.
-	writes, floorWrites serverWrites
+	writes, floorWrites counts
 }
 
 // runMaxima runs, for each size, one job of that many workers through the
@@ -90,7 +90,7 @@ func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w 
 		}
 		fmt.Printf("| %d | %.1f s | %.1f s | %.1f s | %s | %s | %.0f MiB | %.1f s | %.0f (%s) |\n", n,
 			row.torus.jobSet.Seconds(), row.torus.admitted.Seconds(), row.torus.running.Seconds(), floor, ratio,
-			float64(row.peakRSS)/(1<<20), row.work.cpu.Seconds(), row.work.requests, row.work.methods())
+			float64(row.peakRSS)/(1<<20), row.work.cpu.Seconds(), row.work.requests, row.work.byMethod)
 	}
 	fmt.Println("\nHow long each answer about the running job took (median of 3), at each size; `top` needs resource metrics, which kwok's nodes do not serve:")
 	fmt.Println()

@@ -93,7 +93,7 @@ func parseMPICases(s string) ([]mpiCase, error) {
 type controllerRun struct {
 	manyRun
 	cpu      time.Duration
-	requests map[string]float64
+	requests counts
 }
 
 // runVsMPIOperator runs each case twice on the kwok nodes, both through
@@ -195,7 +195,7 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 		}
 		printControllerRow(cs, "mpi-operator "+version, theirs)
 		fmt.Printf("| %s | ratio, mpi-operator to Torus | %.2f | | %.2f | %.2f | %.2f |\n", cs, theirs.all.Seconds()/torus.all.Seconds(),
-			float64(theirs.peakRSS)/float64(torus.peakRSS), theirs.cpu.Seconds()/torus.cpu.Seconds(), total(theirs.requests)/total(torus.requests))
+			float64(theirs.peakRSS)/float64(torus.peakRSS), theirs.cpu.Seconds()/torus.cpu.Seconds(), theirs.requests.total()/torus.requests.total())
 	}
 	return nil
 }
@@ -208,15 +208,7 @@ func printControllerRow(cs mpiCase, label string, r controllerRun) {
 	}
 	fmt.Printf("| %s | %s | %.1f s | %.1f / %.1f s | %.0f MiB | %.1f s | %.0f (%s) |\n", cs, label, r.all.Seconds(),
 		pct(times, 50).Seconds(), pct(times, 99).Seconds(), float64(r.peakRSS)/(1<<20), r.cpu.Seconds(),
-		total(r.requests), operatorWork{byMethod: r.requests}.methods())
-}
-
-func total(byMethod map[string]float64) float64 {
-	var n float64
-	for _, v := range byMethod {
-		n += v
-	}
-	return n
+		r.requests.total(), r.requests)
 }
 
 func casesString(cases []mpiCase) string {
@@ -461,7 +453,7 @@ func (op *mpiOperator) measure(ctx context.Context, c client.Client, w *watcher,
 	if err != nil {
 		return controllerRun{}, err
 	}
-	reqBefore := op.proxy.counts()
+	reqBefore := op.proxy.requests()
 	rss := sampleRSS(pid)
 	run, err := burst(ctx, w, names, workers+1, timeout, func(n string) client.Object { return mpiJob(ns, n, op.image, workers, op.queued) }, c)
 	peak := rss.stop()
@@ -472,12 +464,7 @@ func (op *mpiOperator) measure(ctx context.Context, c client.Client, w *watcher,
 	if err != nil {
 		return controllerRun{}, err
 	}
-	reqs := op.proxy.counts()
-	for m, n := range reqBefore {
-		if reqs[m] -= n; reqs[m] == 0 {
-			delete(reqs, m)
-		}
-	}
+	reqs := op.proxy.requests().minus(reqBefore)
 	out := controllerRun{manyRun: run, cpu: cpuAfter - cpuBefore, requests: reqs}
 	out.peakRSS = peak
 	return out, nil
@@ -538,10 +525,11 @@ func newCountingProxy(cfg *rest.Config) (*countingProxy, error) {
 	return p, nil
 }
 
-func (p *countingProxy) counts() map[string]float64 {
+// requests are the requests counted so far, by method.
+func (p *countingProxy) requests() counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]float64, len(p.byMethod))
+	out := make(counts, len(p.byMethod))
 	for m, n := range p.byMethod {
 		out[m] = n
 	}

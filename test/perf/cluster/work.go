@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,36 +35,11 @@ type operatorWork struct {
 	reconciles, requests float64
 	// byMethod is requests by HTTP method (GET for reads and watches,
 	// POST for creates, PATCH and PUT for changes, DELETE).
-	byMethod map[string]float64
+	byMethod counts
 }
 
 func (w operatorWork) minus(o operatorWork) operatorWork {
-	d := operatorWork{cpu: w.cpu - o.cpu, reconciles: w.reconciles - o.reconciles, requests: w.requests - o.requests, byMethod: map[string]float64{}}
-	for m, n := range w.byMethod {
-		if n -= o.byMethod[m]; n != 0 {
-			d.byMethod[m] = n
-		}
-	}
-	return d
-}
-
-// methods lists a work's requests by method, most first.
-func (w operatorWork) methods() string {
-	ms := make([]string, 0, len(w.byMethod))
-	for m := range w.byMethod {
-		ms = append(ms, m)
-	}
-	sort.Slice(ms, func(i, j int) bool {
-		if w.byMethod[ms[i]] != w.byMethod[ms[j]] {
-			return w.byMethod[ms[i]] > w.byMethod[ms[j]]
-		}
-		return ms[i] < ms[j]
-	})
-	parts := make([]string, len(ms))
-	for i, m := range ms {
-		parts[i] = fmt.Sprintf("%s %.0f", m, w.byMethod[m])
-	}
-	return strings.Join(parts, ", ")
+	return operatorWork{cpu: w.cpu - o.cpu, reconciles: w.reconciles - o.reconciles, requests: w.requests - o.requests, byMethod: w.byMethod.minus(o.byMethod)}
 }
 
 // operatorMeter reads operatorWork.
@@ -196,7 +170,7 @@ func (m *operatorMeter) read(ctx context.Context) (operatorWork, error) {
 	}
 	w.reconciles = sum(families["controller_runtime_reconcile_total"], "controller", m.controller)
 	w.requests = sum(families["rest_client_requests_total"], "", "")
-	w.byMethod = map[string]float64{}
+	w.byMethod = counts{}
 	if f := families["rest_client_requests_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
