@@ -79,11 +79,6 @@ var _ = Describe("kubectl mpi logs", Ordered, func() {
 		logsNamespaceReady()
 		succeed(mpiCmd("-n", logsNamespace, "run", "big", "--image", "img", "--runtime", "torus-openmpi-long",
 			"--workers", fmt.Sprint(bigWorkers), "--", "mpirun", "-n", fmt.Sprint(bigWorkers), "./train"))
-		// The job goes before its namespace: a namespace's deletion
-		// deletes its pods first and its Jobs only once they are gone, and
-		// a kwok pod never reaches the terminal phase a kubelet gives a
-		// deleted pod, so the Job controller keeps its finalizer until its
-		// Job is deleted. A later run waits for this namespace to go.
 		DeferCleanup(deleteAndWait, logsNamespace, "big")
 		succeed(mpiCmd("-n", logsNamespace, "wait", "big", "--for=condition=Running", "--timeout", "180s"))
 	})

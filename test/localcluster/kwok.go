@@ -39,7 +39,6 @@ func (c *cluster) startKwok(ctx context.Context) error {
 		filepath.Join(kwok, "kustomize", "stage", "node", "fast", "node-initialize.yaml"),
 		filepath.Join(kwok, "kustomize", "stage", "node", "heartbeat", "node-heartbeat.yaml"),
 		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-ready.yaml"),
-		filepath.Join(kwok, "kustomize", "stage", "pod", "fast", "pod-delete.yaml"),
 	}
 	ours, err := filepath.Glob(filepath.Join(root, "test", "localcluster", "kwok", "*.yaml"))
 	if err != nil {
