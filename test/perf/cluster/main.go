@@ -99,7 +99,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "benche2e:", err)
 			os.Exit(2)
 		}
-		o.floor = *floor
+		o.floor, o.kubeconfig = *floor, *kubeconfig
 		mn = &o
 	}
 	var vs *mpiOperatorOptions

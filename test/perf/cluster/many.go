@@ -24,6 +24,9 @@ import (
 type manyOptions struct {
 	jobs, workers int32
 	floor         bool
+	// kubeconfig is the local cluster's, in the directory that keeps its
+	// processes' PIDs.
+	kubeconfig string
 }
 
 // parseMany reads JOBSxWORKERS, such as 1000x8.
@@ -47,6 +50,9 @@ type manyRun struct {
 	peakRSS int64
 	// writes are the API server's, every component's, during the burst.
 	writes counts
+	// cpu is every cluster process's CPU time during the burst, in
+	// seconds.
+	cpu counts
 }
 
 // runMany creates o.jobs TrainJobs of o.workers workers at once through the
@@ -70,6 +76,10 @@ func runMany(ctx context.Context, c client.Client, cs kubernetes.Interface, w *w
 	if err != nil {
 		return err
 	}
+	cpu, err := clusterCPU(o.kubeconfig)
+	if err != nil {
+		return err
+	}
 	rss := sampleRSS(meter.pid)
 	torus, err := burst(ctx, w, names, o.workers+1, timeout, func(n string) client.Object {
 		return benchTrainJob(ns, n, k.runtime, o.workers, true)
@@ -79,6 +89,9 @@ func runMany(ctx context.Context, c client.Client, cs kubernetes.Interface, w *w
 		return fmt.Errorf("Torus's jobs: %w", err)
 	}
 	if torus.writes, err = writesSince(ctx, cs, writes); err != nil {
+		return err
+	}
+	if torus.cpu, err = cpuSince(o.kubeconfig, cpu); err != nil {
 		return err
 	}
 	after, err := meter.read(ctx)
@@ -104,11 +117,18 @@ func runMany(ctx context.Context, c client.Client, cs kubernetes.Interface, w *w
 		if err != nil {
 			return err
 		}
+		cpu, err := clusterCPU(o.kubeconfig)
+		if err != nil {
+			return err
+		}
 		f, err := burst(ctx, w, floorNames, o.workers+1, timeout, func(n string) client.Object { return floorOf(&js, n) }, c)
 		if err != nil {
 			return fmt.Errorf("the floor: %w", err)
 		}
 		if f.writes, err = writesSince(ctx, cs, writes); err != nil {
+			return err
+		}
+		if f.cpu, err = cpuSince(o.kubeconfig, cpu); err != nil {
 			return err
 		}
 		floor = &f
@@ -206,8 +226,11 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 		fmt.Printf("\nRatio of the time to every job Running, Torus to the floor: %.2f.\n", torus.all.Seconds()/floor.all.Seconds())
 		fmt.Printf("\nThe API server's writes, every component's, during each burst: Torus's %.0f (%s); the floor's %.0f (%s).\n",
 			torus.writes.total(), torus.writes, floor.writes.total(), floor.writes)
+		fmt.Printf("\nThe cluster's CPU during each burst, in seconds: Torus's %.0f (%s); the floor's %.0f (%s).\n",
+			torus.cpu.total(), torus.cpu, floor.cpu.total(), floor.cpu)
 	} else {
 		fmt.Printf("\nThe API server's writes, every component's, during the burst: %.0f (%s).\n", torus.writes.total(), torus.writes)
+		fmt.Printf("\nThe cluster's CPU during the burst, in seconds: %.0f (%s).\n", torus.cpu.total(), torus.cpu)
 	}
 	fmt.Printf("\nThe operator during Torus's burst: resident memory peak %.0f MiB (sampled every 200 ms), CPU %.1f s, %.0f API requests (%s), %.0f TrainJob reconciles.\n",
 		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.byMethod, torus.work.reconciles)

@@ -221,3 +221,38 @@ func processCPU(pid int) (time.Duration, error) {
 	// The kernel's USER_HZ is 100 on Linux.
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
+
+// clusterCPU is the CPU time so far, in seconds, of every process of the
+// local cluster whose directory holds kubeconfig, by component: where a
+// burst's time goes on a machine whose cores they all share.
+func clusterCPU(kubeconfig string) (counts, error) {
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(kubeconfig), "pids", "*.pid"))
+	if err != nil {
+		return nil, err
+	}
+	c := counts{}
+	for _, f := range files {
+		rec, err := supervisor.ReadPIDFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("the cluster's PIDs (test/localcluster keeps them): %w", err)
+		}
+		if !rec.Alive() {
+			continue
+		}
+		cpu, err := processCPU(rec.PID)
+		if err != nil {
+			return nil, fmt.Errorf("the CPU of %s: %w", f, err)
+		}
+		c[strings.TrimSuffix(filepath.Base(f), ".pid")] = cpu.Seconds()
+	}
+	return c, nil
+}
+
+// cpuSince is the cluster's CPU time since before, by component.
+func cpuSince(kubeconfig string, before counts) (counts, error) {
+	now, err := clusterCPU(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return now.minus(before), nil
+}
