@@ -6,11 +6,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/hack/repo"
 	"github.com/torus-mpi/torus/test/localcluster/supervisor"
@@ -67,10 +72,46 @@ clientConnection:
 // integration, and with mpiJob the MPIJob one, which Kueue sets up once the
 // MPIJob CRD is served; a job whose pods do not all run within podsReady
 // is evicted to start again.
-func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool, podsReady time.Duration) string {
+// kueueManagerConfig is the configuration Kueue's manifests install it
+// with, in its module.
+const kueueManagerConfig = "config/components/manager/controller_manager_config.yaml"
+
+// kueueConcurrency reads how many objects of each kind Kueue's manifests
+// have it reconcile at once: left out, each of its controllers would take
+// one at a time, and a burst of jobs would wait on a Kueue slower than the
+// one users install.
+func kueueConcurrency() (map[string]int, error) {
+	dir, err := moduleDir("sigs.k8s.io/kueue")
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, kueueManagerConfig))
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Controller struct {
+			GroupKindConcurrency map[string]int `json:"groupKindConcurrency"`
+		} `json:"controller"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("reading Kueue's %s: %w", kueueManagerConfig, err)
+	}
+	if len(cfg.Controller.GroupKindConcurrency) == 0 {
+		return nil, fmt.Errorf("no controller.groupKindConcurrency in Kueue's %s", kueueManagerConfig)
+	}
+	return cfg.Controller.GroupKindConcurrency, nil
+}
+
+func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool, podsReady time.Duration, concurrency map[string]int) string {
 	frameworks := "  - jobset.x-k8s.io/jobset\n"
 	if mpiJob {
 		frameworks += "  - kubeflow.org/mpijob\n"
+	}
+	kinds := slices.Sorted(maps.Keys(concurrency))
+	var controller strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&controller, "    %s: %d\n", k, concurrency[k])
 	}
 	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -90,14 +131,16 @@ health:
 clientConnection:
   qps: 500
   burst: 500
-waitForPodsReady:
+controller:
+  groupKindConcurrency:
+%swaitForPodsReady:
   timeout: %s
   blockAdmission: false
 integrations:
   frameworks:
 %sfeatureGates:
   VisibilityOnDemand: false
-`, webhookPort, certDir, metricsPort, healthPort, podsReady, frameworks)
+`, webhookPort, certDir, metricsPort, healthPort, controller.String(), podsReady, frameworks)
 }
 
 func (c *cluster) startKueue(ctx context.Context) error {
@@ -108,6 +151,10 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	if err := c.ensureNamespace(ctx, "kueue-system"); err != nil {
 		return err
 	}
+	concurrency, err := kueueConcurrency()
+	if err != nil {
+		return err
+	}
 	// Kueue reads its metrics certificate from a fixed path,
 	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
 	// over an overlay of /etc, so the machine's /etc stays untouched.
@@ -115,7 +162,7 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	_, _, err = c.run(ctx, supervisor.Component{
 		Name: "kueue", Ports: 3, Timeout: 90 * time.Second,
 		Command: func(ctx context.Context, p []int) (supervisor.Spec, error) {
-			cfg := kueueConfig(p[0], p[1], p[2], certs, c.kueueMPIJob, c.podsReadyTimeout)
+			cfg := kueueConfig(p[0], p[1], p[2], certs, c.kueueMPIJob, c.podsReadyTimeout, concurrency)
 			cfgFile := filepath.Join(c.dir, "config", "kueue.yaml")
 			if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 				return supervisor.Spec{}, err

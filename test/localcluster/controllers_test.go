@@ -21,8 +21,12 @@ func TestKueueConfig(t *testing.T) {
 		{name: "with MPIJobs", mpiJob: true, want: []string{"jobset.x-k8s.io/jobset", "kubeflow.org/mpijob"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			concurrency, err := kueueConcurrency()
+			if err != nil {
+				t.Fatal(err)
+			}
 			var cfg kueueconfig.Configuration
-			if err := yaml.UnmarshalStrict([]byte(kueueConfig(9443, 8443, 8081, "/certs", tc.mpiJob, 45*time.Minute)), &cfg); err != nil {
+			if err := yaml.UnmarshalStrict([]byte(kueueConfig(9443, 8443, 8081, "/certs", tc.mpiJob, 45*time.Minute, concurrency)), &cfg); err != nil {
 				t.Fatalf("Kueue's configuration does not read as its type: %v", err)
 			}
 			if cfg.Integrations == nil {
@@ -33,6 +37,10 @@ func TestKueueConfig(t *testing.T) {
 			}
 			if p := cfg.WaitForPodsReady; p == nil || p.Timeout.Duration != 45*time.Minute {
 				t.Errorf("waitForPodsReady: %+v, want a timeout of 45m", p)
+			}
+			// As Kueue's manifests install it: Workloads ten at a time.
+			if cfg.Controller == nil || cfg.Controller.GroupKindConcurrency["Workload.kueue.x-k8s.io"] != 10 {
+				t.Errorf("controller: %+v, want Kueue's own concurrency, such as 10 Workloads at once", cfg.Controller)
 			}
 			if cfg.Webhook.Port == nil || *cfg.Webhook.Port != 9443 || cfg.Webhook.CertDir != "/certs" {
 				t.Errorf("webhook: port %v, certDir %q; want 9443, /certs", cfg.Webhook.Port, cfg.Webhook.CertDir)
