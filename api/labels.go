@@ -133,6 +133,11 @@ const (
 	// AnnotationJobSetRestarts records, on the SSH Secret, the JobSet restart
 	// count the keys were generated for; a restart gets new keys.
 	AnnotationJobSetRestarts = Domain + "jobset-restarts"
+	// AnnotationQuotaReserved records, on a queued job's SSH Secret, when
+	// Kueue reserved the quota the keys were made for (its workload's
+	// QuotaReserved condition, RFC 3339): keys of another reservation are
+	// those of a run Kueue evicted.
+	AnnotationQuotaReserved = Domain + "quota-reserved"
 	// AnnotationWorkersReady, on a launcher's pod, is when Torus saw every
 	// worker of the pod's run Ready (RFC 3339). The launcher starts with its
 	// workers and waits until each accepts the job's key; this mark, which

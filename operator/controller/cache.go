@@ -91,7 +91,7 @@ func secretCacheTransform(in any) (any, error) {
 	if !ok {
 		return in, nil
 	}
-	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, annotationJobSetRestarts, annotationProof), Type: s.Type, Immutable: s.Immutable}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, ObjectMeta: keptMetadata(&s.ObjectMeta, annotationJobSetRestarts, annotationQuotaReserved, annotationProof), Type: s.Type, Immutable: s.Immutable}
 	return out, nil
 }
 
@@ -161,6 +161,7 @@ var (
 	// A stamp, a run number and a mark are a few dozen bytes.
 	annotationProof          = keptAnnotation{api.AnnotationProof, 256}
 	annotationJobSetRestarts = keptAnnotation{api.AnnotationJobSetRestarts, 32}
+	annotationQuotaReserved  = keptAnnotation{api.AnnotationQuotaReserved, 64}
 	annotationWorkersReady   = keptAnnotation{api.AnnotationWorkersReady, 256}
 	// Multus's status lists each attached network's interface, addresses
 	// and device: a few hundred bytes a network.

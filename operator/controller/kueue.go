@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -39,11 +41,17 @@ func workloadToTrainJob(_ context.Context, o client.Object) []reconcile.Request 
 
 // getWorkload finds the workload of the job's JobSet, if any (currentWorkload).
 func (r *TrainJobReconciler) getWorkload(ctx context.Context, s *scope) (*kueue.Workload, error) {
+	return r.workloadOf(ctx, s.jobSet)
+}
+
+// workloadOf finds the workload that stands for the JobSet js in the
+// cache, if any (currentWorkload).
+func (r *TrainJobReconciler) workloadOf(ctx context.Context, js metav1.Object) (*kueue.Workload, error) {
 	var list kueue.WorkloadList
-	if err := r.client.List(ctx, &list, client.InNamespace(s.tj.Namespace), client.MatchingFields{workloadOwnerKey: s.jobSet.Name}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(js.GetNamespace()), client.MatchingFields{workloadOwnerKey: js.GetName()}); err != nil {
 		return nil, fmt.Errorf("listing Kueue workloads: %w", err)
 	}
-	return currentWorkload(list.Items, s.jobSet), nil
+	return currentWorkload(list.Items, js), nil
 }
 
 // currentWorkload picks, of the workloads listed, the one that stands for
@@ -161,4 +169,29 @@ func quotaReserved(wl *kueue.Workload) bool {
 		}
 	}
 	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+}
+
+// reservedAt is when Kueue reserved the quota the workload holds now, as
+// the workload records it; "" while it holds none.
+func reservedAt(wl *kueue.Workload) string {
+	if wl == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	return c.LastTransitionTime.UTC().Format(time.RFC3339)
+}
+
+// keysPredateReservation reports whether a queued job's keys were made for
+// another of Kueue's reservations of its quota than the one it holds now.
+// Torus makes a queued job's keys once Kueue reserves its quota and deletes
+// them when Kueue takes the quota back, so such keys belong to a run Kueue
+// evicted: Kueue evicted the job and reserved its quota again between two
+// looks of the operator, which never saw the job suspended. Both times are
+// Kueue's, to the second. Keys that record no reservation are not judged.
+func keysPredateReservation(secret *corev1.Secret, wl *kueue.Workload) bool {
+	made, now := secret.Annotations[api.AnnotationQuotaReserved], reservedAt(wl)
+	return made != "" && now != "" && made != now
 }

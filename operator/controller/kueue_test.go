@@ -6,6 +6,7 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +14,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainjob"
 )
 
@@ -160,6 +162,42 @@ func TestCurrentWorkload(t *testing.T) {
 				if got != tc.want {
 					t.Errorf("currentWorkload = %q, want %q (listed first: %s)", got, tc.want, items[0].Name)
 				}
+			}
+		})
+	}
+}
+
+// Keys made for another reservation of a queued job's quota than the one
+// its workload holds now are those of a run Kueue evicted; keys made for
+// this one are its own, and keys are not judged while Kueue reserves
+// nothing or where they record no reservation.
+func TestKeysPredateReservation(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	reserved := func(at time.Time, status metav1.ConditionStatus) *kueue.Workload {
+		return &kueue.Workload{Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{{
+			Type: kueue.WorkloadQuotaReserved, Status: status, Reason: "QuotaReserved", LastTransitionTime: metav1.NewTime(at),
+		}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		made string
+		wl   *kueue.Workload
+		want bool
+	}{
+		{name: "made for this reservation", made: "2026-12-01T10:00:00Z", wl: reserved(t0, metav1.ConditionTrue)},
+		{name: "made for an earlier reservation", made: "2026-12-01T09:58:00Z", wl: reserved(t0, metav1.ConditionTrue), want: true},
+		{name: "no reservation now", made: "2026-12-01T09:58:00Z", wl: reserved(t0, metav1.ConditionFalse)},
+		{name: "no condition", made: "2026-12-01T09:58:00Z", wl: &kueue.Workload{}},
+		{name: "no workload", made: "2026-12-01T09:58:00Z"},
+		{name: "no reservation recorded", wl: reserved(t0, metav1.ConditionTrue)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			secret := &corev1.Secret{}
+			if tc.made != "" {
+				secret.Annotations = map[string]string{api.AnnotationQuotaReserved: tc.made}
+			}
+			if got := keysPredateReservation(secret, tc.wl); got != tc.want {
+				t.Errorf("keysPredateReservation = %v, want %v", got, tc.want)
 			}
 		})
 	}

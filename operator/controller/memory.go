@@ -39,6 +39,9 @@ type memory struct {
 	runEnds runEnds
 	// costs: how long a large job's last reconcile took.
 	costs reconcileCosts
+	// keptKeys: the keys of an evicted run that a pod of the run after it
+	// already uses (keysOfEvictedRun), by their Secret's UID.
+	keptKeys perJob[types.UID]
 }
 
 // store is what memory needs of each of its stores.
@@ -49,7 +52,7 @@ type store interface {
 
 // stores lists every store of m; a test holds it to memory's fields.
 func (m *memory) stores() []store {
-	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers, &m.runEnds, &m.costs}
+	return []store{&m.created, &m.statusWrites, &m.progress, &m.carried, &m.deadlines, &m.conflicts, &m.sandboxes, &m.launchers, &m.runEnds, &m.costs, &m.keptKeys}
 }
 
 // forget drops what is remembered of a job that is gone.

@@ -122,6 +122,7 @@ func TestMemoryForgets(t *testing.T) {
 		m.launchers.read(key, launcherRead{pod: "pod-uid", at: t0})
 		m.runEnds.saw(key, 0, diagnosis.Finding{Reason: "Stopped"})
 		m.costs.took(key, time.Second)
+		m.keptKeys.set(key, "secret-uid")
 	}
 	fill()
 	for _, s := range m.stores() {

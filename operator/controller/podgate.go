@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
@@ -82,8 +83,9 @@ func (g podGate) Handle(ctx context.Context, req admission.Request) admission.Re
 }
 
 // firstRunKeysMade reports whether the keys of the job's first run are in
-// the cache, proven made by Torus for this TrainJob: the keys the pods of
-// the JobSet's first run mount.
+// the cache, proven made by Torus for this TrainJob, and, for a queued
+// job, made for Kueue's current reservation of its quota: the keys the
+// pods of the JobSet's first run mount.
 func (r *TrainJobReconciler) firstRunKeysMade(ctx context.Context, key client.ObjectKey) (bool, error) {
 	var tj trainer.TrainJob
 	if err := r.client.Get(ctx, key, &tj); err != nil {
@@ -96,8 +98,24 @@ func (r *TrainJobReconciler) firstRunKeysMade(ctx context.Context, key client.Ob
 	if !secret.DeletionTimestamp.IsZero() || !r.proofs.made(childSecret, &secret, &tj) {
 		return false, nil
 	}
-	run, err := strconv.Atoi(secret.Annotations[api.AnnotationJobSetRestarts])
-	return err == nil && run == 0, nil
+	if run, err := strconv.Atoi(secret.Annotations[api.AnnotationJobSetRestarts]); err != nil || run != 0 {
+		return false, nil
+	}
+	if !r.kueue.Load() || !r.build.Queued(&tj) {
+		return true, nil
+	}
+	// Keys made before Kueue's current reservation of the job's quota are
+	// those of a run Kueue evicted, which the reconcile replaces before it
+	// lets the pods start (keysOfEvictedRun).
+	var js jobsetv1alpha2.JobSet
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: mpi.JobSetName(key.Name)}, &js); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	wl, err := r.workloadOf(ctx, &js)
+	if err != nil {
+		return false, err
+	}
+	return !keysPredateReservation(&secret, wl), nil
 }
 
 // registerPodGate serves podGate on the manager's webhook server.

@@ -38,9 +38,13 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 			return false, err
 		}
 		made, _ := strconv.Atoi(existing.Annotations[api.AnnotationJobSetRestarts])
-		if int32(made) >= restarts {
-			r.memory.created.seen(childSecret, job)
-			return false, nil
+		restarted := int32(made) < restarts
+		if !restarted {
+			replace, err := r.keysOfEvictedRun(ctx, s, existing)
+			if err != nil || !replace {
+				r.memory.created.seen(childSecret, job)
+				return false, err
+			}
 		}
 		if r.awaitingCreated(s, childSecret, restarts) {
 			// The cache still shows the keys this run's replaced.
@@ -67,7 +71,7 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		if proof == dataForged {
 			return false, &childConflict{kind: childSecret, name: old.Name, tj: s.tj}
 		}
-		if next, ok := mpi.NextSSHKeys(old.Data); ok && proof == dataMade {
+		if next, ok := mpi.NextSSHKeys(old.Data); ok && proof == dataMade && restarted {
 			// Kept until the new Secret exists: the old one may be gone
 			// before the create succeeds (a finalizer, a refused create).
 			r.memory.carried.carry(job, carried{uid: s.tj.UID, run: restarts, keys: next})
@@ -87,6 +91,9 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 	secret, err := children.BuildSSHSecret(s.tj, s.job, restarts, current, r.keyAlgorithm)
 	if err != nil {
 		return false, fmt.Errorf("building SSH secret: %w", err)
+	}
+	if at := reservedAt(s.workload); at != "" {
+		secret.Annotations[api.AnnotationQuotaReserved] = at
 	}
 	r.proofs.stamp(childSecret, secret, s.tj)
 	r.proofs.stampData(childSecret, secret, s.tj)
@@ -111,6 +118,37 @@ func (r *TrainJobReconciler) ensureSSHSecret(ctx context.Context, s *scope) (boo
 		// named in the JobSetCreated event.
 		s.event(corev1.EventTypeNormal, trainjob.ReasonSSHKeysCreated, "Created SSH keys in Secret %s", secret.Name)
 		r.metrics.KeyRotations.WithLabelValues(s.tj.Namespace).Inc()
+	}
+	return true, nil
+}
+
+// keysOfEvictedRun reports whether the job's keys, made for its current
+// JobSet run, are those of a run Kueue evicted (keysPredateReservation)
+// and no pod uses them: every live pod of the job still waits behind
+// Torus's gate, which no pod of the run Kueue started since has left. A
+// pod that has left it may have mounted the keys, and new keys would split
+// the run between two of them: such a run keeps its keys, and the
+// decision is remembered. The pods are read from the API server, past a
+// cache that may not show one the pods' webhook has just let through.
+func (r *TrainJobReconciler) keysOfEvictedRun(ctx context.Context, s *scope, secret *corev1.Secret) (bool, error) {
+	job := client.ObjectKeyFromObject(s.tj)
+	if !keysPredateReservation(secret, s.workload) {
+		r.memory.keptKeys.forget(job)
+		return false, nil
+	}
+	if kept, ok := r.memory.keptKeys.get(job); ok && kept == secret.UID {
+		return false, nil
+	}
+	var pods corev1.PodList
+	if err := r.apiReader.List(ctx, &pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels{api.LabelJobName: s.tj.Name}); err != nil {
+		return false, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp.IsZero() && !hasGate(p, api.SchedulingGateSSHKeys) {
+			ctrl.LoggerFrom(ctx).V(2).Info("Keeping the keys of an evicted run: a pod of the job has left its gate", "pod", p.Name)
+			r.memory.keptKeys.set(job, secret.UID)
+			return false, nil
+		}
 	}
 	return true, nil
 }

@@ -908,6 +908,24 @@ var _ = Describe("MPI TrainJob", func() {
 		By("Kueue reserving the quota again: new keys")
 		reserve()
 		Eventually(uid, framework.Timeout, framework.Interval).Should(And(Not(BeEmpty()), Not(Equal(first))))
+		second := uid(Default)
+
+		By("Kueue evicting the workload and reserving its quota again between two looks of the operator: new keys, though it never saw the job evicted")
+		var made corev1.Secret
+		Expect(fw.Client.Get(ctx, keys, &made)).To(Succeed())
+		Expect(made.Annotations).To(HaveKey(api.AnnotationQuotaReserved), "the keys record the reservation they were made for")
+		// One status write holds both: the quota reserved anew, a second
+		// after the reservation the keys were made for.
+		Eventually(func(g Gomega) {
+			g.Expect(fw.Client.Get(ctx, client.ObjectKeyFromObject(wl), wl)).To(Succeed())
+			c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+			g.Expect(c).NotTo(BeNil())
+			c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Add(time.Second))
+			g.Expect(fw.Client.Status().Update(ctx, wl)).To(Succeed())
+		}, framework.Timeout, framework.Interval).Should(Succeed())
+		Eventually(uid, framework.Timeout, framework.Interval).Should(And(Not(BeEmpty()), Not(Equal(second))))
+		third := uid(Default)
+		Consistently(uid, framework.ShortWindow, framework.Interval).Should(Equal(third), "keys made for the current reservation replaced again")
 	})
 
 	It("tells a launcher that waits for its workers when every worker of its run is Ready, and no other launcher", func() {
