@@ -295,7 +295,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	if !strings.Contains(j.log.String(), "is not authorized") {
+	if !j.logSays("is not authorized") {
 		t.Errorf("the server's log does not tell of the foreign key:\n%s", j.log)
 	}
 }
