@@ -104,9 +104,9 @@ func (r *TrainJobReconciler) firstRunKeysMade(ctx context.Context, key client.Ob
 	if !r.kueue.Load() || !r.build.Queued(&tj) {
 		return true, nil
 	}
-	// Keys made before Kueue's current reservation of the job's quota are
-	// those of a run Kueue evicted, which the reconcile replaces before it
-	// lets the pods start (keysOfEvictedRun).
+	// Keys made for another reservation of the job's quota than Kueue's
+	// current one are those of a run Kueue evicted, which the reconcile
+	// replaces before it lets the pods start (keysOfEvictedRun).
 	var js jobsetv1alpha2.JobSet
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: mpi.JobSetName(key.Name)}, &js); err != nil {
 		return false, client.IgnoreNotFound(err)
