@@ -37,10 +37,14 @@ DASHBOARD_WORKERS  ?= 4096
 MAXIMA             ?= 1024,4096
 # 110 pods each: room for a job of 16,384 workers.
 MAXIMA_NODES       ?= 160
-# Kueue's waitForPodsReady.timeout on bench-maxima's cluster: on 2 cores
-# the pods of 16,384 workers take longer than 5 minutes to all run.
+# Kueue's waitForPodsReady.timeout on the clusters of bench-maxima and
+# bench-many: on 2 cores the pods of 16,384 workers, or of the last of a
+# burst of 1,000 jobs, take longer than 5 minutes to all run.
 MAXIMA_PODS_READY  ?= 60m
 MANY               ?= 200x8
+# How many objects of a kind Kueue reconciles at once, over its manifests'
+# settings, such as JobSet.jobset.x-k8s.io=5 (they leave JobSets at one).
+MANY_KUEUE         ?=
 # Larger sizes, up to max (as many as the real nodes hold), need more than 2 cores.
 HOSTS              ?= 2,4,8,16
 HOST_RUNS          ?= 3
@@ -267,9 +271,9 @@ bench-maxima: build testbin ## The tested maxima: one MPI job of each size in MA
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
 .PHONY: bench-many
-bench-many: build testbin ## Many jobs at once: MANY (200x8; 1000x8 needs more than 2 cores) TrainJobs created in a burst through Kueue on a fresh local cluster of MAXIMA_NODES kwok nodes, against the floor of their JobSets created directly, with each job's creation → JobSet, admission, all pods Running and status lag, and the operator's peak memory, CPU and API requests (about 10 minutes at 200x8); writes test/perf/many.md.
+bench-many: build testbin ## Many jobs at once: MANY (200x8; 1000x8 with MANY_KUEUE=JobSet.jobset.x-k8s.io=5) TrainJobs created in a burst through Kueue on a fresh local cluster of MAXIMA_NODES kwok nodes, against the floor of their JobSets created directly, with each job's creation → JobSet, admission, all pods Running and status lag, and the operator's peak memory, CPU and API requests (about 10 minutes at 200x8); writes test/perf/many.md.
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES)
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(if $(MANY_KUEUE),-kueue-concurrency $(MANY_KUEUE))
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -many $(MANY) $(MANY_FLAGS) > $(ROOT)/test/perf/many.md.new && status=0 || status=$$?; \
 	  cat $(ROOT)/test/perf/many.md.new; test $$status = 0 && mv $(ROOT)/test/perf/many.md.new $(ROOT)/test/perf/many.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status

@@ -45,6 +45,9 @@ type cluster struct {
 	kueueMPIJob bool
 	// podsReadyTimeout is Kueue's waitForPodsReady.timeout.
 	podsReadyTimeout time.Duration
+	// kueueConcurrency sets how many objects of a kind Kueue reconciles at
+	// once, over what its manifests set (kueueConcurrency()).
+	kueueConcurrency concurrencyFlag
 	// operatorImage is the operator binary the real node gets as the
 	// bundle's operator image; operatorImageDefault says it is the
 	// -operator binary, imported only when it can be (static).

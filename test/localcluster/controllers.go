@@ -103,6 +103,35 @@ func kueueConcurrency() (map[string]int, error) {
 	return cfg.Controller.GroupKindConcurrency, nil
 }
 
+// concurrencyFlag is -kueue-concurrency: KIND=N pairs, comma-separated.
+type concurrencyFlag map[string]int
+
+func (f *concurrencyFlag) String() string {
+	if f == nil || len(*f) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(*f)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, (*f)[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *concurrencyFlag) Set(v string) error {
+	if *f == nil {
+		*f = concurrencyFlag{}
+	}
+	for _, pair := range strings.Split(v, ",") {
+		kind, n, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		count, err := strconv.Atoi(n)
+		if !ok || kind == "" || err != nil || count < 1 {
+			return fmt.Errorf("%q: give KIND=N with N at least 1, such as JobSet.jobset.x-k8s.io=5", pair)
+		}
+		(*f)[kind] = count
+	}
+	return nil
+}
+
 func kueueConfig(webhookPort, metricsPort, healthPort int, certDir string, mpiJob bool, podsReady time.Duration, concurrency map[string]int) string {
 	frameworks := "  - jobset.x-k8s.io/jobset\n"
 	if mpiJob {
@@ -155,6 +184,7 @@ func (c *cluster) startKueue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	maps.Copy(concurrency, c.kueueConcurrency)
 	// Kueue reads its metrics certificate from a fixed path,
 	// /etc/kueue/metrics/certs. It gets one in a private mount namespace
 	// over an overlay of /etc, so the machine's /etc stays untouched.

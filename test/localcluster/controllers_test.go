@@ -48,3 +48,36 @@ func TestKueueConfig(t *testing.T) {
 		})
 	}
 }
+
+// -kueue-concurrency reads KIND=N pairs, the last of a kind winning, and
+// refuses what Kueue could not take.
+func TestConcurrencyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		values []string
+		want   string
+		bad    bool
+	}{
+		{values: []string{"JobSet.jobset.x-k8s.io=5"}, want: "JobSet.jobset.x-k8s.io=5"},
+		{values: []string{"Pod=2, JobSet.jobset.x-k8s.io=5", "Pod=3"}, want: "JobSet.jobset.x-k8s.io=5,Pod=3"},
+		{values: []string{"=5"}, bad: true},
+		{values: []string{"Pod=-1"}, bad: true},
+		{values: []string{"Pod=many"}, bad: true},
+		{values: []string{"Pod"}, bad: true},
+	} {
+		var f concurrencyFlag
+		var err error
+		for _, v := range tc.values {
+			if err = f.Set(v); err != nil {
+				break
+			}
+		}
+		switch {
+		case tc.bad && err == nil:
+			t.Errorf("%q: read as %s, want an error", tc.values, f.String())
+		case !tc.bad && err != nil:
+			t.Errorf("%q: %v", tc.values, err)
+		case !tc.bad && f.String() != tc.want:
+			t.Errorf("%q: %s, want %s", tc.values, f.String(), tc.want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/torus-mpi/torus/pkg/mpi"
 )
@@ -200,6 +204,7 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 		"Status lag is from the moment the benchmark's watch saw a job's last pod Running to the moment it saw the TrainJob's status say Running. "+
 		"The operator's figures are its whole process during Torus's burst.\n\n",
 		o.jobs, o.workers, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.jobs, o.workers, o.jobs*(o.workers+1), kwokNodesSummary(ctx, c))
+	fmt.Printf("%s\n\n", kueueSettings(o.kubeconfig))
 	fmt.Println("| | creation → JobSet p50 / p99 | creation → admitted p50 / p99 | creation → all pods Running p50 / p99 / max | first creation → every job Running | status lag p50 / p99 |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- |")
 	row := func(label string, r manyRun, torus bool) {
@@ -234,4 +239,31 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 	}
 	fmt.Printf("\nThe operator during Torus's burst: resident memory peak %.0f MiB (sampled every 200 ms), CPU %.1f s, %.0f API requests (%s), %.0f TrainJob reconciles.\n",
 		float64(torus.peakRSS)/(1<<20), torus.work.cpu.Seconds(), torus.work.requests, torus.work.byMethod, torus.work.reconciles)
+}
+
+// kueueSettings says how the local cluster's Kueue was configured for the
+// burst: how many JobSets and Workloads it reconciles at once, and how long
+// a job's pods have to all run before it is evicted.
+func kueueSettings(kubeconfig string) string {
+	file := filepath.Join(filepath.Dir(kubeconfig), "config", "kueue.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Sprintf("Kueue's configuration could not be read: %v.", err)
+	}
+	var cfg kueueconfig.Configuration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return fmt.Sprintf("Kueue's configuration (%s) could not be read: %v.", file, err)
+	}
+	at := func(kind string) int {
+		if cfg.Controller == nil || cfg.Controller.GroupKindConcurrency[kind] == 0 {
+			return 1 // controller-runtime's default
+		}
+		return cfg.Controller.GroupKindConcurrency[kind]
+	}
+	ready := "none"
+	if cfg.WaitForPodsReady != nil {
+		ready = cfg.WaitForPodsReady.Timeout.Duration.String()
+	}
+	return fmt.Sprintf("Kueue reconciles JobSets %d and Workloads %d at a time (`controller.groupKindConcurrency`); its PodsReady timeout is %s.",
+		at("JobSet.jobset.x-k8s.io"), at("Workload.kueue.x-k8s.io"), ready)
 }

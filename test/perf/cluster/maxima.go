@@ -60,6 +60,10 @@ type maximaRow struct {
 	// writes are the API server's, every component's, while Torus's job
 	// and the floor's started.
 	writes, floorWrites counts
+	// cpu is the CPU time of every process of the local cluster while
+	// Torus's job and the floor's started, by component: on a machine
+	// whose cores they share, where the difference between the two goes.
+	cpu, floorCPU counts
 }
 
 // runMaxima runs, for each size, one job of that many workers through the
@@ -122,6 +126,15 @@ func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w 
 		}
 		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, r.writes.total(), r.writes, floor)
 	}
+	fmt.Println("\nThe cluster's CPU while each job started, in seconds, every process of the local cluster:")
+	fmt.Println()
+	for _, r := range rows {
+		floor := "not run"
+		if r.floor > 0 {
+			floor = fmt.Sprintf("%.0f (%s)", r.floorCPU.total(), r.floorCPU)
+		}
+		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, r.cpu.total(), r.cpu, floor)
+	}
 	return nil
 }
 
@@ -168,6 +181,10 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 	if err != nil {
 		return row, err
 	}
+	cpu, err := clusterCPU(o.kubeconfig)
+	if err != nil {
+		return row, err
+	}
 	rss := sampleRSS(meter.pid)
 	tj := benchTrainJob(ns, name, k.runtime, workers, true)
 	w.expect([]string{name}, workers+1)
@@ -181,6 +198,9 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 		return row, err
 	}
 	row.torus = res[0]
+	if row.cpu, err = cpuSince(o.kubeconfig, cpu); err != nil {
+		return row, err
+	}
 	if row.writes, err = writesSince(ctx, cs, writes); err != nil {
 		return row, err
 	}
@@ -210,6 +230,9 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 	if writes, err = readServerWrites(ctx, cs); err != nil {
 		return row, err
 	}
+	if cpu, err = clusterCPU(o.kubeconfig); err != nil {
+		return row, err
+	}
 	w.expect([]string{floor.Name}, workers+1)
 	w.started(floor.Name, time.Now())
 	if err := c.Create(ctx, floor); err != nil {
@@ -220,6 +243,9 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 		return row, fmt.Errorf("the floor: %w", err)
 	}
 	row.floor = res[0].running
+	if row.floorCPU, err = cpuSince(o.kubeconfig, cpu); err != nil {
+		return row, err
+	}
 	if row.floorWrites, err = writesSince(ctx, cs, writes); err != nil {
 		return row, err
 	}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The burst's output names the Kueue settings it ran under, read from the
+// local cluster's own configuration file beside its kubeconfig.
+func TestKueueSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{
+			name: "the manifests' Workloads and a raised JobSet",
+			config: `controller:
+  groupKindConcurrency:
+    JobSet.jobset.x-k8s.io: 5
+    Workload.kueue.x-k8s.io: 10
+waitForPodsReady:
+  timeout: 1h0m0s
+`,
+			want: "Kueue reconciles JobSets 5 and Workloads 10 at a time (`controller.groupKindConcurrency`); its PodsReady timeout is 1h0m0s.",
+		},
+		{
+			name:   "controller-runtime's default",
+			config: "integrations:\n  frameworks: [jobset.x-k8s.io/jobset]\n",
+			want:   "Kueue reconciles JobSets 1 and Workloads 1 at a time (`controller.groupKindConcurrency`); its PodsReady timeout is none.",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "config", "kueue.yaml"), []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := kueueSettings(filepath.Join(dir, "kubeconfig")); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
