@@ -163,7 +163,7 @@ func runVsMPIOperator(ctx context.Context, c client.Client, cfg *rest.Config, w 
 		work := after.minus(before)
 		torus := controllerRun{manyRun: run, cpu: work.cpu, requests: work.byMethod}
 		torus.peakRSS = peak
-		if err := drainAll(ctx, c, ns, &trainer.TrainJob{}, timeout); err != nil {
+		if err := drainAll(ctx, c, ns, &trainer.TrainJobList{}, timeout); err != nil {
 			return err
 		}
 
@@ -304,9 +304,10 @@ func crdEstablished(crd *unstructured.Unstructured) bool {
 	return false
 }
 
-func mpiJobList() client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(mpiJobGVK)
+// mpiJobList is a list of MPIJobs, a kind the client reads unstructured.
+func mpiJobList() client.ObjectList {
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(mpiJobGVK.GroupVersion().WithKind(mpiJobGVK.Kind + "List"))
 	return u
 }
 
