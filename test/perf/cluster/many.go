@@ -232,11 +232,15 @@ func drainAll(ctx context.Context, c client.Client, ns string, list client.Objec
 func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRun, floor *manyRun) {
 	fmt.Println("# Many jobs at once")
 	fmt.Println()
+	then := "then the floor: their JobSets created directly through the same queue, at once, on empty nodes, each with its own headless Service as JobSet gives it"
+	if floor == nil {
+		then = "the floor (their JobSets created directly) was not run"
+	}
 	fmt.Printf("`make bench-many` (MANY=%dx%d) on %d cores, %s. %d TrainJobs of %d workers (%d pods) created at once through Kueue on %s, "+
-		"each timed from its own creation request; then the floor: their JobSets created directly through the same queue, at once, on empty nodes, each with its own headless Service as JobSet gives it. "+
+		"each timed from its own creation request; %s. "+
 		"Status lag is from the moment the benchmark's watch saw a job's last pod Running to the moment it saw the TrainJob's status say Running. "+
 		"The operator's figures are its whole process during Torus's burst.\n\n",
-		o.jobs, o.workers, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.jobs, o.workers, o.jobs*(o.workers+1), kwokNodesSummary(ctx, c))
+		o.jobs, o.workers, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), o.jobs, o.workers, o.jobs*(o.workers+1), kwokNodesSummary(ctx, c), then)
 	fmt.Printf("%s\n\n", kueueSettings(o.kubeconfig))
 	fmt.Println("| | creation → JobSet p50 / p99 | creation → admitted p50 / p99 | creation → all pods Running p50 / p99 / max | first creation → every job Running | status lag p50 / p99 |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- |")
