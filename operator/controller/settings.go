@@ -57,7 +57,7 @@ func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	fs.Var((*maxNodesFlag)(&s.MaxNodes), "max-nodes", fmt.Sprintf(
 		"The largest numNodes of a job the webhook admits and the controller runs (at most %d; a job's hostfile must fit in its Secret).", mpi.AbsoluteMaxNodes))
 	fs.DurationVar(&s.JobSetReportTimeout, "jobset-report-timeout", DefaultJobSetReportTimeout,
-		"How long a JobSet may go without its controller's first status before the TrainJob reports Created=Unknown.")
+		"How long a JobSet may go without its controller's first status, while the controller reports on no other JobSet, before the TrainJob reports Created=Unknown (JobSetNotReported).")
 	s.SSHKeyAlgorithm = mpi.DefaultKeyAlgorithm
 	fs.Var((*keyAlgorithmFlag)(&s.SSHKeyAlgorithm), "ssh-key-algorithm", fmt.Sprintf(
 		"Type of the SSH keys of jobs that choose none (annotation %s): ed25519, ecdsa-p256, ecdsa-p384 or rsa-3072; OpenSSH in FIPS mode needs one of the last three.", api.AnnotationSSHKeyAlgorithm))

@@ -169,7 +169,7 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	c, err := b.
 		Named("trainjob").
 		For(&trainer.TrainJob{}).
-		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet))).
+		Owns(&jobsetv1alpha2.JobSet{}, builder.WithPredicates(r.expectedCreate(childJobSet), r.jobSetReported())).
 		// Typed, not OnlyMetadata: upstream's MPI and Flux plugins watch
 		// Secrets as whole objects, and one informer serves both, where a
 		// metadata watch beside theirs had the API server send and convert

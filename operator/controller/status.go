@@ -5,13 +5,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
@@ -179,11 +183,56 @@ func (r *TrainJobReconciler) awaitJobSetReport(s *scope) {
 		s.lookAgain(r.jobSetReportTimeout - waited)
 		return
 	}
+	if last := r.jobSetReports.last(); last.After(js.CreationTimestamp.Time) && s.now.Sub(last) < r.jobSetReportTimeout {
+		// The controller reports on JobSets made after this one: it runs,
+		// one JobSet at a time, and has not come to this one yet. Were it
+		// to stop, this job says so a report timeout after its last
+		// report.
+		s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetPending,
+			fmt.Sprintf("Created JobSet %s; the JobSet controller is busy with other JobSets and has not started this one in %s. If this lasts, see the JobSet's events (kubectl describe jobset %s -n %s)",
+				js.Name, r.jobSetReportTimeout, js.Name, js.Namespace))
+		s.lookAgain(r.jobSetReportTimeout - s.now.Sub(last))
+		return
+	}
 	msg := fmt.Sprintf("JobSet %s exists, but the JobSet controller has not reported on it in %s: check that it runs (kubectl mpi doctor) and the JobSet's events (kubectl describe jobset %s -n %s)",
 		js.Name, r.jobSetReportTimeout, js.Name, js.Namespace)
 	if s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetNotReported, msg) {
 		s.event(corev1.EventTypeWarning, trainjob.ReasonJobSetNotReported, "%s", msg)
 	}
+}
+
+// reportClock holds the time of the latest report seen.
+type reportClock struct{ unixNano atomic.Int64 }
+
+func (c *reportClock) saw(t time.Time) {
+	for {
+		old := c.unixNano.Load()
+		if t.UnixNano() <= old || c.unixNano.CompareAndSwap(old, t.UnixNano()) {
+			return
+		}
+	}
+}
+
+func (c *reportClock) last() time.Time {
+	if n := c.unixNano.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// jobSetReported records when the JobSet controller reports on a JobSet
+// Torus made (a change of its status, which only that controller writes),
+// for jobs whose JobSet it has not come to yet (awaitJobSetReport). It
+// filters nothing.
+func (r *TrainJobReconciler) jobSetReported() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*jobsetv1alpha2.JobSet)
+		js, ok := e.ObjectNew.(*jobsetv1alpha2.JobSet)
+		if ok && okOld && js.Annotations[api.AnnotationJob] != "" && !equality.Semantic.DeepEqual(old.Status, js.Status) {
+			r.jobSetReports.saw(r.clock.Now())
+		}
+		return true
+	}}
 }
 
 // jobSetObserved reports whether the JobSet controller has reconciled the

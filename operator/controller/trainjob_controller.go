@@ -63,6 +63,10 @@ type TrainJobReconciler struct {
 	// jobSetReportTimeout is how long a JobSet may go without its
 	// controller's first status before the job says so.
 	jobSetReportTimeout time.Duration
+	// jobSetReports is when the JobSet controller last reported on a
+	// JobSet Torus made: a job it has not come to is behind a busy
+	// controller, not one that stopped, while it reports on others.
+	jobSetReports reportClock
 	// upstream reconciles the TrainJobs that are not MPI, as upstream
 	// Trainer does; nil leaves them Created=False.
 	upstream reconcile.Reconciler

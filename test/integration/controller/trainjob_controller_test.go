@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -474,6 +475,54 @@ var _ = Describe("MPI TrainJob", func() {
 		Eventually(condition(tj, trainjob.ConditionRunning), framework.Timeout, framework.Interval).Should(And(
 			HaveField("Reason", trainjob.ReasonPodProblem), HaveField("Message", MatchRegexp(`^worker-0 \(ranks? [0-9-]+\) OOMKilled`)),
 			HaveField("Message", ContainSubstring("[pod worn-node-0-0-x7k2p]"))))
+	})
+
+	It("tells a JobSet controller busy with other JobSets from one that reports on none", func() {
+		behind := wrappers.MakeTrainJob("behind", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, behind)).To(Succeed())
+		Eventually(getJobSet(behind), framework.Timeout, framework.Interval).ShouldNot(BeNil())
+		busy := wrappers.MakeTrainJob("busy", ns.Name).RuntimeRef("torus-openmpi").NumNodes(1).Obj()
+		Expect(fw.Client.Create(ctx, busy)).To(Succeed())
+		Eventually(getJobSet(busy), framework.Timeout, framework.Interval).ShouldNot(BeNil())
+
+		By("the controller reporting on a JobSet made after this one's, for longer than the report timeout")
+		reporting, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			for i := int32(1); ; i++ {
+				var js jobsetv1alpha2.JobSet
+				if err := fw.Client.Get(reporting, client.ObjectKeyFromObject(busy), &js); err == nil {
+					js.Status.ReplicatedJobsStatus = nil
+					for _, rj := range js.Spec.ReplicatedJobs {
+						js.Status.ReplicatedJobsStatus = append(js.Status.ReplicatedJobsStatus, jobsetv1alpha2.ReplicatedJobStatus{Name: rj.Name, Active: i})
+					}
+					_ = fw.Client.Status().Update(reporting, &js) // a conflict waits for the next report
+				}
+				select {
+				case <-reporting.Done():
+					return
+				case <-time.After(jobSetReportTimeout / 8):
+				}
+			}
+		}()
+		stopReporting := func() { cancel(); <-done }
+		DeferCleanup(stopReporting)
+		Eventually(condition(behind, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Status", metav1.ConditionUnknown),
+			HaveField("Reason", trainjob.ReasonJobSetPending),
+			HaveField("Message", ContainSubstring("the JobSet controller is busy with other JobSets and has not started this one in "+jobSetReportTimeout.String())),
+		))
+		Consistently(condition(behind, trainjob.ConditionCreated), 2*jobSetReportTimeout, framework.Interval).Should(
+			HaveField("Reason", trainjob.ReasonJobSetPending))
+		Expect(eventReasons(behind)(Default)).NotTo(ContainElement(trainjob.ReasonJobSetNotReported))
+
+		By("saying what to check once it reports on none for the report timeout")
+		stopReporting()
+		Eventually(condition(behind, trainjob.ConditionCreated), framework.Timeout, framework.Interval).Should(And(
+			HaveField("Reason", trainjob.ReasonJobSetNotReported),
+			HaveField("Message", ContainSubstring("kubectl mpi doctor"))))
 	})
 
 	It("says what to check when the JobSet controller does not report on the JobSet", func() {
