@@ -117,25 +117,24 @@ func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w 
 		}
 		fmt.Println(line)
 	}
-	fmt.Println("\nThe API server's writes, every component's, while each job started:")
-	fmt.Println()
-	for _, r := range rows {
-		floor := "not run"
-		if r.floor > 0 {
-			floor = fmt.Sprintf("%.0f (%s)", r.floorWrites.total(), r.floorWrites)
-		}
-		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, r.writes.total(), r.writes, floor)
-	}
-	fmt.Println("\nThe cluster's CPU while each job started, in seconds, every process of the local cluster:")
-	fmt.Println()
-	for _, r := range rows {
-		floor := "not run"
-		if r.floor > 0 {
-			floor = fmt.Sprintf("%.0f (%s)", r.floorCPU.total(), r.floorCPU)
-		}
-		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, r.cpu.total(), r.cpu, floor)
-	}
+	printEachSize("The API server's writes, every component's, while each job started:", rows, func(r maximaRow) (counts, counts) { return r.writes, r.floorWrites })
+	printEachSize("The cluster's CPU while each job started, in seconds, every process of the local cluster:", rows, func(r maximaRow) (counts, counts) { return r.cpu, r.floorCPU })
 	return nil
+}
+
+// printEachSize prints a list of counts by component, Torus's and the
+// floor's (of), one item a size.
+func printEachSize(title string, rows []maximaRow, of func(maximaRow) (torus, floor counts)) {
+	fmt.Println("\n" + title)
+	fmt.Println()
+	for _, r := range rows {
+		torus, floor := of(r)
+		floorText := "not run"
+		if r.floor > 0 {
+			floorText = fmt.Sprintf("%.0f (%s)", floor.total(), floor)
+		}
+		fmt.Printf("- %d workers: Torus's %.0f (%s); the floor's %s.\n", r.workers, torus.total(), torus, floorText)
+	}
 }
 
 // sizesString is sizes as -maxima takes them.
