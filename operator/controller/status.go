@@ -184,10 +184,10 @@ func (r *TrainJobReconciler) awaitJobSetReport(s *scope) {
 		return
 	}
 	if last := r.jobSetReports.last(); last.After(js.CreationTimestamp.Time) && s.now.Sub(last) < r.jobSetReportTimeout {
-		// The controller reports on JobSets made after this one: it runs,
-		// one JobSet at a time, and has not come to this one yet. Were it
-		// to stop, this job says so a report timeout after its last
-		// report.
+		// The controller has reported on other JobSets since this one was
+		// made, within the timeout: it runs, one JobSet at a time, and has
+		// not come to this one yet. Were it to stop, this job says so a
+		// report timeout after its last report.
 		s.setCondition(trainjob.ConditionCreated, metav1.ConditionUnknown, trainjob.ReasonJobSetPending,
 			fmt.Sprintf("Created JobSet %s; the JobSet controller is busy with other JobSets and has not started this one in %s. If this lasts, see the JobSet's events (kubectl describe jobset %s -n %s)",
 				js.Name, r.jobSetReportTimeout, js.Name, js.Namespace))
