@@ -47,6 +47,9 @@ func (r *TrainJobReconciler) ungatePods(ctx context.Context, s *scope) error {
 		s.lookAgain(hold)
 		return nil
 	}
+	if behind, err := r.reservationBehind(ctx, s); err != nil || behind {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(ungateParallelism)
 	for _, p := range gated {

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -182,6 +184,35 @@ func reservedAt(wl *kueue.Workload) string {
 		return ""
 	}
 	return c.LastTransitionTime.UTC().Format(time.RFC3339)
+}
+
+// reservationBehind reports whether the API server holds another of
+// Kueue's reservations of a queued job's quota than the cache shows. The
+// caches of pods and of workloads are fed by watches of their own: after
+// an eviction and a new reservation the operator did not see (it was
+// stopped, or its watch of workloads lagged), the new run's gated pods can
+// reach the cache before the workload that says their run is another, and
+// the cached workload still matches the evicted run's keys. The gate is
+// lifted only once the cache has the reservation the API server has; its
+// watch event brings the job back. One read, only for a queued job whose
+// pods wait for Torus to lift the gate.
+func (r *TrainJobReconciler) reservationBehind(ctx context.Context, s *scope) (bool, error) {
+	if !r.kueue.Load() || !r.build.Queued(s.tj) || s.workload == nil {
+		return false, nil
+	}
+	var live kueue.Workload
+	switch err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(s.workload), &live); {
+	case apierrors.IsNotFound(err):
+		// Gone since: its deletion's watch event brings the job back.
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading Kueue workload %s: %w", s.workload.Name, err)
+	}
+	if reservedAt(&live) == reservedAt(s.workload) {
+		return false, nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Holding the pods' gate: the cache is behind Kueue's reservation of the job's quota", "workload", live.Name)
+	return true, nil
 }
 
 // keysPredateReservation reports whether a queued job's keys were made for
