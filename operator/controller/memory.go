@@ -23,7 +23,8 @@ type memory struct {
 	created expectations
 	// statusWrites: the status write the cache has not caught up with.
 	statusWrites statusWrites
-	// progress: when a status write that only counted progress was sent.
+	// progress: when the job's last status write was sent, which spaces
+	// the writes that only count progress.
 	progress progressWrites
 	// carried: the keys a restarted run carries over.
 	carried carriedKeys
@@ -226,12 +227,13 @@ func (w *statusWrites) behind(job client.ObjectKey, resourceVersion string) bool
 	return behind
 }
 
-// progressWrites holds when each job's last status patch that only counted
-// progress was sent, for the interval after it (writeStatus).
+// progressWrites holds when each job's last status patch was sent, for the
+// interval after it in which a patch that only counts progress waits
+// (writeStatus).
 type progressWrites struct{ perJob[time.Time] }
 
 // wait is how long a status patch that only counts progress must wait at
-// now, and forgets a progress write older than interval.
+// now, and forgets a write older than interval.
 func (p *progressWrites) wait(job client.ObjectKey, now time.Time, interval time.Duration) time.Duration {
 	var wait time.Duration
 	p.update(job, func(at time.Time, found bool) (time.Time, bool) {
@@ -247,7 +249,7 @@ func (p *progressWrites) wait(job client.ObjectKey, now time.Time, interval time
 	return wait
 }
 
-// wrote records a status patch that only counted progress.
+// wrote records a status patch of the job.
 func (p *progressWrites) wrote(job client.ObjectKey, now time.Time) { p.set(job, now) }
 
 // sandboxReads holds each job's last read of the kubelet's sandbox events,

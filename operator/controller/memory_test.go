@@ -299,14 +299,15 @@ func TestSandboxReads(t *testing.T) {
 	}
 }
 
-// A job's progress-only status patches are spaced by the interval, and the
-// record of the last goes once the interval has passed.
+// A job's progress-only status patches wait the interval after its last
+// status patch, and the record of that patch goes once the interval has
+// passed.
 func TestProgressWrites(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pi, other := client.ObjectKey{Namespace: "ns", Name: "pi"}, client.ObjectKey{Namespace: "ns", Name: "other"}
 	var m progressWrites
 	if w := m.wait(pi, t0, progressInterval); w != 0 {
-		t.Fatalf("a wait of %s before any progress was written", w)
+		t.Fatalf("a wait of %s before any status was written", w)
 	}
 	m.wrote(pi, t0)
 	for _, tc := range []struct {
@@ -314,7 +315,7 @@ func TestProgressWrites(t *testing.T) {
 		at   time.Time
 		want time.Duration
 	}{
-		{pi, t0.Add(300 * time.Millisecond), 700 * time.Millisecond},
+		{pi, t0.Add(300 * time.Millisecond), progressInterval - 300*time.Millisecond},
 		{other, t0.Add(300 * time.Millisecond), 0},
 		{pi, t0.Add(progressInterval), 0},
 	} {

@@ -688,24 +688,27 @@ func stoppedByTorus(tj *trainer.TrainJob) bool {
 			c.Reason == trainjob.ReasonStalled)
 }
 
-// progressInterval spaces the status patches of a job that only count its
-// progress (workers ready, the JobSet's counts): a 256-worker job's start
-// changes them with every pod, and each patch is a write, and a watch event
-// for every TrainJob watcher. A change of condition, reason or anything
-// else is written at once.
-const progressInterval = time.Second
+// progressInterval spaces a job's status patches that only count its
+// progress (workers ready, the JobSet's counts) from the job's last status
+// patch of any kind. A job's start changes those counts with its pods, over
+// seconds for a few workers and minutes for thousands, and in a burst of
+// jobs on a busy control plane; each patch is a write of the TrainJob,
+// which the API server validates against Trainer's schema, and a watch
+// event for every TrainJob watcher (`kubectl get trainjobs -w`, the
+// dashboard, the operator's own cache). A change of condition, reason or
+// anything else is written at once, with the counts as they are then.
+const progressInterval = 5 * time.Second
 
 // writeStatus sends one status patch, only when the status changed; one
 // that only counts progress waits until progressInterval has passed since
-// the job's last such patch, and the reconcile comes back then.
+// the job's last status patch, and the reconcile comes back then.
 func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.TrainJob, s *scope) error {
 	orderConditions(s.tj.Status.Conditions)
 	if equality.Semantic.DeepEqual(orig.Status, s.tj.Status) {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(orig)
-	progress := len(s.events) == 0 && progressOnly(&orig.Status, &s.tj.Status)
-	if progress {
+	if len(s.events) == 0 && progressOnly(&orig.Status, &s.tj.Status) {
 		if wait := r.memory.progress.wait(key, s.now, progressInterval); wait > 0 {
 			s.lookAgain(wait)
 			return nil
@@ -714,7 +717,10 @@ func (r *TrainJobReconciler) writeStatus(ctx context.Context, orig *trainer.Trai
 	err := r.client.Status().Patch(ctx, s.tj, client.MergeFrom(orig))
 	if err == nil && s.tj.ResourceVersion != orig.ResourceVersion {
 		r.memory.statusWrites.wrote(key, orig.ResourceVersion)
-		if progress {
+		if trainjob.Finished(s.tj) {
+			// An ended job counts nothing more.
+			r.memory.progress.forget(key)
+		} else {
 			r.memory.progress.wrote(key, s.now)
 		}
 	}
