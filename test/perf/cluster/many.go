@@ -9,14 +9,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueconfig "sigs.k8s.io/kueue/apis/config/v1beta2"
@@ -59,6 +63,9 @@ type manyRun struct {
 	// cpu is every cluster process's CPU time during the burst, in
 	// seconds.
 	cpu counts
+	// resent is how many creations the API server refused for a
+	// transient error and the burst sent again.
+	resent int64
 }
 
 // runMany creates o.jobs TrainJobs of o.workers workers at once through the
@@ -155,11 +162,15 @@ func runManyFloor(ctx context.Context, c client.Client, cs kubernetes.Interface,
 }
 
 // burst creates one object per name at once, each timed from its own
-// creation request, and waits until every job has all its pods Running.
+// creation request, and waits until every job has all its pods Running. A
+// creation the API server refuses for a transient error (a webhook that
+// did not answer in time: JobSet's, under a thousand creations on 2 cores)
+// is sent again, as a controller would, within the job's own time.
 func burst(ctx context.Context, w *watcher, names []string, pods int32, timeout time.Duration, object func(string) client.Object, c client.Client) (manyRun, error) {
 	w.expect(names, pods)
 	start := time.Now()
 	var wg sync.WaitGroup
+	var resent atomic.Int64
 	errs := make(chan error, len(names))
 	for _, n := range names {
 		obj := object(n)
@@ -167,7 +178,7 @@ func burst(ctx context.Context, w *watcher, names []string, pods int32, timeout 
 		go func() {
 			defer wg.Done()
 			w.started(n, time.Now())
-			if err := c.Create(ctx, obj); err != nil {
+			if err := createRetrying(ctx, c, obj, &resent); err != nil {
 				errs <- fmt.Errorf("creating %s: %w", n, err)
 			}
 		}()
@@ -181,7 +192,35 @@ func burst(ctx context.Context, w *watcher, names []string, pods int32, timeout 
 	if err != nil {
 		return manyRun{}, err
 	}
-	return manyRun{results: res, all: time.Since(start)}, nil
+	return manyRun{results: res, all: time.Since(start), resent: resent.Load()}, nil
+}
+
+// createRetrying creates obj, sending it again while the API server
+// refuses it for a transient error, and counts each resend. An object that
+// exists on a resend was created by an attempt whose answer was lost.
+func createRetrying(ctx context.Context, c client.Client, obj client.Object, resent *atomic.Int64) error {
+	first := true
+	return retry.OnError(createBackoff, transient, func() error {
+		if !first {
+			resent.Add(1)
+		}
+		err := c.Create(ctx, obj.DeepCopyObject().(client.Object))
+		if !first && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		first = false
+		return err
+	})
+}
+
+// createBackoff spaces a burst's resent creations: up to about 5 minutes in
+// all, so that a thousand do not come back at once.
+var createBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: 9, Cap: time.Minute}
+
+// transient reports whether the API server may accept the same request
+// later: an admission webhook it could not call, a timeout, a throttle.
+func transient(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
 }
 
 // drainAll deletes every object of list's kind in the namespace, each on
@@ -265,6 +304,16 @@ func printMany(ctx context.Context, c client.Client, o manyOptions, torus manyRu
 	row("Torus", torus, true)
 	if floor != nil {
 		row("floor", *floor, false)
+	}
+	for _, r := range []struct {
+		label string
+		run   *manyRun
+	}{{"Torus's", &torus}, {"The floor's", floor}} {
+		if r.run != nil && r.run.resent > 0 {
+			fmt.Printf("\n%s burst: the API server refused %d creations for a transient error (a webhook it could not call in time); each was sent again, within its job's own time.\n", r.label, r.run.resent)
+		}
+	}
+	if floor != nil {
 		fmt.Printf("\nRatio of the time to every job Running, Torus to the floor: %.2f.\n", torus.all.Seconds()/floor.all.Seconds())
 		fmt.Printf("\nThe API server's writes, every component's, during each burst: Torus's %.0f (%s); the floor's %.0f (%s).\n",
 			torus.writes.total(), torus.writes, floor.writes.total(), floor.writes)

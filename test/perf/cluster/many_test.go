@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The burst's output names the Kueue settings it ran under, read from the
@@ -39,6 +43,31 @@ waitForPodsReady:
 			}
 			if got := kueueSettings(filepath.Join(dir, "kubeconfig")); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A burst sends again the creations the API server may accept later, and
+// no other.
+func TestTransient(t *testing.T) {
+	gr := schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a webhook the API server could not call", apierrors.NewInternalError(errors.New(`failed calling webhook "mjobset.kb.io": context deadline exceeded`)), true},
+		{"the server's timeout", apierrors.NewServerTimeout(gr, "create", 1), true},
+		{"a request timeout", apierrors.NewTimeoutError("request did not complete", 1), true},
+		{"a throttle", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"an invalid object", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "JobSet"}, "floor-m0001", nil), false},
+		{"a name taken", apierrors.NewAlreadyExists(gr, "floor-m0001"), false},
+		{"a refusal", apierrors.NewForbidden(gr, "floor-m0001", errors.New("no")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := transient(tc.err); got != tc.want {
+				t.Errorf("transient(%v) = %t, want %t", tc.err, got, tc.want)
 			}
 		})
 	}
