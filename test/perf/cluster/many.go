@@ -213,7 +213,7 @@ func createRetrying(ctx context.Context, c client.Client, obj client.Object, res
 	})
 }
 
-// createBackoff spaces a burst's resent creations: up to about 5 minutes in
+// createBackoff spaces a burst's resent creations: 3 to 6 minutes in
 // all, so that a thousand do not come back at once.
 var createBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Steps: 9, Cap: time.Minute}
 
