@@ -394,27 +394,35 @@ func (r *runEnds) of(job client.ObjectKey, run int32) (diagnosis.Finding, bool) 
 // starts, would otherwise be reconciled back to back.
 type reconcileCosts struct{ perJob[time.Duration] }
 
-// Spacing of a job's reconciles after its pods' changes: at least
-// podEventsDelay, and podEventsSpacing times the job's last reconcile, so
-// that a busy job's reconciles take at most a fifth of the operator's
-// time for it, up to maxPodEventsDelay, which bounds how late a pod's
-// change shows in the job's status.
+// Spacing of a job's reconciles after its pods' changes. A change that may
+// need words in the job's status (routinePodChange says which do not)
+// waits podEventsDelay, or podEventsSpacing times the job's last reconcile,
+// up to maxPodEventsDelay, which bounds how late a failure shows: a busy
+// job's reconciles take at most a fifth of the operator's time for it. A
+// step every pod of a starting job takes shows in the status only as a
+// count, written at most every progressInterval: it waits
+// routinePodEventsSpacing times the last reconcile, up to progressInterval,
+// so that a large job's start takes at most a tenth.
 const (
-	podEventsSpacing  = 4
-	maxPodEventsDelay = time.Second
+	podEventsSpacing        = 4
+	maxPodEventsDelay       = time.Second
+	routinePodEventsSpacing = 10
 )
 
 // took records how long a reconcile of the job took; a job whose
 // reconciles need no spacing keeps no entry.
 func (c *reconcileCosts) took(job client.ObjectKey, d time.Duration) {
 	c.update(job, func(time.Duration, bool) (time.Duration, bool) {
-		return d, d*podEventsSpacing > podEventsDelay
+		return d, d*routinePodEventsSpacing > podEventsDelay
 	})
 }
 
 // spacing is how long a change of the job's pods waits before the job is
-// reconciled.
-func (c *reconcileCosts) spacing(job client.ObjectKey) time.Duration {
+// reconciled, for a routine change (routinePodChange) or another.
+func (c *reconcileCosts) spacing(job client.ObjectKey, routine bool) time.Duration {
 	d, _ := c.get(job)
+	if routine {
+		return min(max(podEventsDelay, d*routinePodEventsSpacing), progressInterval)
+	}
 	return min(max(podEventsDelay, d*podEventsSpacing), maxPodEventsDelay)
 }

@@ -143,30 +143,35 @@ func TestMemoryForgets(t *testing.T) {
 	}
 	// A job whose reconciles need no spacing keeps no entry.
 	m.costs.took(key, time.Second)
-	m.costs.took(key, podEventsDelay/podEventsSpacing)
+	m.costs.took(key, podEventsDelay/routinePodEventsSpacing)
 	if n := m.entries(); n != 0 {
 		t.Errorf("%d entries after everything was seen, want 0", n)
 	}
 }
 
-// A job's pods' changes wait podEventsDelay, or podEventsSpacing times its
-// last reconcile when that is longer, never more than maxPodEventsDelay.
+// A job's pods' changes wait podEventsDelay, or a multiple of its last
+// reconcile when that is longer: podEventsSpacing times it, never more than
+// maxPodEventsDelay, or for a routine change routinePodEventsSpacing times
+// it, never more than progressInterval.
 func TestReconcileSpacing(t *testing.T) {
 	key := client.ObjectKey{Namespace: "ns", Name: "big"}
 	for _, tc := range []struct {
-		took time.Duration
-		want time.Duration
+		took          time.Duration
+		want, routine time.Duration
 	}{
-		{took: 0, want: podEventsDelay},
-		{took: 10 * time.Millisecond, want: podEventsDelay},
-		{took: 100 * time.Millisecond, want: 400 * time.Millisecond},
-		{took: 200 * time.Millisecond, want: 800 * time.Millisecond},
-		{took: 5 * time.Second, want: maxPodEventsDelay},
+		{took: 0, want: podEventsDelay, routine: podEventsDelay},
+		{took: 10 * time.Millisecond, want: podEventsDelay, routine: podEventsDelay},
+		{took: 100 * time.Millisecond, want: 400 * time.Millisecond, routine: time.Second},
+		{took: 200 * time.Millisecond, want: 800 * time.Millisecond, routine: 2 * time.Second},
+		{took: 5 * time.Second, want: maxPodEventsDelay, routine: progressInterval},
 	} {
 		var c reconcileCosts
 		c.took(key, tc.took)
-		if got := c.spacing(key); got != tc.want {
+		if got := c.spacing(key, false); got != tc.want {
 			t.Errorf("after a reconcile of %s: spacing %s, want %s", tc.took, got, tc.want)
+		}
+		if got := c.spacing(key, true); got != tc.routine {
+			t.Errorf("after a reconcile of %s: spacing of a routine change %s, want %s", tc.took, got, tc.routine)
 		}
 	}
 }

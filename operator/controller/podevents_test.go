@@ -19,19 +19,29 @@ import (
 
 // TestPodEvents: the changes of a job's pods within the delay (or the
 // job's spacing, reconcileCosts) are one reconcile of the job; a pod
-// created behind Torus's gate brings its job at once.
+// created behind Torus's gate brings its job at once; a routine change
+// waits its own spacing, any other the job's shorter one.
 func TestPodEvents(t *testing.T) {
 	const delay = 100 * time.Millisecond
 	pod := func(job string, i int, gated bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", job, i), Labels: map[string]string{api.LabelJobName: job}}}
+		p.Status.Phase = corev1.PodFailed
 		if gated {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: api.SchedulingGateSSHKeys}}
 		}
 		return p
 	}
+	// A running worker's change is routine.
+	worker := func(job string, i int) *corev1.Pod {
+		p := pod(job, i, false)
+		p.Labels[api.LabelRole] = api.RoleWorker
+		p.Status.Phase = corev1.PodRunning
+		return p
+	}
 	// Job "big" reconciles slowly: its pods' changes wait 10 delays.
-	spacing := func(job client.ObjectKey) time.Duration {
-		if job.Name == "big" {
+	// Job "routine" waits 10 delays for routine changes alone.
+	spacing := func(job client.ObjectKey, routine bool) time.Duration {
+		if job.Name == "big" || job.Name == "routine" && routine {
 			return 10 * delay
 		}
 		return delay
@@ -78,6 +88,28 @@ func TestPodEvents(t *testing.T) {
 			now:  []string{"big"},
 		},
 		{
+			name: "a running worker of a job spacing routine changes changed: that job later",
+			send: func(h podEventsHandler, q queue) { h.update(worker("routine", 0), q) },
+		},
+		{
+			name:  "a failed pod of a job spacing routine changes: its job after the delay",
+			send:  func(h podEventsHandler, q queue) { h.update(pod("routine", 0, false), q) },
+			later: []string{"routine"},
+		},
+		{
+			name:  "a running worker of a job spacing routine changes deleted: its job after the delay",
+			send:  func(h podEventsHandler, q queue) { h.delete(worker("routine", 0), q) },
+			later: []string{"routine"},
+		},
+		{
+			name: "a routine change, then a failure, of one job: the job once, after the delay",
+			send: func(h podEventsHandler, q queue) {
+				h.update(worker("routine", 0), q)
+				h.update(pod("routine", 1, false), q)
+			},
+			later: []string{"routine"},
+		},
+		{
 			name:  "a pod deleted: its job after the delay",
 			send:  func(h podEventsHandler, q queue) { h.delete(pod("a", 0, false), q) },
 			later: []string{"a"},
@@ -102,6 +134,70 @@ func TestPodEvents(t *testing.T) {
 				t.Errorf("queued after the delay: %v, want %v", got, tc.later)
 			}
 		})
+	}
+}
+
+// A worker on the way every worker takes is routine; the launcher, and a
+// pod failing, ending, restarted, unschedulable or disrupted, is not.
+func TestRoutinePodChange(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		{name: "a worker created", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, want: true},
+		{name: "a worker pending, scheduled", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+		}, want: true},
+		{name: "a worker behind a scheduling gate", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
+		}, want: true},
+		{name: "a worker's container being created", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		}, want: true},
+		{name: "a worker's init container done", change: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
+		}, want: true},
+		{name: "a running worker", want: true},
+		{name: "the launcher", change: func(p *corev1.Pod) { p.Labels[api.LabelRole] = api.RoleLauncher }},
+		{name: "a pod of no role", change: func(p *corev1.Pod) { delete(p.Labels, api.LabelRole) }},
+		{name: "a worker being deleted", change: func(p *corev1.Pod) { p.DeletionTimestamp = &now }},
+		{name: "a worker failed", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
+		{name: "a worker succeeded", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }},
+		{name: "a worker unschedulable", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+		}},
+		{name: "a worker to be disrupted", change: func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"}}
+		}},
+		{name: "a worker's container ended in failure", change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
+		}},
+		{name: "a worker's init container ended in failure", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2}}}}
+		}},
+		{name: "a worker's container restarted", change: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		}},
+		{name: "a worker's image not pulled", change: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+		}},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pi-node-0-0", Labels: map[string]string{api.LabelJobName: "pi", api.LabelRole: api.RoleWorker}}}
+		p.Status.Phase = corev1.PodRunning
+		if tc.change != nil {
+			tc.change(p)
+		}
+		if got := routinePodChange(p); got != tc.want {
+			t.Errorf("%s: routine %t, want %t", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -267,14 +267,15 @@ func indexPodJob(o client.Object) []string {
 const podEventsDelay = 200 * time.Millisecond
 
 // podEvents enqueues the TrainJob of a pod (podToTrainJob) after the pod
-// changed, as long after as spacing says for its job (delay when spacing is
-// nil), but at once for a pod created behind Torus's scheduling gate, which
-// waits for Torus alone to start.
-func podEvents(delay time.Duration, spacing func(client.ObjectKey) time.Duration) handler.Funcs {
-	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration) {
+// changed, as long after as spacing says for its job and the kind of
+// change (routinePodChange; delay when spacing is nil), but at once for a
+// pod created behind Torus's scheduling gate, which waits for Torus alone
+// to start.
+func podEvents(delay time.Duration, spacing func(job client.ObjectKey, routine bool) time.Duration) handler.Funcs {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration, routine bool) {
 		for _, r := range podToTrainJob(ctx, o) {
 			if after > 0 && spacing != nil {
-				after = spacing(r.NamespacedName)
+				after = spacing(r.NamespacedName, routine)
 			}
 			q.AddAfter(r, after)
 		}
@@ -282,21 +283,56 @@ func podEvents(delay time.Duration, spacing func(client.ObjectKey) time.Duration
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			after := delay
-			if p, ok := e.Object.(*corev1.Pod); ok && hasGate(p, api.SchedulingGateSSHKeys) {
+			p, ok := e.Object.(*corev1.Pod)
+			if ok && hasGate(p, api.SchedulingGateSSHKeys) {
 				after = 0
 			}
-			enqueue(ctx, e.Object, q, after)
+			enqueue(ctx, e.Object, q, after, ok && routinePodChange(p))
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.ObjectNew, q, delay)
+			p, ok := e.ObjectNew.(*corev1.Pod)
+			enqueue(ctx, e.ObjectNew, q, delay, ok && routinePodChange(p))
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q, delay)
+			enqueue(ctx, e.Object, q, delay, false)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q, delay)
+			enqueue(ctx, e.Object, q, delay, false)
 		},
 	}
+}
+
+// routinePodChange reports whether a pod, as it is after a change, is a
+// worker on the way every worker of a starting or running job takes:
+// pending or running, not being deleted, and no container of it ended in
+// failure, restarted, or waiting for a reason other than its creation. What
+// the job's status says of such pods is a count; any other pod (the
+// launcher, one failing, ending, unschedulable) may need words in it.
+func routinePodChange(p *corev1.Pod) bool {
+	if p.Labels[api.LabelRole] != api.RoleWorker || !p.DeletionTimestamp.IsZero() ||
+		p.Status.Phase != corev1.PodPending && p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status == corev1.ConditionFalse && c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable ||
+			c.Status == corev1.ConditionTrue && c.Type == corev1.DisruptionTarget {
+			return false
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil {
+				return false
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return false
+			}
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // jobToTrainJob maps a JobSet's Job to the TrainJob of the same name as
