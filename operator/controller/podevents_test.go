@@ -22,7 +22,9 @@ import (
 // created behind Torus's gate brings its job at once; a routine change
 // waits its own spacing, any other the job's shorter one.
 func TestPodEvents(t *testing.T) {
-	const delay = 100 * time.Millisecond
+	// A spaced job's reconcile comes after the test: that it was asked
+	// for, and for how long after, is read from the requests.
+	const delay, spaced = 100 * time.Millisecond, time.Hour
 	pod := func(job string, i int, gated bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", job, i), Labels: map[string]string{api.LabelJobName: job}}}
 		p.Status.Phase = corev1.PodFailed
@@ -38,11 +40,11 @@ func TestPodEvents(t *testing.T) {
 		p.Status.Phase = corev1.PodRunning
 		return p
 	}
-	// Job "big" reconciles slowly: its pods' changes wait 10 delays.
-	// Job "routine" waits 10 delays for routine changes alone.
+	// Job "big" reconciles slowly: its pods' changes wait its spacing.
+	// Job "routine" waits it for routine changes alone.
 	spacing := func(job client.ObjectKey, routine bool) time.Duration {
 		if job.Name == "big" || job.Name == "routine" && routine {
-			return 10 * delay
+			return spaced
 		}
 		return delay
 	}
@@ -51,8 +53,9 @@ func TestPodEvents(t *testing.T) {
 		name string
 		send send
 		// now and later are the jobs queued at once and, of the others,
-		// once the delay has passed.
-		now, later []string
+		// once the delay has passed; spaced, those asked for after the
+		// job's spacing alone.
+		now, later, spaced []string
 	}{
 		{
 			name: "a gated pod created: its job at once",
@@ -80,7 +83,8 @@ func TestPodEvents(t *testing.T) {
 				h.update(pod("big", 0, false), q)
 				h.update(pod("a", 0, false), q)
 			},
-			later: []string{"a"},
+			later:  []string{"a"},
+			spaced: []string{"big"},
 		},
 		{
 			name: "a gated pod of a job spaced beyond the delay created: its job at once",
@@ -88,8 +92,9 @@ func TestPodEvents(t *testing.T) {
 			now:  []string{"big"},
 		},
 		{
-			name: "a running worker of a job spacing routine changes changed: that job later",
-			send: func(h podEventsHandler, q queue) { h.update(worker("routine", 0), q) },
+			name:   "a running worker of a job spacing routine changes changed: that job later",
+			send:   func(h podEventsHandler, q queue) { h.update(worker("routine", 0), q) },
+			spaced: []string{"routine"},
 		},
 		{
 			name:  "a failed pod of a job spacing routine changes: its job after the delay",
@@ -122,16 +127,24 @@ func TestPodEvents(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			q := &recordingQueue{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())}
 			defer q.ShutDown()
 			h := podEventsHandler{podEvents(delay, spacing)}
 			tc.send(h, q)
 			if got := drain(q); !equalJobs(got, tc.now) {
 				t.Errorf("queued at once: %v, want %v", got, tc.now)
 			}
-			time.Sleep(3 * delay)
-			if got := drain(q); !equalJobs(got, tc.later) {
+			if got := awaitJobs(q, tc.later, time.Minute); !equalJobs(got, tc.later) {
 				t.Errorf("queued after the delay: %v, want %v", got, tc.later)
+			}
+			var asked []string
+			for job, after := range q.soonest {
+				if after >= spaced {
+					asked = append(asked, job)
+				}
+			}
+			if !equalJobs(asked, tc.spaced) {
+				t.Errorf("asked for after the job's spacing: %v, want %v", asked, tc.spaced)
 			}
 		})
 	}
@@ -222,6 +235,45 @@ func (h podEventsHandler) update(p *corev1.Pod, q queue) {
 
 func (h podEventsHandler) delete(p *corev1.Pod, q queue) {
 	h.f.Delete(context.Background(), event.DeleteEvent{Object: p}, q)
+}
+
+// recordingQueue is a work queue that also keeps, for each job, the
+// soonest it was asked to bring the job back: the delaying queue brings it
+// then, once.
+type recordingQueue struct {
+	queue
+	soonest map[string]time.Duration
+}
+
+func (q *recordingQueue) AddAfter(r reconcile.Request, after time.Duration) {
+	if q.soonest == nil {
+		q.soonest = map[string]time.Duration{}
+	}
+	if prev, ok := q.soonest[r.Name]; !ok || after < prev {
+		q.soonest[r.Name] = after
+	}
+	q.queue.AddAfter(r, after)
+}
+
+// awaitJobs takes the jobs the queue brings until every job of want has
+// come, or timeout has passed, then the ones queued with them.
+func awaitJobs(q queue, want []string, timeout time.Duration) []string {
+	var got []string
+	deadline := time.Now().Add(timeout)
+	for !containsJobs(got, want) && time.Now().Before(deadline) {
+		got = append(got, drain(q)...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return append(got, drain(q)...)
+}
+
+func containsJobs(got, want []string) bool {
+	for _, j := range want {
+		if !slices.Contains(got, j) {
+			return false
+		}
+	}
+	return true
 }
 
 // drain takes every job queued now, in order.

@@ -304,35 +304,23 @@ func podEvents(delay time.Duration, spacing func(job client.ObjectKey, routine b
 
 // routinePodChange reports whether a pod, as it is after a change, is a
 // worker on the way every worker of a starting or running job takes:
-// pending or running, not being deleted, and no container of it ended in
-// failure, restarted, or waiting for a reason other than its creation. What
-// the job's status says of such pods is a count; any other pod (the
-// launcher, one failing, ending, unschedulable) may need words in it.
+// pending or running, not being deleted, never restarted, and with no
+// problem the diagnosis names (diagnosis.HasProblem). What the job's
+// status says of such pods is a count; any other pod (the launcher, one
+// failing, ending, unschedulable) may need words in it.
 func routinePodChange(p *corev1.Pod) bool {
 	if p.Labels[api.LabelRole] != api.RoleWorker || !p.DeletionTimestamp.IsZero() ||
 		p.Status.Phase != corev1.PodPending && p.Status.Phase != corev1.PodRunning {
 		return false
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Status == corev1.ConditionFalse && c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable ||
-			c.Status == corev1.ConditionTrue && c.Type == corev1.DisruptionTarget {
-			return false
-		}
-	}
 	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 		for _, cs := range statuses {
-			if cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil {
-				return false
-			}
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				return false
-			}
-			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			if cs.RestartCount > 0 {
 				return false
 			}
 		}
 	}
-	return true
+	return !diagnosis.HasProblem(p)
 }
 
 // jobToTrainJob maps a JobSet's Job to the TrainJob of the same name as

@@ -239,6 +239,14 @@ func pod(p *corev1.Pod, placement mpi.Placement, job *jobFacts) (Finding, bool) 
 	return f, ok
 }
 
+// HasProblem reports whether the pod, on its own, has a problem a finding
+// would name (Pods): what a job's status can say in words of one pod. A
+// healthy pod costs no allocation.
+func HasProblem(p *corev1.Pod) bool {
+	_, ok := problem(p, &jobFacts{})
+	return ok
+}
+
 // problem is pod's finding but for the pod and host it names.
 func problem(p *corev1.Pod, job *jobFacts) (Finding, bool) {
 	var f Finding
