@@ -270,6 +270,17 @@ bench-maxima: build testbin ## The tested maxima: one MPI job of each size in MA
 	  cat $(ROOT)/test/perf/maxima.md.new; test $$status = 0 && mv $(ROOT)/test/perf/maxima.md.new $(ROOT)/test/perf/maxima.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
 
+.PHONY: bench-maxima-apart
+bench-maxima-apart: build testbin ## One size of bench-maxima (MAXIMA, such as 16384) with Torus's job and its floor each on a fresh local cluster of its own, for sizes whose pods take longer to go than to start on a small machine (on 2 cores, 16,384); writes test/perf/maxima-apart.md.
+	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY)
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -maxima $(MAXIMA) -plugin $(BIN)/kubectl-mpi -floor=false -save-floor $(ROOT)/test/perf/maxima-apart.floor.new > $(ROOT)/test/perf/maxima-apart.md.new && status=0 || status=$$?; \
+	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); test $$status = 0 || { cat $(ROOT)/test/perf/maxima-apart.md.new; exit $$status; }
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY)
+	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -floor-of $(ROOT)/test/perf/maxima-apart.floor.new >> $(ROOT)/test/perf/maxima-apart.md.new && status=0 || status=$$?; \
+	  cat $(ROOT)/test/perf/maxima-apart.md.new; test $$status = 0 && mv $(ROOT)/test/perf/maxima-apart.md.new $(ROOT)/test/perf/maxima-apart.md; \
+	  rm -f $(ROOT)/test/perf/maxima-apart.floor.new; $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
+
 .PHONY: bench-many
 bench-many: build testbin ## Many jobs at once: MANY (200x8; 1000x8 with MANY_KUEUE=JobSet.jobset.x-k8s.io=5) TrainJobs created in a burst through Kueue on a fresh local cluster of MAXIMA_NODES kwok nodes, against the floor of their JobSets created directly, with each job's creation → JobSet, admission, all pods Running and status lag, and the operator's peak memory, CPU and API requests (about 10 minutes at 200x8); writes test/perf/many.md.
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null

@@ -8,7 +8,9 @@
 // answer about it (maxima.go). With -many, that many jobs at once, against
 // the floor of their JobSets created directly (many.go). With
 // -mpi-operator, the same jobs as Torus's TrainJobs and as MPIJobs with
-// Kubeflow's mpi-operator (mpioperator.go). With -upstream,
+// Kubeflow's mpi-operator (mpioperator.go). With -maxima N -floor=false
+// -save-floor FILE and then -floor-of FILE on a fresh cluster, Torus's job
+// and its floor each on a cluster of its own (apart.go). With -upstream,
 // the same jobs on upstream Trainer's published MPI runtime, with
 // upstream's controller (test/localcluster -upstream-trainer), and with
 // neither Torus nor upstream queued
@@ -20,7 +22,7 @@
 // where upstream's controller runs instead of Torus (test/localcluster
 // -upstream-trainer; upstream.go).
 //
-//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096 | -many 1000x8 | -mpi-operator 1024,200x8] [-real-node [-upstream | -sections hosts]]
+//	go run ./test/perf/cluster -kubeconfig .cluster/kubeconfig [-upstream | -queue=false | -maxima 1024,4096 | -floor-of FILE | -many 1000x8 | -mpi-operator 1024,200x8] [-real-node [-upstream | -sections hosts]]
 package main
 
 import (
@@ -78,6 +80,8 @@ func main() {
 	maxima := fs.String("maxima", "", "without -real-node: instead of the usual scenarios, one job of each of these sizes (workers, comma-separated, such as 1024,4096,16384) through Kueue, each against the floor of its JobSet created directly, with the operator's peak memory and the plugin's answers at that size")
 	plugin := fs.String("plugin", "bin/kubectl-mpi", "with -maxima, the plugin binary whose answers are timed")
 	floor := fs.Bool("floor", true, "with -maxima or -many, run the floor after Torus's jobs")
+	saveFloor := fs.String("save-floor", "", "with -maxima and -floor=false, write the last size's floor and Torus's figures to this file, for -floor-of on a fresh cluster")
+	floorOfFile := fs.String("floor-of", "", "without -real-node: instead of the usual scenarios, start the floor a -save-floor run wrote and print it beside that run's figures")
 	many := fs.String("many", "", "without -real-node: instead of the usual scenarios, JOBSxWORKERS (such as 1000x8): that many jobs created at once through Kueue, against the floor of their JobSets created directly, with each job's creation → JobSet, admission and status lag")
 	vsMPIOperator := fs.String("mpi-operator", "", "without -real-node: instead of the usual scenarios, each case (N: one job of N workers; JOBSxWORKERS: that many at once, comma-separated, such as 1024,4096,200x8) as Torus's TrainJobs and then as MPIJobs with Kubeflow's mpi-operator, both through Kueue unless -queue=false (test/localcluster up -kueue-mpijob), with each controller's CPU, memory and requests")
 	mpiOperatorBin := fs.String("mpi-operator-bin", ".testbin/bin/mpi-operator", "with -mpi-operator, the mpi-operator binary (hack/testbin/build.sh mpi-operator)")
@@ -90,7 +94,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "benche2e:", err)
 			os.Exit(2)
 		}
-		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig, floor: *floor}
+		mo = &maximaOptions{sizes: sizes, plugin: *plugin, kubeconfig: *kubeconfig, floor: *floor, saveFloor: *saveFloor}
+		if *saveFloor != "" && *floor {
+			fmt.Fprintln(os.Stderr, "benche2e: -save-floor is for a run without its floor: add -floor=false")
+			os.Exit(2)
+		}
 	}
 	var mn *manyOptions
 	if *many != "" {
@@ -124,7 +132,7 @@ func main() {
 	if *upstream {
 		k = kwokContender{runtime: upstreamRuntime, upstream: true}
 	}
-	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), ho, mo, mn, vs); err != nil {
+	if err := run(*kubeconfig, *real, *upstream, k, strings.Split(*sections, ","), ho, mo, *floorOfFile, mn, vs); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
 	}
@@ -140,7 +148,7 @@ type kwokContender struct {
 	label string
 }
 
-func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, ho hostsOptions, mo *maximaOptions, mn *manyOptions, vs *mpiOperatorOptions) error {
+func run(kubeconfig string, real, upstream bool, k kwokContender, sections []string, ho hostsOptions, mo *maximaOptions, floorFile string, mn *manyOptions, vs *mpiOperatorOptions) error {
 	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -219,6 +227,9 @@ func run(kubeconfig string, real, upstream bool, k kwokContender, sections []str
 		return err
 	}
 	defer meter.cleanup(ctx, c, ns)
+	if floorFile != "" {
+		return runApartFloor(ctx, c, cs, w, ns, floorFile, kubeconfig)
+	}
 	if mo != nil {
 		return runMaxima(ctx, c, cs, w, meter, ns, k, *mo)
 	}

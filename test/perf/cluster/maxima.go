@@ -34,6 +34,9 @@ type maximaOptions struct {
 	// floor runs each size's floor after Torus's job; without it a size
 	// takes half as long.
 	floor bool
+	// saveFloor, without floor, is where the last size's floor and Torus's
+	// figures go, for -floor-of on a fresh cluster.
+	saveFloor string
 }
 
 // parseSizes reads a comma-separated list of worker counts.
@@ -218,6 +221,9 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 	floor := floorOf(&js, "floor-"+strconv.Itoa(int(workers)))
 	if !o.floor && last {
 		// Nothing runs after it: the cluster's teardown takes its pods.
+		if o.saveFloor != "" {
+			return row, saveApartFloor(o.saveFloor, row, floor)
+		}
 		return row, nil
 	}
 	if err := drain(ctx, c, ns, tj, timeout); err != nil {
