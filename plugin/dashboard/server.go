@@ -254,14 +254,14 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	// of thousands, would be thousands of requests to the API server and
 	// the kubelets. The launcher and the first workers are followed; the
 	// page names them and offers every host one at a time.
-	include := firstHosts(maxLogHosts)
+	hosts := firstHosts(maxLogHosts)
 	if h := q.Get("host"); h != "" {
 		host, ok := mpi.ParseHost(h)
 		if !ok {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("host %q: name the launcher or worker-N", h)})
 			return
 		}
-		include = logs.HostFilter(host.Role, host.Index)
+		hosts = []mpi.Host{host}
 	} else {
 		w.Header().Set(headerLogHosts, strconv.Itoa(maxLogHosts))
 	}
@@ -274,7 +274,7 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	fw := &flushWriter{w: w}
 	opts.Out, opts.ErrOut = fw, fw
-	if err := logs.StreamJob(ctx, s.client, s.kube, tj, include, opts); err != nil && ctx.Err() == nil {
+	if err := logs.StreamJob(ctx, s.client, s.kube, tj, hosts, opts); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(fw, "(%v)\n", err)
 	}
 }
@@ -287,11 +287,13 @@ const maxLogHosts = 8
 // hosts' (the launcher first, then workers by index).
 const headerLogHosts = "X-Torus-Log-Hosts"
 
-// firstHosts picks the launcher and the first n-1 workers.
-func firstHosts(n int) func(*corev1.Pod) bool {
-	return func(p *corev1.Pod) bool {
-		return p.Labels[api.LabelRole] == api.RoleLauncher || p.Labels[api.LabelRole] == api.RoleWorker && job.Index(p) < int32(n-1)
+// firstHosts are the launcher and the first n-1 workers.
+func firstHosts(n int) []mpi.Host {
+	hosts := []mpi.Host{{Role: api.RoleLauncher}}
+	for i := range int32(n - 1) {
+		hosts = append(hosts, mpi.Host{Role: api.RoleWorker, Index: i})
 	}
+	return hosts
 }
 
 // flushWriter sends each write to the browser at once.

@@ -3,11 +3,17 @@ package logs
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -131,65 +137,78 @@ func (o *logsOptions) Validate() error {
 func (o *logsOptions) Run(ctx context.Context) error {
 	c := o.client
 	opts := Options{
-		Namespace:     o.namespace,
-		LabelSelector: api.LabelJobName + "=" + o.name,
-		Prefix:        job.HostPrefix,
-		Order:         job.SortPods,
-		Container:     o.Container,
-		Follow:        o.Follow,
-		Timestamps:    o.Timestamps,
-		Previous:      o.Previous,
-		Out:           o.Out,
-		ErrOut:        o.ErrOut,
+		Namespace:  o.namespace,
+		Prefix:     job.HostPrefix,
+		Order:      job.SortPods,
+		Container:  o.Container,
+		Follow:     o.Follow,
+		Timestamps: o.Timestamps,
+		Previous:   o.Previous,
+		Out:        o.Out,
+		ErrOut:     o.ErrOut,
 	}
-	// The job's name alone selects its pods: they are listed while the
-	// TrainJob is read, which puts the first line a round trip sooner.
+	// Without --rank the flags alone say which pods: they are listed
+	// while the TrainJob is read, which puts the first line a round trip
+	// sooner. A rank's host is the job's placement's to say.
 	type listing struct {
 		pods *corev1.PodList
 		err  error
 	}
-	listed := make(chan listing, 1)
-	// Not canceled when the job cannot be read: client-go logs a list
-	// canceled while its answer is read as an error line of its own, on
-	// the standard error a script reads. The list ends on its own, or
-	// with ctx, into the buffered channel.
-	go func() {
-		pods, err := listPods(ctx, o.kube, opts)
-		listed <- listing{pods, err}
-	}()
+	var listed chan listing
+	if !o.changed("rank") {
+		listed = make(chan listing, 1)
+		selector, err := JobSelector(o.name, o.flagHosts())
+		if err != nil {
+			return err
+		}
+		// Not canceled when the job cannot be read: client-go logs a list
+		// canceled while its answer is read as an error line of its own, on
+		// the standard error a script reads. The list ends on its own, or
+		// with ctx, into the buffered channel.
+		go func() {
+			pods, err := listPods(ctx, o.kube, Options{Namespace: o.namespace, LabelSelector: selector})
+			listed <- listing{pods, err}
+		}()
+	}
 	tj, err := job.Get(ctx, c, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
-	include, err := o.include(ctx, c, tj)
+	hosts, err := o.hosts(ctx, c, tj)
 	if err != nil {
 		return err
 	}
-	l := <-listed
-	if l.err != nil {
-		return l.err
+	if listed != nil {
+		l := <-listed
+		if l.err != nil {
+			return l.err
+		}
+		opts.Listed = l.pods
 	}
-	opts.Listed = l.pods
 	if o.Since > 0 {
 		opts.SinceSeconds = ptr.To(int64(o.Since.Seconds()))
 	}
 	if o.Tail >= 0 {
 		opts.TailLines = ptr.To(o.Tail)
 	}
-	return StreamJob(ctx, c, o.kube, tj, include, opts)
+	return StreamJob(ctx, c, o.kube, tj, hosts, opts)
 }
 
 // StreamJob streams the logs of a job's own pods (those of its Jobs, of
-// the ones that wear its labels) that include picks (nil: all), launcher
+// the ones that wear its labels) of hosts (nil: every host), launcher
 // first, each line prefixed with its host; following ends with the job.
 // opts says the rest (container, tail, where to write); its selection and
 // order are the job's.
-func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interface, tj *trainer.TrainJob, include func(*corev1.Pod) bool, opts Options) error {
-	opts.Namespace = tj.Namespace
-	opts.LabelSelector = api.LabelJobName + "=" + tj.Name
+func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interface, tj *trainer.TrainJob, hosts []mpi.Host, opts Options) error {
+	selector, err := JobSelector(tj.Name, hosts)
+	if err != nil {
+		return err
+	}
+	opts.Namespace, opts.LabelSelector = tj.Namespace, selector
 	opts.Prefix, opts.Order = job.HostPrefix, job.SortPods
 	owner := job.NewOwner(c, tj)
-	opts.Include = func(p *corev1.Pod) bool { return (include == nil || include(p)) && owner.Owns(ctx, p) }
+	include := hostsFilter(hosts)
+	opts.Include = func(p *corev1.Pod) bool { return include(p) && owner.Owns(ctx, p) }
 	if opts.Follow {
 		ended := make(chan struct{})
 		wctx, cancel := context.WithCancel(ctx)
@@ -210,31 +229,72 @@ func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interfac
 	return Stream(ctx, kube, opts)
 }
 
-// include picks the pods of --rank, --worker or --launcher.
-func (o *logsOptions) include(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (func(*corev1.Pod) bool, error) {
+// flagHosts are the hosts --launcher or --worker pick, nil for every
+// host; --rank's are the job's to say (hosts).
+func (o *logsOptions) flagHosts() []mpi.Host {
 	switch {
 	case o.changed("launcher"):
-		return func(p *corev1.Pod) bool { return p.Labels[api.LabelRole] == api.RoleLauncher }, nil
+		return []mpi.Host{{Role: api.RoleLauncher}}
+	case o.changed("worker"):
+		return []mpi.Host{{Role: api.RoleWorker, Index: o.Worker}}
+	}
+	return nil
+}
+
+// hosts are the hosts of --rank, --worker or --launcher, nil for every
+// host.
+func (o *logsOptions) hosts(ctx context.Context, c client.Reader, tj *trainer.TrainJob) ([]mpi.Host, error) {
+	switch {
 	case o.changed("worker"):
 		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 		if w := info.Workers(); w > 0 && o.Worker >= w {
 			return nil, fmt.Errorf("--worker=%d: MPI job %s has workers 0 to %d", o.Worker, tj.Name, w-1)
 		}
-		return HostFilter(api.RoleWorker, o.Worker), nil
 	case o.changed("rank"):
 		info := job.Resolve(ctx, job.NewRuntimes(c), tj)
 		host, err := info.Placement().HostOfRank(o.Rank)
 		if err != nil {
 			return nil, fmt.Errorf("--rank: MPI job %s: %w", tj.Name, err)
 		}
-		return HostFilter(host.Role, host.Index), nil
+		return []mpi.Host{{Role: host.Role, Index: host.Index}}, nil
 	}
-	return nil, nil
+	return o.flagHosts(), nil
 }
 
-// HostFilter picks the pod of one MPI host.
-func HostFilter(role string, index int32) func(*corev1.Pod) bool {
+// JobSelector selects the pods of a job's hosts (nil: every host) by
+// their labels: the job's, and for chosen hosts their roles and the
+// completion indexes the Job controller labels each pod with, so that the
+// API server reads the hosts' pods rather than all of a large job's.
+// Where roles and indexes cross (the launcher and worker 1 also select
+// worker 0), hostsFilter picks among the pods.
+func JobSelector(name string, hosts []mpi.Host) (string, error) {
+	sel := labels.SelectorFromSet(labels.Set{api.LabelJobName: name})
+	if len(hosts) == 0 {
+		return sel.String(), nil
+	}
+	roles, indexes := sets.New[string](), sets.New[string]()
+	for _, h := range hosts {
+		roles.Insert(h.Role)
+		indexes.Insert(strconv.Itoa(int(h.Index)))
+	}
+	role, err := labels.NewRequirement(api.LabelRole, selection.In, sets.List(roles))
+	if err != nil {
+		return "", fmt.Errorf("selecting the pods of %s: %w", name, err)
+	}
+	index, err := labels.NewRequirement(batchv1.JobCompletionIndexAnnotation, selection.In, sets.List(indexes))
+	if err != nil {
+		return "", fmt.Errorf("selecting the pods of %s: %w", name, err)
+	}
+	return sel.Add(*role, *index).String(), nil
+}
+
+// hostsFilter picks the pods of hosts; nil picks every pod.
+func hostsFilter(hosts []mpi.Host) func(*corev1.Pod) bool {
+	if len(hosts) == 0 {
+		return func(*corev1.Pod) bool { return true }
+	}
 	return func(p *corev1.Pod) bool {
-		return p.Labels[api.LabelRole] == role && job.Index(p) == index
+		of := job.HostOf(p)
+		return slices.ContainsFunc(hosts, func(h mpi.Host) bool { return h.Role == of.Role && h.Index == of.Index })
 	}
 }

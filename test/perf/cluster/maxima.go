@@ -211,7 +211,7 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 		return row, err
 	}
 	row.work = after.minus(before)
-	if row.answers, err = timeAnswers(ctx, o, ns, name); err != nil {
+	if row.answers, err = timeAnswers(ctx, o, ns, name, workers); err != nil {
 		return row, err
 	}
 	var js jobsetv1alpha2.JobSet
@@ -372,10 +372,10 @@ func residentBytes(pid int) (int64, error) {
 }
 
 // timeAnswers times what a user asks of the running job: the plugin's
-// list, describe and logs --tail, and the dashboard's view of the job,
-// three tries each. Not top: kwok's nodes serve no resource metrics that
+// list, describe and logs --tail (of every pod, of the launcher, of the
+// last worker), and the dashboard's view of the job, three tries each. Not top: kwok's nodes serve no resource metrics that
 // the API server will proxy to.
-func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answers.Answer, error) {
+func timeAnswers(ctx context.Context, o maximaOptions, ns, name string, workers int32) ([]answers.Answer, error) {
 	commands := []struct {
 		what string
 		args []string
@@ -383,6 +383,8 @@ func timeAnswers(ctx context.Context, o maximaOptions, ns, name string) ([]answe
 		{"list", []string{"list", "-n", ns}},
 		{"describe", []string{"describe", name, "-n", ns}},
 		{"logs --tail 10", []string{"logs", name, "-n", ns, "--tail", "10"}},
+		{"logs --launcher --tail 10", []string{"logs", name, "-n", ns, "--launcher", "--tail", "10"}},
+		{"logs --worker LAST --tail 10", []string{"logs", name, "-n", ns, "--worker", strconv.Itoa(int(workers) - 1), "--tail", "10"}},
 	}
 	var out []answers.Answer
 	for _, cmd := range commands {
