@@ -402,11 +402,12 @@ type reconcileCosts struct{ perJob[time.Duration] }
 // step every pod of a starting job takes shows in the status only as a
 // count, written at most every progressInterval: it waits
 // routinePodEventsSpacing times the last reconcile, up to progressInterval,
-// so that a large job's start takes at most a tenth.
+// so that a large job's start takes at most a fiftieth of a core while a
+// small job's status still follows its pods within podEventsDelay.
 const (
 	podEventsSpacing        = 4
 	maxPodEventsDelay       = time.Second
-	routinePodEventsSpacing = 10
+	routinePodEventsSpacing = 50
 )
 
 // took records how long a reconcile of the job took; a job whose

@@ -160,9 +160,11 @@ func TestReconcileSpacing(t *testing.T) {
 		want, routine time.Duration
 	}{
 		{took: 0, want: podEventsDelay, routine: podEventsDelay},
-		{took: 10 * time.Millisecond, want: podEventsDelay, routine: podEventsDelay},
-		{took: 100 * time.Millisecond, want: 400 * time.Millisecond, routine: time.Second},
-		{took: 200 * time.Millisecond, want: 800 * time.Millisecond, routine: 2 * time.Second},
+		{took: 2 * time.Millisecond, want: podEventsDelay, routine: podEventsDelay},
+		{took: 10 * time.Millisecond, want: podEventsDelay, routine: 500 * time.Millisecond},
+		{took: 40 * time.Millisecond, want: podEventsDelay, routine: 2 * time.Second},
+		{took: 100 * time.Millisecond, want: 400 * time.Millisecond, routine: progressInterval},
+		{took: 200 * time.Millisecond, want: 800 * time.Millisecond, routine: progressInterval},
 		{took: 5 * time.Second, want: maxPodEventsDelay, routine: progressInterval},
 	} {
 		var c reconcileCosts

@@ -50,7 +50,7 @@ func (g podGate) Handle(ctx context.Context, req admission.Request) admission.Re
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	var pod corev1.Pod
+	var pod gatedPod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 	}
@@ -60,8 +60,8 @@ func (g podGate) Handle(ctx context.Context, req admission.Request) admission.Re
 	if i < 0 {
 		return admission.Allowed("")
 	}
-	job := pod.Labels[api.LabelJobName]
-	if job == "" || pod.Labels[mpi.LabelJobSetRestartAttempt] != "0" {
+	job := pod.Metadata.Labels[api.LabelJobName]
+	if job == "" || pod.Metadata.Labels[mpi.LabelJobSetRestartAttempt] != "0" {
 		return admission.Allowed("")
 	}
 	ready, err := g.r.firstRunKeysMade(ctx, client.ObjectKey{Namespace: req.Namespace, Name: job})
@@ -80,6 +80,18 @@ func (g podGate) Handle(ctx context.Context, req admission.Request) admission.Re
 		jsonpatch.JsonPatchOperation{Operation: "remove", Path: fmt.Sprintf("/spec/schedulingGates/%d", i)},
 	)
 	return resp
+}
+
+// gatedPod is what podGate reads of a pod: every pod of a large job is
+// admitted through it, and decoding only these fields spares building the
+// rest of each pod (its containers, volumes, probes) to throw away.
+type gatedPod struct {
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates"`
+	} `json:"spec"`
 }
 
 // firstRunKeysMade reports whether the keys of the job's first run are in
