@@ -59,28 +59,7 @@ func runApartFloor(ctx context.Context, c client.Client, cs kubernetes.Interface
 	}
 	floor := saved.JobSet
 	floor.Namespace = ns
-	writes, err := readServerWrites(ctx, cs)
-	if err != nil {
-		return err
-	}
-	cpu, err := clusterCPU(kubeconfig)
-	if err != nil {
-		return err
-	}
-	w.expect([]string{floor.Name}, saved.Workers+1)
-	w.started(floor.Name, time.Now())
-	if err := c.Create(ctx, floor); err != nil {
-		return fmt.Errorf("creating the floor's JobSet: %w", err)
-	}
-	res, err := w.wait(ctx, []string{floor.Name}, 5*time.Minute+time.Duration(saved.Workers)*200*time.Millisecond)
-	if err != nil {
-		return fmt.Errorf("the floor: %w", err)
-	}
-	floorCPU, err := cpuSince(kubeconfig, cpu)
-	if err != nil {
-		return err
-	}
-	floorWrites, err := writesSince(ctx, cs, writes)
+	running, floorCPU, floorWrites, err := startFloor(ctx, c, cs, w, kubeconfig, floor, saved.Workers)
 	if err != nil {
 		return err
 	}
@@ -90,8 +69,8 @@ func runApartFloor(ctx context.Context, c client.Client, cs kubernetes.Interface
 		runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), kwokNodesSummary(ctx, c))
 	fmt.Println("| workers | Torus: all pods Running (the run above) | floor: all pods Running | ratio |")
 	fmt.Println("| --- | --- | --- | --- |")
-	fmt.Printf("| %d | %.1f s | %.1f s | %.2f |\n", saved.Workers, saved.TorusRunning.Seconds(), res[0].running.Seconds(),
-		saved.TorusRunning.Seconds()/res[0].running.Seconds())
+	fmt.Printf("| %d | %.1f s | %.1f s | %.2f |\n", saved.Workers, saved.TorusRunning.Seconds(), running.Seconds(),
+		saved.TorusRunning.Seconds()/running.Seconds())
 	fmt.Printf("\nThe API server's writes while each started: Torus's %.0f (%s); the floor's %.0f (%s).\n",
 		saved.TorusWrites.total(), saved.TorusWrites, floorWrites.total(), floorWrites)
 	fmt.Printf("\nThe cluster's CPU while each started, in seconds, every process of the local cluster: Torus's %.0f (%s); the floor's %.0f (%s).\n",

@@ -171,10 +171,7 @@ func kwokNodesSummary(ctx context.Context, c client.Client) string {
 func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w *watcher, meter *operatorMeter, ns string, k kwokContender, o maximaOptions, workers int32, last bool) (maximaRow, error) {
 	row := maximaRow{workers: workers}
 	name := fmt.Sprintf("big-%d", workers)
-	// The pods of a job this size take minutes to create and run on a
-	// small machine: the wait grows with them (on 2 cores 55 ms a worker
-	// at 4,096 and 40 ms at 16,384; 200 ms leaves room for a busier one).
-	timeout := 5*time.Minute + time.Duration(workers)*200*time.Millisecond
+	timeout := startTimeout(workers)
 	before, err := meter.read(ctx)
 	if err != nil {
 		return row, err
@@ -232,26 +229,7 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 	if !o.floor {
 		return row, nil
 	}
-	if writes, err = readServerWrites(ctx, cs); err != nil {
-		return row, err
-	}
-	if cpu, err = clusterCPU(o.kubeconfig); err != nil {
-		return row, err
-	}
-	w.expect([]string{floor.Name}, workers+1)
-	w.started(floor.Name, time.Now())
-	if err := c.Create(ctx, floor); err != nil {
-		return row, fmt.Errorf("creating the floor's JobSet: %w", err)
-	}
-	res, err = w.wait(ctx, []string{floor.Name}, timeout)
-	if err != nil {
-		return row, fmt.Errorf("the floor: %w", err)
-	}
-	row.floor = res[0].running
-	if row.floorCPU, err = cpuSince(o.kubeconfig, cpu); err != nil {
-		return row, err
-	}
-	if row.floorWrites, err = writesSince(ctx, cs, writes); err != nil {
+	if row.floor, row.floorCPU, row.floorWrites, err = startFloor(ctx, c, cs, w, o.kubeconfig, floor, workers); err != nil {
 		return row, err
 	}
 	if last {
@@ -301,6 +279,44 @@ func floorOf(js *jobsetv1alpha2.JobSet, name string) *jobsetv1alpha2.JobSet {
 		delete(tmpl.Spec.Template.Labels, "controller-uid")
 	}
 	return floor
+}
+
+// startTimeout bounds the start of a job of workers: its pods take
+// minutes to create and run on a small machine, so the wait grows with them
+// (on 2 cores 55 ms a worker at 4,096 and 40 ms at 16,384; 200 ms leaves
+// room for a busier one).
+func startTimeout(workers int32) time.Duration {
+	return 5*time.Minute + time.Duration(workers)*200*time.Millisecond
+}
+
+// startFloor creates the floor's JobSet of workers and waits until its pods
+// all run: how long that took, and the cluster's CPU and the API server's
+// writes meanwhile.
+func startFloor(ctx context.Context, c client.Client, cs kubernetes.Interface, w *watcher, kubeconfig string, floor *jobsetv1alpha2.JobSet, workers int32) (time.Duration, counts, counts, error) {
+	writes, err := readServerWrites(ctx, cs)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	cpu, err := clusterCPU(kubeconfig)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	w.expect([]string{floor.Name}, workers+1)
+	w.started(floor.Name, time.Now())
+	if err := c.Create(ctx, floor); err != nil {
+		return 0, nil, nil, fmt.Errorf("creating the floor's JobSet: %w", err)
+	}
+	res, err := w.wait(ctx, []string{floor.Name}, startTimeout(workers))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("the floor: %w", err)
+	}
+	if cpu, err = cpuSince(kubeconfig, cpu); err != nil {
+		return 0, nil, nil, err
+	}
+	if writes, err = writesSince(ctx, cs, writes); err != nil {
+		return 0, nil, nil, err
+	}
+	return res[0].running, cpu, writes, nil
 }
 
 // kueueDomain prefixes what Kueue writes into an admitted job's pods.
