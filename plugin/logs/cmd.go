@@ -3,17 +3,11 @@ package logs
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/spf13/cobra"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -157,7 +151,7 @@ func (o *logsOptions) Run(ctx context.Context) error {
 	var listed chan listing
 	if !o.changed("rank") {
 		listed = make(chan listing, 1)
-		selector, err := JobSelector(o.name, o.flagHosts())
+		selector, err := job.HostsSelector(o.name, o.flagHosts())
 		if err != nil {
 			return err
 		}
@@ -200,14 +194,14 @@ func (o *logsOptions) Run(ctx context.Context) error {
 // opts says the rest (container, tail, where to write); its selection and
 // order are the job's.
 func StreamJob(ctx context.Context, c client.WithWatch, kube kubernetes.Interface, tj *trainer.TrainJob, hosts []mpi.Host, opts Options) error {
-	selector, err := JobSelector(tj.Name, hosts)
+	selector, err := job.HostsSelector(tj.Name, hosts)
 	if err != nil {
 		return err
 	}
 	opts.Namespace, opts.LabelSelector = tj.Namespace, selector
 	opts.Prefix, opts.Order = job.HostPrefix, job.SortPods
 	owner := job.NewOwner(c, tj)
-	include := hostsFilter(hosts)
+	include := job.OfHosts(hosts)
 	opts.Include = func(p *corev1.Pod) bool { return include(p) && owner.Owns(ctx, p) }
 	if opts.Follow {
 		ended := make(chan struct{})
@@ -259,42 +253,4 @@ func (o *logsOptions) hosts(ctx context.Context, c client.Reader, tj *trainer.Tr
 		return []mpi.Host{{Role: host.Role, Index: host.Index}}, nil
 	}
 	return o.flagHosts(), nil
-}
-
-// JobSelector selects the pods of a job's hosts (nil: every host) by
-// their labels: the job's, and for chosen hosts their roles and the
-// completion indexes the Job controller labels each pod with, so that the
-// API server reads the hosts' pods rather than all of a large job's.
-// Where roles and indexes cross (the launcher and worker 1 also select
-// worker 0), hostsFilter picks among the pods.
-func JobSelector(name string, hosts []mpi.Host) (string, error) {
-	sel := labels.SelectorFromSet(labels.Set{api.LabelJobName: name})
-	if len(hosts) == 0 {
-		return sel.String(), nil
-	}
-	roles, indexes := sets.New[string](), sets.New[string]()
-	for _, h := range hosts {
-		roles.Insert(h.Role)
-		indexes.Insert(strconv.Itoa(int(h.Index)))
-	}
-	role, err := labels.NewRequirement(api.LabelRole, selection.In, sets.List(roles))
-	if err != nil {
-		return "", fmt.Errorf("selecting the pods of %s: %w", name, err)
-	}
-	index, err := labels.NewRequirement(batchv1.JobCompletionIndexAnnotation, selection.In, sets.List(indexes))
-	if err != nil {
-		return "", fmt.Errorf("selecting the pods of %s: %w", name, err)
-	}
-	return sel.Add(*role, *index).String(), nil
-}
-
-// hostsFilter picks the pods of hosts; nil picks every pod.
-func hostsFilter(hosts []mpi.Host) func(*corev1.Pod) bool {
-	if len(hosts) == 0 {
-		return func(*corev1.Pod) bool { return true }
-	}
-	return func(p *corev1.Pod) bool {
-		of := job.HostOf(p)
-		return slices.ContainsFunc(hosts, func(h mpi.Host) bool { return h.Role == of.Role && h.Index == of.Index })
-	}
 }
