@@ -46,7 +46,9 @@ func podTable(pods []corev1.Pod, placement mpi.Placement, usage map[string]podUs
 		}
 		cpu, mem := "<pending>", "<pending>"
 		if u, ok := usage[p.Name]; ok {
-			cpu = fmt.Sprintf("%dm", u.CPU.MilliValue())
+			if u.CPU != nil {
+				cpu = fmt.Sprintf("%dm", u.CPU.MilliValue())
+			}
 			mem = fmt.Sprintf("%dMi", u.Memory.Value()/(1024*1024))
 		}
 		req, lim := podResources(p)

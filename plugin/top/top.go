@@ -24,9 +24,11 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
-// podUsage is what a pod uses now.
+// podUsage is what a pod uses now. CPU is nil until its rate is known:
+// the kubelets' CPU is a counter, and a pod with one sample of it (new
+// since the last read, or missing from the first scrape) has no rate yet.
 type podUsage struct {
-	CPU    resource.Quantity
+	CPU    *resource.Quantity
 	Memory resource.Quantity
 }
 
@@ -96,7 +98,7 @@ func (r *usageReader) fromMetricsAPI(ctx context.Context, namespace, selector st
 	}
 	out := map[string]podUsage{}
 	for _, pm := range list.Items {
-		var u podUsage
+		u := podUsage{CPU: &resource.Quantity{}}
 		for _, c := range pm.Containers {
 			u.CPU.Add(c.Usage[corev1.ResourceCPU])
 			u.Memory.Add(c.Usage[corev1.ResourceMemory])
@@ -193,7 +195,7 @@ func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[
 			u := podUsage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
 			if c0, ok := prev.cpu[pod]; ok && dt > 0 {
 				if c1, ok := s.cpu[pod]; ok && c1 >= c0 {
-					u.CPU = *resource.NewMilliQuantity(int64((c1-c0)/dt*1000), resource.DecimalSI)
+					u.CPU = resource.NewMilliQuantity(int64((c1-c0)/dt*1000), resource.DecimalSI)
 				}
 			}
 			out[pod] = u

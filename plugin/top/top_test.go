@@ -5,12 +5,16 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+
+	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 )
 
 // A kubelet's /metrics/resource, trimmed.
@@ -82,5 +86,31 @@ func TestProxyMessage(t *testing.T) {
 	}
 	if got := proxyMessage([]byte("plain words\n")); got != "plain words" {
 		t.Errorf("proxyMessage(text) = %q", got)
+	}
+}
+
+// A pod whose CPU rate is not known yet (one sample of the kubelet's
+// counter) shows <pending> CPU beside its memory, never 0m.
+func TestPodTableCPU(t *testing.T) {
+	pod := func(name string, index string) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelRole: api.RoleWorker, batchv1.JobCompletionIndexAnnotation: index}},
+			Spec:       corev1.PodSpec{NodeName: "n"},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	pods := []corev1.Pod{pod("known", "0"), pod("pending", "1"), pod("unread", "2")}
+	usage := map[string]podUsage{
+		"known":   {CPU: resource.NewMilliQuantity(250, resource.DecimalSI), Memory: resource.MustParse("64Mi")},
+		"pending": {Memory: resource.MustParse("64Mi")},
+	}
+	table := podTable(pods, mpi.Placement{}, usage, nil)
+	var got [][2]any
+	for _, r := range table.Rows {
+		got = append(got, [2]any{r.Cells[4], r.Cells[6]})
+	}
+	want := [][2]any{{"250m", "64Mi"}, {"<pending>", "64Mi"}, {"<pending>", "<pending>"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CPU and memory cells (-want +got):\n%s", diff)
 	}
 }

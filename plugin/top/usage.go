@@ -8,15 +8,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"k8s.io/utils/ptr"
 
 	"github.com/torus-mpi/torus/api"
 )
 
 // Usage is what one pod uses now, as top reads it.
 type Usage struct {
-	// CPU in millicores and Memory in bytes.
-	CPU    int64 `json:"cpuMillis"`
-	Memory int64 `json:"memoryBytes"`
+	// CPU in millicores, absent until its rate is known (a pod's first
+	// kubelet sample), and Memory in bytes.
+	CPU    *int64 `json:"cpuMillis,omitempty"`
+	Memory int64  `json:"memoryBytes"`
 	// GPUs are the pod's GPUs as nvidia-smi read them in its rank
 	// container; absent where they could not be read.
 	GPUs []GPU `json:"gpus,omitempty"`
@@ -45,7 +47,11 @@ func (r *Reader) Job(ctx context.Context, namespace, job string, pods []corev1.P
 	gpus := r.gpus.Read(ctx, pods)
 	out := make(map[string]Usage, len(u))
 	for name, p := range u {
-		out[name] = Usage{CPU: p.CPU.MilliValue(), Memory: p.Memory.Value(), GPUs: gpus[name]}
+		u := Usage{Memory: p.Memory.Value(), GPUs: gpus[name]}
+		if p.CPU != nil {
+			u.CPU = ptr.To(p.CPU.MilliValue())
+		}
+		out[name] = u
 	}
 	return out, r.r.Source(), nil
 }

@@ -58,6 +58,9 @@ type cluster struct {
 	launchBinary string
 	// image: the image verb's flags.
 	image imageOptions
+	// kwokAddress is where kwok serves its nodes' kubelet endpoints and
+	// the address those nodes report (-kwok-address); empty: 127.0.0.1.
+	kwokAddress string
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.
@@ -189,6 +192,9 @@ func (c *cluster) allAlive() error {
 
 func (c *cluster) down() {
 	c.stopAll()
+	if err := c.removeKwokAddress(); err != nil {
+		c.logf("removing kwok's address: %v", err)
+	}
 	keep := map[string]bool{"logs": true}
 	if err := c.cleanRealNode(); err != nil {
 		c.logf("cleaning up after the real node: %v", err)

@@ -4,8 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,6 +65,10 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	addr, err := c.addKwokAddress(ctx)
+	if err != nil {
+		return err
+	}
 	for i := range c.nodes {
 		if err := c.client.Create(ctx, kwokNode(i, c.realNode)); err != nil {
 			return fmt.Errorf("creating node: %w", err)
@@ -73,8 +80,8 @@ func (c *cluster) startKwok(ctx context.Context) error {
 			return supervisor.Spec{Argv: []string{
 				c.bin("kwok"), "--kubeconfig=" + c.kubeconfig(), "--config=" + configFile,
 				"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-				"--node-ip=127.0.0.1", "--node-port=" + strconv.Itoa(p[0]),
-				"--server-address=127.0.0.1:" + strconv.Itoa(p[0]),
+				"--node-ip=" + addr, "--node-port=" + strconv.Itoa(p[0]),
+				"--server-address=" + net.JoinHostPort(addr, strconv.Itoa(p[0])),
 				"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
 				"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
 				"--cidr=10.244.0.0/16",
@@ -83,6 +90,67 @@ func (c *cluster) startKwok(ctx context.Context) error {
 		Ready: c.nodesReady,
 	})
 	return err
+}
+
+// kwokAddressFile records the address up added for kwok, for down to
+// remove.
+const kwokAddressFile = "kwok-address"
+
+// checkKwokAddress accepts no address (kwok on 127.0.0.1) or a private
+// IPv4 address up can add to the loopback interface: one the API
+// server's node proxy accepts (not loopback, link-local or multicast) and
+// that no other machine routes here.
+func checkKwokAddress(a string, root bool) error {
+	if a == "" {
+		return nil
+	}
+	ip := net.ParseIP(a)
+	if ip == nil || ip.To4() == nil || !ip.IsPrivate() {
+		return fmt.Errorf("-kwok-address %q: give a private IPv4 address, such as 10.235.0.1", a)
+	}
+	if !root {
+		return fmt.Errorf("-kwok-address %s: adding it to the loopback interface needs root", a)
+	}
+	return nil
+}
+
+// addKwokAddress returns the address kwok serves on, adding
+// -kwok-address to the loopback interface first. An address already
+// there is used and left for whoever added it; one up adds is recorded
+// for down.
+func (c *cluster) addKwokAddress(ctx context.Context) (string, error) {
+	if c.kwokAddress == "" {
+		return "127.0.0.1", nil
+	}
+	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show", "dev", "lo").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("listing the loopback interface's addresses: %w: %s", err, out)
+	}
+	if strings.Contains(string(out), " "+c.kwokAddress+"/") {
+		c.logf("kwok's address %s is already on the loopback interface", c.kwokAddress)
+		return c.kwokAddress, nil
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", c.kwokAddress+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("adding kwok's address %s to the loopback interface: %w: %s", c.kwokAddress, err, out)
+	}
+	return c.kwokAddress, os.WriteFile(filepath.Join(c.dir, kwokAddressFile), []byte(c.kwokAddress+"\n"), 0o644)
+}
+
+// removeKwokAddress takes the address up added for kwok off the loopback
+// interface, once kwok has stopped.
+func (c *cluster) removeKwokAddress() error {
+	data, err := os.ReadFile(filepath.Join(c.dir, kwokAddressFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	addr := strings.TrimSpace(string(data))
+	if out, err := exec.Command("ip", "addr", "del", addr+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot assign requested address") {
+		return fmt.Errorf("removing %s from the loopback interface: %w: %s", addr, err, out)
+	}
+	return os.Remove(filepath.Join(c.dir, kwokAddressFile))
 }
 
 // gpuTaint keeps the kwok nodes, which simulate GPU nodes, for pods that

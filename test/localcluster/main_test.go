@@ -50,3 +50,28 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// -kwok-address takes a private IPv4 address, which the API server's node
+// proxy accepts and no other machine routes here, and root to add it.
+func TestCheckKwokAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		root bool
+		ok   bool
+	}{
+		{addr: "", ok: true},
+		{addr: "10.235.0.1", root: true, ok: true},
+		{addr: "192.168.7.9", root: true, ok: true},
+		{addr: "10.235.0.1", root: false},
+		{addr: "127.0.0.2", root: true},
+		{addr: "169.254.0.1", root: true},
+		{addr: "8.8.8.8", root: true},
+		{addr: "fd00::1", root: true},
+		{addr: "10.235.0.1/32", root: true},
+		{addr: "kwok", root: true},
+	} {
+		if err := checkKwokAddress(tc.addr, tc.root); (err == nil) != tc.ok {
+			t.Errorf("checkKwokAddress(%q, root %v): %v, want ok %v", tc.addr, tc.root, err, tc.ok)
+		}
+	}
+}

@@ -19,6 +19,11 @@ function mib(bytes: number): string {
   return `${Math.round(bytes / (1 << 20))}Mi`;
 }
 
+// cpu shows millicores, or that the rate is not known yet.
+function cpu(millis: number | undefined): string {
+  return millis === undefined ? 'pending' : `${millis}m`;
+}
+
 // Topology draws the hosts as tiles; beyond manyHosts, only when asked for
 // (showAll): thousands of tiles would slow every update.
 function Topology({ hosts, usage, showAll, setShowAll }: { hosts: Host[]; usage?: JobUsage; showAll: boolean; setShowAll: (v: boolean) => void }) {
@@ -33,7 +38,7 @@ function Topology({ hosts, usage, showAll, setShowAll }: { hosts: Host[]; usage?
           <div>ranks {h.ranks}</div>
           <div>{h.node || 'not scheduled'}</div>
           {h.reason && <div>{h.reason}</div>}
-          {usage?.hosts[h.host] && <div>CPU {usage.hosts[h.host].cpuMillis}m, memory {mib(usage.hosts[h.host].memoryBytes)}</div>}
+          {usage?.hosts[h.host] && <div>CPU {cpu(usage.hosts[h.host].cpuMillis)}, memory {mib(usage.hosts[h.host].memoryBytes)}</div>}
           {(usage?.hosts[h.host]?.gpus ?? []).map((g) => (
             <div key={g.index}>GPU {g.index}: {g.utilizationPercent}%, {g.memoryUsedMiB} of {g.memoryTotalMiB} MiB</div>
           ))}

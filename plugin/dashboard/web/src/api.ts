@@ -92,6 +92,7 @@ export function jobPath(ns: string, name: string): string {
 // keeps them: each series' points (t: seconds since the epoch), oldest first.
 export interface History { series: { name: string; points: { t: number; v: number }[] | null }[] }
 
-export interface Usage { cpuMillis: number; memoryBytes: number; gpus?: GPU[] }
+// cpuMillis is absent until the CPU rate is known (a pod's first kubelet sample).
+export interface Usage { cpuMillis?: number; memoryBytes: number; gpus?: GPU[] }
 export interface GPU { index: string; name: string; utilizationPercent: number; memoryUsedMiB: number; memoryTotalMiB: number }
 export interface JobUsage { hosts: Record<string, Usage>; source?: string; unavailable?: string }
