@@ -49,6 +49,9 @@ type usageReader struct {
 	mu       sync.Mutex
 	source   string
 	previous map[string]sample
+	// paths are each node's metrics path through the proxy, read from
+	// the node once: a node does not change kind.
+	paths map[string][]string
 }
 
 // Source is where the last read came from.
@@ -209,13 +212,9 @@ func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[
 // simulated by kwok serve them per node under /metrics/nodes/<node>/, as
 // all of them share one address.
 func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
-	n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	path, err := r.metricsPath(ctx, node)
 	if err != nil {
-		return sample{}, fmt.Errorf("reading node %s: %w", node, err)
-	}
-	path := []string{"/api/v1/nodes", node, "proxy", "metrics", "resource"}
-	if n.Annotations["kwok.x-k8s.io/node"] == "fake" {
-		path = []string{"/api/v1/nodes", node, "proxy", "metrics", "nodes", node, "metrics", "resource"}
+		return sample{}, err
 	}
 	at := time.Now()
 	data, err := r.Kube.CoreV1().RESTClient().Get().AbsPath(path...).DoRaw(ctx)
@@ -235,6 +234,33 @@ func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 	s := parse(data)
 	s.at = at
 	return s, nil
+}
+
+// metricsPath is where the API server's node proxy serves a node's
+// resource metrics: the kubelet's /metrics/resource, or kwok's per-node
+// path for the nodes it simulates.
+func (r *usageReader) metricsPath(ctx context.Context, node string) ([]string, error) {
+	r.mu.Lock()
+	path, ok := r.paths[node]
+	r.mu.Unlock()
+	if ok {
+		return path, nil
+	}
+	n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", node, err)
+	}
+	path = []string{"/api/v1/nodes", node, "proxy", "metrics", "resource"}
+	if n.Annotations["kwok.x-k8s.io/node"] == "fake" {
+		path = []string{"/api/v1/nodes", node, "proxy", "metrics", "nodes", node, "metrics", "resource"}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paths == nil {
+		r.paths = map[string][]string{}
+	}
+	r.paths[node] = path
+	return path, nil
 }
 
 // proxyMessage reads the message of a node proxy's error response: a

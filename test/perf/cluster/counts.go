@@ -30,7 +30,12 @@ func (c counts) total() float64 {
 }
 
 // String lists the tallies, most first: "PATCH 2098, POST 1002".
-func (c counts) String() string {
+func (c counts) String() string { return c.format("%s %.0f") }
+
+// tenths lists the tallies, most first, to a tenth: "kwok 3.2, etcd 0.4".
+func (c counts) tenths() string { return c.format("%s %.1f") }
+
+func (c counts) format(item string) string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
 		keys = append(keys, k)
@@ -43,7 +48,7 @@ func (c counts) String() string {
 	})
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %.0f", k, c[k])
+		parts[i] = fmt.Sprintf(item, k, c[k])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -63,6 +63,9 @@ type maximaRow struct {
 	work    operatorWork
 	peakRSS int64 // bytes, sampled while the job started
 	answers []answers.Answer
+	// answerCPU is the cluster's CPU over each answer's three tries, by
+	// component: what serving it cost, the simulated kubelets included.
+	answerCPU []counts
 	// writes are the API server's, every component's, while Torus's job
 	// and the floor's started.
 	writes, floorWrites counts
@@ -122,6 +125,15 @@ func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w 
 			line += fmt.Sprintf(" %.2f s |", a.Median.Seconds())
 		}
 		fmt.Println(line)
+	}
+	fmt.Println("\nThe cluster's CPU over each answer's three tries, in seconds, by process (kwok serves every simulated kubelet's logs and metrics from the same cores):")
+	fmt.Println()
+	for _, r := range rows {
+		for i, a := range r.answers {
+			if i < len(r.answerCPU) {
+				fmt.Printf("- %d workers, %s: %.1f (%s)\n", r.workers, a.What, r.answerCPU[i].total(), r.answerCPU[i].tenths())
+			}
+		}
 	}
 	printEachSize("The API server's writes, every component's, while each job started:", rows, func(r maximaRow) (counts, counts) { return r.writes, r.floorWrites })
 	printEachSize("The cluster's CPU while each job started, in seconds, every process of the local cluster:", rows, func(r maximaRow) (counts, counts) { return r.cpu, r.floorCPU })
@@ -211,7 +223,7 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 		return row, err
 	}
 	row.work = after.minus(before)
-	if row.answers, err = timeAnswers(ctx, c, o, ns, name, workers); err != nil {
+	if row.answers, row.answerCPU, err = timeAnswers(ctx, c, o, ns, name, workers); err != nil {
 		return row, err
 	}
 	var js jobsetv1alpha2.JobSet
@@ -394,7 +406,7 @@ func residentBytes(pid int) (int64, error) {
 // list, describe, top (where the node proxy reaches kwok's nodes) and
 // logs --tail (of every pod, of the launcher, of the last worker), and
 // the dashboard's view of the job, three tries each.
-func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name string, workers int32) ([]answers.Answer, error) {
+func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name string, workers int32) ([]answers.Answer, []counts, error) {
 	type command struct {
 		what string
 		args []string
@@ -408,22 +420,37 @@ func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name
 	}
 	proxied, err := kwokNodesProxied(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if proxied {
 		commands = slices.Insert(commands, 2, command{"top", []string{"top", name, "-n", ns}})
 	}
 	var out []answers.Answer
+	var cpu []counts
+	timed := func(what string, f func() error) error {
+		before, err := clusterCPU(o.kubeconfig)
+		if err != nil {
+			return err
+		}
+		out = append(out, answers.Tries(what, f))
+		used, err := cpuSince(o.kubeconfig, before)
+		cpu = append(cpu, used)
+		return err
+	}
 	for _, cmd := range commands {
-		out = append(out, answers.Tries(cmd.what, answers.Plugin(ctx, o.plugin, o.kubeconfig, cmd.args...)))
+		if err := timed(cmd.what, answers.Plugin(ctx, o.plugin, o.kubeconfig, cmd.args...)); err != nil {
+			return nil, nil, err
+		}
 	}
 	view, stop, err := answers.DashboardView(o.kubeconfig, ns, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer stop()
-	out = append(out, answers.Tries("dashboard job view", view))
-	return out, nil
+	if err := timed("dashboard job view", view); err != nil {
+		return nil, nil, err
+	}
+	return out, cpu, nil
 }
 
 // kwokNodesProxied reports whether the API server's node proxy reaches
