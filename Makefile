@@ -41,12 +41,12 @@ MAXIMA_NODES       ?= 160
 # bench-many: on 2 cores the pods of 16,384 workers, or of the last of a
 # burst of 1,000 jobs, take longer than 5 minutes to all run.
 MAXIMA_PODS_READY  ?= 60m
-# A private address for the kwok nodes of test-e2e's and bench-maxima's
-# clusters, added to the loopback interface (root): the API server's node
-# proxy refuses loopback addresses, and kubectl mpi top reads usage
-# through it. Without root, kwok stays on 127.0.0.1 and top says why it
-# cannot read usage there.
-KWOK_ADDRESS       ?= $(if $(filter 0,$(shell id -u)),10.235.0.1)
+# A private address for the kwok nodes of cluster-up's, test-e2e's and
+# bench-maxima's clusters, added to the loopback interface (root, with
+# iproute2's ip): the API server's node proxy refuses loopback addresses,
+# and kubectl mpi top reads usage through it. Otherwise kwok stays on
+# 127.0.0.1 and top says why it cannot read usage there.
+KWOK_ADDRESS       ?= $(if $(and $(filter 0,$(shell id -u)),$(shell command -v ip)),10.236.0.1)
 KWOK_FLAGS         := $(if $(KWOK_ADDRESS),-kwok-address $(KWOK_ADDRESS))
 MANY               ?= 200x8
 # How many objects of a kind Kueue reconciles at once, over its manifests'

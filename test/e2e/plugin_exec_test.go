@@ -59,7 +59,9 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 		launcher := runningPod(trainJobRef(ns, "pi"), api.RoleLauncher, 0)
 		var node corev1.Node
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: launcher.Spec.NodeName}, &node)).To(Succeed())
-		if nodeAddress(&node).IsLoopback() {
+		addr := nodeAddress(&node)
+		Expect(addr).NotTo(BeNil(), "node %s has no InternalIP", node.Name)
+		if addr.IsLoopback() {
 			r := mpiCmd("-n", ns, "top", "pi")
 			Expect(r.Code).To(Equal(1))
 			Expect(r.Stderr).To(ContainSubstring("error: cannot read pod usage: metrics.k8s.io is not served in this cluster (install metrics-server), and the fallback failed: the API server will not proxy to node kwok-node-"))
@@ -74,10 +76,11 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 			g.Expect(r.Code).To(Equal(0), r.Stderr)
 			for _, host := range []string{"launcher", "worker-0", "worker-1", "worker-2"} {
 				// Two samples a second apart of a counter growing at 250m a
-				// second: a rate, near 250m where the machine is idle.
-				g.Expect(r.Stdout).To(MatchRegexp(`(?m)^%s\s.*\s[1-9][0-9]*m\s.*\s64Mi\s`, host))
+				// second: a rate, near 250m where the machine is idle. The
+				// columns: host, ranks, pod, node, CPU, CPU request, memory.
+				g.Expect(r.Stdout).To(MatchRegexp(`(?m)^%s +\S+ +\S+ +\S+ +[1-9][0-9]*m +\S+ +64Mi `, host))
 			}
-			g.Expect(r.Stderr).To(Equal("pi is Running; usage from kubelet resource metrics through the API server's node proxy\n"))
+			g.Expect(r.Stderr).To(ContainSubstring("pi is Running; usage from kubelet resource metrics through the API server's node proxy\n"))
 		}, timeout, interval).Should(Succeed())
 	})
 })

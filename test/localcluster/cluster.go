@@ -99,6 +99,9 @@ func (c *cluster) up(ctx context.Context) error {
 	if err := c.cleanRealNode(); err != nil {
 		return fmt.Errorf("cleaning up an earlier real node (record in %s): %w", filepath.Join(c.dir, "node.json"), err)
 	}
+	if err := c.removeKwokAddress(); err != nil {
+		return fmt.Errorf("removing an earlier run's kwok address (record in %s): %w", filepath.Join(c.dir, kwokAddressFile), err)
+	}
 	_ = os.RemoveAll(c.dir)
 	for _, d := range []string{"logs", "pids", "config", "etcd"} {
 		if err := os.MkdirAll(filepath.Join(c.dir, d), 0o755); err != nil {
@@ -192,10 +195,12 @@ func (c *cluster) allAlive() error {
 
 func (c *cluster) down() {
 	c.stopAll()
+	keep := map[string]bool{"logs": true}
 	if err := c.removeKwokAddress(); err != nil {
 		c.logf("removing kwok's address: %v", err)
+		// Its record stays, for the next down or up to try again.
+		keep[kwokAddressFile] = true
 	}
-	keep := map[string]bool{"logs": true}
 	if err := c.cleanRealNode(); err != nil {
 		c.logf("cleaning up after the real node: %v", err)
 		// Its record stays, for the next down or up to try again.

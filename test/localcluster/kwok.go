@@ -96,17 +96,28 @@ func (c *cluster) startKwok(ctx context.Context) error {
 // remove.
 const kwokAddressFile = "kwok-address"
 
+// takenRanges are the local cluster's own ranges, which kwok's address
+// must stay out of: the real nodes' bridge and pods, their secondary
+// network, kwok's pods and the Services.
+var takenRanges = []string{"10.234.0.0/16", localNetworkSubnet, "10.244.0.0/16", "10.96.0.0/16"}
+
 // checkKwokAddress accepts no address (kwok on 127.0.0.1) or a private
-// IPv4 address up can add to the loopback interface: one the API
-// server's node proxy accepts (not loopback, link-local or multicast) and
-// that no other machine routes here.
+// IPv4 address outside the cluster's own ranges that up can add to the
+// loopback interface: one the API server's node proxy accepts (not
+// loopback, link-local or multicast) and that no other machine routes
+// here.
 func checkKwokAddress(a string, root bool) error {
 	if a == "" {
 		return nil
 	}
 	ip := net.ParseIP(a)
 	if ip == nil || ip.To4() == nil || !ip.IsPrivate() {
-		return fmt.Errorf("-kwok-address %q: give a private IPv4 address, such as 10.235.0.1", a)
+		return fmt.Errorf("-kwok-address %q: give a private IPv4 address, such as 10.236.0.1", a)
+	}
+	for _, r := range takenRanges {
+		if _, n, _ := net.ParseCIDR(r); n.Contains(ip) {
+			return fmt.Errorf("-kwok-address %s is in %s, which the local cluster uses: give another, such as 10.236.0.1", a, r)
+		}
 	}
 	if !root {
 		return fmt.Errorf("-kwok-address %s: adding it to the loopback interface needs root", a)
@@ -115,29 +126,45 @@ func checkKwokAddress(a string, root bool) error {
 }
 
 // addKwokAddress returns the address kwok serves on, adding
-// -kwok-address to the loopback interface first. An address already
-// there is used and left for whoever added it; one up adds is recorded
-// for down.
+// -kwok-address to the loopback interface first, and recording it for
+// down (an address already there, left by a cluster killed before its
+// down, is taken over). Where iptables is installed, packets for it that
+// come from another interface are dropped: kwok's endpoint runs exec'd
+// commands on the host, and only this machine may reach it.
 func (c *cluster) addKwokAddress(ctx context.Context) (string, error) {
 	if c.kwokAddress == "" {
 		return "127.0.0.1", nil
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, kwokAddressFile), []byte(c.kwokAddress+"\n"), 0o644); err != nil {
+		return "", err
 	}
 	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show", "dev", "lo").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("listing the loopback interface's addresses: %w: %s", err, out)
 	}
-	if strings.Contains(string(out), " "+c.kwokAddress+"/") {
-		c.logf("kwok's address %s is already on the loopback interface", c.kwokAddress)
-		return c.kwokAddress, nil
+	if !strings.Contains(string(out), " "+c.kwokAddress+"/") {
+		if out, err := exec.CommandContext(ctx, "ip", "addr", "add", c.kwokAddress+"/32", "dev", "lo").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("adding kwok's address %s to the loopback interface: %w: %s", c.kwokAddress, err, out)
+		}
 	}
-	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", c.kwokAddress+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("adding kwok's address %s to the loopback interface: %w: %s", c.kwokAddress, err, out)
+	if _, err := exec.LookPath("iptables"); err != nil {
+		c.logf("no iptables: kwok's address %s is not routed here, but not guarded either", c.kwokAddress)
+	} else if exec.CommandContext(ctx, "iptables", kwokGuard("-C", c.kwokAddress)...).Run() != nil {
+		if out, err := exec.CommandContext(ctx, "iptables", kwokGuard("-I", c.kwokAddress)...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("keeping kwok's address %s to this machine: %w: %s", c.kwokAddress, err, out)
+		}
 	}
-	return c.kwokAddress, os.WriteFile(filepath.Join(c.dir, kwokAddressFile), []byte(c.kwokAddress+"\n"), 0o644)
+	return c.kwokAddress, nil
 }
 
-// removeKwokAddress takes the address up added for kwok off the loopback
-// interface, once kwok has stopped.
+// kwokGuard is the iptables rule (op: -C, -I, -D) that drops packets for
+// kwok's address arriving on any interface but loopback.
+func kwokGuard(op, addr string) []string {
+	return []string{op, "INPUT", "-d", addr + "/32", "!", "-i", "lo", "-j", "DROP"}
+}
+
+// removeKwokAddress takes the address up added for kwok, and its rule,
+// off the host once kwok has stopped.
 func (c *cluster) removeKwokAddress() error {
 	data, err := os.ReadFile(filepath.Join(c.dir, kwokAddressFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -147,6 +174,13 @@ func (c *cluster) removeKwokAddress() error {
 		return err
 	}
 	addr := strings.TrimSpace(string(data))
+	if _, err := exec.LookPath("iptables"); err == nil {
+		for exec.Command("iptables", kwokGuard("-C", addr)...).Run() == nil {
+			if out, err := exec.Command("iptables", kwokGuard("-D", addr)...).CombinedOutput(); err != nil {
+				return fmt.Errorf("removing the rule that keeps %s to this machine: %w: %s", addr, err, out)
+			}
+		}
+	}
 	if out, err := exec.Command("ip", "addr", "del", addr+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot assign requested address") {
 		return fmt.Errorf("removing %s from the loopback interface: %w: %s", addr, err, out)
 	}

@@ -64,7 +64,7 @@ func upFlags(fs *flag.FlagSet, c *cluster) {
 	fs.BoolVar(&c.kueueMPIJob, "kueue-mpijob", false, "Kueue also admits Kubeflow's MPIJobs (its kubeflow.org/mpijob integration, set up once their CRD is installed), for side-by-side measures with mpi-operator (make bench-mpi-operator)")
 	fs.DurationVar(&c.podsReadyTimeout, "pods-ready-timeout", c.podsReadyTimeout, "Kueue's waitForPodsReady.timeout: a job whose pods do not all run within it is evicted and started again (make bench-maxima raises it for jobs whose pods take longer to start on these cores)")
 	fs.Var(&c.kueueConcurrency, "kueue-concurrency", "KIND=N[,KIND=N]: Kueue reconciles N objects of KIND (as its controller.groupKindConcurrency names them, such as JobSet.jobset.x-k8s.io) at once, over what its own manifests set (make bench-many MANY=1000x8 gives its JobSets 5)")
-	fs.StringVar(&c.kwokAddress, "kwok-address", "", "a private IPv4 address for kwok's nodes (root: up adds it to the loopback interface, down removes it), such as 10.235.0.1, so that the API server's node proxy, which refuses loopback addresses, reaches their kubelet endpoints and kubectl mpi top reads their usage; default 127.0.0.1")
+	fs.StringVar(&c.kwokAddress, "kwok-address", "", "a private IPv4 address for kwok's nodes (root: up adds it to the loopback interface, down removes it), such as 10.236.0.1, so that the API server's node proxy, which refuses loopback addresses, reaches their kubelet endpoints and kubectl mpi top reads their usage; default 127.0.0.1")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 }
 

@@ -51,8 +51,9 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// -kwok-address takes a private IPv4 address, which the API server's node
-// proxy accepts and no other machine routes here, and root to add it.
+// -kwok-address takes a private IPv4 address outside the cluster's own
+// ranges, which the API server's node proxy accepts and no other machine
+// routes here, and root to add it.
 func TestCheckKwokAddress(t *testing.T) {
 	for _, tc := range []struct {
 		addr string
@@ -60,9 +61,13 @@ func TestCheckKwokAddress(t *testing.T) {
 		ok   bool
 	}{
 		{addr: "", ok: true},
-		{addr: "10.235.0.1", root: true, ok: true},
+		{addr: "10.236.0.1", root: true, ok: true},
 		{addr: "192.168.7.9", root: true, ok: true},
-		{addr: "10.235.0.1", root: false},
+		{addr: "10.236.0.1", root: false},
+		{addr: "10.235.0.1", root: true}, // the real nodes' secondary network
+		{addr: "10.234.0.1", root: true}, // their bridge
+		{addr: "10.244.3.4", root: true}, // kwok's pods
+		{addr: "10.96.0.10", root: true}, // Services
 		{addr: "127.0.0.2", root: true},
 		{addr: "169.254.0.1", root: true},
 		{addr: "8.8.8.8", root: true},
