@@ -130,7 +130,7 @@ func checkKwokAddress(a string, root bool) error {
 // down (an address already there, left by a cluster killed before its
 // down, is taken over). Where iptables is installed, packets for it that
 // come from another interface are dropped: kwok's endpoint runs exec'd
-// commands on the host, and only this machine may reach it.
+// commands on the host, so it answers local clients alone.
 func (c *cluster) addKwokAddress(ctx context.Context) (string, error) {
 	if c.kwokAddress == "" {
 		return "127.0.0.1", nil
@@ -151,7 +151,7 @@ func (c *cluster) addKwokAddress(ctx context.Context) (string, error) {
 		c.logf("no iptables: kwok's address %s is not routed here, but not guarded either", c.kwokAddress)
 	} else if exec.CommandContext(ctx, "iptables", kwokGuard("-C", c.kwokAddress)...).Run() != nil {
 		if out, err := exec.CommandContext(ctx, "iptables", kwokGuard("-I", c.kwokAddress)...).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("keeping kwok's address %s to this machine: %w: %s", c.kwokAddress, err, out)
+			return "", fmt.Errorf("guarding kwok's address %s against other interfaces: %w: %s", c.kwokAddress, err, out)
 		}
 	}
 	return c.kwokAddress, nil
@@ -177,7 +177,7 @@ func (c *cluster) removeKwokAddress() error {
 	if _, err := exec.LookPath("iptables"); err == nil {
 		for exec.Command("iptables", kwokGuard("-C", addr)...).Run() == nil {
 			if out, err := exec.Command("iptables", kwokGuard("-D", addr)...).CombinedOutput(); err != nil {
-				return fmt.Errorf("removing the rule that keeps %s to this machine: %w: %s", addr, err, out)
+				return fmt.Errorf("removing the rule that guards %s against other interfaces: %w: %s", addr, err, out)
 			}
 		}
 	}
