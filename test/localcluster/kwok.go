@@ -84,7 +84,7 @@ func (c *cluster) startKwok(ctx context.Context) error {
 				"--server-address=" + net.JoinHostPort(addr, strconv.Itoa(p[0])),
 				"--tls-cert-file=" + filepath.Join(serving, "tls.crt"),
 				"--tls-private-key-file=" + filepath.Join(serving, "tls.key"),
-				"--cidr=10.244.0.0/16",
+				"--cidr=" + kwokPodCIDR,
 			}}, nil
 		},
 		Ready: c.nodesReady,
@@ -99,7 +99,10 @@ const kwokAddressFile = "kwok-address"
 // takenRanges are the local cluster's own ranges, which kwok's address
 // must stay out of: the real nodes' bridge and pods, their secondary
 // network, kwok's pods and the Services.
-var takenRanges = []string{"10.234.0.0/16", localNetworkSubnet, "10.244.0.0/16", "10.96.0.0/16"}
+var takenRanges = []string{"10.234.0.0/16", localNetworkSubnet, kwokPodCIDR, "10.96.0.0/16"}
+
+// kwokPodCIDR is where kwok gives its pods their addresses.
+const kwokPodCIDR = "10.244.0.0/16"
 
 // checkKwokAddress accepts no address (kwok on 127.0.0.1) or a private
 // IPv4 address outside the cluster's own ranges that up can add to the
