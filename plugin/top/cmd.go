@@ -23,7 +23,9 @@ import (
 const topLong = `Show the CPU and memory each launcher and worker pod of a job uses, beside what it requested, and the
 GPUs it requested. Usage comes from metrics.k8s.io when the cluster serves it (metrics-server); otherwise
 from each node's kubelet resource metrics through the API server's node proxy (which needs get on
-nodes/proxy), sampled twice a second apart for CPU.
+nodes/proxy); CPU is then the rate of the pods' CPU counters between the kubelet's samples of them, by
+its timestamps: a first read samples each node a second apart until every pod's CPU has a rate, for at
+most 15 s, and shows <pending> for a pod without one.
 
 A pod given GPUs shows each GPU's utilisation and memory, read by running nvidia-smi in its rank container
 (which needs create on pods/exec; the NVIDIA container toolkit puts nvidia-smi there). A pod whose GPUs
@@ -111,7 +113,7 @@ func (o *topOptions) Run(ctx context.Context) error {
 		return err
 	}
 	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
-	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second}
+	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second, RateWait: rateWait}
 	gpus := &gpuReader{Config: o.config, Kube: o.kube}
 	progress := cmdutil.NewProgress(o.ErrOut)
 	for round := 0; ; round++ {

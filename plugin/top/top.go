@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,21 +39,37 @@ const (
 	sourceKubelet    = "kubelet resource metrics through the API server's node proxy"
 )
 
-// usageReader reads pod usage. It keeps the previous kubelet sample of each
-// node, so that --watch computes CPU rates between successive reads.
+// usageReader reads pod usage. From the kubelets it keeps each pod's last
+// CPU counter and the rate last computed from it, so that reads kept across
+// (--watch, the dashboard) show a pod's rate between the kubelet's updates
+// of its counter.
 type usageReader struct {
 	Kube    kubernetes.Interface
 	Metrics metricsclient.Interface
-	// Interval separates the two kubelet samples of a first read.
+	// Interval separates the kubelet samples of a first read.
 	Interval time.Duration
+	// RateWait bounds how long a first read samples the kubelets again
+	// for each pod's CPU counter to move: rateWait for a single answer,
+	// less for a reader whose caller reads again soon (the dashboard).
+	RateWait time.Duration
 
-	mu       sync.Mutex
-	source   string
-	previous map[string]sample
+	mu     sync.Mutex
+	source string
+	// cpu is, by node, then by pod (namespace/name) and series, the
+	// counter as last sampled and the rate last computed from it: the
+	// pods of the node's last sample alone. A read that meets a node
+	// not in it waits for its pods' rates.
+	cpu map[string]map[string]map[string]*counter
 	// paths are each node's metrics path through the proxy, read from
 	// the node once: a node does not change kind.
 	paths map[string][]string
 }
+
+// rateWait is how long a first read waits at most for the kubelets' CPU
+// counters to move: a kubelet's counter of a pod's own comes from cAdvisor,
+// which refreshes it every 10 s or so (its housekeeping), and is served
+// with the same value and timestamp in between.
+const rateWait = 15 * time.Second
 
 // Source is where the last read came from.
 func (r *usageReader) Source() string {
@@ -111,101 +128,216 @@ func (r *usageReader) fromMetricsAPI(ctx context.Context, namespace, selector st
 	return out, nil
 }
 
+// point is one value of a cumulative CPU counter, in core-seconds, and
+// when it was taken: the kubelet's own timestamp, or where a series has
+// none (kwok's), when the scrape was answered.
+type point struct {
+	v  float64
+	at time.Time
+}
+
 // sample is one scrape of a node's resource metrics.
 type sample struct {
-	at time.Time
-	// cpu is cumulative CPU seconds by pod; mem the working set in bytes.
-	cpu map[string]float64
+	// cpu is, by pod, its CPU counters: one per container, and the
+	// pod's own under "".
+	cpu map[string]map[string]point
+	// mem is each pod's working set in bytes.
 	mem map[string]float64
 }
 
+// counter is a CPU counter as a reader follows it: its last point, and the
+// rate between the two last points that differed in time.
+type counter struct {
+	last  point
+	rate  float64
+	known bool
+}
+
+// observe follows a pod's counters with a new sample of them. A point no
+// newer than the last one (the kubelet serves its counters unchanged
+// between its updates) leaves the counter and its rate as they were; a
+// counter that went down (its container restarted) has no rate until its
+// next point. Series the sample no longer has are dropped.
+func observe(counters map[string]*counter, points map[string]point) map[string]*counter {
+	out := make(map[string]*counter, len(points))
+	for series, p := range points {
+		c, ok := counters[series]
+		if !ok {
+			out[series] = &counter{last: p}
+			continue
+		}
+		out[series] = c
+		if !p.at.After(c.last.at) {
+			continue
+		}
+		c.known = p.v >= c.last.v
+		if c.known {
+			c.rate = (p.v - c.last.v) / p.at.Sub(c.last.at).Seconds()
+		}
+		c.last = p
+	}
+	return out
+}
+
+// rate is a pod's CPU in cores: the sum of its containers' rates, as
+// metrics-server gives it, when each one is known, else the rate of the
+// pod's own series. A kubelet serves its containers' counters as the
+// container runtime reads them at each scrape, and the pod's own from
+// cAdvisor, which refreshes it every 10 s or so.
+func rate(counters map[string]*counter, points map[string]point) (float64, bool) {
+	sum, containers := 0.0, 0
+	for series := range points {
+		if series == "" {
+			continue
+		}
+		c, ok := counters[series]
+		if !ok || !c.known {
+			containers = -1
+			break
+		}
+		sum += c.rate
+		containers++
+	}
+	if containers > 0 {
+		return sum, true
+	}
+	if c, ok := counters[""]; ok && c.known {
+		if _, ok := points[""]; ok {
+			return c.rate, true
+		}
+	}
+	return 0, false
+}
+
+// fromKubelets reads the usage of the running pods among pods from their
+// nodes' kubelets.
 func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[string]podUsage, error) {
 	nodes := map[string]bool{}
+	wanted := map[string]string{}
 	for _, p := range pods {
 		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
 			nodes[p.Spec.NodeName] = true
+			wanted[p.Namespace+"/"+p.Name] = p.Name
 		}
 	}
 	r.mu.Lock()
-	if r.previous == nil {
-		r.previous = map[string]sample{}
-	}
 	first := false
 	for n := range nodes {
-		if _, ok := r.previous[n]; !ok {
-			first = true
-		}
+		_, ok := r.cpu[n]
+		first = first || !ok
 	}
 	r.mu.Unlock()
 
-	scrapeAll := func() (map[string]sample, error) {
-		out := map[string]sample{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		var errs []error
-		for n := range nodes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s, err := r.scrape(ctx, n)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				out[n] = s
-			}()
-		}
-		wg.Wait()
-		if len(errs) > 0 {
-			err := errs[0]
-			if len(errs) > 1 {
-				err = fmt.Errorf("%w (and %d more nodes)", err, len(errs)-1)
-			}
-			return nil, fmt.Errorf("cannot read pod usage: metrics.k8s.io is not served in this cluster (install metrics-server), and the fallback failed: %w", err)
-		}
-		return out, nil
+	latest, err := r.scrapeAll(ctx, nodes)
+	if err != nil {
+		return nil, err
 	}
-	if first {
-		// CPU usage is a rate: a first read needs two samples.
-		before, err := scrapeAll()
-		if err != nil {
-			return nil, err
+	// CPU usage is a rate: a first read samples the nodes again, those
+	// with a wanted pod whose counter has not moved yet, until each has
+	// or RateWait passes.
+	deadline := time.Now().Add(r.RateWait)
+	for first && !time.Now().Add(r.Interval).After(deadline) {
+		again := map[string]bool{}
+		for n, s := range latest {
+			if len(r.usage(n, s, wanted, nil)) > 0 {
+				again[n] = true
+			}
 		}
-		r.mu.Lock()
-		for n, s := range before {
-			r.previous[n] = s
+		if len(again) == 0 {
+			break
 		}
-		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(r.Interval):
 		}
-	}
-	now, err := scrapeAll()
-	if err != nil {
-		return nil, err
+		samples, err := r.scrapeAll(ctx, again)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(latest, samples)
 	}
 	out := map[string]podUsage{}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for n, s := range now {
-		prev := r.previous[n]
-		dt := s.at.Sub(prev.at).Seconds()
-		for pod, mem := range s.mem {
-			u := podUsage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
-			if c0, ok := prev.cpu[pod]; ok && dt > 0 {
-				if c1, ok := s.cpu[pod]; ok && c1 >= c0 {
-					u.CPU = resource.NewMilliQuantity(int64((c1-c0)/dt*1000), resource.DecimalSI)
-				}
-			}
-			out[pod] = u
-		}
-		r.previous[n] = s
+	for n, s := range latest {
+		r.usage(n, s, wanted, out)
 	}
 	return out, nil
+}
+
+// scrapeAll samples nodes at once, and follows their pods' counters.
+func (r *usageReader) scrapeAll(ctx context.Context, nodes map[string]bool) (map[string]sample, error) {
+	out := map[string]sample{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	for n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := r.scrape(ctx, n)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out[n] = s
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		err := errs[0]
+		if len(errs) > 1 {
+			err = fmt.Errorf("%w (and %d more nodes)", err, len(errs)-1)
+		}
+		return nil, fmt.Errorf("cannot read pod usage: metrics.k8s.io is not served in this cluster (install metrics-server), and the fallback failed: %w", err)
+	}
+	for n, s := range out {
+		r.follow(n, s)
+	}
+	return out, nil
+}
+
+// follow takes a node's new sample into its pods' counters, and forgets
+// the pods the node no longer runs. Samples of a node read at once
+// (two dashboard views) may arrive out of order: observe keeps the newest.
+func (r *usageReader) follow(node string, s sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cpu[node]
+	now := make(map[string]map[string]*counter, len(s.cpu))
+	for pod, points := range s.cpu {
+		now[pod] = observe(old[pod], points)
+	}
+	if r.cpu == nil {
+		r.cpu = map[string]map[string]map[string]*counter{}
+	}
+	r.cpu[node] = now
+}
+
+// usage puts, into out (when not nil), the usage a node's sample shows of
+// the wanted pods (by namespace/name, each its name), and returns those
+// of them whose CPU rate is not known yet.
+func (r *usageReader) usage(node string, s sample, wanted map[string]string, out map[string]podUsage) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pending []string
+	for pod, mem := range s.mem {
+		name, ok := wanted[pod]
+		if !ok {
+			continue
+		}
+		u := podUsage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
+		if cores, ok := rate(r.cpu[node][pod], s.cpu[pod]); ok {
+			u.CPU = resource.NewMilliQuantity(int64(cores*1000), resource.DecimalSI)
+		} else {
+			pending = append(pending, name)
+		}
+		if out != nil {
+			out[name] = u
+		}
+	}
+	return pending
 }
 
 // scrape reads a node's resource metrics through the API server. Nodes
@@ -216,7 +348,6 @@ func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	at := time.Now()
 	data, err := r.Kube.CoreV1().RESTClient().Get().AbsPath(path...).DoRaw(ctx)
 	if err != nil {
 		if apierrors.IsForbidden(err) {
@@ -231,9 +362,7 @@ func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 		}
 		return sample{}, fmt.Errorf("reading node %s's kubelet resource metrics through the API server's node proxy: %w", node, err)
 	}
-	s := parse(data)
-	s.at = at
-	return s, nil
+	return parse(data, time.Now()), nil
 }
 
 // metricsPath is where the API server's node proxy serves a node's
@@ -276,12 +405,15 @@ func proxyMessage(body []byte) string {
 	return ""
 }
 
-// parse reads the Prometheus text of /metrics/resource: pod-level series
-// when present, else the sum of the pod's containers.
-func parse(data []byte) sample {
-	s := sample{cpu: map[string]float64{}, mem: map[string]float64{}}
-	podCPU, podMem := map[string]float64{}, map[string]float64{}
-	ctrCPU, ctrMem := map[string]float64{}, map[string]float64{}
+// parse reads the Prometheus text of /metrics/resource, keyed by pod
+// (namespace/name): each pod's CPU counters by container, and its own
+// under "", and its memory, the sum of its containers' working sets where
+// the kubelet names any, else its own. A series without a timestamp, as
+// kwok serves them, is taken at answered.
+func parse(data []byte, answered time.Time) sample {
+	s := sample{cpu: map[string]map[string]point{}, mem: map[string]float64{}}
+	podMem, ctrMem := map[string]float64{}, map[string]float64{}
+	podCPU, ctrCPU := map[string]point{}, map[string]map[string]point{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -289,73 +421,91 @@ func parse(data []byte) sample {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, labels, value, ok := parseLine(line)
+		m, ok := parseLine(line)
 		if !ok {
 			continue
 		}
-		key := labels["namespace"] + "/" + labels["pod"]
-		switch name {
+		key := m.labels["namespace"] + "/" + m.labels["pod"]
+		at := m.at
+		if at.IsZero() {
+			at = answered
+		}
+		switch m.name {
 		case "pod_cpu_usage_seconds_total":
-			podCPU[key] = value
+			podCPU[key] = point{v: m.value, at: at}
 		case "pod_memory_working_set_bytes":
-			podMem[key] = value
+			podMem[key] = m.value
 		case "container_cpu_usage_seconds_total":
-			ctrCPU[key] += value
+			if ctrCPU[key] == nil {
+				ctrCPU[key] = map[string]point{}
+			}
+			ctrCPU[key][m.labels["container"]] = point{v: m.value, at: at}
 		case "container_memory_working_set_bytes":
-			ctrMem[key] += value
+			ctrMem[key] += m.value
 		}
 	}
-	pick := func(dst, pod, ctr map[string]float64) {
-		for k, v := range ctr {
-			dst[podName(k)] = v
+	maps.Copy(s.cpu, ctrCPU)
+	for k, p := range podCPU {
+		if s.cpu[k] == nil {
+			s.cpu[k] = map[string]point{}
 		}
-		for k, v := range pod {
-			dst[podName(k)] = v
-		}
+		s.cpu[k][""] = p
 	}
-	pick(s.cpu, podCPU, ctrCPU)
-	pick(s.mem, podMem, ctrMem)
+	maps.Copy(s.mem, podMem)
+	maps.Copy(s.mem, ctrMem)
 	return s
 }
 
-func podName(key string) string {
-	_, name, _ := strings.Cut(key, "/")
-	return name
+// metricLine is one line of the Prometheus text format.
+type metricLine struct {
+	name   string
+	labels map[string]string
+	value  float64
+	// at is the line's timestamp; zero when it has none.
+	at time.Time
 }
 
-// parseLine reads `name{a="b",c="d"} value [timestamp]`.
-func parseLine(line string) (name string, labels map[string]string, value float64, ok bool) {
-	labels = map[string]string{}
+// parseLine reads `name{a="b",c="d"} value [timestamp in ms]`.
+func parseLine(line string) (metricLine, bool) {
+	m := metricLine{labels: map[string]string{}}
 	rest := line
 	if i := strings.IndexByte(line, '{'); i >= 0 {
-		name = line[:i]
+		m.name = line[:i]
 		j := strings.LastIndexByte(line, '}')
 		if j < i {
-			return "", nil, 0, false
+			return metricLine{}, false
 		}
 		for _, kv := range splitLabels(line[i+1 : j]) {
 			k, v, found := strings.Cut(kv, "=")
 			if found {
-				labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+				m.labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
 			}
 		}
 		rest = line[j+1:]
 	} else {
 		sp := strings.IndexByte(line, ' ')
 		if sp < 0 {
-			return "", nil, 0, false
+			return metricLine{}, false
 		}
-		name, rest = line[:sp], line[sp:]
+		m.name, rest = line[:sp], line[sp:]
 	}
 	fields := strings.Fields(rest)
 	if len(fields) == 0 {
-		return "", nil, 0, false
+		return metricLine{}, false
 	}
 	v, err := strconv.ParseFloat(fields[0], 64)
 	if err != nil {
-		return "", nil, 0, false
+		return metricLine{}, false
 	}
-	return name, labels, v, true
+	m.value = v
+	if len(fields) > 1 {
+		ms, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil {
+			return metricLine{}, false
+		}
+		m.at = time.UnixMilli(ms)
+	}
+	return m, true
 }
 
 // splitLabels splits on commas outside quotes.

@@ -32,9 +32,12 @@ type Reader struct {
 	gpus *gpuReader
 }
 
-// NewReader reads with the user's clients; cfg execs nvidia-smi.
+// NewReader reads with the user's clients; cfg execs nvidia-smi. A first
+// read of a node samples it twice, a second apart, and no more: a caller
+// that reads again every few seconds gets the rates of counters that had
+// not moved then from a later read.
 func NewReader(cfg *rest.Config, kube kubernetes.Interface, metrics metricsclient.Interface) *Reader {
-	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second}, gpus: &gpuReader{Config: cfg, Kube: kube}}
+	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second, RateWait: time.Second}, gpus: &gpuReader{Config: cfg, Kube: kube}}
 }
 
 // Job reads the usage of a job's running pods, by pod name, and names

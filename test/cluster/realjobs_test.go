@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -456,15 +457,25 @@ c.Barrier()`
 			Expect(code).To(Equal(0), out)
 			Expect(strings.TrimSpace(out)).To(Equal("held-node-0-1"))
 
-			By("top: real CPU and memory from the node's kubelet")
+			By("top: real CPU and memory from the node's kubelet, worker-1 as busy as the loop it runs")
+			// A loop that keeps a core busy for two minutes in worker-1's
+			// container, detached from the exec. The kubelet serves the
+			// pod's own CPU counter unchanged for seconds between cAdvisor's
+			// updates: a rate between two reads of it a second apart shows
+			// no use at all.
+			out, code = kubectlMPI(dir, "exec-rank", "held", "3", "-q", "--", "sh", "-c", "timeout 120 sh -c 'while :; do :; done' >/dev/null 2>&1 &")
+			Expect(code).To(Equal(0), out)
 			// The kubelet's resource metrics name a container only once its
 			// stats provider has sampled it, some seconds after it started
 			// (later on a busy node): top shows <pending> until then.
+			cpu := regexp.MustCompile(`(?m)^\s*worker-1\s+\S+\s+\S+\s+\S+\s+(\d+)m\s+\S+\s+\d+Mi\s`)
 			Eventually(func(g Gomega) {
 				out, code := kubectlMPI(dir, "top", "held")
 				g.Expect(code).To(Equal(0), out)
-				g.Expect(out).To(MatchRegexp(`(?m)^\s*worker-1\s.*\d+Mi`))
 				g.Expect(out).To(MatchRegexp(`(?m)^\s*launcher\s.*\d+Mi`))
+				m := cpu.FindStringSubmatch(out)
+				g.Expect(m).NotTo(BeNil(), "worker-1's CPU and memory:\n%s", out)
+				g.Expect(strconv.Atoi(m[1])).To(BeNumerically(">=", 100), "worker-1's CPU, a busy loop's:\n%s", out)
 			}, time.Minute, 2*time.Second).Should(Succeed())
 
 			By("sshd's own words in the workers' logs, not repeated by probes")
