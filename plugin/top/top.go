@@ -49,21 +49,42 @@ type usageReader struct {
 	// Interval separates the kubelet samples of a first read.
 	Interval time.Duration
 	// RateWait bounds how long a first read samples the kubelets again
-	// for each pod's CPU counter to move: rateWait for a single answer,
-	// less for a reader whose caller reads again soon (the dashboard).
+	// for each pod's CPU counter to move, after one sample more at
+	// least: rateWait for a single answer, less for a reader whose
+	// caller reads again soon (the dashboard).
 	RateWait time.Duration
 
 	mu     sync.Mutex
 	source string
-	// cpu is, by node, then by pod (namespace/name) and series, the
-	// counter as last sampled and the rate last computed from it: the
-	// pods of the node's last sample alone. A read that meets a node
-	// not in it waits for its pods' rates.
-	cpu map[string]map[string]map[string]*counter
+	// nodes are the nodes sampled within forgetAfter, each with its
+	// pods' CPU counters. A read that meets a node not among them waits
+	// for its pods' rates.
+	nodes map[string]*nodeCounters
 	// paths are each node's metrics path through the proxy, read from
 	// the node once: a node does not change kind.
 	paths map[string][]string
 }
+
+// nodeCounters are a node's pods' CPU counters, as of its newest sample.
+type nodeCounters struct {
+	// answered is when that sample was answered.
+	answered time.Time
+	// pods are, by pod (namespace/name) and series, the counter as last
+	// sampled and the rate last computed from it: the pods of that
+	// sample alone.
+	pods map[string]map[string]*counter
+}
+
+// forgetAfter is how long a node's counters are kept unread: a rate from a
+// point older than that would be an average over a past no longer asked
+// for, and a node read no more (gone, or of a job no longer watched) costs
+// memory for nothing.
+const forgetAfter = time.Minute
+
+// minRateWindow is the shortest time between two points of a counter that
+// gives it a rate: two reads a few milliseconds apart (two dashboard views
+// of jobs on one node) would give one from the counters' jitter alone.
+const minRateWindow = 500 * time.Millisecond
 
 // rateWait is how long a first read waits at most for the kubelets' CPU
 // counters to move: a kubelet's counter of a pod's own comes from cAdvisor,
@@ -138,6 +159,8 @@ type point struct {
 
 // sample is one scrape of a node's resource metrics.
 type sample struct {
+	// answered is when the scrape was answered.
+	answered time.Time
 	// cpu is, by pod, its CPU counters: one per container, and the
 	// pod's own under "".
 	cpu map[string]map[string]point
@@ -155,7 +178,8 @@ type counter struct {
 
 // observe follows a pod's counters with a new sample of them. A point no
 // newer than the last one (the kubelet serves its counters unchanged
-// between its updates) leaves the counter and its rate as they were; a
+// between its updates), or newer by less than minRateWindow, leaves the
+// counter and its rate as they were; a
 // counter that went down (its container restarted) has no rate until its
 // next point. Series the sample no longer has are dropped.
 func observe(counters map[string]*counter, points map[string]point) map[string]*counter {
@@ -167,7 +191,7 @@ func observe(counters map[string]*counter, points map[string]point) map[string]*
 			continue
 		}
 		out[series] = c
-		if !p.at.After(c.last.at) {
+		if p.at.Sub(c.last.at) < minRateWindow {
 			continue
 		}
 		c.known = p.v >= c.last.v
@@ -220,10 +244,16 @@ func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[
 			wanted[p.Namespace+"/"+p.Name] = p.Name
 		}
 	}
+	start := time.Now()
 	r.mu.Lock()
+	for n, c := range r.nodes {
+		if start.Sub(c.answered) > forgetAfter {
+			delete(r.nodes, n)
+		}
+	}
 	first := false
 	for n := range nodes {
-		_, ok := r.cpu[n]
+		_, ok := r.nodes[n]
 		first = first || !ok
 	}
 	r.mu.Unlock()
@@ -233,17 +263,17 @@ func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[
 		return nil, err
 	}
 	// CPU usage is a rate: a first read samples the nodes again, those
-	// with a wanted pod whose counter has not moved yet, until each has
-	// or RateWait passes.
-	deadline := time.Now().Add(r.RateWait)
-	for first && !time.Now().Add(r.Interval).After(deadline) {
-		again := map[string]bool{}
+	// with a wanted pod whose counter has not moved yet, once at least
+	// and then until each has or RateWait passes.
+	deadline := start.Add(r.RateWait)
+	for again := 0; first && (again == 0 || !time.Now().Add(r.Interval).After(deadline)); again++ {
+		pending := map[string]bool{}
 		for n, s := range latest {
 			if len(r.usage(n, s, wanted, nil)) > 0 {
-				again[n] = true
+				pending[n] = true
 			}
 		}
-		if len(again) == 0 {
+		if len(pending) == 0 {
 			break
 		}
 		select {
@@ -251,7 +281,7 @@ func (r *usageReader) fromKubelets(ctx context.Context, pods []corev1.Pod) (map[
 			return nil, ctx.Err()
 		case <-time.After(r.Interval):
 		}
-		samples, err := r.scrapeAll(ctx, again)
+		samples, err := r.scrapeAll(ctx, pending)
 		if err != nil {
 			return nil, err
 		}
@@ -299,20 +329,28 @@ func (r *usageReader) scrapeAll(ctx context.Context, nodes map[string]bool) (map
 }
 
 // follow takes a node's new sample into its pods' counters, and forgets
-// the pods the node no longer runs. Samples of a node read at once
-// (two dashboard views) may arrive out of order: observe keeps the newest.
+// the pods the node no longer runs. Samples of a node read at once (two
+// dashboard views) may be answered out of order: one older than the
+// node's newest changes nothing.
 func (r *usageReader) follow(node string, s sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.cpu[node]
-	now := make(map[string]map[string]*counter, len(s.cpu))
+	old := r.nodes[node]
+	if old != nil && !s.answered.After(old.answered) {
+		return
+	}
+	now := &nodeCounters{answered: s.answered, pods: make(map[string]map[string]*counter, len(s.cpu))}
 	for pod, points := range s.cpu {
-		now[pod] = observe(old[pod], points)
+		var counters map[string]*counter
+		if old != nil {
+			counters = old.pods[pod]
+		}
+		now.pods[pod] = observe(counters, points)
 	}
-	if r.cpu == nil {
-		r.cpu = map[string]map[string]map[string]*counter{}
+	if r.nodes == nil {
+		r.nodes = map[string]*nodeCounters{}
 	}
-	r.cpu[node] = now
+	r.nodes[node] = now
 }
 
 // usage puts, into out (when not nil), the usage a node's sample shows of
@@ -328,7 +366,11 @@ func (r *usageReader) usage(node string, s sample, wanted map[string]string, out
 			continue
 		}
 		u := podUsage{Memory: *resource.NewQuantity(int64(mem), resource.BinarySI)}
-		if cores, ok := rate(r.cpu[node][pod], s.cpu[pod]); ok {
+		var counters map[string]*counter
+		if c := r.nodes[node]; c != nil {
+			counters = c.pods[pod]
+		}
+		if cores, ok := rate(counters, s.cpu[pod]); ok {
 			u.CPU = resource.NewMilliQuantity(int64(cores*1000), resource.DecimalSI)
 		} else {
 			pending = append(pending, name)
@@ -411,7 +453,7 @@ func proxyMessage(body []byte) string {
 // the kubelet names any, else its own. A series without a timestamp, as
 // kwok serves them, is taken at answered.
 func parse(data []byte, answered time.Time) sample {
-	s := sample{cpu: map[string]map[string]point{}, mem: map[string]float64{}}
+	s := sample{answered: answered, cpu: map[string]map[string]point{}, mem: map[string]float64{}}
 	podMem, ctrMem := map[string]float64{}, map[string]float64{}
 	podCPU, ctrCPU := map[string]point{}, map[string]map[string]point{}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -2,6 +2,10 @@ package top
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
@@ -102,6 +108,12 @@ func TestObserve(t *testing.T) {
 		{name: "containers, read live, win over the pod's own series", samples: []map[string]point{
 			{"": {10, at(0)}, "main": {1, at(0)}}, {"": {10, at(0)}, "main": {2, at(1)}},
 		}, cores: 1, known: true},
+		{name: "containers win over the pod's own series when both have rates", samples: []map[string]point{
+			{"": {10, at(0)}, "main": {1, at(0)}}, {"": {20, at(4)}, "main": {3, at(4)}},
+		}, cores: 0.5, known: true},
+		{name: "a point newer by less than minRateWindow is no new sample", samples: []map[string]point{
+			pod(10, 0), pod(15, 10), pod(15.1, 10.01),
+		}, cores: 0.5, known: true},
 		{name: "the pod's own series while a container has no rate", samples: []map[string]point{
 			{"": {10, at(0)}, "main": {1, at(0)}}, {"": {20, at(10)}, "main": {6, at(10)}, "new": {0, at(10)}},
 		}, cores: 1, known: true},
@@ -181,5 +193,108 @@ func TestPodTableCPU(t *testing.T) {
 	want := [][2]any{{"250m", "64Mi"}, {"<pending>", "64Mi"}, {"<pending>", "<pending>"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CPU and memory cells (-want +got):\n%s", diff)
+	}
+}
+
+// kubeletBodies serves a node's resource metrics, one body a scrape (the
+// last one again once they run out), as the API server's node proxy
+// passes them on, and counts the scrapes.
+type kubeletBodies struct {
+	mu      sync.Mutex
+	bodies  []string
+	scrapes int
+}
+
+func (k *kubeletBodies) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	switch req.URL.Path {
+	case "/api/v1/nodes/n1":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1"}}`)
+	case "/api/v1/nodes/n1/proxy/metrics/resource":
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		fmt.Fprint(w, k.bodies[min(k.scrapes, len(k.bodies)-1)])
+		k.scrapes++
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+// A first read samples a node again until each of the job's pods has a
+// rate, by the kubelet's timestamps, for RateWait at most and once more at
+// least; a later read samples once. Pods of other namespaces on the node
+// are not the job's.
+func TestFromKubeletsSamplesUntilRates(t *testing.T) {
+	series := func(cpu float64, ms int64) string {
+		return fmt.Sprintf("pod_cpu_usage_seconds_total{namespace=\"ns\",pod=\"w\"} %v %d\n", cpu, ms) +
+			fmt.Sprintf("pod_memory_working_set_bytes{namespace=\"ns\",pod=\"w\"} 1048576 %d\n", ms) +
+			fmt.Sprintf("pod_cpu_usage_seconds_total{namespace=\"other\",pod=\"w\"} 1 %d\n", ms) +
+			fmt.Sprintf("pod_memory_working_set_bytes{namespace=\"other\",pod=\"w\"} 2097152 %d\n", ms)
+	}
+	const t0 = 1767225600000
+	unchanged := []string{series(10, t0), series(10, t0), series(10, t0)}
+	moved := []string{series(10, t0), series(10, t0), series(12, t0+2000), series(13, t0+4000)}
+	tests := []struct {
+		name     string
+		bodies   []string
+		rateWait time.Duration
+		scrapes  int
+		cpu      string // "" is pending
+		// later is a second read's CPU, with one scrape more.
+		later string
+	}{
+		{name: "top: until the counter moves", bodies: moved, rateWait: 10 * time.Second, scrapes: 3, cpu: "1", later: "500m"},
+		{name: "the dashboard: one sample more, then pending", bodies: moved, rateWait: 0, scrapes: 2, cpu: "", later: "1"},
+		{name: "a counter that never moves: pending once RateWait passes", bodies: unchanged, rateWait: 50 * time.Millisecond, scrapes: -1, cpu: "", later: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kubelet := &kubeletBodies{bodies: tt.bodies}
+			srv := httptest.NewServer(kubelet)
+			defer srv.Close()
+			kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &usageReader{Kube: kube, Interval: 10 * time.Millisecond, RateWait: tt.rateWait}
+			pods := []corev1.Pod{{
+				ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns"},
+				Spec:       corev1.PodSpec{NodeName: "n1"},
+				Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+			}}
+			cpu := func(u map[string]podUsage) string {
+				if u["w"].CPU == nil {
+					return ""
+				}
+				return u["w"].CPU.String()
+			}
+			got, err := r.fromKubelets(context.Background(), pods)
+			if err != nil {
+				t.Fatalf("fromKubelets() = %v", err)
+			}
+			if w := got["w"]; len(got) != 1 || w.Memory.Value() != 1<<20 {
+				t.Errorf("usage = %v; want w's alone, with 1Mi of memory", got)
+			}
+			if cpu(got) != tt.cpu {
+				t.Errorf("CPU = %q, want %q", cpu(got), tt.cpu)
+			}
+			scrapes := kubelet.scrapes
+			if tt.scrapes >= 0 && scrapes != tt.scrapes {
+				t.Errorf("scrapes = %d, want %d", scrapes, tt.scrapes)
+			}
+			if tt.scrapes < 0 && scrapes < 3 {
+				t.Errorf("scrapes = %d: a counter that did not move was sampled %d times in RateWait", scrapes, scrapes)
+			}
+			got, err = r.fromKubelets(context.Background(), pods)
+			if err != nil {
+				t.Fatalf("second fromKubelets() = %v", err)
+			}
+			if kubelet.scrapes != scrapes+1 {
+				t.Errorf("a second read scraped %d times, want once", kubelet.scrapes-scrapes)
+			}
+			if cpu(got) != tt.later {
+				t.Errorf("second read's CPU = %q, want %q", cpu(got), tt.later)
+			}
+		})
 	}
 }
