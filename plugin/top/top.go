@@ -6,17 +6,17 @@
 package top
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -404,7 +404,11 @@ func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 		}
 		return sample{}, fmt.Errorf("reading node %s's kubelet resource metrics through the API server's node proxy: %w", node, err)
 	}
-	return parse(data, time.Now()), nil
+	s, err := parse(data, time.Now())
+	if err != nil {
+		return sample{}, fmt.Errorf("reading node %s's kubelet resource metrics: %w", node, err)
+	}
+	return s, nil
 }
 
 // metricsPath is where the API server's node proxy serves a node's
@@ -452,123 +456,52 @@ func proxyMessage(body []byte) string {
 // under "", and its memory, the sum of its containers' working sets where
 // the kubelet names any, else its own. A series without a timestamp, as
 // kwok serves them, is taken at answered.
-func parse(data []byte, answered time.Time) sample {
-	s := sample{answered: answered, cpu: map[string]map[string]point{}, mem: map[string]float64{}}
-	podMem, ctrMem := map[string]float64{}, map[string]float64{}
-	podCPU, ctrCPU := map[string]point{}, map[string]map[string]point{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		m, ok := parseLine(line)
-		if !ok {
-			continue
-		}
-		key := m.labels["namespace"] + "/" + m.labels["pod"]
-		at := m.at
-		if at.IsZero() {
-			at = answered
-		}
-		switch m.name {
-		case "pod_cpu_usage_seconds_total":
-			podCPU[key] = point{v: m.value, at: at}
-		case "pod_memory_working_set_bytes":
-			podMem[key] = m.value
-		case "container_cpu_usage_seconds_total":
-			if ctrCPU[key] == nil {
-				ctrCPU[key] = map[string]point{}
-			}
-			ctrCPU[key][m.labels["container"]] = point{v: m.value, at: at}
-		case "container_memory_working_set_bytes":
-			ctrMem[key] += m.value
-		}
-	}
-	maps.Copy(s.cpu, ctrCPU)
-	for k, p := range podCPU {
-		if s.cpu[k] == nil {
-			s.cpu[k] = map[string]point{}
-		}
-		s.cpu[k][""] = p
-	}
-	maps.Copy(s.mem, podMem)
-	maps.Copy(s.mem, ctrMem)
-	return s
-}
-
-// metricLine is one line of the Prometheus text format.
-type metricLine struct {
-	name   string
-	labels map[string]string
-	value  float64
-	// at is the line's timestamp; zero when it has none.
-	at time.Time
-}
-
-// parseLine reads `name{a="b",c="d"} value [timestamp in ms]`.
-func parseLine(line string) (metricLine, bool) {
-	m := metricLine{labels: map[string]string{}}
-	rest := line
-	if i := strings.IndexByte(line, '{'); i >= 0 {
-		m.name = line[:i]
-		j := strings.LastIndexByte(line, '}')
-		if j < i {
-			return metricLine{}, false
-		}
-		for _, kv := range splitLabels(line[i+1 : j]) {
-			k, v, found := strings.Cut(kv, "=")
-			if found {
-				m.labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
-			}
-		}
-		rest = line[j+1:]
-	} else {
-		sp := strings.IndexByte(line, ' ')
-		if sp < 0 {
-			return metricLine{}, false
-		}
-		m.name, rest = line[:sp], line[sp:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return metricLine{}, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+func parse(data []byte, answered time.Time) (sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(data))
 	if err != nil {
-		return metricLine{}, false
+		return sample{}, fmt.Errorf("parsing the kubelet's resource metrics: %w", err)
 	}
-	m.value = v
-	if len(fields) > 1 {
-		ms, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil {
-			return metricLine{}, false
-		}
-		m.at = time.UnixMilli(ms)
+	s := sample{answered: answered, cpu: map[string]map[string]point{}, mem: map[string]float64{}}
+	type series struct {
+		pod, container string
+		point
 	}
-	return m, true
-}
-
-// splitLabels splits on commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			inQuote = !inQuote
-		case ',':
-			if !inQuote {
-				out = append(out, s[start:i])
-				start = i + 1
+	read := func(name string) []series {
+		var out []series
+		for _, m := range families[name].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
 			}
+			at := answered
+			if m.TimestampMs != nil {
+				at = time.UnixMilli(m.GetTimestampMs())
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			out = append(out, series{pod: labels["namespace"] + "/" + labels["pod"], container: labels["container"], point: point{v: v, at: at}})
 		}
+		return out
 	}
-	if start < len(s) {
-		out = append(out, s[start:])
+	cpu := func(pod, series string, p point) {
+		if s.cpu[pod] == nil {
+			s.cpu[pod] = map[string]point{}
+		}
+		s.cpu[pod][series] = p
 	}
-	return out
+	for _, c := range read("container_cpu_usage_seconds_total") {
+		cpu(c.pod, c.container, c.point)
+	}
+	for _, p := range read("pod_cpu_usage_seconds_total") {
+		cpu(p.pod, "", p.point)
+	}
+	for _, p := range read("pod_memory_working_set_bytes") {
+		s.mem[p.pod] = p.v
+	}
+	containers := map[string]float64{}
+	for _, c := range read("container_memory_working_set_bytes") {
+		containers[c.pod] += c.v
+	}
+	maps.Copy(s.mem, containers)
+	return s, nil
 }
