@@ -30,7 +30,8 @@ GO_TEST_P   ?= 2
 
 # Components `make testbin` builds from pinned modules (hack/testbin/*/go.mod):
 # "envtest" (etcd, kube-apiserver) or "cluster" (also kube-controller-manager,
-# kube-scheduler, kubectl, kwok, JobSet and Kueue), or names of single ones.
+# kube-scheduler, kubectl, kwok, JobSet, Kueue and metrics-server), or names
+# of single ones.
 TESTBIN_COMPONENTS ?= cluster
 CLUSTER_DIR        ?= $(ROOT)/.cluster
 DASHBOARD_WORKERS  ?= 4096
@@ -48,6 +49,10 @@ MAXIMA_PODS_READY  ?= 60m
 # 127.0.0.1 and top says why it cannot read usage there.
 KWOK_ADDRESS       ?= $(if $(and $(filter 0,$(shell id -u)),$(shell command -v ip)),10.236.0.1)
 KWOK_FLAGS         := $(if $(KWOK_ADDRESS),-kwok-address $(KWOK_ADDRESS))
+# Where kwok has that address, test-e2e's and bench-maxima's clusters also
+# serve the metrics API (metrics-server), from which kubectl mpi top reads
+# usage as on most clusters.
+METRICS_FLAGS      := $(if $(KWOK_ADDRESS),-metrics-server)
 MANY               ?= 200x8
 # How many objects of a kind Kueue reconciles at once, over its manifests'
 # settings, such as JobSet.jobset.x-k8s.io=5 (they leave JobSets at one).
@@ -188,7 +193,7 @@ test-cluster: build testbin node-deps ## The local cluster's start-up: up under 
 test-e2e: build testbin ## End-to-end tests on a fresh local cluster (stopped afterwards, logs kept in .cluster/logs).
 	$(call clean-reports,test/e2e)
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator $(KWOK_FLAGS)
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator $(KWOK_FLAGS) $(METRICS_FLAGS)
 	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(GO_TEST) -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/... -ginkgo.v -ginkgo.label-filter '!bench' $(GINKGO_REPORT) && status=0 || status=$$?; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); \
 	  if [ $$status != 0 ]; then $(call ginkgo-failed,test/e2e); fi
@@ -272,7 +277,7 @@ bench-e2e-real: build testbin node-deps ## Seconds from TrainJob creation to all
 .PHONY: bench-maxima
 bench-maxima: build testbin ## The tested maxima: one MPI job of each size in MAXIMA workers (1,024 and 4,096; up to 16,384) through Kueue on a fresh local cluster of MAXIMA_NODES kwok nodes, each against the floor of its JobSet created directly (MAXIMA_FLAGS=-floor=false: without), with the operator's peak memory, CPU and API requests and how long list, describe, logs and the dashboard take to answer at that size (about 20 minutes); writes test/perf/maxima.md.
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS)
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS) $(METRICS_FLAGS)
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -maxima $(MAXIMA) -plugin $(BIN)/kubectl-mpi $(MAXIMA_FLAGS) > $(ROOT)/test/perf/maxima.md.new && status=0 || status=$$?; \
 	  cat $(ROOT)/test/perf/maxima.md.new; test $$status = 0 && mv $(ROOT)/test/perf/maxima.md.new $(ROOT)/test/perf/maxima.md; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status
@@ -280,10 +285,10 @@ bench-maxima: build testbin ## The tested maxima: one MPI job of each size in MA
 .PHONY: bench-maxima-apart
 bench-maxima-apart: build testbin ## One size of bench-maxima (MAXIMA, such as 16384) with Torus's job and its floor each on a fresh local cluster of its own, for sizes whose pods take longer to go than to start on a small machine (on 2 cores, 16,384); writes test/perf/maxima-apart.md.
 	$(GO) run ./test/localcluster down -dir $(CLUSTER_DIR) >/dev/null
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS)
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS) $(METRICS_FLAGS)
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -maxima $(MAXIMA) -plugin $(BIN)/kubectl-mpi -floor=false -save-floor $(ROOT)/test/perf/maxima-apart.floor.new > $(ROOT)/test/perf/maxima-apart.md.new && status=0 || status=$$?; \
 	  $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); test $$status = 0 || { cat $(ROOT)/test/perf/maxima-apart.md.new; exit $$status; }
-	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS)
+	$(GO) run ./test/localcluster up -dir $(CLUSTER_DIR) -testbin $(TESTBIN)/bin -operator $(BIN)/torus-operator -nodes $(MAXIMA_NODES) -pods-ready-timeout $(MAXIMA_PODS_READY) $(KWOK_FLAGS) $(METRICS_FLAGS)
 	$(GO) run ./test/perf/cluster -kubeconfig $(CLUSTER_DIR)/kubeconfig -floor-of $(ROOT)/test/perf/maxima-apart.floor.new >> $(ROOT)/test/perf/maxima-apart.md.new && status=0 || status=$$?; \
 	  cat $(ROOT)/test/perf/maxima-apart.md.new; test $$status = 0 && mv $(ROOT)/test/perf/maxima-apart.md.new $(ROOT)/test/perf/maxima-apart.md; \
 	  rm -f $(ROOT)/test/perf/maxima-apart.floor.new; $(GO) run ./test/localcluster down -dir $(CLUSTER_DIR); exit $$status

@@ -126,7 +126,7 @@ expand() { # groups of components
   for c in "$@"; do
     case "$c" in
       envtest) echo etcd kube-apiserver ;;
-      cluster) echo etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset kueue ;;
+      cluster) echo etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok jobset kueue metrics-server ;;
       # Not part of "cluster": OLM's module graph is large (about 3 minutes
       # cold) and only test/olm needs it.
       olm) echo olm-operator catalog-operator opm catalog-server ;;
@@ -207,6 +207,10 @@ for component in $components; do
       # Kubeflow's mpi-operator, for the side-by-side measures (make bench-mpi-operator).
       build mpi-operator mpioperator github.com/kubeflow/mpi-operator/cmd/mpi-operator \
         "$(modversion mpioperator github.com/kubeflow/mpi-operator)" ;;
+    metrics-server)
+      # The metrics API on the local cluster (up -metrics-server), for kubectl mpi top as most clusters serve it.
+      build metrics-server metricsserver sigs.k8s.io/metrics-server/cmd/metrics-server \
+        "$(modversion metricsserver sigs.k8s.io/metrics-server)" ;;
     olm-operator)
       build olm olm github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
         "$(modversion olm github.com/operator-framework/operator-lifecycle-manager)" ;;

@@ -17,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 
 	plugclient "github.com/torus-mpi/torus/plugin/client"
@@ -89,9 +88,9 @@ func newServer(getter plugclient.Getter) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := metricsclient.NewForConfig(cfg)
+	metrics, err := top.NewMetricsClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building the metrics client: %w", err)
+		return nil, err
 	}
 	return &server{client: c, kube: kube, usage: top.NewReader(cfg, kube, metrics), pods: newJobPods(kube), namespace: ns, clock: clock.RealClock{}}, nil
 }

@@ -91,8 +91,8 @@ func (o *topOptions) Complete(_ *cobra.Command, args []string) error {
 		return err
 	}
 	o.config = cfg
-	if o.metrics, err = metricsclient.NewForConfig(cfg); err != nil {
-		return fmt.Errorf("building the metrics client: %w", err)
+	if o.metrics, err = NewMetricsClient(cfg); err != nil {
+		return err
 	}
 	return nil
 }

@@ -21,7 +21,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
@@ -412,8 +414,9 @@ func (r *usageReader) scrape(ctx context.Context, node string) (sample, error) {
 }
 
 // metricsPath is where the API server's node proxy serves a node's
-// resource metrics: the kubelet's /metrics/resource, or kwok's per-node
-// path for the nodes it simulates.
+// resource metrics: the kubelet's /metrics/resource, or the path the
+// node's annotation metrics.k8s.io/resource-metrics-path names, as
+// metrics-server reads it (kwok's simulated nodes carry one).
 func (r *usageReader) metricsPath(ctx context.Context, node string) ([]string, error) {
 	r.mu.Lock()
 	path, ok := r.paths[node]
@@ -425,10 +428,7 @@ func (r *usageReader) metricsPath(ctx context.Context, node string) ([]string, e
 	if err != nil {
 		return nil, fmt.Errorf("reading node %s: %w", node, err)
 	}
-	path = []string{"/api/v1/nodes", node, "proxy", "metrics", "resource"}
-	if n.Annotations["kwok.x-k8s.io/node"] == "fake" {
-		path = []string{"/api/v1/nodes", node, "proxy", "metrics", "nodes", node, "metrics", "resource"}
-	}
+	path = proxyPath(node, n.Annotations[resourceMetricsPath])
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.paths == nil {
@@ -437,6 +437,25 @@ func (r *usageReader) metricsPath(ctx context.Context, node string) ([]string, e
 	r.paths[node] = path
 	return path, nil
 }
+
+// proxyPath is the node proxy's path to a node's resource metrics at
+// annotated (the node's metrics.k8s.io/resource-metrics-path), or at the
+// kubelet's /metrics/resource where it names none or a path that would
+// leave the node's proxy ("..").
+func proxyPath(node, annotated string) []string {
+	path := []string{"/api/v1/nodes", node, "proxy"}
+	segments := strings.Split(strings.Trim(annotated, "/"), "/")
+	for _, s := range segments {
+		if s == "" || s == "." || s == ".." {
+			return append(path, "metrics", "resource")
+		}
+	}
+	return append(path, segments...)
+}
+
+// resourceMetricsPath is the node annotation that moves a node's resource
+// metrics from the kubelet's /metrics/resource (metrics-server's name).
+const resourceMetricsPath = "metrics.k8s.io/resource-metrics-path"
 
 // proxyMessage reads the message of a node proxy's error response: a
 // Status, or plain text.
@@ -504,4 +523,19 @@ func parse(data []byte, answered time.Time) (sample, error) {
 	}
 	maps.Copy(s.mem, containers)
 	return s, nil
+}
+
+// NewMetricsClient is the metrics API's client, asking for protobuf: a
+// job's PodMetrics list is read in about three fifths of JSON's time
+// (4,097 pods from metrics-server, 2 cores), and a server that does not
+// serve protobuf answers JSON.
+func NewMetricsClient(cfg *rest.Config) (metricsclient.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	c, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the metrics client: %w", err)
+	}
+	return c, nil
 }

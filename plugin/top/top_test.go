@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -231,6 +232,25 @@ func TestFromKubeletsSamplesUntilRates(t *testing.T) {
 			}
 			if cpu(got) != tt.later {
 				t.Errorf("second read's CPU = %q, want %q", cpu(got), tt.later)
+			}
+		})
+	}
+}
+
+func TestProxyPath(t *testing.T) {
+	for _, tc := range []struct {
+		name, annotated, want string
+	}{
+		{"a kubelet's own", "", "/api/v1/nodes/n1/proxy/metrics/resource"},
+		{"kwok's per-node path", "/metrics/nodes/n1/metrics/resource", "/api/v1/nodes/n1/proxy/metrics/nodes/n1/metrics/resource"},
+		{"without its leading slash", "metrics/nodes/n1/metrics/resource", "/api/v1/nodes/n1/proxy/metrics/nodes/n1/metrics/resource"},
+		{"leaving the node's proxy", "/../../namespaces/default/secrets", "/api/v1/nodes/n1/proxy/metrics/resource"},
+		{"a dot segment", "/metrics/./resource", "/api/v1/nodes/n1/proxy/metrics/resource"},
+		{"an empty segment", "/metrics//resource", "/api/v1/nodes/n1/proxy/metrics/resource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(proxyPath("n1", tc.annotated), "/"); got != tc.want {
+				t.Errorf("proxyPath(n1, %q) = %q, want %q", tc.annotated, got, tc.want)
 			}
 		})
 	}

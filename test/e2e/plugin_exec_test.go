@@ -3,12 +3,14 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/torus-mpi/torus/api"
@@ -50,37 +52,48 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 		Expect(r.Stderr).To(ContainSubstring("worker-2: exec in pod " + podOf(ns, "pi", api.RoleWorker, 2)))
 	})
 
-	It("reads each pod's usage from its node through the API server's node proxy, or says why it cannot", func() {
-		// No metrics-server here: top reads the kubelets' resource metrics,
-		// which kwok's nodes serve (test/localcluster/kwok/metrics.yaml:
-		// 250m of CPU and 64Mi a container) where the node proxy reaches
-		// them, that is where the cluster gave kwok an address of its own
-		// (-kwok-address, root). On 127.0.0.1 the proxy refuses them.
+	It("reads each pod's usage from the metrics API, or from its node through the API server's node proxy, or says why it cannot", func() {
+		// kwok's nodes serve the kubelets' resource metrics
+		// (test/localcluster/kwok/metrics.yaml: 250m of CPU and 64Mi a
+		// container). Where the cluster gave kwok an address of its own
+		// (-kwok-address, root) it also runs metrics-server, and top reads
+		// the metrics API; without metrics-server, top reads the nodes
+		// through the API server's node proxy, which refuses 127.0.0.1.
 		launcher := runningPod(trainJobRef(ns, "pi"), api.RoleLauncher, 0)
 		var node corev1.Node
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: launcher.Spec.NodeName}, &node)).To(Succeed())
 		addr := nodeAddress(&node)
 		Expect(addr).NotTo(BeNil(), "node %s has no InternalIP", node.Name)
-		if addr.IsLoopback() {
+		dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+		Expect(err).NotTo(HaveOccurred())
+		groups, err := dc.ServerGroups()
+		Expect(err).NotTo(HaveOccurred())
+		metricsAPI := slices.ContainsFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == "metrics.k8s.io" })
+		if addr.IsLoopback() && !metricsAPI {
 			r := mpiCmd("-n", ns, "top", "pi")
 			Expect(r.Code).To(Equal(1))
 			Expect(r.Stderr).To(ContainSubstring("error: cannot read pod usage: metrics.k8s.io is not served in this cluster (install metrics-server), and the fallback failed: the API server will not proxy to node kwok-node-"))
 			Expect(r.Stderr).To(ContainSubstring("its address is a loopback one (as on a kwok cluster), which the node proxy refuses (address not allowed)"))
 			return
 		}
-		// A fresh kwok starts counting a pod's CPU at its node's first
-		// scrape: top's first read may find one sample of the counter, and
-		// shows the pod's CPU <pending> until a read has two.
+		source := "kubelet resource metrics through the API server's node proxy"
+		if metricsAPI {
+			source = "metrics.k8s.io"
+		}
+		// A pod's CPU is a rate: metrics-server serves a pod once it has
+		// scraped its node twice since the pod ran, and top's own first
+		// read may find one sample of a fresh kwok's counter; until then
+		// the pod's CPU shows <pending>.
 		Eventually(func(g Gomega) {
 			r := mpiCmd("-n", ns, "top", "pi")
 			g.Expect(r.Code).To(Equal(0), r.Stderr)
 			for _, host := range []string{"launcher", "worker-0", "worker-1", "worker-2"} {
-				// Two samples a second apart of a counter growing at 250m a
-				// second: a rate, near 250m where the machine is idle. The
-				// columns: host, ranks, pod, node, CPU, CPU request, memory.
+				// A counter growing at 250m a second: a rate near 250m
+				// where the machine is idle. The columns: host, ranks,
+				// pod, node, CPU, CPU request, memory.
 				g.Expect(r.Stdout).To(MatchRegexp(`(?m)^%s +\S+ +\S+ +\S+ +[1-9][0-9]*m +\S+ +64Mi `, host))
 			}
-			g.Expect(r.Stderr).To(ContainSubstring("pi is Running; usage from kubelet resource metrics through the API server's node proxy\n"))
+			g.Expect(r.Stderr).To(ContainSubstring("pi is Running; usage from " + source + "\n"))
 		}, timeout, interval).Should(Succeed())
 	})
 })

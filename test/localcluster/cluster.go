@@ -22,7 +22,7 @@ import (
 // startOrder is the order components start in; they stop in reverse.
 var startOrder = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "openshift-scc", "containerd", "coredns", "kubelet", "kube-router", "kwok",
-	"jobset", "kueue", "torus-operator", upstreamTrainer,
+	"jobset", "kueue", "torus-operator", upstreamTrainer, metricsServerName,
 }
 
 type cluster struct {
@@ -61,6 +61,9 @@ type cluster struct {
 	// kwokAddress is where kwok serves its nodes' kubelet endpoints and
 	// the address those nodes report (-kwok-address); empty: 127.0.0.1.
 	kwokAddress string
+	// metricsServer: metrics-server serves the metrics API
+	// (-metrics-server).
+	metricsServer bool
 
 	sup *supervisor.Supervisor
 	// ports of each component, kept in ports.json for whoever debugs.

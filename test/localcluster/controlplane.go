@@ -62,7 +62,14 @@ func (c *cluster) startAPIServer(ctx context.Context) error {
 			}
 			flags = append(flags, "--audit-policy-file="+policy, "--audit-log-path="+filepath.Join(c.dir, "logs", "audit.log"),
 				"--audit-log-format=json", "--audit-log-maxsize=100", "--audit-log-maxbackup=1")
-			if c.realNode {
+			switch {
+			case c.metricsServer:
+				proxy, err := c.frontProxyFlags()
+				if err != nil {
+					return supervisor.Spec{}, err
+				}
+				flags = append(flags, proxy...)
+			case c.realNode:
 				// Webhooks served by pods (an operator installed by OLM)
 				// are called at their endpoints: there is no kube-proxy
 				// behind Service addresses.

@@ -61,8 +61,14 @@ func (c *cluster) startKwok(ctx context.Context) error {
 	if err := os.WriteFile(configFile, []byte(config.String()), 0o644); err != nil {
 		return err
 	}
-	serving, err := c.servingCert("kwok")
-	if err != nil {
+	// Valid for kwok's own address too, which metrics-server checks
+	// (-metrics-server).
+	var ips []net.IP
+	if c.kwokAddress != "" {
+		ips = append(ips, net.ParseIP(c.kwokAddress))
+	}
+	serving := filepath.Join(c.ca.Dir, "kwok")
+	if err := c.ca.ServingCertFor(serving, "kwok", ips); err != nil {
 		return err
 	}
 	addr, err := c.addKwokAddress(ctx)
@@ -200,6 +206,10 @@ func (c *cluster) removeKwokAddress() error {
 var gpuTaint = corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 
 // kwokNode is a simulated GPU node; tainted when a real node runs too.
+// resourceMetricsPath is the node annotation that moves a node's resource
+// metrics from the kubelet's /metrics/resource (metrics-server's name).
+const resourceMetricsPath = "metrics.k8s.io/resource-metrics-path"
+
 func kwokNode(i int, tainted bool) *corev1.Node {
 	name := fmt.Sprintf("kwok-node-%d", i)
 	res := corev1.ResourceList{
@@ -222,7 +232,13 @@ func kwokNode(i int, tainted bool) *corev1.Node {
 				"cloud.provider.com/topology-block": "block-0",
 				"cloud.provider.com/topology-rack":  fmt.Sprintf("rack-%d", i/2),
 			},
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0",
+				// Where kwok serves this node's resource metrics
+				// (kwok/metrics.yaml), as metrics-server and kubectl mpi
+				// top read it.
+				resourceMetricsPath: "/metrics/nodes/" + name + "/metrics/resource",
+			},
 		},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}

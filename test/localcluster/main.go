@@ -65,6 +65,7 @@ func upFlags(fs *flag.FlagSet, c *cluster) {
 	fs.DurationVar(&c.podsReadyTimeout, "pods-ready-timeout", c.podsReadyTimeout, "Kueue's waitForPodsReady.timeout: a job whose pods do not all run within it is evicted and started again (make bench-maxima raises it for jobs whose pods take longer to start on these cores)")
 	fs.Var(&c.kueueConcurrency, "kueue-concurrency", "KIND=N[,KIND=N]: Kueue reconciles N objects of KIND (as its controller.groupKindConcurrency names them, such as JobSet.jobset.x-k8s.io) at once, over what its own manifests set (make bench-many MANY=1000x8 gives its JobSets 5)")
 	fs.StringVar(&c.kwokAddress, "kwok-address", "", "a private IPv4 address for kwok's nodes (root: up adds it to the loopback interface, down removes it), such as 10.236.0.1, so that the API server's node proxy, which refuses loopback addresses, reaches their kubelet endpoints and kubectl mpi top reads their usage; default 127.0.0.1")
+	fs.BoolVar(&c.metricsServer, "metrics-server", false, "also run metrics-server (hack/testbin/build.sh metrics-server) serving the metrics API from kwok's nodes, as most clusters serve kubectl top; needs -kwok-address")
 	fs.StringVar(&c.operatorImage, "operator-image", "", "with -real-node, an operator binary to import into the node as the image the bundle's CSV deploys (default: the -operator binary)")
 }
 
@@ -119,6 +120,9 @@ func parse(cmd command, args []string, output io.Writer) (*cluster, error) {
 	}
 	if err := checkKwokAddress(c.kwokAddress, os.Geteuid() == 0); err != nil {
 		return nil, err
+	}
+	if c.metricsServer && c.kwokAddress == "" {
+		return nil, errors.New("-metrics-server needs -kwok-address: the API server reaches an aggregated API only at an address that is not loopback")
 	}
 	if c.podsReadyTimeout < time.Second {
 		return nil, fmt.Errorf("-pods-ready-timeout %s: give a duration of a second or more, such as 30m", c.podsReadyTimeout)

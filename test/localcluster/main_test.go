@@ -32,6 +32,8 @@ func TestParse(t *testing.T) {
 		{verb: "up", args: []string{"-kueue-concurrency", "JobSet.jobset.x-k8s.io=0"}, err: errUsage},
 		{verb: "up", args: []string{"-kueue-concurrency", "JobSet.jobset.x-k8s.io"}, err: errUsage},
 		{verb: "up", args: []string{"-suite", "bookworm"}, err: errUsage},
+		{verb: "up", args: []string{"-metrics-server"}, bad: true}, // needs -kwok-address
+		{verb: "down", args: []string{"-metrics-server"}, err: errUsage},
 		{verb: "down", args: []string{"-dir", "d", "-testbin", "t"}},
 		{verb: "down", args: []string{"-real-node"}, err: errUsage},
 		{verb: "status", args: []string{"extra"}, bad: true},

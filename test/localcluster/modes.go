@@ -39,7 +39,7 @@ type mode interface {
 }
 
 // modes are every optional part, in the order their steps run at a stage.
-func (c *cluster) modes() []mode { return []mode{realNodes{c}, openShift{c}} }
+func (c *cluster) modes() []mode { return []mode{realNodes{c}, openShift{c}, metricsServer{c}} }
 
 // stepsAt are the steps the modes that are on add at a stage.
 func (c *cluster) stepsAt(s stage) []step {

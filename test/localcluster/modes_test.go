@@ -63,6 +63,11 @@ func TestPlanAndExpected(t *testing.T) {
 			[]string{"Torus operator"}, realWorkloads),
 		expected: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "openshift-scc",
 			"containerd-0", "coredns", "kubelet-0", "kube-router-0", "kwok", "jobset", "kueue", "torus-operator"},
+	}, {
+		name:     "the metrics API",
+		c:        cluster{operator: "/bin/torus-operator", kwokAddress: "10.236.0.1", metricsServer: true},
+		steps:    cat(base, controllers, []string{"Torus operator", "metrics-server"}),
+		expected: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue", "torus-operator", "metrics-server"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.c
@@ -78,21 +83,21 @@ func TestPlanAndExpected(t *testing.T) {
 }
 
 // status and down, which take none of up's flags, expect what the state
-// directory shows was started: the operator, OpenShift's admission and
-// upstream's controller by their PID files.
+// directory shows was started: the operator, OpenShift's admission,
+// metrics-server and upstream's controller by their PID files.
 func TestExpectedFromState(t *testing.T) {
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
 	if err := os.MkdirAll(pids, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"etcd", "openshift-scc", "torus-operator"} {
+	for _, name := range []string{"etcd", "openshift-scc", "torus-operator", "metrics-server"} {
 		if err := os.WriteFile(filepath.Join(pids, name+".pid"), []byte("1 1\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c := cluster{dir: dir}
-	want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "openshift-scc", "kwok", "jobset", "kueue", "torus-operator"}
+	want := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "openshift-scc", "kwok", "jobset", "kueue", "torus-operator", "metrics-server"}
 	if diff := cmp.Diff(want, c.expected()); diff != "" {
 		t.Errorf("components (-want +got):\n%s", diff)
 	}

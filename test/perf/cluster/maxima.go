@@ -16,8 +16,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +70,8 @@ type maximaRow struct {
 	// answerCPU is the cluster's CPU over each answer's three tries, by
 	// component: what serving it cost, the simulated kubelets included.
 	answerCPU []counts
+	// topSource says where top read usage, and whether it was timed.
+	topSource string
 	// writes are the API server's, every component's, while Torus's job
 	// and the floor's started.
 	writes, floorWrites counts
@@ -105,7 +111,7 @@ func runMaxima(ctx context.Context, c client.Client, cs kubernetes.Interface, w 
 			row.torus.jobSet.Seconds(), row.torus.admitted.Seconds(), row.torus.running.Seconds(), floor, ratio,
 			float64(row.peakRSS)/(1<<20), row.work.cpu.Seconds(), row.work.requests, row.work.byMethod)
 	}
-	fmt.Println("\nHow long each answer about the running job took (median of 3), at each size; `top` reads every node's resource metrics twice, a second apart, through the API server's node proxy (no metrics-server runs), where kwok's nodes have an address the proxy reaches (`-kwok-address`):")
+	fmt.Printf("\nHow long each answer about the running job took (median of 3), at each size; %s:\n", rows[0].topSource)
 	fmt.Println()
 	header := "| workers |"
 	sep := "| --- |"
@@ -223,7 +229,7 @@ func maximaSize(ctx context.Context, c client.Client, cs kubernetes.Interface, w
 		return row, err
 	}
 	row.work = after.minus(before)
-	if row.answers, row.answerCPU, err = timeAnswers(ctx, c, o, ns, name, workers); err != nil {
+	if row.answers, row.answerCPU, row.topSource, err = timeAnswers(ctx, c, o, ns, name, workers); err != nil {
 		return row, err
 	}
 	var js jobsetv1alpha2.JobSet
@@ -403,10 +409,11 @@ func residentBytes(pid int) (int64, error) {
 }
 
 // timeAnswers times what a user asks of the running job: the plugin's
-// list, describe, top (where the node proxy reaches kwok's nodes) and
-// logs --tail (of every pod, of the launcher, of the last worker), and
-// the dashboard's view of the job, three tries each.
-func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name string, workers int32) ([]answers.Answer, []counts, error) {
+// list, describe, top (where the cluster serves the metrics API, or the
+// node proxy reaches kwok's nodes) and logs --tail (of every pod, of the
+// launcher, of the last worker), and the dashboard's view of the job,
+// three tries each. topSource says where top read usage.
+func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name string, workers int32) (out []answers.Answer, cpu []counts, topSource string, err error) {
 	type command struct {
 		what string
 		args []string
@@ -418,15 +425,31 @@ func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name
 		{"logs --launcher --tail 10", []string{"logs", name, "-n", ns, "--launcher", "--tail", "10"}},
 		{"logs --worker LAST --tail 10", []string{"logs", name, "-n", ns, "--worker", strconv.Itoa(int(workers) - 1), "--tail", "10"}},
 	}
+	served, err := metricsAPIServed(ctx, c, ns)
+	if err != nil {
+		return nil, nil, "", err
+	}
 	proxied, err := kwokNodesProxied(ctx, c)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	if proxied {
+	switch {
+	case served:
+		// top shows what the metrics API serves: every pod's usage once
+		// metrics-server has two scrapes of its node since it ran.
+		waited, err := waitForPodMetrics(ctx, c, ns, name, int(workers)+1)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		topSource = fmt.Sprintf("`top` reads the metrics API, which metrics-server serves from every node's resource metrics, scraped every 15 s (it served the usage of every pod of the job %.0f s after they all ran)", waited.Seconds())
+	case proxied:
+		topSource = "`top` reads every node's resource metrics twice, a second apart, through the API server's node proxy (no metrics-server runs), where kwok's nodes have an address the proxy reaches (`-kwok-address`)"
+	default:
+		topSource = "`top` is not timed: no metrics-server runs and the API server's node proxy does not reach kwok's nodes on 127.0.0.1"
+	}
+	if served || proxied {
 		commands = slices.Insert(commands, 2, command{"top", []string{"top", name, "-n", ns}})
 	}
-	var out []answers.Answer
-	var cpu []counts
 	timed := func(what string, f func() error) error {
 		before, err := clusterCPU(o.kubeconfig)
 		if err != nil {
@@ -439,18 +462,18 @@ func timeAnswers(ctx context.Context, c client.Client, o maximaOptions, ns, name
 	}
 	for _, cmd := range commands {
 		if err := timed(cmd.what, answers.Plugin(ctx, o.plugin, o.kubeconfig, cmd.args...)); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 	}
 	view, stop, err := answers.DashboardView(o.kubeconfig, ns, name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	defer stop()
 	if err := timed("dashboard job view", view); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return out, cpu, nil
+	return out, cpu, topSource, nil
 }
 
 // kwokNodesProxied reports whether the API server's node proxy reaches
@@ -471,4 +494,47 @@ func kwokNodesProxied(ctx context.Context, c client.Client) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// metricsAPIServed reports whether the cluster serves the metrics API
+// (metrics.k8s.io), where kubectl mpi top reads usage first.
+func metricsAPIServed(ctx context.Context, c client.Client, ns string) (bool, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(podMetricsList)
+	err := c.List(ctx, &list, client.InNamespace(ns), client.Limit(1))
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsServiceUnavailable(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("asking whether the metrics API is served: %w", err)
+}
+
+var podMetricsList = schema.GroupVersionKind{Group: "metrics.k8s.io", Version: "v1beta1", Kind: "PodMetricsList"}
+
+// waitForPodMetrics waits until the metrics API serves the usage of every
+// pod of job name (pods of them) and says how long that took.
+func waitForPodMetrics(ctx context.Context, c client.Client, ns, name string, pods int) (time.Duration, error) {
+	// Two scrapes of every node take 30 s; ten minutes is a cluster that
+	// cannot scrape its nodes.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	served := 0
+	for {
+		var list unstructured.UnstructuredList
+		list.SetGroupVersionKind(podMetricsList)
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{api.LabelJobName: name}); err != nil {
+			return 0, fmt.Errorf("listing the pod metrics of %s/%s: %w", ns, name, err)
+		}
+		if served = len(list.Items); served >= pods {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("the metrics API served %d of %d pods' usage of %s/%s: %w", served, pods, ns, name, ctx.Err())
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
