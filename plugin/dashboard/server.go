@@ -533,13 +533,17 @@ func (s *server) jobUsage(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	pods, err := job.Pods(ctx, s.pods.reader(s.client, tj.Namespace, tj.Name), tj)
-	if err != nil {
-		apiError(w, err)
+	byHost := map[string]top.Usage{}
+	var podsErr error
+	pods, usage, source, err := s.usage.Job(ctx, tj.Namespace, tj.Name, func(ctx context.Context) ([]corev1.Pod, error) {
+		pods, err := job.Pods(ctx, s.pods.reader(s.client, tj.Namespace, tj.Name), tj)
+		podsErr = err
+		return pods, err
+	})
+	if podsErr != nil {
+		apiError(w, podsErr)
 		return
 	}
-	byHost := map[string]top.Usage{}
-	usage, source, err := s.usage.Job(ctx, tj.Namespace, tj.Name, pods)
 	if err != nil {
 		writeJSON(w, http.StatusOK, map[string]any{"hosts": byHost, "unavailable": err.Error()})
 		return

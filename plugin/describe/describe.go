@@ -417,10 +417,7 @@ type HostRow struct {
 
 // hostRows is one row per host, the launcher first.
 func hostRows(d *data, placement mpi.Placement, findings []diagnosis.Finding) []HostRow {
-	hosts := placement.Hosts
-	if len(hosts) == 0 || hosts[0].Role != api.RoleLauncher {
-		hosts = append([]mpi.Host{{Role: api.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, hosts...)
-	}
+	hosts := job.Hosts(placement)
 	byPod := map[string]*diagnosis.Finding{}
 	for i := range findings {
 		byPod[findings[i].Pod] = &findings[i]

@@ -90,8 +90,10 @@ const glanceFetchMax = 64
 // dashboard's job page). Without tables, or when the glance cannot be
 // trusted, it is Pods: every pod read whole. With tables it reads the
 // pods' Table and then, one by one, only the pods it shows not plainly
-// running, and one running worker, whose spec gives the facts a failure's
-// fix names of the workers (their probed sshd port, their GPUs).
+// running, and one running pod of each role, whose spec gives the facts of
+// its role: those a failure's fix names of the workers (their probed sshd
+// port, their GPUs), and what each pod of the role requests, as the pods
+// of one role are made from one Job's template.
 //
 // A Table row carries no owner, so whoever may create pods in the
 // namespace could add a row that wears the job's labels. A row is
@@ -314,7 +316,9 @@ func glanceRows(table *metav1.Table, jobs []ownJob) (glanced, bool) {
 		}
 	}
 	out := glanced{running: map[hostKey]RunningPod{}}
-	var facts *glanceRow
+	// The plain row of least index of each role, read whole for the
+	// facts of its role.
+	facts := map[string]*glanceRow{}
 	for i := range rows {
 		row := &rows[i]
 		// A host of two pods (a failed one and its replacement, or a
@@ -324,13 +328,15 @@ func glanceRows(table *metav1.Table, jobs []ownJob) (glanced, bool) {
 			continue
 		}
 		out.running[row.host] = RunningPod{Name: row.name, Node: row.node}
-		if row.host.role == api.RoleWorker && (facts == nil || row.host.index < facts.host.index) {
-			facts = row
+		if f := facts[row.host.role]; f == nil || row.host.index < f.host.index {
+			facts[row.host.role] = row
 		}
 	}
-	if facts != nil {
-		delete(out.running, facts.host)
-		out.fetch = append(out.fetch, facts.name)
+	for _, role := range []string{api.RoleLauncher, api.RoleWorker} {
+		if f := facts[role]; f != nil {
+			delete(out.running, f.host)
+			out.fetch = append(out.fetch, f.name)
+		}
 	}
 	if len(out.fetch) > glanceFetchMax {
 		return glanced{}, false

@@ -18,7 +18,7 @@ import (
 
 // A glance believes a Table row that shows a host plainly running only where
 // the Job controller's ready counts agree with the rows, reads every other
-// pod whole, and one running worker for the facts of the workers.
+// pod whole, and one running pod of each role for the facts of its role.
 func TestGlanceRows(t *testing.T) {
 	columns := []metav1.TableColumnDefinition{{Name: "Name"}, {Name: "Ready"}, {Name: "Status"}, {Name: "Restarts"},
 		{Name: "Age"}, {Name: "IP"}, {Name: "Node"}, {Name: "Nominated Node"}, {Name: "Readiness Gates"}}
@@ -32,7 +32,6 @@ func TestGlanceRows(t *testing.T) {
 		return []ownJob{{name: "pi-launcher-0", role: api.RoleLauncher, completions: 1, ready: launcherReady},
 			{name: "pi-node-0", role: api.RoleWorker, completions: 4, ready: workersReady}}
 	}
-	launcher := hostKey{api.RoleLauncher, 0}
 	worker := func(i int32) hostKey { return hostKey{api.RoleWorker, i} }
 	type want struct {
 		ok      bool
@@ -44,10 +43,10 @@ func TestGlanceRows(t *testing.T) {
 		jobs []ownJob
 		want want
 	}{
-		"every host running, as counted; the first worker read whole": {
+		"every host running, as counted; the launcher and the first worker read whole": {
 			rows: []metav1.TableRow{running("pi-launcher-0-0-abcde"), running("pi-node-0-1-cdefg"), running("pi-node-0-0-bcdef")},
 			jobs: jobs(1, 2),
-			want: want{ok: true, running: []hostKey{launcher, worker(1)}, fetch: []string{"pi-node-0-0-bcdef"}},
+			want: want{ok: true, running: []hostKey{worker(1)}, fetch: []string{"pi-launcher-0-0-abcde", "pi-node-0-0-bcdef"}},
 		},
 		"restarts as a JSON number": {
 			rows: []metav1.TableRow{running("pi-node-0-0-bcdef"), row("pi-node-0-1-cdefg", "1/1", "Running", float64(0), "n1", "<none>")},
@@ -57,12 +56,12 @@ func TestGlanceRows(t *testing.T) {
 		"a pending pod is read whole": {
 			rows: []metav1.TableRow{running("pi-launcher-0-0-abcde"), row("pi-node-0-1-cdefg", "0/1", "Pending", "0", "<none>", "<none>")},
 			jobs: jobs(1, 0),
-			want: want{ok: true, running: []hostKey{launcher}, fetch: []string{"pi-node-0-1-cdefg"}},
+			want: want{ok: true, fetch: []string{"pi-node-0-1-cdefg", "pi-launcher-0-0-abcde"}},
 		},
 		"a restarted pod is read whole, and still counted ready": {
 			rows: []metav1.TableRow{running("pi-launcher-0-0-abcde"), row("pi-node-0-1-cdefg", "1/1", "Running", "2 (5m ago)", "n1", "<none>")},
 			jobs: jobs(1, 1),
-			want: want{ok: true, running: []hostKey{launcher}, fetch: []string{"pi-node-0-1-cdefg"}},
+			want: want{ok: true, fetch: []string{"pi-node-0-1-cdefg", "pi-launcher-0-0-abcde"}},
 		},
 		"a pod with a container not ready is read whole": {
 			rows: []metav1.TableRow{row("pi-node-0-0-bcdef", "1/2", "Running", "0", "n1", "<none>")},
@@ -70,9 +69,9 @@ func TestGlanceRows(t *testing.T) {
 			want: want{ok: true, fetch: []string{"pi-node-0-0-bcdef"}},
 		},
 		"a pod of two containers, both ready": {
-			rows: []metav1.TableRow{row("pi-launcher-0-0-abcde", "2/2", "Running", "0", "n1", "<none>")},
-			jobs: jobs(1, 0),
-			want: want{ok: true, running: []hostKey{launcher}},
+			rows: []metav1.TableRow{row("pi-launcher-0-0-abcde", "2/2", "Running", "0", "n1", "<none>"), running("pi-node-0-1-cdefg"), running("pi-node-0-0-bcdef")},
+			jobs: jobs(1, 2),
+			want: want{ok: true, running: []hostKey{worker(1)}, fetch: []string{"pi-launcher-0-0-abcde", "pi-node-0-0-bcdef"}},
 		},
 		"a readiness gate not passed is not ready": {
 			rows: []metav1.TableRow{row("pi-node-0-0-bcdef", "1/1", "Running", "0", "n1", "0/1")},
@@ -88,8 +87,8 @@ func TestGlanceRows(t *testing.T) {
 			rows: []metav1.TableRow{running("pi-launcher-0-0-abcde"), running("planted"), running("pi-node-0-x-abcde"),
 				running("pi-node-0-01-abcde"), running("pi-node-0-4-abcde"), running("pi-node-0-1-abcdef")},
 			jobs: jobs(1, 0),
-			want: want{ok: true, running: []hostKey{launcher},
-				fetch: []string{"planted", "pi-node-0-x-abcde", "pi-node-0-01-abcde", "pi-node-0-4-abcde", "pi-node-0-1-abcdef"}},
+			want: want{ok: true,
+				fetch: []string{"planted", "pi-node-0-x-abcde", "pi-node-0-01-abcde", "pi-node-0-4-abcde", "pi-node-0-1-abcdef", "pi-launcher-0-0-abcde"}},
 		},
 		"a host of two pods is read whole": {
 			rows: []metav1.TableRow{running("pi-launcher-0-0-abcde"), row("pi-launcher-0-0-zzzzz", "0/1", "Error", "0", "n1", "<none>")},

@@ -228,6 +228,15 @@ func Index(p *corev1.Pod) int32 {
 	return int32(i)
 }
 
+// Hosts are every host of a job: the launcher first, whether or not it
+// runs ranks, then the hosts of placement.
+func Hosts(placement mpi.Placement) []mpi.Host {
+	if len(placement.Hosts) > 0 && placement.Hosts[0].Role == api.RoleLauncher {
+		return placement.Hosts
+	}
+	return append([]mpi.Host{{Role: api.RoleLauncher, ReplicatedJob: mpi.LauncherJob}}, placement.Hosts...)
+}
+
 // HostOf is the MPI host a pod is.
 func HostOf(p *corev1.Pod) mpi.Host {
 	return mpi.Host{Role: p.Labels[api.LabelRole], Index: Index(p)}

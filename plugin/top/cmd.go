@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
@@ -112,7 +113,8 @@ func (o *topOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	info := job.Resolve(ctx, job.NewRuntimes(c), tj)
+	placement := job.Resolve(ctx, job.NewRuntimes(c), tj).Placement()
+	tables := job.NewPodTables(o.kube)
 	reader := &usageReader{Kube: o.kube, Metrics: o.metrics, Interval: time.Second, RateWait: rateWait}
 	gpus := &gpuReader{Config: o.config, Kube: o.kube}
 	progress := cmdutil.NewProgress(o.ErrOut)
@@ -127,15 +129,13 @@ func (o *topOptions) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		pods, err := job.Pods(ctx, c, tj)
+		pods, usage, err := reader.Read(ctx, tj.Namespace, api.LabelJobName+"="+tj.Name, func(ctx context.Context) ([]corev1.Pod, error) {
+			return jobPods(ctx, c, tables, tj, placement)
+		})
 		if err != nil {
 			return err
 		}
-		usage, err := reader.Read(ctx, tj.Namespace, api.LabelJobName+"="+tj.Name, pods)
-		if err != nil {
-			return err
-		}
-		table := podTable(pods, info.Placement(), usage, gpus.Read(ctx, pods))
+		table := podTable(pods, placement, usage, gpus.Read(ctx, pods))
 		if o.Watch && progress.IsTerminal() {
 			// Redraw in place on a terminal; elsewhere tables follow each other.
 			fmt.Fprint(o.Out, "\033[H\033[2J")

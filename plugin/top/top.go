@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -101,18 +102,37 @@ func (r *usageReader) Source() string {
 	return r.source
 }
 
-// Read returns the usage of the running pods, by pod name.
-func (r *usageReader) Read(ctx context.Context, namespace, selector string, pods []corev1.Pod) (map[string]podUsage, error) {
-	served, err := r.metricsAPIServed()
-	if err != nil {
-		return nil, err
+// Read returns the pods listPods reads and the usage of those running, by
+// pod name. From the metrics API, which needs no pod to be read first, the
+// pods and their usage are read at once.
+func (r *usageReader) Read(ctx context.Context, namespace, selector string, listPods func(context.Context) ([]corev1.Pod, error)) ([]corev1.Pod, map[string]podUsage, error) {
+	var (
+		pods   []corev1.Pod
+		usage  map[string]podUsage
+		served bool
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		pods, err = listPods(gctx)
+		return err
+	})
+	g.Go(func() (err error) {
+		if served, err = r.metricsAPIServed(); err != nil || !served {
+			return err
+		}
+		usage, err = r.fromMetricsAPI(gctx, namespace, selector)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
 	}
 	if served {
 		r.setSource(sourceMetricsAPI)
-		return r.fromMetricsAPI(ctx, namespace, selector)
+		return pods, usage, nil
 	}
 	r.setSource(sourceKubelet)
-	return r.fromKubelets(ctx, pods)
+	usage, err := r.fromKubelets(ctx, pods)
+	return pods, usage, err
 }
 
 func (r *usageReader) setSource(s string) {

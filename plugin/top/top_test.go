@@ -23,6 +23,7 @@ import (
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
+	"github.com/torus-mpi/torus/plugin/job"
 )
 
 // A kubelet's /metrics/resource, trimmed.
@@ -85,9 +86,13 @@ func TestReadFromMetricsAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &usageReader{Kube: kube, Metrics: mc}
-	got, err := r.Read(context.Background(), "ns", "job=pi", nil)
+	listed := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-0", Namespace: "ns"}}}
+	pods, got, err := r.Read(context.Background(), "ns", "job=pi", func(context.Context) ([]corev1.Pod, error) { return listed, nil })
 	if err != nil {
 		t.Fatalf("Read() = %v", err)
+	}
+	if len(pods) != 1 || pods[0].Name != "pi-node-0-0" {
+		t.Errorf("Read() pods = %v, want those listed", pods)
 	}
 	u := got["pi-node-0-0"]
 	if u.CPU.MilliValue() != 1500 || u.Memory.Value() != 3<<30 {
@@ -130,6 +135,35 @@ func TestPodTableCPU(t *testing.T) {
 	want := [][2]any{{"250m", "64Mi"}, {"<pending>", "64Mi"}, {"<pending>", "<pending>"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CPU and memory cells (-want +got):\n%s", diff)
+	}
+}
+
+// A host the glance saw plainly running shows as its row: its name and
+// node, with what its role's pod read whole asks for.
+func TestRunningPodRow(t *testing.T) {
+	worker := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-0-abcde", Namespace: "ns", Labels: map[string]string{api.LabelRole: api.RoleWorker, batchv1.JobCompletionIndexAnnotation: "0"}},
+		Spec: corev1.PodSpec{NodeName: "n0", Containers: []corev1.Container{{Name: mpi.TrainerContainer, Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi"), "nvidia.com/gpu": resource.MustParse("1")},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	host := mpi.Host{Role: api.RoleWorker, ReplicatedJob: mpi.NodeJob, Index: 7}
+	pods := []corev1.Pod{worker, runningPod(&worker, job.RunningPod{Name: "pi-node-0-7-fghij", Node: "n7"}, host)}
+	placement := mpi.NewPlacement("pi", 8, 1, false)
+	usage := map[string]podUsage{"pi-node-0-7-fghij": {CPU: resource.NewMilliQuantity(900, resource.DecimalSI), Memory: resource.MustParse("1Gi")}}
+	table := podTable(pods, placement, usage, nil)
+	if len(table.Rows) != 2 {
+		t.Fatalf("rows = %d, want 2", len(table.Rows))
+	}
+	got := table.Rows[1].Cells[:9]
+	want := []any{"worker-7", "7", "pi-node-0-7-fghij", "n7", "900m", "2", "1024Mi", "4Gi", "1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the running host's row (-want +got):\n%s", diff)
+	}
+	if p := pods[1]; p.Namespace != "ns" || !asksGPUs(&p) {
+		t.Errorf("running pod = %s/%s, asks GPUs %v; want ns/, true", p.Namespace, p.Name, asksGPUs(&p))
 	}
 }
 

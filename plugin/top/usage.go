@@ -40,12 +40,12 @@ func NewReader(cfg *rest.Config, kube kubernetes.Interface, metrics metricsclien
 	return &Reader{r: &usageReader{Kube: kube, Metrics: metrics, Interval: time.Second, RateWait: time.Second}, gpus: &gpuReader{Config: cfg, Kube: kube}}
 }
 
-// Job reads the usage of a job's running pods, by pod name, and names
-// where it came from.
-func (r *Reader) Job(ctx context.Context, namespace, job string, pods []corev1.Pod) (map[string]Usage, string, error) {
-	u, err := r.r.Read(ctx, namespace, api.LabelJobName+"="+job, pods)
+// Job reads a job's pods with listPods and the usage of those running, by
+// pod name, and names where it came from.
+func (r *Reader) Job(ctx context.Context, namespace, job string, listPods func(context.Context) ([]corev1.Pod, error)) ([]corev1.Pod, map[string]Usage, string, error) {
+	pods, u, err := r.r.Read(ctx, namespace, api.LabelJobName+"="+job, listPods)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	gpus := r.gpus.Read(ctx, pods)
 	out := make(map[string]Usage, len(u))
@@ -56,5 +56,5 @@ func (r *Reader) Job(ctx context.Context, namespace, job string, pods []corev1.P
 		}
 		out[name] = u
 	}
-	return out, r.r.Source(), nil
+	return pods, out, r.r.Source(), nil
 }
