@@ -6,15 +6,21 @@ import (
 	"slices"
 	"strings"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
+	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
+	"github.com/torus-mpi/torus/plugin/job"
 )
 
 var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
@@ -50,6 +56,44 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 		Expect(r.Code).To(Equal(1))
 		Expect(r.Stderr).To(ContainSubstring("error: the command failed on 3 of 3 workers:"))
 		Expect(r.Stderr).To(ContainSubstring("worker-2: exec in pod " + podOf(ns, "pi", api.RoleWorker, 2)))
+	})
+
+	It("shows a running job's hosts from its pods' Table once the Job controller counts them ready", func() {
+		var pi trainer.TrainJob
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pi"}, &pi)).To(Succeed())
+		// What the glance checks the rows against: each of the job's Jobs
+		// counts its pods ready.
+		Eventually(func(g Gomega) {
+			var jobs batchv1.JobList
+			g.Expect(k8sClient.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: mpi.JobSetName("pi")})).To(Succeed())
+			g.Expect(jobs.Items).To(HaveLen(2))
+			for _, j := range jobs.Items {
+				g.Expect(j.Status.Ready).To(HaveValue(BeEquivalentTo(*j.Spec.Completions)), j.Name)
+			}
+		}, timeout, interval).Should(Succeed())
+		kube, err := kubernetes.NewForConfig(restConfig)
+		Expect(err).NotTo(HaveOccurred())
+		launcher, first := runningPod(&pi, api.RoleLauncher, 0), runningPod(&pi, api.RoleWorker, 0)
+		// The rows are believed once no Job changes while they are read:
+		// the Job controller may still write a Job after its ready count.
+		Eventually(func(g Gomega) {
+			glance, err := job.GlancePods(ctx, k8sClient, job.NewPodTables(kube), &pi)
+			g.Expect(err).NotTo(HaveOccurred())
+			// The launcher and the first worker read whole, for the
+			// facts of their roles; the other workers from their rows.
+			g.Expect(glance.Pods).To(HaveLen(2))
+			g.Expect([]string{glance.Pods[0].Name, glance.Pods[1].Name}).To(Equal([]string{launcher.Name, first.Name}))
+			for i := 1; i < 3; i++ {
+				p := runningPod(&pi, api.RoleWorker, i)
+				row, shown := glance.RunningOf(api.RoleWorker, int32(i))
+				g.Expect(shown).To(BeTrue(), "worker-%d", i)
+				g.Expect(row).To(Equal(job.RunningPod{Name: p.Name, Node: p.Spec.NodeName}))
+			}
+		}, timeout, interval).Should(Succeed())
+		r := succeed(mpiCmd("-n", ns, "describe", "pi"))
+		for i := range 3 {
+			Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+%d-%d\s+worker-%d\s+pi-node-0-%d-\S+\s+kwok-node-\d+\s+Running\s+0\s*$`, 4*i, 4*i+3, i, i))
+		}
 	})
 
 	It("reads each pod's usage from the metrics API, or from its node through the API server's node proxy, or says why it cannot", func() {
@@ -90,8 +134,14 @@ var _ = Describe("kubectl mpi exec-rank and top", Ordered, func() {
 			for _, host := range []string{"launcher", "worker-0", "worker-1", "worker-2"} {
 				// A counter growing at 250m a second: a rate near 250m
 				// where the machine is idle. The columns: host, ranks,
-				// pod, node, CPU, CPU request, memory.
-				g.Expect(r.Stdout).To(MatchRegexp(`(?m)^%s +\S+ +\S+ +\S+ +[1-9][0-9]*m +\S+ +64Mi `, host))
+				// pod, node, CPU, CPU request, memory, memory limit,
+				// GPUs: each worker's 4, those of the workers shown from
+				// their Table rows as the worker read whole asks.
+				gpus := "4"
+				if host == "launcher" {
+					gpus = "0"
+				}
+				g.Expect(r.Stdout).To(MatchRegexp(`(?m)^%s +\S+ +\S+ +\S+ +[1-9][0-9]*m +\S+ +64Mi +\S+ +%s `, host, gpus))
 			}
 			g.Expect(r.Stderr).To(ContainSubstring("pi is Running; usage from " + source + "\n"))
 		}, timeout, interval).Should(Succeed())

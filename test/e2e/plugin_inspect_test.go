@@ -8,16 +8,12 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/mpi"
 	"github.com/torus-mpi/torus/pkg/trainjob"
-	"github.com/torus-mpi/torus/plugin/job"
 )
 
 // fields splits table output into rows of columns.
@@ -96,39 +92,6 @@ var _ = Describe("kubectl mpi list, describe, wait, rerun and delete", Ordered, 
 		Expect(first).To(MatchRegexp(`Waiting:\s+Waiting in LocalQueue "team": .*nvidia.com/gpu`))
 		Expect(r.Stdout).To(MatchRegexp(`Queue:\s+team \(Queued\)`))
 		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+0-3\s+worker-0\s+<none>\s+NotCreated`))
-	})
-
-	It("shows a running job's hosts from its pods' Table once the Job controller counts them ready", func() {
-		var holder trainer.TrainJob
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "holder"}, &holder)).To(Succeed())
-		// What the glance checks the rows against: each of the job's Jobs
-		// counts its one pod ready.
-		Eventually(func(g Gomega) {
-			var jobs batchv1.JobList
-			g.Expect(k8sClient.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: mpi.JobSetName("holder")})).To(Succeed())
-			g.Expect(jobs.Items).To(HaveLen(2))
-			for _, j := range jobs.Items {
-				g.Expect(j.Status.Ready).To(HaveValue(BeEquivalentTo(1)), j.Name)
-			}
-		}, timeout, interval).Should(Succeed())
-		kube, err := kubernetes.NewForConfig(restConfig)
-		Expect(err).NotTo(HaveOccurred())
-		launcher, worker := runningPod(&holder, api.RoleLauncher, 0), runningPod(&holder, api.RoleWorker, 0)
-		// The rows are believed once no Job changes while they are read:
-		// the Job controller may still write a Job after its ready count.
-		Eventually(func(g Gomega) {
-			glance, err := job.GlancePods(ctx, k8sClient, job.NewPodTables(kube), &holder)
-			g.Expect(err).NotTo(HaveOccurred())
-			// The launcher from its row; the one worker read whole, for
-			// the facts of the workers a failure's fix names.
-			row, shown := glance.RunningOf(api.RoleLauncher, 0)
-			g.Expect(shown).To(BeTrue())
-			g.Expect(row).To(Equal(job.RunningPod{Name: launcher.Name, Node: launcher.Spec.NodeName}))
-			g.Expect(glance.Pods).To(HaveLen(1))
-			g.Expect(glance.Pods[0].Name).To(Equal(worker.Name))
-		}, timeout, interval).Should(Succeed())
-		r := succeed(mpiCmd("-n", ns, "describe", "holder"))
-		Expect(r.Stdout).To(MatchRegexp(`(?m)^\s+0-3\s+worker-0\s+holder-node-0-0-\S+\s+kwok-node-\d+\s+Running\s+0\s*$`))
 	})
 
 	It("waits with exit codes: 0 reached, 4 timed out, 3 failed", func() {

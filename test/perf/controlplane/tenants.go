@@ -386,9 +386,9 @@ func askAbout(ctx context.Context, plugin, kubeconfig, ns, name string) ([]answe
 	}))
 	out = append(out, answers.Tries("a glance at the pods", func() error {
 		g, err := plugjob.GlancePods(ctx, c, plugjob.NewPodTables(kube), &tj)
-		// Every pod runs: one worker is read whole, for the workers'
-		// facts, and no other.
-		if err == nil && len(g.Pods) != 1 {
+		// Every pod runs: the launcher and one worker are read whole,
+		// for the facts of their roles, and no other.
+		if err == nil && len(g.Pods) != 2 {
 			err = fmt.Errorf("the glance read %d pods whole, where every pod runs", len(g.Pods))
 		}
 		return err
