@@ -46,9 +46,10 @@ func newJobPods(kube kubernetes.Interface) *jobPods {
 }
 
 // subscribe opens (or shares) the feed of a job's pods; changed gets a
-// value, without blocking, whenever one of them changes. The returned
-// function ends the subscription, and the feed with its last one.
-func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) func() {
+// value, without blocking, whenever one of them changes. It returns a
+// function that ends the subscription, and the feed with its last one, and
+// one that reports whether the feed has listed the pods.
+func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) (unsubscribe func(), synced func() bool) {
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	j.mu.Lock()
 	f, ok := j.feeds[key]
@@ -60,7 +61,7 @@ func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) func() {
 	f.mu.Lock()
 	f.subscribers[changed] = struct{}{}
 	f.mu.Unlock()
-	return func() {
+	unsubscribe = func() {
 		f.mu.Lock()
 		delete(f.subscribers, changed)
 		last := len(f.subscribers) == 0
@@ -75,6 +76,7 @@ func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) func() {
 		j.mu.Unlock()
 		close(f.stop)
 	}
+	return unsubscribe, f.informer.HasSynced
 }
 
 func (j *jobPods) start(ns, name string) *podFeed {

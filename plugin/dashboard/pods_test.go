@@ -156,3 +156,41 @@ func TestViewReader(t *testing.T) {
 		t.Errorf("another job's view: reader %T, tables %v; want the API client and tables", r, tables)
 	}
 }
+
+// A stream waits for its feed to list the job's pods, and no longer than
+// the request or its watches last.
+func TestWaitSynced(t *testing.T) {
+	tests := map[string]struct {
+		syncedAfter int // polls; -1: never
+		cancel      bool
+		end         bool
+		want        bool
+	}{
+		"listed already":        {syncedAfter: 0, want: true},
+		"listed after a while":  {syncedAfter: 3, want: true},
+		"the page went away":    {syncedAfter: -1, cancel: true},
+		"a watch of it ended":   {syncedAfter: -1, end: true},
+		"listed, page gone too": {syncedAfter: 0, cancel: true, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				cancel()
+			}
+			ended := make(chan struct{}, 1)
+			if tc.end {
+				ended <- struct{}{}
+			}
+			asked := 0
+			synced := func() bool {
+				asked++
+				return tc.syncedAfter >= 0 && asked > tc.syncedAfter
+			}
+			if got := waitSynced(ctx, ended, synced); got != tc.want {
+				t.Fatalf("waitSynced = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}

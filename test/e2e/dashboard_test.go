@@ -55,6 +55,10 @@ var _ = Describe("kubectl mpi dashboard", func() {
 		b.Open(url)
 		b.Open(framework.DashboardBase(url) + "/#/jobs/" + ns + "/wide")
 		Eventually(b.Text, time.Minute, 200*time.Millisecond).Should(ContainSubstring("All 257 hosts"))
+		// The page's stream tells it to read again once the dashboard holds
+		// the job's pods: that second read, and every one after it, takes
+		// them from there. The first may have listed them.
+		Eventually(func() int { return proxy.Count(jobReads) }, time.Minute, 100*time.Millisecond).Should(BeNumerically(">=", 2))
 
 		By("changing each of the job's 257 pods while its page is open")
 		var pods corev1.PodList
