@@ -48,8 +48,8 @@ func newJobPods(kube kubernetes.Interface) *jobPods {
 // subscribe opens (or shares) the feed of a job's pods; changed gets a
 // value, without blocking, whenever one of them changes. It returns a
 // function that ends the subscription, and the feed with its last one, and
-// one that reports whether the feed has listed the pods.
-func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) (unsubscribe func(), synced func() bool) {
+// what is done once the feed has listed the pods.
+func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) (unsubscribe func(), synced cache.DoneChecker) {
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	j.mu.Lock()
 	f, ok := j.feeds[key]
@@ -76,7 +76,7 @@ func (j *jobPods) subscribe(ns, name string, changed chan<- struct{}) (unsubscri
 		j.mu.Unlock()
 		close(f.stop)
 	}
-	return unsubscribe, f.informer.HasSynced
+	return unsubscribe, f.informer.HasSyncedChecker()
 }
 
 func (j *jobPods) start(ns, name string) *podFeed {

@@ -381,6 +381,10 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
 	if name != "" && s.maySeePods(ctx, ns, name) {
 		// The job's pods, from the feed the page's reads share.
 		unsubscribe, synced := s.pods.subscribe(ns, name, changed)
@@ -389,7 +393,11 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		// before: a read before would list them (a glance at their Table)
 		// as the feed lists them too. What changes in the meantime is in
 		// that one read.
-		if !waitSynced(ctx, ended, synced) {
+		select {
+		case <-synced.Done():
+		case <-ctx.Done():
+			return
+		case <-ended:
 			return
 		}
 		select {
@@ -397,8 +405,6 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
 	// Whatever changed between the page's read and this watch's start.
 	fmt.Fprint(w, "event: changed\ndata: {}\n\n")
 	flusher.Flush()
@@ -443,27 +449,6 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 }
-
-// waitSynced waits until synced reports true, or the request or one of its
-// watches ends (false).
-func waitSynced(ctx context.Context, ended <-chan struct{}, synced func() bool) bool {
-	poll := time.NewTicker(syncPoll)
-	defer poll.Stop()
-	for !synced() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-ended:
-			return false
-		case <-poll.C:
-		}
-	}
-	return true
-}
-
-// syncPoll is how often a stream looks whether its feed of pods has listed
-// them.
-const syncPoll = 50 * time.Millisecond
 
 // A burst of changes within burstWindow is one message to the page, and
 // two messages are minChangedInterval apart at least.

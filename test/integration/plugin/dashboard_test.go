@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/torus-mpi/torus/api"
 	"github.com/torus-mpi/torus/pkg/trainerstatus"
 	plugclient "github.com/torus-mpi/torus/plugin/client"
 	"github.com/torus-mpi/torus/plugin/dashboard"
@@ -67,6 +68,40 @@ var _ = Describe("The dashboard's API", Ordered, func() {
 		data, err := io.ReadAll(resp.Body)
 		Expect(err).NotTo(HaveOccurred())
 		return resp.StatusCode, string(data)
+	}
+
+	// stream opens a server-sent event stream of the dashboard's; each
+	// frame it reads comes on the channel, which closes with the stream.
+	stream := func(sctx SpecContext, path string) <-chan string {
+		GinkgoHelper()
+		req, err := http.NewRequestWithContext(sctx, http.MethodGet, base+path, nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{}).Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(resp.Body.Close)
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		Expect(resp.Header.Get("Content-Type")).To(Equal("text/event-stream"))
+		frames := make(chan string, 16)
+		go func() {
+			defer GinkgoRecover()
+			defer close(frames)
+			r := bufio.NewReader(resp.Body)
+			var frame strings.Builder
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\n" {
+					frames <- frame.String()
+					frame.Reset()
+					continue
+				}
+				frame.WriteString(line)
+			}
+		}()
+		return frames
 	}
 
 	It("answers nothing without the token, nor under another host name", func() {
@@ -125,33 +160,7 @@ var _ = Describe("The dashboard's API", Ordered, func() {
 		Expect(body).To(ContainSubstring("torus-openmpi"))
 
 		By("the list's stream: a first change, then the job's new row when it changes")
-		req, err := http.NewRequestWithContext(sctx, http.MethodGet, base+"/api/watch?rows=true&namespace="+ns, nil)
-		Expect(err).NotTo(HaveOccurred())
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := (&http.Client{}).Do(req)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(resp.Body.Close)
-		Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		Expect(resp.Header.Get("Content-Type")).To(Equal("text/event-stream"))
-		frames := make(chan string, 16)
-		go func() {
-			defer GinkgoRecover()
-			defer close(frames)
-			r := bufio.NewReader(resp.Body)
-			var frame strings.Builder
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if line == "\n" {
-					frames <- frame.String()
-					frame.Reset()
-					continue
-				}
-				frame.WriteString(line)
-			}
-		}()
+		frames := stream(sctx, "/api/watch?rows=true&namespace="+ns)
 		Eventually(frames, 30*time.Second).Should(Receive(Equal("event: changed\ndata: {}\n")))
 		Expect(fw.Client.Patch(ctx, &tj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"vision"}}}`)))).To(Succeed())
 		// Each frame is an event and one line of JSON; the job's frame
@@ -163,6 +172,15 @@ var _ = Describe("The dashboard's API", Ordered, func() {
 		var parsed map[string]any
 		Expect(json.Unmarshal([]byte(data), &parsed)).To(Succeed())
 		Expect(parsed).To(HaveKeyWithValue("name", "pi"))
+
+		By("the job's stream: a first change once it holds the job's pods, then one when a pod of the job changes")
+		jobFrames := stream(sctx, "/api/watch?namespace="+ns+"&job=pi")
+		Eventually(jobFrames, 30*time.Second).Should(Receive(Equal("event: changed\ndata: {}\n")))
+		Expect(fw.Client.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "pi-node-0-0", Namespace: ns, Labels: map[string]string{api.LabelJobName: "pi"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "mpi:1"}}},
+		})).To(Succeed())
+		Eventually(jobFrames, 30*time.Second).Should(Receive(Equal("event: changed\ndata: {}\n")))
 	})
 
 	It("serves a job's metrics history from the ConfigMap the job controls, and from no other", func() {
